@@ -1,0 +1,149 @@
+import type { Aggregation, OutputType, Role } from '../protocol/requests.js';
+import type { Entity, LabelScore, SparseVector } from '../protocol/results.js';
+import type { CreatedSession, RuntimeOptions } from '../runtime/ort-session.js';
+import type { Span } from '../tokenizers/offsets.js';
+import type { TextTokenizer } from '../tokenizers/text-tokenizer.js';
+import type { HfConfig, ModelFolder, StModule } from './model-files.js';
+import type { Family, ModelProfile } from './profile.js';
+
+/**
+ * The one interface every model family implements. A family runs in two places:
+ * `prepare` in a prep thread (tokenization and other input work, producing plain data whose
+ * `cost` the scheduler batches by) and a Runner in the model's own thread (collate, run the ONNX
+ * session, post-process). Both sides receive the same ModelProfile.
+ */
+
+export type Task = 'encode' | 'score' | 'extract' | 'tokenize';
+
+export interface PrepItem {
+  text: string;
+  /** Second segment, for pair scoring. */
+  pair?: string;
+  role: Role;
+  /** Prompt text prepended by the engine (already included in `text`); kept for include_prompt=false pooling. */
+  prompt?: string;
+}
+
+export interface PrepareRequest {
+  task: Task;
+  items: PrepItem[];
+  /** Effective maximum length (request override or the profile's). */
+  maxLength: number;
+  /** Zero-shot labels (GLiNER). */
+  labels?: string[];
+  /** Count exact untruncated lengths (tokenize command). */
+  exactLength?: boolean;
+}
+
+export interface PreparedText {
+  kind: 'text';
+  ids: number[];
+  /** Token type ids; null when all zero. */
+  typeIds: number[] | null;
+  /** Attention mask when not all ones (ColBERT query [MASK] expansion). */
+  attention: number[] | null;
+  truncated: boolean;
+  /** Length before truncation, special tokens included. */
+  length: number;
+  /** Number of leading prompt tokens (after the first special token) for include_prompt=false pooling. */
+  promptTokens: number;
+  role: Role;
+  /** Token strings and original-text offsets, for families that report spans. */
+  tokens?: string[];
+  offsets?: Span[];
+  text?: string;
+}
+
+export interface PreparedGliner {
+  kind: 'gliner';
+  ids: number[];
+  /** 1-based index of the text word whose first sub-token is at each position, else 0. */
+  wordsMask: number[];
+  /** Character span of each text word. */
+  words: Span[];
+  text: string;
+  labels: string[];
+  truncated: boolean;
+  length: number;
+}
+
+export type Prepared = PreparedText | PreparedGliner;
+
+/** Tokens the scheduler charges for an item before padding. */
+export function preparedCost(item: Prepared): number {
+  return item.ids.length;
+}
+
+export interface RunOptions {
+  outputs: OutputType[];
+  normalize?: boolean;
+  threshold?: number;
+  aggregation?: Aggregation;
+  topK?: number;
+}
+
+export interface ItemOutput {
+  dense?: number[];
+  sparse?: SparseVector;
+  multivector?: number[][];
+  score?: number;
+  entities?: Entity[];
+  labels?: LabelScore[];
+  text?: string;
+}
+
+export interface PrepContext {
+  profile: ModelProfile;
+  /** Loaded when the family needs one (capabilities.tokenizer). */
+  tokenizer: TextTokenizer;
+}
+
+export interface RunnerContext {
+  profile: ModelProfile;
+  runtime: RuntimeOptions;
+  /** Opens the ONNX graph of a component of the profile (`model`, `text_model`...). */
+  openSession(component: string): Promise<CreatedSession>;
+}
+
+export interface RunnerInfo {
+  provider: string;
+  inputs: string[];
+  outputs: string[];
+  /** Output dimension of the main representation, when known. */
+  dimension: number | null;
+}
+
+export interface Runner {
+  readonly info: RunnerInfo;
+  run(batch: Prepared[], options: RunOptions): Promise<ItemOutput[]>;
+  release(): Promise<void>;
+}
+
+export interface Capabilities {
+  /** Representations `encode` can return. */
+  encode: readonly OutputType[];
+  /** What `encode` returns when the request names none. */
+  defaultOutputs: readonly OutputType[];
+  /** `pairs`: the model scores (query, item) pairs itself; `embeddings`: similarity of encodings. */
+  score: 'pairs' | 'embeddings' | null;
+  extract: boolean;
+}
+
+/** What detection sees of a model folder. */
+export interface Evidence {
+  folder: ModelFolder;
+  config: HfConfig | undefined;
+  modules: StModule[];
+  onnx: Record<string, string>;
+}
+
+export interface FamilyAdapter {
+  readonly name: Family;
+  readonly capabilities: Capabilities;
+  /** Higher wins; 0 = not this family. Families inspect only the evidence, never load weights. */
+  match(evidence: Evidence): number;
+  /** Family options detected from the folder (validated later by the family itself). */
+  detectOptions(evidence: Evidence, tokenizer: TextTokenizer): Promise<Record<string, unknown>>;
+  prepare(context: PrepContext, request: PrepareRequest): Prepared[] | Promise<Prepared[]>;
+  createRunner(context: RunnerContext): Promise<Runner>;
+}

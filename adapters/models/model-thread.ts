@@ -1,0 +1,63 @@
+import { join } from 'node:path';
+import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { createSession, type RuntimeOptions } from '../runtime/ort-session.js';
+import { serveThread, type HandlerResult } from '../runtime/thread-rpc.js';
+import type { Runner } from './family.js';
+import type { ModelProfile } from './profile.js';
+import { getFamily } from './registry.js';
+import { similarity } from './similarity.js';
+import type { ModelRequest, ModelResponse } from './thread-messages.js';
+
+/**
+ * Model thread: owns one model's ONNX session(s) and runs its family's Runner. session.run blocks
+ * the thread it is called on, which is why this is never the main thread.
+ */
+
+let runner: Runner | null = null;
+
+function openSessionFor(profile: ModelProfile, runtime: RuntimeOptions) {
+  return async (component: string) => {
+    const file = profile.onnx[component];
+    if (file === undefined) {
+      throw new ShoalError(
+        ErrorCode.MODEL_LOAD_FAILED,
+        `${profile.id}: no ONNX graph for component "${component}" (have: ${Object.keys(profile.onnx).join(', ')})`,
+      );
+    }
+    return createSession(join(profile.dir, file), { ...runtime, ...profile.runtime });
+  };
+}
+
+async function handle(message: ModelRequest): Promise<HandlerResult<ModelResponse>> {
+  switch (message.type) {
+    case 'load': {
+      if (runner !== null) throw new ShoalError(ErrorCode.INTERNAL, 'model thread already holds a model');
+      const started = performance.now();
+      const family = getFamily(message.profile.family);
+      runner = await family.createRunner({
+        profile: message.profile,
+        runtime: message.runtime,
+        openSession: openSessionFor(message.profile, message.runtime),
+      });
+      return { body: { type: 'loaded', info: runner.info, loadMs: performance.now() - started } };
+    }
+    case 'run': {
+      if (runner === null) throw new ShoalError(ErrorCode.INTERNAL, 'model thread has no model loaded');
+      const started = performance.now();
+      let outputs = await runner.run(message.batch, message.options);
+      const reference = message.compareTo;
+      if (reference !== undefined) outputs = outputs.map((output) => ({ score: similarity(output, reference) }));
+      return { body: { type: 'ran', outputs, runMs: performance.now() - started } };
+    }
+    case 'release': {
+      const current = runner;
+      runner = null;
+      if (current !== null) await current.release();
+      return { body: { type: 'released' } };
+    }
+    default:
+      throw new ShoalError(ErrorCode.INTERNAL, 'unknown model request');
+  }
+}
+
+serveThread<ModelRequest, ModelResponse>(handle);

@@ -1,0 +1,81 @@
+import { availableParallelism } from 'node:os';
+import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { siblingModule, spawnThread } from '../runtime/spawn.js';
+import { ThreadClient } from '../runtime/thread-rpc.js';
+import type { Prepared, PrepareRequest } from './family.js';
+import type { ModelProfile, ProfileOverrides } from './profile.js';
+import type { PrepRequest, PrepResponse, TokenizedOutput } from './thread-messages.js';
+
+/**
+ * Main-thread handle on the prep threads. A model folder is always prepared on the same thread
+ * (hash affinity), so each tokenizer is loaded once.
+ */
+
+export interface PrepPoolOptions {
+  /** Number of prep threads; default 1 (tokenization is cheap next to inference on CPU). */
+  threads?: number;
+}
+
+function hash(text: string): number {
+  let h = 2166136261;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 16777619);
+  }
+  return h >>> 0;
+}
+
+function unexpected(response: PrepResponse, wanted: string): ShoalError {
+  return new ShoalError(ErrorCode.INTERNAL, `prep thread answered ${response.type}, expected ${wanted}`);
+}
+
+export class PrepPool {
+  readonly #threads: ThreadClient<PrepRequest, PrepResponse>[] = [];
+  readonly #size: number;
+  #closed = false;
+
+  constructor(options: PrepPoolOptions = {}) {
+    this.#size = Math.max(1, Math.min(options.threads ?? 1, availableParallelism() * 2));
+  }
+
+  #thread(key: string): ThreadClient<PrepRequest, PrepResponse> {
+    if (this.#closed) throw new ShoalError(ErrorCode.UNAVAILABLE, 'prep pool is closed');
+    const index = hash(key) % this.#size;
+    let thread = this.#threads[index];
+    if (thread === undefined || !thread.alive) {
+      const worker = spawnThread(siblingModule(import.meta.url, 'prep-thread'), { name: `shoal-prep-${index}` });
+      thread = new ThreadClient<PrepRequest, PrepResponse>(worker, { name: `prep thread ${index}` });
+      this.#threads[index] = thread;
+    }
+    return thread;
+  }
+
+  async describe(id: string, dir: string, overrides: ProfileOverrides): Promise<ModelProfile> {
+    const response = await this.#thread(dir).request({ type: 'describe', id, dir, overrides });
+    if (response.type !== 'described') throw unexpected(response, 'described');
+    return response.profile;
+  }
+
+  async prepare(profile: ModelProfile, request: PrepareRequest): Promise<Prepared[]> {
+    const response = await this.#thread(profile.dir).request({ type: 'prepare', profile, request });
+    if (response.type !== 'prepared') throw unexpected(response, 'prepared');
+    return response.items;
+  }
+
+  async tokenize(profile: ModelProfile, request: PrepareRequest): Promise<TokenizedOutput[]> {
+    const response = await this.#thread(profile.dir).request({ type: 'tokenize', profile, request });
+    if (response.type !== 'tokenized') throw unexpected(response, 'tokenized');
+    return response.items;
+  }
+
+  async forget(dir: string): Promise<void> {
+    const thread = this.#threads[hash(dir) % this.#size];
+    if (thread?.alive === true) await thread.request({ type: 'forget', dir });
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    await Promise.all(this.#threads.map((thread) => thread.close()));
+    this.#threads.length = 0;
+  }
+}

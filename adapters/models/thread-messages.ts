@@ -1,0 +1,41 @@
+import type { RuntimeOptions } from '../runtime/ort-session.js';
+import type { ItemOutput, Prepared, PrepareRequest, RunOptions, RunnerInfo } from './family.js';
+import type { ModelProfile, ProfileOverrides } from './profile.js';
+
+/** Messages between the main thread and prep / model threads (discriminated unions, plain data). */
+
+export interface TokenizedOutput {
+  ids: number[];
+  tokens: string[];
+  truncated: boolean;
+  length: number;
+}
+
+export type PrepRequest =
+  | { type: 'describe'; id: string; dir: string; overrides: ProfileOverrides }
+  | { type: 'prepare'; profile: ModelProfile; request: PrepareRequest }
+  | { type: 'tokenize'; profile: ModelProfile; request: PrepareRequest }
+  | { type: 'forget'; dir: string };
+
+export type PrepResponse =
+  | { type: 'described'; profile: ModelProfile }
+  | { type: 'prepared'; items: Prepared[] }
+  | { type: 'tokenized'; items: TokenizedOutput[] }
+  | { type: 'forgotten' };
+
+/** Vectors an item is scored against (query side of embedding-based scoring). */
+export interface CompareTo {
+  dense?: number[];
+  sparse?: { indices: number[]; values: number[] };
+  multivector?: number[][];
+}
+
+export type ModelRequest =
+  | { type: 'load'; profile: ModelProfile; runtime: RuntimeOptions }
+  | { type: 'run'; batch: Prepared[]; options: RunOptions; compareTo?: CompareTo }
+  | { type: 'release' };
+
+export type ModelResponse =
+  | { type: 'loaded'; info: RunnerInfo; loadMs: number }
+  | { type: 'ran'; outputs: ItemOutput[]; runMs: number }
+  | { type: 'released' };

@@ -1,0 +1,27 @@
+import type { EncodeRequest, ExtractRequest, ScoreRequest, TokenizeRequest } from './requests.js';
+import type { EncodeResult, ExtractResult, ScoreResult, TokenizeResult } from './results.js';
+
+/** Per-call options that are not part of the wire request. */
+export interface CallOptions {
+  /** Aborting drops queued work of this call and rejects it with CANCELLED. */
+  signal?: AbortSignal;
+}
+
+/**
+ * The three primitives, implemented in-process (pipelines/inference) and over NATS
+ * (adapters/nats engine-client); pipelines depend only on this interface.
+ */
+export interface Engine {
+  encode(request: EncodeRequest, options?: CallOptions): Promise<EncodeResult>;
+  score(request: ScoreRequest, options?: CallOptions): Promise<ScoreResult>;
+  extract(request: ExtractRequest, options?: CallOptions): Promise<ExtractResult>;
+  tokenize(request: TokenizeRequest, options?: CallOptions): Promise<TokenizeResult>;
+  close(): Promise<void>;
+}
+
+/** Long-lived parts share one lifecycle: drain finishes in-flight work, close releases everything. */
+export interface Lifecycle {
+  drain(): Promise<void>;
+  close(): Promise<void>;
+  closed(): Promise<void>;
+}

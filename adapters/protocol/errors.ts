@@ -1,0 +1,129 @@
+/**
+ * Shoal's single error vocabulary. Every failure that crosses a boundary (thread, HTTP, NATS, CLI)
+ * is a ShoalError carrying one of these codes; callers compare codes, never messages.
+ */
+
+export const ErrorCode = {
+  INVALID_INPUT: 'INVALID_INPUT',
+  INPUT_TOO_LARGE: 'INPUT_TOO_LARGE',
+  UNAUTHORIZED: 'UNAUTHORIZED',
+  MODEL_NOT_FOUND: 'MODEL_NOT_FOUND',
+  MODEL_LOAD_FAILED: 'MODEL_LOAD_FAILED',
+  MODEL_LOADING: 'MODEL_LOADING',
+  MODEL_TOO_LARGE: 'MODEL_TOO_LARGE',
+  UNSUPPORTED_OPERATION: 'UNSUPPORTED_OPERATION',
+  DOWNLOAD_FAILED: 'DOWNLOAD_FAILED',
+  INFERENCE_FAILED: 'INFERENCE_FAILED',
+  OVERLOADED: 'OVERLOADED',
+  TIMEOUT: 'TIMEOUT',
+  CANCELLED: 'CANCELLED',
+  UNAVAILABLE: 'UNAVAILABLE',
+  CONFIG_INVALID: 'CONFIG_INVALID',
+  INTERNAL: 'INTERNAL',
+} as const;
+
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+/** What a queue consumer does with a message that failed with this code. */
+export type DeliveryAction = 'term' | 'nak' | 'ack';
+
+export interface ErrorTraits {
+  /** HTTP status the gateway answers with. */
+  readonly httpStatus: number;
+  /** Whether the same request can succeed later without being changed. */
+  readonly retryable: boolean;
+  /** Queue handling: term = never redeliver, nak = redeliver later. */
+  readonly delivery: DeliveryAction;
+}
+
+/** The one table mapping each code to its HTTP status, retry semantics and queue handling. */
+export const ERROR_TRAITS: Readonly<Record<ErrorCode, ErrorTraits>> = Object.freeze({
+  INVALID_INPUT: { httpStatus: 422, retryable: false, delivery: 'term' },
+  INPUT_TOO_LARGE: { httpStatus: 413, retryable: false, delivery: 'term' },
+  UNAUTHORIZED: { httpStatus: 401, retryable: false, delivery: 'term' },
+  MODEL_NOT_FOUND: { httpStatus: 404, retryable: false, delivery: 'term' },
+  MODEL_LOAD_FAILED: { httpStatus: 424, retryable: true, delivery: 'nak' },
+  MODEL_LOADING: { httpStatus: 503, retryable: true, delivery: 'nak' },
+  MODEL_TOO_LARGE: { httpStatus: 507, retryable: false, delivery: 'term' },
+  UNSUPPORTED_OPERATION: { httpStatus: 400, retryable: false, delivery: 'term' },
+  DOWNLOAD_FAILED: { httpStatus: 502, retryable: true, delivery: 'nak' },
+  INFERENCE_FAILED: { httpStatus: 500, retryable: true, delivery: 'nak' },
+  OVERLOADED: { httpStatus: 429, retryable: true, delivery: 'nak' },
+  TIMEOUT: { httpStatus: 504, retryable: true, delivery: 'nak' },
+  CANCELLED: { httpStatus: 499, retryable: false, delivery: 'term' },
+  UNAVAILABLE: { httpStatus: 503, retryable: true, delivery: 'nak' },
+  CONFIG_INVALID: { httpStatus: 500, retryable: false, delivery: 'term' },
+  INTERNAL: { httpStatus: 500, retryable: true, delivery: 'nak' },
+});
+
+export interface ShoalErrorOptions {
+  cause?: unknown;
+  /** Structured facts a caller can act on (field path, limit, model id...). Must be JSON-safe. */
+  details?: Record<string, unknown>;
+}
+
+export class ShoalError extends Error {
+  override readonly name = 'ShoalError';
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown> | undefined;
+
+  constructor(code: ErrorCode, message: string, options: ShoalErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.details = options.details;
+  }
+
+  get traits(): ErrorTraits {
+    return ERROR_TRAITS[this.code];
+  }
+}
+
+export function isShoalError(value: unknown): value is ShoalError {
+  return value instanceof ShoalError;
+}
+
+export function hasErrorCode(value: unknown, code: ErrorCode): boolean {
+  return isShoalError(value) && value.code === code;
+}
+
+/** JSON form used on every wire (thread messages, HTTP bodies, NATS results). */
+export interface SerializedError {
+  code: ErrorCode;
+  message: string;
+  details?: Record<string, unknown>;
+  cause?: string;
+}
+
+function isErrorCode(value: string): value is ErrorCode {
+  return Object.hasOwn(ErrorCode, value);
+}
+
+function describeCause(cause: unknown): string | undefined {
+  if (cause === undefined) return undefined;
+  if (cause instanceof Error) return cause.message;
+  return String(cause);
+}
+
+export function serializeError(error: unknown): SerializedError {
+  const shoal = toShoalError(error);
+  const out: SerializedError = { code: shoal.code, message: shoal.message };
+  if (shoal.details !== undefined) out.details = shoal.details;
+  const cause = describeCause(shoal.cause);
+  if (cause !== undefined && cause !== shoal.message) out.cause = cause;
+  return out;
+}
+
+export function deserializeError(data: SerializedError): ShoalError {
+  const code = isErrorCode(data.code) ? data.code : ErrorCode.INTERNAL;
+  const options: ShoalErrorOptions = {};
+  if (data.details !== undefined) options.details = data.details;
+  if (data.cause !== undefined) options.cause = new Error(data.cause);
+  return new ShoalError(code, data.message, options);
+}
+
+/** Wraps anything thrown into a ShoalError, keeping the original as the cause. */
+export function toShoalError(error: unknown, fallback: ErrorCode = ErrorCode.INTERNAL): ShoalError {
+  if (isShoalError(error)) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  return new ShoalError(fallback, message, { cause: error });
+}

@@ -1,0 +1,22 @@
+/**
+ * Input size limits enforced by the request schemas. They protect every entry point (library,
+ * CLI, HTTP, NATS) from inputs that would exhaust memory; services may lower them further.
+ */
+export const DEFAULT_LIMITS = Object.freeze({
+  /** Items in one encode/score/extract request. Larger requests are split by the scheduler, not rejected, up to this. */
+  maxItemsPerRequest: 100_000,
+  /** Characters in one text item. Texts are truncated to the model's token limit after tokenization. */
+  maxTextChars: 1_000_000,
+  /** Labels in one zero-shot extract request. */
+  maxLabels: 256,
+  /** Characters in one label or prompt. */
+  maxLabelChars: 512,
+  /** Characters of an instruction or literal prompt. */
+  maxPromptChars: 8_192,
+  /** Characters in an item id. */
+  maxIdChars: 512,
+  /** Upper bound for a per-request max_length override (tokens). */
+  maxSequenceLength: 32_768,
+  /** Bytes of one image item (decoded). */
+  maxImageBytes: 32 * 1024 * 1024,
+});

@@ -1,0 +1,123 @@
+import { z } from 'zod';
+import { DEFAULT_LIMITS } from './limits.js';
+
+/**
+ * Wire schemas of the three primitives (plus tokenize). Shared by the in-process engine, the CLI,
+ * the HTTP gateway and NATS messages, so every entry point validates the same way.
+ */
+
+export const OutputType = z.enum(['dense', 'sparse', 'multivector']);
+export type OutputType = z.infer<typeof OutputType>;
+
+/** Which side of a retrieval pair a text is: picks the model's query/document prompt and encoding. */
+export const Role = z.enum(['query', 'document']);
+export type Role = z.infer<typeof Role>;
+
+export const Aggregation = z.enum(['simple', 'first', 'none']);
+export type Aggregation = z.infer<typeof Aggregation>;
+
+export const ItemId = z.union([z.string().max(DEFAULT_LIMITS.maxIdChars), z.number().finite()]);
+export type ItemId = z.infer<typeof ItemId>;
+
+export const ModelRef = z
+  .string()
+  .min(1, 'model is required')
+  .max(1024)
+  .refine((value) => !value.includes('\0'), 'model must not contain NUL bytes');
+
+const Text = z.string().max(DEFAULT_LIMITS.maxTextChars, `text longer than ${DEFAULT_LIMITS.maxTextChars} characters`);
+
+export const TextItem = z.strictObject({
+  id: ItemId.optional(),
+  text: Text,
+  role: Role.optional(),
+});
+export type TextItem = z.infer<typeof TextItem>;
+
+/** A bare string is accepted wherever an item is, as shorthand for `{text}`. */
+const ItemInput = z.union([Text, TextItem]).transform((value): TextItem =>
+  typeof value === 'string' ? { text: value } : value,
+);
+
+const Items = z
+  .array(ItemInput)
+  .min(1, 'items must not be empty')
+  .max(DEFAULT_LIMITS.maxItemsPerRequest, `at most ${DEFAULT_LIMITS.maxItemsPerRequest} items per request`);
+
+const MaxLength = z.number().int().min(1).max(DEFAULT_LIMITS.maxSequenceLength);
+const PromptText = z.string().max(DEFAULT_LIMITS.maxPromptChars);
+
+export const Priority = z.enum(['interactive', 'bulk']);
+export type Priority = z.infer<typeof Priority>;
+
+const Common = {
+  model: ModelRef,
+  /** Override the model's maximum sequence length (tokens, special tokens included). */
+  max_length: MaxLength.optional(),
+  /** Scheduling lane: interactive requests go into the very next batch. */
+  priority: Priority.optional(),
+};
+
+export const EncodeRequest = z.strictObject({
+  ...Common,
+  items: Items,
+  /** Which representations to return; defaults to the model's native output. */
+  output_types: z.array(OutputType).min(1).max(3).optional(),
+  /** Default role of items that do not carry their own. */
+  role: Role.optional(),
+  /** Name of a prompt from the model's prompts (config_sentence_transformers.json or catalog). */
+  prompt: z.string().max(DEFAULT_LIMITS.maxLabelChars).optional(),
+  /** Literal text prepended to every item, instead of a named prompt. */
+  prompt_text: PromptText.optional(),
+  /** Task description filled into the model's instruction template (e.g. Qwen3/E5-instruct). */
+  instruction: PromptText.optional(),
+  /** L2-normalize dense vectors; defaults to what the model's own configuration says. */
+  normalize: z.boolean().optional(),
+});
+export type EncodeRequest = z.input<typeof EncodeRequest>;
+export type ParsedEncodeRequest = z.output<typeof EncodeRequest>;
+
+export const ScoreRequest = z.strictObject({
+  ...Common,
+  query: z.union([Text, z.strictObject({ id: ItemId.optional(), text: Text })]).transform((value) =>
+    typeof value === 'string' ? { text: value } : value,
+  ),
+  items: Items,
+  /** Return only the best k scores. */
+  top_k: z.number().int().min(1).optional(),
+  /** Prompt name applied to the query when the model scores by embeddings. */
+  prompt: z.string().max(DEFAULT_LIMITS.maxLabelChars).optional(),
+  instruction: PromptText.optional(),
+});
+export type ScoreRequest = z.input<typeof ScoreRequest>;
+export type ParsedScoreRequest = z.output<typeof ScoreRequest>;
+
+export const ExtractRequest = z.strictObject({
+  ...Common,
+  items: Items,
+  /** Entity types for zero-shot extractors (GLiNER); ignored by fixed-label models. */
+  labels: z
+    .array(z.string().min(1).max(DEFAULT_LIMITS.maxLabelChars))
+    .min(1)
+    .max(DEFAULT_LIMITS.maxLabels)
+    .optional(),
+  /** Minimum score of a returned entity or label. */
+  threshold: z.number().min(0).max(1).optional(),
+  /** How token predictions are merged into entities (token classification). */
+  aggregation: Aggregation.optional(),
+  /** Return only the best k labels (classifiers). */
+  top_k: z.number().int().min(1).max(1000).optional(),
+});
+export type ExtractRequest = z.input<typeof ExtractRequest>;
+export type ParsedExtractRequest = z.output<typeof ExtractRequest>;
+
+export const TokenizeRequest = z.strictObject({
+  ...Common,
+  items: Items,
+  role: Role.optional(),
+  prompt: z.string().max(DEFAULT_LIMITS.maxLabelChars).optional(),
+  prompt_text: PromptText.optional(),
+  instruction: PromptText.optional(),
+});
+export type TokenizeRequest = z.input<typeof TokenizeRequest>;
+export type ParsedTokenizeRequest = z.output<typeof TokenizeRequest>;

@@ -1,0 +1,11 @@
+export { TextTokenizer } from './text-tokenizer.js';
+export type { Encoded, EncodedWithOffsets, EncodeOptions, PaddingSide, TextTokenizerInfo } from './text-tokenizer.js';
+export { encodeBatch, EncodingCache } from './batch-encode.js';
+export type { BatchInput, BatchEncodeOptions } from './batch-encode.js';
+export { readTokenizerFiles } from './tokenizer-files.js';
+export type { TokenizerFiles } from './tokenizer-files.js';
+export { applyTemplate, specialTokenCount } from './template.js';
+export type { SpecialTemplate, TemplatePiece } from './template.js';
+export { longestFirstLengths, cut } from './truncation.js';
+export type { TruncationSide } from './truncation.js';
+export type { Span } from './offsets.js';

@@ -1,0 +1,33 @@
+import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import { resolveModelSource, type SourceOptions } from '../../adapters/sources/resolve.js';
+import type { ModelProfile, ProfileOverrides } from '../../adapters/models/profile.js';
+import type { PrepPool } from '../../adapters/models/prep-pool.js';
+import type { Catalog } from './catalog.js';
+
+/**
+ * From a requested model name to a detected profile: catalog lookup, source resolution
+ * (folder, models directory, hub cache or download), then detection in a prep thread.
+ */
+
+export interface ProfileResolverOptions {
+  catalog: Catalog;
+  sources: SourceOptions;
+  prep: PrepPool;
+  /** Serve models that are not in the catalog (by hub id or path). */
+  allowUnlisted: boolean;
+}
+
+export async function resolveProfile(name: string, options: ProfileResolverOptions): Promise<ModelProfile> {
+  const entry = options.catalog.entries.get(name);
+  if (entry === undefined && !options.allowUnlisted) {
+    const known = [...options.catalog.entries.keys()];
+    throw new ShoalError(
+      ErrorCode.MODEL_NOT_FOUND,
+      `model "${name}" is not in the catalog${known.length > 0 ? ` (known: ${known.slice(0, 20).join(', ')})` : ''}`,
+    );
+  }
+  const { source, description: _description, ...overrides } = entry ?? {};
+  const resolved = await resolveModelSource(source ?? name, options.sources, overrides.precision === 'int8' ? { precision: 'int8' } : {});
+  const profileOverrides: ProfileOverrides = overrides;
+  return options.prep.describe(name, resolved.dir, profileOverrides);
+}
