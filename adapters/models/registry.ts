@@ -7,7 +7,9 @@ import type { Family } from './profile.js';
  * Every model family Shoal runs, one adapter each. Adding a family = one adapter file, one line
  * here and one conformance case.
  */
-const ADAPTERS: readonly FamilyAdapter[] = Object.freeze([dense]);
+const ADAPTERS: readonly FamilyAdapter[] = Object.freeze([
+  dense,
+]);
 
 const BY_NAME = new Map<Family, FamilyAdapter>(ADAPTERS.map((adapter) => [adapter.name, adapter]));
 
