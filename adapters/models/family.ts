@@ -52,13 +52,26 @@ export interface PreparedText {
   tokens?: string[];
   offsets?: Span[];
   text?: string;
+  /** Set when `ids` is longer than one model pass: the runner reads it in overlapping windows of this many tokens (special tokens included). */
+  windowLength?: number;
+}
+
+/** A run of consecutive words GLiNER reads in one sequence: [CLS] prompt words [SEP]. */
+export interface GlinerWindow {
+  /** [start, end) of the window's positions in the item's `ids` and `wordsMask`. */
+  tokens: Span;
+  /** Index in `words` of the window's first word. */
+  firstWord: number;
+  wordCount: number;
 }
 
 export interface PreparedGliner {
   kind: 'gliner';
+  /** Token ids of every window, one window after another (a text longer than the model reads spans several). */
   ids: number[];
-  /** 1-based index of the text word whose first sub-token is at each position, else 0. */
+  /** Per window: 1-based index of the window word whose first sub-token is at each position, else 0. */
   wordsMask: number[];
+  windows: GlinerWindow[];
   /** Character span of each text word. */
   words: Span[];
   text: string;

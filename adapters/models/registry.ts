@@ -1,7 +1,12 @@
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { colbert } from './colbert.js';
+import { crossEncoder } from './cross-encoder.js';
 import { dense } from './dense.js';
 import type { Evidence, FamilyAdapter } from './family.js';
+import { gliner } from './gliner.js';
 import type { Family } from './profile.js';
+import { splade } from './splade.js';
+import { tokenClassification } from './token-classification.js';
 
 /**
  * Every model family Shoal runs, one adapter each. Adding a family = one adapter file, one line
@@ -9,6 +14,11 @@ import type { Family } from './profile.js';
  */
 const ADAPTERS: readonly FamilyAdapter[] = Object.freeze([
   dense,
+  crossEncoder,
+  splade,
+  colbert,
+  gliner,
+  tokenClassification,
 ]);
 
 const BY_NAME = new Map<Family, FamilyAdapter>(ADAPTERS.map((adapter) => [adapter.name, adapter]));

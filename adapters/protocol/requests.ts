@@ -111,9 +111,18 @@ export const ExtractRequest = z.strictObject({
 export type ExtractRequest = z.input<typeof ExtractRequest>;
 export type ParsedExtractRequest = z.output<typeof ExtractRequest>;
 
+/** A tokenize item may carry a second segment: the model's pair template and pair truncation apply. */
+export const TokenizeItem = TextItem.extend({ pair: Text.optional() });
+export type TokenizeItem = z.infer<typeof TokenizeItem>;
+
+const TokenizeItems = z
+  .array(z.union([Text, TokenizeItem]).transform((value): TokenizeItem => (typeof value === 'string' ? { text: value } : value)))
+  .min(1, 'items must not be empty')
+  .max(DEFAULT_LIMITS.maxItemsPerRequest, `at most ${DEFAULT_LIMITS.maxItemsPerRequest} items per request`);
+
 export const TokenizeRequest = z.strictObject({
   ...Common,
-  items: Items,
+  items: TokenizeItems,
   role: Role.optional(),
   prompt: z.string().max(DEFAULT_LIMITS.maxLabelChars).optional(),
   prompt_text: PromptText.optional(),

@@ -12,8 +12,11 @@ const WEIGHT_EXT = /\.(bin|safetensors|h5|msgpack|ot|pt|pth|ckpt|tflite|mlmodel|
 export const MAX_METADATA_BYTES = 64 * 1024 * 1024;
 
 const PRECISION_SUFFIX = /_(quantized|int8|uint8|qint8|quint8|fp16|f16|q4|q4f16|bnb4|o[1-4])$/i;
-const INT8_SUFFIX = /_(quantized|int8|uint8|qint8|quint8)$/i;
-const FP16_SUFFIX = /_(fp16|f16)$/i;
+/** Suffixes of each precision, in order of preference (`_quantized` is what Optimum and Xenova ship as "the" int8 graph). */
+const WANTED_SUFFIXES: Readonly<Record<Exclude<Precision, 'fp32'>, readonly string[]>> = {
+  int8: ['quantized', 'int8', 'uint8', 'qint8', 'quint8'],
+  fp16: ['fp16', 'f16'],
+};
 
 export interface RepoFile {
   path: string;
@@ -30,16 +33,17 @@ function isOnnx(path: string): boolean {
   return path.toLowerCase().endsWith('.onnx');
 }
 
-function stemOf(path: string): string {
-  const name = path.slice(path.lastIndexOf('/') + 1, -'.onnx'.length);
-  return name.replace(PRECISION_SUFFIX, '');
+function baseName(path: string): string {
+  return path.slice(path.lastIndexOf('/') + 1, -'.onnx'.length);
 }
 
-function suffixMatches(path: string, precision: Precision): boolean {
-  const name = path.slice(path.lastIndexOf('/') + 1, -'.onnx'.length);
-  if (precision === 'int8') return INT8_SUFFIX.test(name);
-  if (precision === 'fp16') return FP16_SUFFIX.test(name);
-  return !PRECISION_SUFFIX.test(name);
+function stemOf(path: string): string {
+  return baseName(path).replace(PRECISION_SUFFIX, '');
+}
+
+/** The precision suffix of a graph (`quantized`, `fp16`...), lower-cased, or '' for a plain float graph. */
+function suffixOf(path: string): string {
+  return PRECISION_SUFFIX.exec(baseName(path))?.[1]?.toLowerCase() ?? '';
 }
 
 /** ONNX files preferring `onnx/` over the repository root, as Optimum/Xenova exports lay them out. */
@@ -50,25 +54,39 @@ function folderRank(path: string): number {
 }
 
 /**
- * One ONNX file per component stem. With `int8`/`fp16`, a shipped variant of that precision is
- * preferred and the float graph is the fallback (Shoal can quantize it itself).
+ * How well a graph fits the wanted precision (lower is better): the wanted variant in its order of
+ * preference, then the plain float graph (Shoal can quantize it itself), then any other variant so
+ * that a repository shipping only, say, `model_q4.onnx` still yields a graph instead of nothing.
+ */
+function precisionRank(path: string, precision: Precision): number {
+  const suffix = suffixOf(path);
+  const wanted = precision === 'fp32' ? [] : WANTED_SUFFIXES[precision];
+  const position = wanted.indexOf(suffix);
+  if (position >= 0) return position;
+  if (suffix === '') return wanted.length;
+  return wanted.length + 1;
+}
+
+/**
+ * One ONNX file per component stem (`model`, `text_model`, `vision_model`...), in the wanted
+ * precision when the repository ships it.
  */
 export function pickOnnxFiles(files: readonly RepoFile[], precision: Precision = 'fp32'): string[] {
-  const onnx = files.map((f) => f.path).filter(isOnnx);
   const byStem = new Map<string, string[]>();
-  for (const path of onnx) {
+  for (const path of files.map((f) => f.path).filter(isOnnx)) {
     const stem = stemOf(path);
-    const list = byStem.get(stem) ?? [];
-    list.push(path);
-    byStem.set(stem, list);
+    byStem.set(stem, [...(byStem.get(stem) ?? []), path]);
   }
   const chosen: string[] = [];
   for (const candidates of byStem.values()) {
-    const ordered = [...candidates].sort((a, b) => folderRank(a) - folderRank(b) || a.length - b.length || a.localeCompare(b));
-    const exact = ordered.find((p) => suffixMatches(p, precision));
-    const fallback = ordered.find((p) => suffixMatches(p, 'fp32'));
-    const pick = exact ?? fallback;
-    if (pick !== undefined) chosen.push(pick);
+    const [best] = [...candidates].sort(
+      (a, b) =>
+        precisionRank(a, precision) - precisionRank(b, precision) ||
+        folderRank(a) - folderRank(b) ||
+        a.length - b.length ||
+        a.localeCompare(b),
+    );
+    if (best !== undefined) chosen.push(best);
   }
   return chosen.sort();
 }
@@ -80,13 +98,14 @@ export function externalDataFiles(files: readonly RepoFile[], onnxPath: string):
     .filter((p) => p !== onnxPath && (p.startsWith(`${onnxPath}_data`) || p.startsWith(`${onnxPath}.data`)));
 }
 
-/** Everything to download for a model: metadata plus the chosen graphs and their data. */
+/**
+ * Everything to download for a model, in download order: metadata, then external-data files, then
+ * the graphs themselves. Graphs come last on purpose: a cached snapshot that holds an ONNX graph
+ * therefore holds everything fetched before it (see hf-cache.ts `isUsableSnapshot`).
+ */
 export function selectDownloadFiles(files: readonly RepoFile[], precision: Precision = 'fp32'): string[] {
-  const wanted = new Set<string>();
-  for (const file of files) if (isMetadataFile(file)) wanted.add(file.path);
-  for (const onnx of pickOnnxFiles(files, precision)) {
-    wanted.add(onnx);
-    for (const data of externalDataFiles(files, onnx)) wanted.add(data);
-  }
-  return [...wanted].sort();
+  const metadata = files.filter(isMetadataFile).map((f) => f.path);
+  const graphs = pickOnnxFiles(files, precision);
+  const data = graphs.flatMap((graph) => externalDataFiles(files, graph));
+  return [...new Set([...metadata.sort(), ...data.sort(), ...graphs])];
 }

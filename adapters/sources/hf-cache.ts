@@ -1,4 +1,4 @@
-import { readFile, stat } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { cacheFolderName } from './model-ref.js';
@@ -14,11 +14,19 @@ export function isCommitHash(revision: string): boolean {
   return COMMIT.test(revision);
 }
 
-/** HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub (the hub library's own order). */
+function nonEmpty(value: string | undefined): value is string {
+  return value !== undefined && value !== '';
+}
+
+/**
+ * HF_HUB_CACHE (or its old name HUGGINGFACE_HUB_CACHE), else HF_HOME/hub, else
+ * $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub: the hub library's own order.
+ */
 export function defaultHubCacheDir(env: NodeJS.ProcessEnv = process.env): string {
-  if (env.HF_HUB_CACHE !== undefined && env.HF_HUB_CACHE !== '') return env.HF_HUB_CACHE;
-  if (env.HF_HOME !== undefined && env.HF_HOME !== '') return join(env.HF_HOME, 'hub');
-  const xdg = env.XDG_CACHE_HOME !== undefined && env.XDG_CACHE_HOME !== '' ? env.XDG_CACHE_HOME : join(homedir(), '.cache');
+  if (nonEmpty(env.HF_HUB_CACHE)) return env.HF_HUB_CACHE;
+  if (nonEmpty(env.HUGGINGFACE_HUB_CACHE)) return env.HUGGINGFACE_HUB_CACHE;
+  if (nonEmpty(env.HF_HOME)) return join(env.HF_HOME, 'hub');
+  const xdg = nonEmpty(env.XDG_CACHE_HOME) ? env.XDG_CACHE_HOME : join(homedir(), '.cache');
   return join(xdg, 'huggingface', 'hub');
 }
 
@@ -26,11 +34,28 @@ export function repoCacheDir(cacheDir: string, repo: string): string {
   return join(cacheDir, cacheFolderName(repo));
 }
 
+export function snapshotDir(cacheDir: string, repo: string, commit: string): string {
+  return join(repoCacheDir(cacheDir, repo), 'snapshots', commit);
+}
+
+/** Where the cache records the commit a branch or tag points to. */
+export function refFile(cacheDir: string, repo: string, revision: string): string {
+  return join(repoCacheDir(cacheDir, repo), 'refs', revision);
+}
+
 async function isDirectory(path: string): Promise<boolean> {
   try {
     return (await stat(path)).isDirectory();
   } catch {
-    return false;
+    return false; // missing or unreadable: either way not a usable folder
+  }
+}
+
+async function isReadableFile(path: string): Promise<boolean> {
+  try {
+    return (await stat(path)).isFile(); // follows the snapshot's symlink into blobs/
+  } catch {
+    return false; // a dangling link (blob deleted) counts as missing
   }
 }
 
@@ -38,17 +63,50 @@ async function isDirectory(path: string): Promise<boolean> {
 export async function cachedCommit(cacheDir: string, repo: string, revision: string): Promise<string | null> {
   if (isCommitHash(revision)) return revision;
   try {
-    const commit = (await readFile(join(repoCacheDir(cacheDir, repo), 'refs', revision), 'utf8')).trim();
+    const commit = (await readFile(refFile(cacheDir, repo, revision), 'utf8')).trim();
     return isCommitHash(commit) ? commit : null;
   } catch {
-    return null;
+    return null; // no ref file: this revision was never fetched
   }
 }
 
-/** The snapshot folder of `repo@revision` if it is in the cache. */
-export async function findCachedSnapshot(cacheDir: string, repo: string, revision: string): Promise<string | null> {
+/**
+ * Whether a snapshot folder can be served as is: it must hold at least one ONNX graph whose blob is
+ * present. Snapshots are also written by Python (`hf_hub_download` of a single config.json leaves a
+ * snapshot with that file alone) and by interrupted downloads; Shoal fetches graphs last, so a
+ * present graph means its own download of that snapshot finished.
+ */
+export async function isUsableSnapshot(dir: string): Promise<boolean> {
+  let entries: string[];
+  try {
+    entries = await readdir(dir, { recursive: true });
+  } catch {
+    return false; // no snapshot folder
+  }
+  for (const entry of entries) {
+    if (entry.toLowerCase().endsWith('.onnx') && (await isReadableFile(join(dir, entry)))) return true;
+  }
+  return false;
+}
+
+export interface CachedSnapshot {
+  dir: string;
+  commit: string;
+  /** False when the folder exists but holds no ONNX graph (partial download, or Python fetched a few files). */
+  usable: boolean;
+}
+
+/** The snapshot of `repo@revision` in the cache, usable or not, or null when there is none. */
+export async function inspectCachedSnapshot(cacheDir: string, repo: string, revision: string): Promise<CachedSnapshot | null> {
   const commit = await cachedCommit(cacheDir, repo, revision);
   if (commit === null) return null;
-  const dir = join(repoCacheDir(cacheDir, repo), 'snapshots', commit);
-  return (await isDirectory(dir)) ? dir : null;
+  const dir = snapshotDir(cacheDir, repo, commit);
+  if (!(await isDirectory(dir))) return null;
+  return { dir, commit, usable: await isUsableSnapshot(dir) };
+}
+
+/** The snapshot folder of `repo@revision` if the cache holds a usable one. */
+export async function findCachedSnapshot(cacheDir: string, repo: string, revision: string): Promise<string | null> {
+  const snapshot = await inspectCachedSnapshot(cacheDir, repo, revision);
+  return snapshot?.usable === true ? snapshot.dir : null;
 }

@@ -1,121 +1,82 @@
 import { createHash } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, readlink, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { mkdir, open, readlink, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
-import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { ReadableStream as WebReadableStream } from 'node:stream/web';
-import { z } from 'zod';
-import { ErrorCode, ShoalError } from '../protocol/errors.js';
-import { parseWith } from '../protocol/validate.js';
+import { setTimeout as delay } from 'node:timers/promises';
+import { ErrorCode, ShoalError, toShoalError } from '../protocol/errors.js';
 import { selectDownloadFiles, type Precision, type RepoFile } from './file-selection.js';
-import { isCommitHash, repoCacheDir } from './hf-cache.js';
+import { isCommitHash, refFile, repoCacheDir, snapshotDir } from './hf-cache.js';
+import {
+  DEFAULT_IDLE_TIMEOUT_MS,
+  fetchRepoInfo,
+  hubGet,
+  hubUrl,
+  isTransient,
+  networkError,
+  transient,
+  type HubConnection,
+  type RepoSibling,
+} from './hub-api.js';
+import { ProgressReporter, type DownloadProgress } from './download-progress.js';
+
+export type { DownloadProgress } from './download-progress.js';
+export { fetchRepoInfo } from './hub-api.js';
 
 /**
  * Downloads a model repository from a Hugging Face compatible hub into the hub cache layout.
  * Each file goes to `blobs/<etag>.incomplete` first (resumed with a Range request after an
- * interruption), is checked against the size and sha256 (LFS) or git blob sha1 the hub lists,
- * and only then renamed into place and linked from `snapshots/<commit>/`: a crash never leaves
- * a file that looks complete but is not.
+ * interruption, also across restarts and with Python's huggingface_hub, which uses the same
+ * name), is checked against the size and sha256 (LFS) or git blob sha1 the hub lists, and only
+ * then renamed into place and linked from `snapshots/<commit>/`: a crash never leaves a file that
+ * looks complete but is not, and `refs/<branch>` is written only once every file is in place.
  */
 
-export interface HubOptions {
-  /** Hub base URL (HF_ENDPOINT); default https://huggingface.co. */
-  endpoint: string;
-  token?: string | undefined;
+export interface HubOptions extends HubConnection {
   cacheDir: string;
   precision?: Precision;
-  /** Per-request timeout in milliseconds. */
-  timeoutMs?: number;
-  /** Attempts per file (network errors and 5xx are retried, resuming partial downloads). */
+  /** Attempts per request (network errors, 5xx and corrupted transfers are retried, resuming partial files). @default 4 */
   attempts?: number;
+  /** Wait before the 2nd attempt, doubled for each further one. @default 500 */
+  retryDelayMs?: number;
   onProgress?: (event: DownloadProgress) => void;
 }
 
-export interface DownloadProgress {
-  repo: string;
-  file: string;
-  receivedBytes: number;
-  totalBytes: number | null;
-  done: boolean;
-}
-
-const Sibling = z.looseObject({
-  rfilename: z.string(),
-  size: z.number().int().nonnegative().optional(),
-  blobId: z.string().optional(),
-  lfs: z.looseObject({ sha256: z.string(), size: z.number().int().nonnegative().optional() }).nullable().optional(),
-});
-type Sibling = z.infer<typeof Sibling>;
-
-const RepoInfo = z.looseObject({
-  sha: z.string().regex(/^[0-9a-f]{40}$/),
-  siblings: z.array(Sibling),
-});
-
-const DEFAULT_TIMEOUT_MS = 60_000;
 const DEFAULT_ATTEMPTS = 4;
+const DEFAULT_RETRY_DELAY_MS = 500;
 
-function safeRepoPath(path: string): boolean {
-  return path.length > 0 && !path.startsWith('/') && !path.split('/').some((part) => part === '..' || part === '' || part === '.');
+/** A file to fetch, with what the hub's listing promises about it. */
+interface PlannedFile {
+  path: string;
+  size: number | null;
+  check: { kind: 'sha256' | 'git-sha1'; digest: string } | null;
+  /** Name in blobs/ (the hub's etag: sha256 for LFS files, git blob sha1 otherwise), or null when unknown. */
+  blob: string | null;
 }
 
-function headers(options: HubOptions, extra: Record<string, string> = {}): Record<string, string> {
-  const out: Record<string, string> = { 'user-agent': 'shoal/0.1', ...extra };
-  if (options.token !== undefined && options.token !== '') out.authorization = `Bearer ${options.token}`;
-  return out;
+function planFile(sibling: RepoSibling): PlannedFile {
+  const size = sibling.lfs?.size ?? sibling.size ?? null;
+  if (sibling.lfs != null) return { path: sibling.rfilename, size, check: { kind: 'sha256', digest: sibling.lfs.sha256 }, blob: sibling.lfs.sha256 };
+  if (sibling.blobId !== undefined) return { path: sibling.rfilename, size, check: { kind: 'git-sha1', digest: sibling.blobId }, blob: sibling.blobId };
+  return { path: sibling.rfilename, size, check: null, blob: null };
 }
 
-function endpointUrl(options: HubOptions, path: string): string {
-  return `${options.endpoint.replace(/\/+$/, '')}/${path}`;
-}
-
-async function fetchChecked(url: string, init: RequestInit, what: string, timeoutMs: number): Promise<Response> {
-  let response: Response;
-  try {
-    response = await fetch(url, { ...init, signal: AbortSignal.timeout(timeoutMs), redirect: 'follow' });
-  } catch (error) {
-    throw new ShoalError(ErrorCode.DOWNLOAD_FAILED, `${what}: cannot reach ${url}: ${String(error)}`, { cause: error });
-  }
-  if (response.status === 401 || response.status === 403) {
-    throw new ShoalError(ErrorCode.MODEL_NOT_FOUND, `${what}: the hub refused access (HTTP ${response.status}); set HF_TOKEN for gated or private models`);
-  }
-  if (response.status === 404) {
-    throw new ShoalError(ErrorCode.MODEL_NOT_FOUND, `${what}: not found on the hub (${url})`);
-  }
-  if (!response.ok && response.status !== 206) {
-    throw new ShoalError(ErrorCode.DOWNLOAD_FAILED, `${what}: HTTP ${response.status} from ${url}`, { details: { status: response.status } });
-  }
-  return response;
-}
-
-export async function fetchRepoInfo(repo: string, revision: string, options: HubOptions): Promise<z.infer<typeof RepoInfo>> {
-  const url = endpointUrl(options, `api/models/${repo}/revision/${encodeURIComponent(revision)}?blobs=true`);
-  const response = await fetchChecked(url, { headers: headers(options) }, `model ${repo}@${revision}`, options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
-  let body: unknown;
-  try {
-    body = await response.json();
-  } catch (error) {
-    throw new ShoalError(ErrorCode.DOWNLOAD_FAILED, `model ${repo}@${revision}: the hub answered with invalid JSON`, { cause: error });
-  }
-  return parseWith(RepoInfo, body, `hub answer for ${repo}@${revision}`, ErrorCode.DOWNLOAD_FAILED);
-}
-
-function expectedSize(sibling: Sibling): number | undefined {
-  return sibling.lfs?.size ?? sibling.size;
-}
-
-/** The blob name the hub cache uses: sha256 for LFS files, the git blob id otherwise. */
-function blobName(sibling: Sibling): string | null {
-  const name = sibling.lfs?.sha256 ?? sibling.blobId ?? null;
-  return name !== null && /^[0-9a-f]{40,64}$/.test(name) ? name : null;
+/** Repository paths from the listing are untrusted: they must stay inside the snapshot folder. */
+function isSafeRepoPath(path: string): boolean {
+  return (
+    path.length > 0 &&
+    path.length <= 1024 &&
+    !path.startsWith('/') &&
+    !/[\\\0]/.test(path) &&
+    !path.split('/').some((part) => part === '..' || part === '' || part === '.')
+  );
 }
 
 async function fileSize(path: string): Promise<number | null> {
   try {
     return (await stat(path)).size;
   } catch {
-    return null;
+    return null; // absent
   }
 }
 
@@ -127,111 +88,239 @@ async function digestOf(path: string, kind: 'sha256' | 'git-sha1'): Promise<stri
   return hash.digest('hex');
 }
 
-async function verify(path: string, sibling: Sibling, what: string): Promise<void> {
-  const size = expectedSize(sibling);
-  const actual = await fileSize(path);
-  if (size !== undefined && actual !== size) {
-    throw new ShoalError(ErrorCode.DOWNLOAD_FAILED, `${what}: size ${actual} does not match the hub's ${size}`);
+type Verdict = 'ok' | 'short' | 'corrupt';
+
+/** 'short' = an interrupted transfer worth resuming; 'corrupt' = the partial file must be discarded. */
+async function verdictOf(partial: string, file: PlannedFile): Promise<{ verdict: Verdict; why: string }> {
+  const actual = (await fileSize(partial)) ?? 0;
+  if (file.size !== null && actual < file.size) return { verdict: 'short', why: `transfer ended at ${actual} of ${file.size} bytes` };
+  if (file.size !== null && actual > file.size) return { verdict: 'corrupt', why: `got ${actual} bytes, the hub lists ${file.size}` };
+  if (file.check === null) return { verdict: 'ok', why: '' };
+  const digest = await digestOf(partial, file.check.kind);
+  if (digest === file.check.digest) return { verdict: 'ok', why: '' };
+  return { verdict: 'corrupt', why: `${file.check.kind} ${digest} does not match the hub's ${file.check.digest}` };
+}
+
+interface FileJob {
+  repo: string;
+  url: string;
+  partial: string;
+  file: PlannedFile;
+  options: HubOptions;
+  progress: ProgressReporter;
+}
+
+function contentRangeStart(response: Response): number | null {
+  const match = /^bytes (\d+)-/.exec(response.headers.get('content-range') ?? '');
+  return match?.[1] === undefined ? null : Number(match[1]);
+}
+
+/** One transfer into the partial file: resumes from its current size when it can. */
+async function transferOnce(job: FileJob): Promise<void> {
+  const { file, partial, url, options } = job;
+  const what = `download of ${job.repo}/${file.path}`;
+  let have = (await fileSize(partial)) ?? 0;
+  if (file.size !== null && have > file.size) {
+    await rm(partial, { force: true }); // left over from another version of the file
+    have = 0;
   }
-  const expected = sibling.lfs?.sha256 ?? sibling.blobId;
-  if (expected === undefined) return;
-  const kind = sibling.lfs?.sha256 !== undefined ? 'sha256' : 'git-sha1';
-  const digest = await digestOf(path, kind);
-  if (digest !== expected) {
-    throw new ShoalError(ErrorCode.DOWNLOAD_FAILED, `${what}: ${kind} ${digest} does not match the hub's ${expected}`);
-  }
-}
-
-async function downloadOnce(url: string, partial: string, sibling: Sibling, repo: string, options: HubOptions): Promise<void> {
-  const have = (await fileSize(partial)) ?? 0;
-  const total = expectedSize(sibling) ?? null;
-  if (total !== null && have === total) return;
-  const extra: Record<string, string> = have > 0 ? { range: `bytes=${have}-` } : {};
-  const what = `download of ${repo}/${sibling.rfilename}`;
-  const response = await fetchChecked(url, { headers: headers(options, extra) }, what, options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
-  if (response.body === null) throw new ShoalError(ErrorCode.DOWNLOAD_FAILED, `${what}: empty response`);
-  // A server that ignores Range answers 200 with the whole file: start over instead of appending.
-  const append = have > 0 && response.status === 206;
-  let received = append ? have : 0;
-  const source = Readable.fromWeb(response.body as WebReadableStream<Uint8Array>);
-  source.on('data', (chunk: Buffer) => {
-    received += chunk.length;
-    options.onProgress?.({ repo, file: sibling.rfilename, receivedBytes: received, totalBytes: total, done: false });
-  });
-  await pipeline(source, createWriteStream(partial, { flags: append ? 'a' : 'w' }));
-}
-
-function isRetryable(error: unknown): boolean {
-  return error instanceof ShoalError && error.code === ErrorCode.DOWNLOAD_FAILED;
-}
-
-async function downloadFile(repo: string, commit: string, sibling: Sibling, options: HubOptions): Promise<void> {
-  const repoDir = repoCacheDir(options.cacheDir, repo);
-  const snapshotPath = join(repoDir, 'snapshots', commit, sibling.rfilename);
-  const blob = blobName(sibling);
-  const target = blob === null ? snapshotPath : join(repoDir, 'blobs', blob);
-  const what = `${repo}/${sibling.rfilename}`;
-  if ((await fileSize(target)) !== null && (await fileSize(snapshotPath)) !== null) return;
-  await mkdir(dirname(target), { recursive: true });
-  await mkdir(dirname(snapshotPath), { recursive: true });
-  if ((await fileSize(target)) === null) {
-    const partial = `${target}.incomplete`;
-    const url = endpointUrl(options, `${repo}/resolve/${commit}/${sibling.rfilename.split('/').map(encodeURIComponent).join('/')}`);
-    const attempts = options.attempts ?? DEFAULT_ATTEMPTS;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await downloadOnce(url, partial, sibling, repo, options);
-        await verify(partial, sibling, what);
-        break;
-      } catch (error) {
-        // A corrupt partial file must not be resumed: start the next attempt from zero.
-        if (error instanceof ShoalError && error.message.includes('does not match')) await rm(partial, { force: true });
-        if (attempt >= attempts || !isRetryable(error)) throw error;
-        await new Promise((resolve) => setTimeout(resolve, 200 * 2 ** attempt));
-      }
-    }
-    await rename(partial, target);
-  }
-  if (blob !== null) await linkIntoSnapshot(target, snapshotPath);
-  options.onProgress?.({ repo, file: sibling.rfilename, receivedBytes: expectedSize(sibling) ?? 0, totalBytes: expectedSize(sibling) ?? null, done: true });
-}
-
-async function linkIntoSnapshot(blobPath: string, snapshotPath: string): Promise<void> {
-  const relativeTarget = relative(dirname(snapshotPath), blobPath);
+  if (file.size !== null && have === file.size) return; // complete already; verification decides
+  const request = await hubGet(options, url, what, have > 0 ? { range: `bytes=${have}-` } : {});
+  const { response } = request;
   try {
-    if ((await readlink(snapshotPath)) === relativeTarget) return;
+    if (response.status === 416) {
+      await rm(partial, { force: true });
+      throw transient(new ShoalError(ErrorCode.DOWNLOAD_FAILED, `${what}: the hub refused to resume at byte ${have}; starting over`));
+    }
+    // A server that ignores Range answers 200 with the whole file: start over instead of appending.
+    const resume = have > 0 && response.status === 206;
+    if (resume && contentRangeStart(response) !== have) {
+      await rm(partial, { force: true });
+      throw transient(new ShoalError(ErrorCode.DOWNLOAD_FAILED, `${what}: the hub resumed at the wrong offset (${response.headers.get('content-range')})`));
+    }
+    if (!resume && response.status === 206) {
+      throw new ShoalError(ErrorCode.DOWNLOAD_FAILED, `${what}: the hub sent a partial answer (206) to a request for the whole file`);
+    }
+    await writeBody(job, request.response, resume ? have : 0, () => request.touch(), () => request.timedOut());
+  } finally {
+    request.close();
+  }
+}
+
+/** The body's chunks; a failure while reading them (reset, abort, idle timeout) is a transient network error. */
+async function* bodyChunks(job: FileJob, body: AsyncIterable<Uint8Array>, timedOut: () => boolean): AsyncGenerator<Uint8Array> {
+  try {
+    for await (const chunk of body) yield chunk;
+  } catch (error) {
+    throw networkError(`download of ${job.repo}/${job.file.path}`, job.url, error, timedOut(), job.options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS);
+  }
+}
+
+/** Streams the body into the partial file, awaiting every write so what was received is kept for a resume. */
+async function writeBody(job: FileJob, response: Response, start: number, touch: () => void, timedOut: () => boolean): Promise<void> {
+  const handle = await localFs(job, () => open(job.partial, start > 0 ? 'a' : 'w'));
+  let received = start;
+  job.progress.fileStarted(job.file.path, received);
+  try {
+    if (response.body === null) return;
+    for await (const chunk of bodyChunks(job, response.body, timedOut)) {
+      touch();
+      await localFs(job, () => handle.write(chunk));
+      received += chunk.byteLength;
+      job.progress.fileReceived(received);
+    }
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Local disk failures (full, read-only, permissions) are not retried: another attempt would fail the same way. */
+async function localFs<T>(job: FileJob, operation: () => Promise<T>): Promise<T> {
+  try {
+    return await operation();
+  } catch (error) {
+    throw new ShoalError(ErrorCode.DOWNLOAD_FAILED, `cannot write ${job.partial} for ${job.repo}/${job.file.path}: ${String(error)}`, { cause: error });
+  }
+}
+
+function attemptsOf(options: HubOptions): number {
+  return Math.max(1, options.attempts ?? DEFAULT_ATTEMPTS);
+}
+
+/** Waits before attempt `attempt` (2, 3...): the base delay, doubled each time. */
+async function backoff(options: HubOptions, attempt: number): Promise<void> {
+  const base = options.retryDelayMs ?? DEFAULT_RETRY_DELAY_MS;
+  if (attempt > 1 && base > 0) await delay(base * 2 ** (attempt - 2));
+}
+
+/** Runs a request again after transient failures, up to the configured attempts. */
+async function withRetries<T>(options: HubOptions, run: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    await backoff(options, attempt);
+    try {
+      return await run();
+    } catch (error) {
+      if (!isTransient(error) || attempt >= attemptsOf(options)) throw error;
+    }
+  }
+}
+
+/** Fetches one file into `partial` until it verifies, retrying transient failures. */
+async function fetchVerified(job: FileJob): Promise<void> {
+  const attempts = attemptsOf(job.options);
+  let lastError: ShoalError | null = null;
+  for (let attempt = 1; attempt <= attempts; attempt++) {
+    await backoff(job.options, attempt);
+    try {
+      await transferOnce(job);
+    } catch (error) {
+      if (!isTransient(error)) throw toShoalError(error, ErrorCode.DOWNLOAD_FAILED);
+      lastError = toShoalError(error);
+      continue;
+    }
+    const { verdict, why } = await verdictOf(job.partial, job.file);
+    if (verdict === 'ok') return;
+    // A corrupt file must not be resumed, and must not stay behind for someone to trust.
+    if (verdict === 'corrupt') await rm(job.partial, { force: true });
+    lastError = new ShoalError(ErrorCode.DOWNLOAD_FAILED, `download of ${job.repo}/${job.file.path}: ${why}`);
+  }
+  const last = lastError ?? new ShoalError(ErrorCode.DOWNLOAD_FAILED, `download of ${job.repo}/${job.file.path} failed`);
+  throw new ShoalError(ErrorCode.DOWNLOAD_FAILED, `${last.message} (after ${attempts} attempt${attempts === 1 ? '' : 's'})`, {
+    cause: last,
+    ...(last.details === undefined ? {} : { details: last.details }),
+  });
+}
+
+/** Points `snapshots/<commit>/<file>` at its blob with a relative link, replacing any old one atomically. */
+async function linkIntoSnapshot(blobPath: string, snapshotPath: string): Promise<void> {
+  const target = relative(dirname(snapshotPath), blobPath);
+  try {
+    if ((await readlink(snapshotPath)) === target) return;
   } catch {
-    // not a link yet
+    // not a link yet: create it below
   }
   const temp = `${snapshotPath}.${process.pid}.link`;
   await rm(temp, { force: true });
-  await symlink(relativeTarget, temp);
+  await symlink(target, temp);
   await rename(temp, snapshotPath);
 }
 
-/**
- * Makes `repo@revision` available in the cache and returns its snapshot folder. Only the files
- * Shoal needs are fetched (see file-selection.ts).
- */
-export async function downloadModel(repo: string, revision: string, options: HubOptions): Promise<string> {
-  const info = await fetchRepoInfo(repo, revision, options);
-  const files: RepoFile[] = info.siblings
-    .filter((s) => safeRepoPath(s.rfilename))
-    .map((s) => ({ path: s.rfilename, size: expectedSize(s) }));
-  const wanted = new Set(selectDownloadFiles(files, options.precision ?? 'fp32'));
-  const siblings = info.siblings.filter((s) => wanted.has(s.rfilename));
-  if (!siblings.some((s) => s.rfilename.toLowerCase().endsWith('.onnx'))) {
+async function ensureFile(repo: string, commit: string, file: PlannedFile, options: HubOptions, progress: ProgressReporter): Promise<void> {
+  const repoDir = repoCacheDir(options.cacheDir, repo);
+  const snapshotPath = join(snapshotDir(options.cacheDir, repo, commit), file.path);
+  const target = file.blob === null ? snapshotPath : join(repoDir, 'blobs', file.blob);
+  const present = (await fileSize(target)) !== null;
+  if (!present) {
+    await mkdir(dirname(target), { recursive: true });
+    const partial = `${target}.incomplete`;
+    const url = hubUrl(options, `${repo}/resolve/${commit}/${file.path.split('/').map(encodeURIComponent).join('/')}`);
+    await fetchVerified({ repo, url, partial, file, options, progress });
+    await rename(partial, target);
+  }
+  if (file.blob !== null) {
+    await mkdir(dirname(snapshotPath), { recursive: true });
+    await linkIntoSnapshot(target, snapshotPath);
+  }
+  const size = (await fileSize(target)) ?? 0;
+  if (present) progress.fileCached(file.path, size);
+  else progress.fileDone(file.path, size);
+}
+
+async function writeAtomically(path: string, content: string): Promise<void> {
+  await mkdir(dirname(path), { recursive: true });
+  const temp = `${path}.${process.pid}.tmp`;
+  await writeFile(temp, content);
+  await rename(temp, path);
+}
+
+async function download(repo: string, revision: string, options: HubOptions): Promise<string> {
+  const info = await withRetries(options, () => fetchRepoInfo(repo, revision, options));
+  const siblings = info.siblings.filter((s) => isSafeRepoPath(s.rfilename));
+  const listed: RepoFile[] = siblings.map((s) => ({ path: s.rfilename, size: s.lfs?.size ?? s.size }));
+  const bySibling = new Map(siblings.map((s) => [s.rfilename, s]));
+  const files = selectDownloadFiles(listed, options.precision ?? 'fp32')
+    .map((path) => bySibling.get(path))
+    .filter((s): s is RepoSibling => s !== undefined)
+    .map(planFile);
+  if (!files.some((f) => f.path.toLowerCase().endsWith('.onnx'))) {
+    const weights = siblings.map((s) => s.rfilename).filter((p) => /\.(safetensors|bin|pt|pth|h5|gguf)$/i.test(p));
     throw new ShoalError(
       ErrorCode.MODEL_NOT_FOUND,
-      `${repo}@${revision} has no ONNX graph (looked for *.onnx among ${info.siblings.length} files); export it with optimum or pick an ONNX repository (e.g. Xenova/..., onnx-community/...)`,
+      `${repo}@${revision} has no ONNX graph (no *.onnx among its ${info.siblings.length} files${weights.length > 0 ? `; it has ${weights.slice(0, 4).join(', ')}` : ''}); ` +
+        'export it with `optimum-cli export onnx` into a models directory, or pick an ONNX repository (e.g. Xenova/..., onnx-community/...)',
+      { details: { repo, revision } },
     );
   }
-  for (const sibling of siblings) await downloadFile(repo, info.sha, sibling, options);
-  const repoDir = repoCacheDir(options.cacheDir, repo);
-  if (!isCommitHash(revision)) {
-    const ref = join(repoDir, 'refs', revision);
-    await mkdir(dirname(ref), { recursive: true });
-    await writeFile(ref, info.sha);
-  }
-  return join(repoDir, 'snapshots', info.sha);
+  const progress = new ProgressReporter(repo, revision, files, options.onProgress);
+  for (const file of files) await ensureFile(repo, info.sha, file, options, progress);
+  // The ref is written last: until then the cache does not claim this revision exists.
+  if (!isCommitHash(revision)) await writeAtomically(refFile(options.cacheDir, repo, revision), info.sha);
+  return snapshotDir(options.cacheDir, repo, info.sha);
+}
+
+/**
+ * One download per cache folder, repository, revision and precision at a time in this process:
+ * two names for the same model (a catalog name and its hub id) resolved together must not write
+ * the same partial file. The map is process-wide on purpose, like the cache folder it guards.
+ */
+const inflight = new Map<string, Promise<string>>();
+
+/**
+ * Makes `repo@revision` available in the cache and returns its snapshot folder. Only the files
+ * Shoal needs are fetched (see file-selection.ts); files already in the cache are kept. A caller
+ * joining a download already under way gets its result but not its progress events.
+ */
+export function downloadModel(repo: string, revision: string, options: HubOptions): Promise<string> {
+  const key = JSON.stringify([options.cacheDir, options.endpoint, repo, revision, options.precision ?? 'fp32']);
+  const running = inflight.get(key);
+  if (running !== undefined) return running;
+  const started = download(repo, revision, options)
+    .catch((error: unknown) => {
+      if (error instanceof ShoalError) throw error;
+      // Anything else comes from the cache folder itself (permissions, a full or read-only disk).
+      throw new ShoalError(ErrorCode.DOWNLOAD_FAILED, `cannot store ${repo} in the hub cache ${options.cacheDir}: ${String(error)}`, { cause: error });
+    })
+    .finally(() => inflight.delete(key));
+  inflight.set(key, started);
+  return started;
 }

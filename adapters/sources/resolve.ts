@@ -4,14 +4,16 @@ import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { parseWith } from '../protocol/validate.js';
 import type { Precision } from './file-selection.js';
-import { defaultHubCacheDir, findCachedSnapshot } from './hf-cache.js';
-import { downloadModel, type DownloadProgress } from './hub-download.js';
+import { defaultHubCacheDir, inspectCachedSnapshot } from './hf-cache.js';
+import { downloadModel, type DownloadProgress, type HubOptions } from './hub-download.js';
 import { parseModelRef, type ModelRef } from './model-ref.js';
 
 /**
- * Turns a model reference into a local folder. Order for hub ids: the models directory
- * (SHOAL_MODEL_DIR, `org/name/` layout), then the hub cache, then a download from the hub
- * (when allowed). Local paths can be restricted to configured roots.
+ * Turns a model reference into a local folder. Order for hub ids: the models directories
+ * (SHOAL_MODEL_DIR, `org/name/` layout; only for ids without `@revision`), then the hub cache,
+ * then a download from the hub into the cache (when allowed). A cached snapshot is used without
+ * asking the hub whether the branch moved: pin a commit, or delete `refs/<branch>`, to update.
+ * Local paths can be switched off or restricted to configured roots.
  */
 
 export const SourceOptions = z.strictObject({
@@ -20,11 +22,15 @@ export const SourceOptions = z.strictObject({
   /** Hub cache folder (HF_HUB_CACHE / HF_HOME/hub / ~/.cache/huggingface/hub). */
   hubCacheDir: z.string().optional(),
   /** Hub endpoint (HF_ENDPOINT). */
-  hubEndpoint: z.string().url().default('https://huggingface.co'),
+  hubEndpoint: z.url({ protocol: /^https?$/, error: 'hubEndpoint must be an http(s) URL' }).default('https://huggingface.co'),
   /** Token for gated/private repositories (HF_TOKEN). */
   hubToken: z.string().optional(),
-  /** Download missing models from the hub; false when HF_HUB_OFFLINE=1. */
+  /** Download missing models from the hub; false when HF_HUB_OFFLINE or SHOAL_OFFLINE is set to 1/true/yes/on. */
   allowDownload: z.boolean().default(true),
+  /** Attempts per hub request; interrupted transfers resume where they stopped. */
+  downloadAttempts: z.number().int().min(1).max(20).default(4),
+  /** A hub request fails when no data arrived for this long (milliseconds). */
+  downloadIdleTimeoutMs: z.number().int().min(100).default(60_000),
   /** Accept local folder references (`/path`, `./path`). Services exposed to remote callers turn this off. */
   allowLocalPaths: z.boolean().default(true),
   /** When set, local folder references must lie inside one of these folders. */
@@ -32,6 +38,11 @@ export const SourceOptions = z.strictObject({
 });
 export type SourceOptions = z.output<typeof SourceOptions>;
 export type SourceOptionsInput = z.input<typeof SourceOptions>;
+
+/** The hub library's reading of boolean variables. */
+function isTrue(value: string | undefined): boolean {
+  return value !== undefined && ['1', 'true', 'yes', 'on'].includes(value.trim().toLowerCase());
+}
 
 export function sourceOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): SourceOptionsInput {
   const out: SourceOptionsInput = {};
@@ -41,7 +52,7 @@ export function sourceOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): Sour
   out.hubCacheDir = defaultHubCacheDir(env);
   if (env.HF_ENDPOINT !== undefined && env.HF_ENDPOINT !== '') out.hubEndpoint = env.HF_ENDPOINT;
   if (env.HF_TOKEN !== undefined && env.HF_TOKEN !== '') out.hubToken = env.HF_TOKEN;
-  if (env.HF_HUB_OFFLINE === '1' || env.SHOAL_OFFLINE === '1') out.allowDownload = false;
+  if (isTrue(env.HF_HUB_OFFLINE) || isTrue(env.SHOAL_OFFLINE)) out.allowDownload = false;
   return out;
 }
 
@@ -77,45 +88,65 @@ async function resolveLocal(ref: Extract<ModelRef, { kind: 'path' }>, options: S
   if (!options.allowLocalPaths) {
     throw new ShoalError(ErrorCode.INVALID_INPUT, `local model paths are not allowed here ("${ref.raw}"); use a model id from the catalog or the hub`);
   }
+  const roots = options.localRoots?.map((root) => resolve(root));
+  const outside = (): ShoalError =>
+    new ShoalError(ErrorCode.INVALID_INPUT, `model folder ${ref.path} is outside the allowed roots (${(roots ?? []).join(', ')})`);
+  // Checked on the path as written first, so a caller cannot probe what exists outside the roots.
+  if (roots !== undefined && !roots.some((root) => inside(root, ref.path))) throw outside();
   if (!(await isDirectory(ref.path))) {
-    throw new ShoalError(ErrorCode.MODEL_NOT_FOUND, `model folder ${ref.path} does not exist`);
+    throw new ShoalError(ErrorCode.MODEL_NOT_FOUND, `model folder ${ref.path} does not exist (or is not a folder)`);
   }
   const real = await realpath(ref.path);
-  if (options.localRoots !== undefined) {
-    const roots = await Promise.all(options.localRoots.map(async (r) => realpath(resolve(r)).catch(() => resolve(r))));
-    if (!roots.some((root) => inside(root, real))) {
-      throw new ShoalError(ErrorCode.INVALID_INPUT, `model folder ${ref.path} is outside the allowed roots (${options.localRoots.join(', ')})`);
-    }
+  if (roots !== undefined) {
+    // ...and again once symlinks are resolved: a link inside a root may point anywhere.
+    const realRoots = await Promise.all(roots.map(async (root) => realpath(root).catch(() => root)));
+    if (!realRoots.some((root) => inside(root, real))) throw outside();
   }
   return { dir: real, ref, origin: 'path' };
+}
+
+async function findInModelDirs(repo: string, modelDirs: readonly string[]): Promise<string | null> {
+  for (const root of modelDirs) {
+    const dir = join(resolve(root), ...repo.split('/'));
+    if (await isDirectory(dir)) return dir;
+  }
+  return null;
+}
+
+function notFoundOffline(raw: string, revision: string | null, options: SourceOptions, cacheDir: string, partial: string | null): ShoalError {
+  const places: string[] = [];
+  if (revision !== null) places.push('the models directories are only searched for ids without @revision');
+  else places.push(options.modelDirs.length > 0 ? `models directories ${options.modelDirs.join(', ')}` : 'no models directory (SHOAL_MODEL_DIR is not set)');
+  places.push(partial === null ? `hub cache ${cacheDir}` : `hub cache ${cacheDir} (snapshot ${partial} exists but holds no ONNX graph: its download did not finish)`);
+  return new ShoalError(
+    ErrorCode.MODEL_NOT_FOUND,
+    `model ${raw} was not found; looked in: ${places.join('; ')}. Downloads are off (HF_HUB_OFFLINE / SHOAL_OFFLINE): ` +
+      'put the model in a models directory, or fetch it once with downloads on',
+    { details: { model: raw, modelDirs: options.modelDirs, hubCacheDir: cacheDir } },
+  );
 }
 
 export async function resolveModelSource(raw: string, options: SourceOptions, extras: ResolveExtras = {}): Promise<ResolvedSource> {
   const ref = parseModelRef(raw);
   if (ref.kind === 'path') return resolveLocal(ref, options);
   if (ref.revision === null) {
-    for (const root of options.modelDirs) {
-      const dir = join(resolve(root), ...ref.repo.split('/'));
-      if (await isDirectory(dir)) return { dir, ref, origin: 'models-dir' };
-    }
+    const dir = await findInModelDirs(ref.repo, options.modelDirs);
+    if (dir !== null) return { dir, ref, origin: 'models-dir' };
   }
   const cacheDir = options.hubCacheDir ?? defaultHubCacheDir();
   const revision = ref.revision ?? 'main';
-  const cached = await findCachedSnapshot(cacheDir, ref.repo, revision);
-  if (cached !== null) return { dir: cached, ref, origin: 'hub-cache' };
-  if (!options.allowDownload) {
-    const dirs = options.modelDirs.length > 0 ? options.modelDirs.join(', ') : '(SHOAL_MODEL_DIR not set)';
-    throw new ShoalError(
-      ErrorCode.MODEL_NOT_FOUND,
-      `model ${raw} not found in the models directory ${dirs} or the hub cache ${cacheDir}, and downloads are off`,
-    );
-  }
-  const dir = await downloadModel(ref.repo, revision, {
+  const cached = await inspectCachedSnapshot(cacheDir, ref.repo, revision);
+  if (cached?.usable === true) return { dir: cached.dir, ref, origin: 'hub-cache' };
+  if (!options.allowDownload) throw notFoundOffline(raw, ref.revision, options, cacheDir, cached?.dir ?? null);
+  const hub: HubOptions = {
     endpoint: options.hubEndpoint,
     token: options.hubToken,
     cacheDir,
-    ...(extras.precision === undefined ? {} : { precision: extras.precision }),
-    ...(extras.onProgress === undefined ? {} : { onProgress: extras.onProgress }),
-  });
+    attempts: options.downloadAttempts,
+    idleTimeoutMs: options.downloadIdleTimeoutMs,
+  };
+  if (extras.precision !== undefined) hub.precision = extras.precision;
+  if (extras.onProgress !== undefined) hub.onProgress = extras.onProgress;
+  const dir = await downloadModel(ref.repo, revision, hub);
   return { dir, ref, origin: 'download' };
 }

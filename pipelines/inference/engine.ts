@@ -21,6 +21,7 @@ import type {
 import { parseWith } from '../../adapters/protocol/validate.js';
 import { RuntimeOptions } from '../../adapters/runtime/ort-session.js';
 import { SourceOptions, sourceOptionsFromEnv } from '../../adapters/sources/resolve.js';
+import type { DownloadProgress } from '../../adapters/sources/hub-download.js';
 import { preparedCost, type ItemOutput, type Prepared, type PrepItem, type RunOptions, type Task } from '../../adapters/models/family.js';
 import { PrepPool } from '../../adapters/models/prep-pool.js';
 import type { ModelProfile } from '../../adapters/models/profile.js';
@@ -49,7 +50,11 @@ export const EngineOptions = z.strictObject({
   /** Serve models that are not in the catalog, by hub id or local path. */
   allowUnlisted: z.boolean().default(true),
 });
-export type EngineOptionsInput = z.input<typeof EngineOptions> & { catalog?: Catalog };
+export type EngineOptionsInput = z.input<typeof EngineOptions> & {
+  catalog?: Catalog;
+  /** Called while a model is downloaded from the hub (the CLI draws a progress bar with it). */
+  onDownloadProgress?: (event: DownloadProgress) => void;
+};
 
 /** Items per prep message: keeps each prep step short so other requests interleave. */
 const PREP_CHUNK = 1024;
@@ -73,14 +78,20 @@ export class InferenceEngine implements Engine {
   #closed = false;
 
   constructor(input: EngineOptionsInput = {}) {
-    const { catalog, ...rest } = input;
+    const { catalog, onDownloadProgress, ...rest } = input;
     const options = parseWith(EngineOptions, rest, 'engine options', ErrorCode.CONFIG_INVALID);
     this.#options = options;
     const sources = options.sources ?? SourceOptions.parse(sourceOptionsFromEnv());
     this.#prep = new PrepPool({ threads: options.prepThreads });
     const runtime = options.runtime ?? RuntimeOptions.parse({});
     this.#resolve = (name) =>
-      resolveProfile(name, { catalog: catalog ?? EMPTY_CATALOG, sources, prep: this.#prep, allowUnlisted: options.allowUnlisted });
+      resolveProfile(name, {
+        catalog: catalog ?? EMPTY_CATALOG,
+        sources,
+        prep: this.#prep,
+        allowUnlisted: options.allowUnlisted,
+        onDownloadProgress,
+      });
     this.#pool = new ModelPool({ runtime, resolve: (name) => this.profile(name) });
   }
 
@@ -274,6 +285,10 @@ export class InferenceEngine implements Engine {
       prompt: request.prompt,
       promptText: request.prompt_text,
       instruction: request.instruction,
+    }).map((item, index): PrepItem => {
+      // The prompt goes on the first segment only; the pair segment is tokenized as given.
+      const pair = request.items[index]?.pair;
+      return pair === undefined ? item : { ...item, pair };
     });
     const tokenized = await this.#prep.tokenize(profile, { task: 'tokenize', items, maxLength });
     return {

@@ -1,5 +1,6 @@
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
-import { resolveModelSource, type SourceOptions } from '../../adapters/sources/resolve.js';
+import type { DownloadProgress } from '../../adapters/sources/hub-download.js';
+import { resolveModelSource, type ResolveExtras, type SourceOptions } from '../../adapters/sources/resolve.js';
 import type { ModelProfile, ProfileOverrides } from '../../adapters/models/profile.js';
 import type { PrepPool } from '../../adapters/models/prep-pool.js';
 import type { Catalog } from './catalog.js';
@@ -15,6 +16,8 @@ export interface ProfileResolverOptions {
   prep: PrepPool;
   /** Serve models that are not in the catalog (by hub id or path). */
   allowUnlisted: boolean;
+  /** Download progress of models fetched from the hub. */
+  onDownloadProgress?: ((event: DownloadProgress) => void) | undefined;
 }
 
 export async function resolveProfile(name: string, options: ProfileResolverOptions): Promise<ModelProfile> {
@@ -27,7 +30,9 @@ export async function resolveProfile(name: string, options: ProfileResolverOptio
     );
   }
   const { source, description: _description, ...overrides } = entry ?? {};
-  const resolved = await resolveModelSource(source ?? name, options.sources, overrides.precision === 'int8' ? { precision: 'int8' } : {});
+  const extras: ResolveExtras = overrides.precision === 'int8' ? { precision: 'int8' } : {};
+  if (options.onDownloadProgress !== undefined) extras.onProgress = options.onDownloadProgress;
+  const resolved = await resolveModelSource(source ?? name, options.sources, extras);
   const profileOverrides: ProfileOverrides = overrides;
   return options.prep.describe(name, resolved.dir, profileOverrides);
 }

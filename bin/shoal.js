@@ -1,0 +1,53 @@
+#!/usr/bin/env node
+// The `shoal` command. Runs the compiled CLI (dist/services/cli/main.js) when it has been built,
+// otherwise the TypeScript sources through tsx; works from any working directory.
+//
+// glibc reads MALLOC_TRIM_THRESHOLD_ only when a process starts, and without it the native memory
+// onnxruntime frees when a model is unloaded is not returned to the OS (PLATFORM.md: 262 MB ->
+// 87 MB). So when the variable is missing, this script starts itself once more with it set and
+// passes the exit status (or the signal) through. SHOAL_FROM_SOURCE=1 runs the sources even when
+// dist/ exists (tests, development).
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+
+function reexecWithMallocTrim() {
+  const child = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), ...process.argv.slice(2)], {
+    stdio: 'inherit',
+    env: { ...process.env, MALLOC_TRIM_THRESHOLD_: '0' },
+  });
+  // A terminal's Ctrl-C reaches the whole process group (child included); the CLI treats a
+  // repeat within a second as the same interrupt, so forwarding is safe and covers `kill <pid>`.
+  for (const signal of SIGNALS) process.on(signal, () => child.kill(signal));
+  child.on('error', (error) => {
+    process.stderr.write(`error [INTERNAL]: cannot start ${process.execPath}: ${error.message}\n`);
+    process.exit(1);
+  });
+  child.on('exit', (code, signal) => {
+    if (signal !== null) {
+      for (const name of SIGNALS) process.removeAllListeners(name);
+      process.kill(process.pid, signal);
+      return;
+    }
+    process.exit(code ?? 1);
+  });
+}
+
+async function start() {
+  const root = new URL('../', import.meta.url);
+  const compiled = new URL('dist/services/cli/main.js', root);
+  if (process.env.SHOAL_FROM_SOURCE !== '1' && existsSync(fileURLToPath(compiled))) {
+    await import(compiled.href);
+    return;
+  }
+  // The project's tsconfig, whatever the working directory; worker threads inherit the variable.
+  process.env.TSX_TSCONFIG_PATH ??= fileURLToPath(new URL('tsconfig.json', root));
+  const { register } = await import('tsx/esm/api');
+  register();
+  await import(new URL('services/cli/main.ts', root).href);
+}
+
+if (process.env.MALLOC_TRIM_THRESHOLD_ === undefined) reexecWithMallocTrim();
+else await start();

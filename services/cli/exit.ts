@@ -1,0 +1,45 @@
+import { ErrorCode, serializeError, type ShoalError } from '../../adapters/protocol/errors.js';
+
+/**
+ * Exit statuses and the one way an error reaches the user: `error [CODE]: message` on stderr.
+ * Scripts can tell "fix your command or input" (2) from "something failed while running" (1).
+ */
+
+export const ExitCode = {
+  OK: 0,
+  /** The model, the runtime or the machine failed (MODEL_NOT_FOUND, MODEL_LOAD_FAILED, INFERENCE_FAILED...). */
+  RUNTIME: 1,
+  /** Bad flags, configuration or input lines: nothing will change until the command or input does. */
+  USAGE: 2,
+  /** Stopped by SIGINT (128 + 2, the shell convention). */
+  INTERRUPTED: 130,
+  /** Stopped by SIGTERM (128 + 15). */
+  TERMINATED: 143,
+} as const;
+export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
+
+/** Codes that mean the command line or the input must change. */
+const USAGE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  ErrorCode.INVALID_INPUT,
+  ErrorCode.INPUT_TOO_LARGE,
+  ErrorCode.CONFIG_INVALID,
+  ErrorCode.UNSUPPORTED_OPERATION,
+]);
+
+export function exitCodeFor(error: ShoalError): ExitCode {
+  if (USAGE_CODES.has(error.code)) return ExitCode.USAGE;
+  if (error.code === ErrorCode.CANCELLED) return ExitCode.INTERRUPTED;
+  return ExitCode.RUNTIME;
+}
+
+/** `error [CODE]: message`, plus the underlying cause on its own line when it adds something. */
+export function formatError(error: ShoalError): string {
+  const serialized = serializeError(error);
+  const lines = [`error [${serialized.code}]: ${serialized.message}`];
+  if (serialized.cause !== undefined && !serialized.message.includes(serialized.cause)) lines.push(`  cause: ${serialized.cause}`);
+  const partial = error.details?.partialOutput;
+  if (typeof partial === 'string') {
+    lines.push(`  the ${String(error.details?.linesWritten ?? 'first')} result lines written before the failure are in ${partial}`);
+  }
+  return `${lines.join('\n')}\n`;
+}

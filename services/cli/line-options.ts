@@ -1,0 +1,81 @@
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import { DEFAULT_LIMITS } from '../../adapters/protocol/limits.js';
+import { OutputType } from '../../adapters/protocol/requests.js';
+import type { LineIo } from './app.js';
+
+/**
+ * Flags shared by the line commands (input, output, max length) and the zod parsing of a
+ * command's own flags, with errors that name the flag as the user typed it (`--max-length`).
+ */
+
+export const PositiveIntFlag = (max: number) =>
+  z
+    .string()
+    .trim()
+    .regex(/^\d+$/, 'must be a whole number')
+    .transform(Number)
+    .pipe(z.number().int().min(1).max(max));
+
+export const UnitIntervalFlag = z
+  .string()
+  .trim()
+  .regex(/^(0(\.\d+)?|1(\.0+)?|\.\d+)$/, 'must be a number from 0 to 1')
+  .transform(Number);
+
+export const CommaListFlag = z.string().transform((value) => value.split(',').map((part) => part.trim()).filter((part) => part !== ''));
+
+/** Zod shape of the flags `addLineIoOptions` declares. */
+export const LineIoFlags = {
+  input: z.string().min(1).optional(),
+  out: z.string().min(1).optional(),
+  maxLength: PositiveIntFlag(DEFAULT_LIMITS.maxSequenceLength).optional(),
+};
+
+export interface LineIoOptions {
+  /** `--output FILE` as a synonym of `--out` (every command but encode, where --output names representations). */
+  outputFlagIsFile: boolean;
+}
+
+export function addLineIoOptions(command: Command, options: LineIoOptions): Command {
+  command
+    .option('-i, --input <file>', 'read JSON Lines from FILE (default: stdin)')
+    .option('-o, --out <file>', 'write JSON Lines to FILE, renamed into place on success (default: stdout)');
+  if (options.outputFlagIsFile) command.option('--output <file>', 'same as --out');
+  return command.option('--max-length <n>', "maximum tokens per input, special tokens included (default: the model's own)");
+}
+
+function flagName(key: string): string {
+  return `--${key.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`;
+}
+
+/** Parses `command.opts()` with `schema`; failures are INVALID_INPUT naming each flag. */
+export function parseFlags<S extends z.ZodType>(schema: S, command: Command): z.output<S> {
+  const result = schema.safeParse(command.opts());
+  if (result.success) return result.data;
+  const problems = result.error.issues.map((issue) => {
+    const key = issue.path[0];
+    return `${typeof key === 'string' ? flagName(key) : 'options'}: ${issue.message}`;
+  });
+  throw new ShoalError(ErrorCode.INVALID_INPUT, `shoal ${command.name()}: ${problems.join('; ')} (see shoal ${command.name()} --help)`);
+}
+
+/** `--out` and its synonym `--output` must not disagree. */
+export function lineIo(flags: { input?: string | undefined; out?: string | undefined; output?: string | undefined }): LineIo {
+  if (flags.out !== undefined && flags.output !== undefined && flags.out !== flags.output) {
+    throw new ShoalError(ErrorCode.INVALID_INPUT, `--out ${flags.out} and --output ${flags.output} name different files; give one`);
+  }
+  return { input: flags.input, output: flags.out ?? flags.output };
+}
+
+/** `dense,sparse` → validated output types; `flag` names the option in the message. */
+export function parseOutputTypes(value: string, flag: string, hint = ''): OutputType[] {
+  const parts = value.split(',').map((part) => part.trim()).filter((part) => part !== '');
+  const result = z.array(OutputType).min(1).safeParse(parts);
+  if (result.success) return [...new Set(result.data)];
+  throw new ShoalError(
+    ErrorCode.INVALID_INPUT,
+    `${flag} "${value}" is not a list of representations (dense, sparse, multivector)${hint}`,
+  );
+}

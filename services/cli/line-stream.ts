@@ -1,0 +1,136 @@
+import type { z } from 'zod';
+import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import type { ItemId } from '../../adapters/protocol/requests.js';
+import { describeIssues } from '../../adapters/protocol/validate.js';
+import { readLineChunks, type LineSink, type LineSource, type RawLine } from './jsonl.js';
+
+/**
+ * The streaming loop every line command shares: read a chunk of lines, validate each, hand the
+ * chunk to the engine, write the results in input order. One chunk is prepared while the one
+ * before it runs (at most two in flight), so memory stays bounded by two chunks whatever the
+ * input size. An invalid line stops the run after every line before it has been written.
+ */
+
+export interface NumberedLine<T> {
+  /** 1-based line number in the input. */
+  line: number;
+  /** The line's own `id`, or its line number when it has none. */
+  id: ItemId;
+  value: T;
+}
+
+export interface LineJob<T extends { id?: ItemId | undefined }> {
+  /** What one line must look like once JSON-parsed. */
+  schema: z.ZodType<T>;
+  /** One JSON-safe result per line, in the same order; each must carry the line's `id`. */
+  run(lines: NumberedLine<T>[], signal: AbortSignal): Promise<object[]>;
+}
+
+export interface StreamOptions {
+  chunkLines: number;
+  signal: AbortSignal;
+  /** After each written chunk: input bytes and lines fully processed. */
+  onProgress?: (bytes: number, lines: number) => void;
+}
+
+export interface StreamSummary {
+  lines: number;
+}
+
+/** At most this many chunks are with the engine at once: one running, one being prepared. */
+const CHUNKS_IN_FLIGHT = 2;
+
+function lineError(source: string, line: number, message: string, cause?: unknown): ShoalError {
+  return new ShoalError(ErrorCode.INVALID_INPUT, `${source} line ${line}: ${message}`, { cause, details: { line } });
+}
+
+/** Parses one non-blank line; throws INVALID_INPUT naming the line. */
+export function parseLine<T extends { id?: ItemId | undefined }>(raw: RawLine, schema: z.ZodType<T>, source: string): NumberedLine<T> {
+  let data: unknown;
+  try {
+    data = JSON.parse(raw.text);
+  } catch (error) {
+    throw lineError(source, raw.number, `not valid JSON (${error instanceof Error ? error.message : String(error)})`, error);
+  }
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) {
+    throw lineError(source, raw.number, 'expected a JSON object like {"id": ..., "text": ...}');
+  }
+  const result = schema.safeParse(data);
+  if (!result.success) throw lineError(source, raw.number, describeIssues(result.error.issues));
+  return { line: raw.number, id: result.data.id ?? raw.number, value: result.data };
+}
+
+function throwIfAborted(signal: AbortSignal): void {
+  if (signal.aborted) throw new ShoalError(ErrorCode.CANCELLED, 'interrupted');
+}
+
+interface InFlight {
+  results: Promise<object[]>;
+  expected: number;
+  endOffset: number;
+}
+
+export async function streamLines<T extends { id?: ItemId | undefined }>(
+  source: LineSource,
+  sink: LineSink,
+  job: LineJob<T>,
+  options: StreamOptions,
+): Promise<StreamSummary> {
+  const inFlight: InFlight[] = [];
+  let done = 0;
+  const flushOne = async (): Promise<void> => {
+    const next = inFlight.shift();
+    if (next === undefined) return;
+    const results = await next.results;
+    if (results.length !== next.expected) {
+      throw new ShoalError(ErrorCode.INTERNAL, `the engine returned ${results.length} results for ${next.expected} lines`);
+    }
+    await sink.write(results.map((result) => JSON.stringify(result)));
+    done += results.length;
+    options.onProgress?.(next.endOffset, done);
+  };
+
+  let stop: unknown = null;
+  const chunks = readLineChunks(source, options.chunkLines);
+  try {
+    for (;;) {
+      let next: IteratorResult<RawLine[]>;
+      try {
+        next = await chunks.next();
+      } catch (error) {
+        // A read error (line too long, bad UTF-8): the lines before it still get written.
+        stop = error;
+        break;
+      }
+      if (next.done === true) break;
+      throwIfAborted(options.signal);
+      const raw = next.value;
+      const parsed: NumberedLine<T>[] = [];
+      let endOffset = 0;
+      for (const line of raw) {
+        try {
+          if (line.text.trim() !== '') parsed.push(parseLine(line, job.schema, source.name));
+        } catch (error) {
+          stop = error;
+          break;
+        }
+        endOffset = line.endOffset;
+      }
+      if (parsed.length > 0) {
+        const results = job.run(parsed, options.signal);
+        // Awaited in order by flushOne; this only keeps a rejection from being reported as unhandled meanwhile.
+        results.catch(() => undefined);
+        inFlight.push({ results, expected: parsed.length, endOffset });
+      }
+      if (stop !== null) break;
+      // An engine failure here propagates at once: later chunks must not be written after a gap.
+      while (inFlight.length >= CHUNKS_IN_FLIGHT) await flushOne();
+    }
+  } finally {
+    await chunks.return(undefined);
+  }
+  while (inFlight.length > 0) await flushOne();
+  if (stop !== null) throw stop;
+  throwIfAborted(options.signal);
+  return { lines: done };
+}

@@ -1,0 +1,76 @@
+import { once } from 'node:events';
+import { CommanderError } from 'commander';
+import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
+import { CliApp } from './app.js';
+import { ExitCode, exitCodeFor, formatError } from './exit.js';
+import { isBrokenPipe } from './jsonl.js';
+import { buildProgram } from './program.js';
+
+/**
+ * Composition root of the `shoal` command (started by bin/shoal.js). Owns the process: signals
+ * (first SIGINT/SIGTERM stops intake and closes the engine; a second one, a moment later, exits
+ * at once), the mapping of errors to exit codes, and the final exit, which is explicit because an
+ * unfinished stdin must not keep a failed run alive.
+ */
+
+/** Signals within this window count as one (a terminal's Ctrl-C reaches bin/shoal.js and us both). */
+const REPEAT_SIGNAL_MS = 1_000;
+
+function installSignals(controller: AbortController): { received: () => NodeJS.Signals | null } {
+  let first: { signal: NodeJS.Signals; at: number } | null = null;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (first === null) {
+      first = { signal, at: Date.now() };
+      controller.abort();
+      return;
+    }
+    if (Date.now() - first.at >= REPEAT_SIGNAL_MS) process.exit(signal === 'SIGTERM' ? ExitCode.TERMINATED : ExitCode.INTERRUPTED);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  return { received: () => first?.signal ?? null };
+}
+
+/** Commander's own errors (unknown option, missing argument...) are usage errors. */
+function commanderExit(error: CommanderError, stderr: NodeJS.WritableStream): number {
+  if (error.exitCode === 0) return ExitCode.OK;
+  // `shoal` or `shoal models` alone: commander has already printed the help on stderr.
+  const message =
+    error.code === 'commander.help' ? 'name a command (see above)' : `${error.message.replace(/^error:\s*/i, '')} (see --help)`;
+  stderr.write(formatError(new ShoalError(ErrorCode.INVALID_INPUT, message)));
+  return ExitCode.USAGE;
+}
+
+export async function main(argv: readonly string[]): Promise<number> {
+  const controller = new AbortController();
+  const signals = installSignals(controller);
+  const app = new CliApp({
+    stdin: process.stdin,
+    stdout: process.stdout,
+    stderr: process.stderr,
+    env: process.env,
+    signal: controller.signal,
+  });
+  try {
+    await buildProgram(app).parseAsync([...argv]);
+    return ExitCode.OK;
+  } catch (error) {
+    if (error instanceof CommanderError) return commanderExit(error, process.stderr);
+    if (isBrokenPipe(error)) return ExitCode.OK;
+    const received = signals.received();
+    if (received !== null) {
+      process.stderr.write(`interrupted (${received})\n`);
+      return received === 'SIGTERM' ? ExitCode.TERMINATED : ExitCode.INTERRUPTED;
+    }
+    const shoal = toShoalError(error);
+    process.stderr.write(formatError(shoal));
+    return exitCodeFor(shoal);
+  }
+}
+
+const code = await main(process.argv);
+const { stdout } = process;
+if (stdout.writableNeedDrain && stdout.errored === null && !stdout.destroyed) {
+  await once(stdout, 'drain').catch(() => undefined);
+}
+process.exit(code);

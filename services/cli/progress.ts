@@ -1,0 +1,113 @@
+import { MultiBar, Presets, type SingleBar } from 'cli-progress';
+import type { DownloadProgress } from '../../adapters/sources/hub-download.js';
+import type { ProgressMode } from './config.js';
+
+/**
+ * Everything the CLI shows on stderr besides errors: a bar for the input file (bytes processed,
+ * lines written) and one per file while a model downloads. Bars only appear on a terminal (or
+ * with --progress); otherwise downloads are logged as one line per finished file, and nothing
+ * at all with --quiet, so stderr stays clean in pipelines and logs.
+ */
+
+export interface ProgressStream {
+  isTTY?: boolean;
+  write(text: string): unknown;
+}
+
+export interface ProgressOptions {
+  mode: ProgressMode;
+  quiet: boolean;
+  stream: ProgressStream & NodeJS.WritableStream;
+}
+
+export interface InputProgress {
+  update(bytes: number, lines: number): void;
+}
+
+const NO_INPUT_PROGRESS: InputProgress = Object.freeze({ update: () => undefined });
+
+function megabytes(bytes: number): string {
+  return (bytes / 1_048_576).toFixed(1);
+}
+
+export class StderrProgress {
+  readonly #options: ProgressOptions;
+  #bars: MultiBar | null = null;
+  readonly #downloads = new Map<string, SingleBar>();
+
+  constructor(options: ProgressOptions) {
+    this.#options = options;
+  }
+
+  /** Whether bars are drawn: --progress forces them, --no-progress and --quiet hide them. */
+  get barsEnabled(): boolean {
+    if (this.#options.mode === 'never') return false;
+    if (this.#options.mode === 'always') return true;
+    return !this.#options.quiet && this.#options.stream.isTTY === true;
+  }
+
+  #multiBar(): MultiBar {
+    this.#bars ??= new MultiBar(
+      {
+        stream: this.#options.stream,
+        hideCursor: true,
+        clearOnComplete: false,
+        // --progress on a non-terminal (CI logs): print the bars every few seconds instead.
+        noTTYOutput: this.#options.stream.isTTY !== true,
+        notTTYSchedule: 5_000,
+        etaBuffer: 50,
+        fps: 5,
+      },
+      Presets.shades_classic,
+    );
+    return this.#bars;
+  }
+
+  /** A bar over the input file's bytes; a no-op for stdin (unknown size) or when bars are off. */
+  input(name: string, totalBytes: number | null): InputProgress {
+    if (!this.barsEnabled || totalBytes === null || totalBytes === 0) return NO_INPUT_PROGRESS;
+    const bar = this.#multiBar().create(
+      totalBytes,
+      0,
+      { name, done: '0.0', size: megabytes(totalBytes), lines: 0 },
+      { format: '{name} {bar} {percentage}% | {done}/{size} MB | {lines} lines | ETA {eta_formatted}' },
+    );
+    return {
+      update: (bytes, lines) => bar.update(bytes, { done: megabytes(bytes), lines }),
+    };
+  }
+
+  /** Hub download events (engine's onDownloadProgress). */
+  readonly download = (event: DownloadProgress): void => {
+    const key = `${event.repo}/${event.file}`;
+    if (!this.barsEnabled) {
+      if (event.done && !this.#options.quiet) {
+        this.#options.stream.write(`downloaded ${key} (${megabytes(event.receivedBytes)} MB)\n`);
+      }
+      return;
+    }
+    let bar = this.#downloads.get(key);
+    if (bar === undefined) {
+      const total = event.totalBytes ?? Math.max(event.receivedBytes, 1);
+      bar = this.#multiBar().create(
+        total,
+        0,
+        { name: key, done: '0.0', size: megabytes(total) },
+        { format: 'download {name} {bar} {percentage}% | {done}/{size} MB' },
+      );
+      this.#downloads.set(key, bar);
+    }
+    if (event.totalBytes === null && event.receivedBytes > bar.getTotal()) bar.setTotal(event.receivedBytes);
+    bar.update(event.done ? bar.getTotal() : event.receivedBytes, { done: megabytes(event.receivedBytes) });
+  };
+
+  /** Draws the final state and gives the terminal line back. Idempotent. */
+  stop(): void {
+    if (this.#bars === null) return;
+    this.#bars.stop();
+    // On a terminal cli-progress ends the bars' line itself; in log mode it does not.
+    if (this.#options.stream.isTTY !== true) this.#options.stream.write('\n');
+    this.#bars = null;
+    this.#downloads.clear();
+  }
+}
