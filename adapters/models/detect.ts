@@ -1,5 +1,6 @@
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { pickOnnxFiles } from '../sources/file-selection.js';
+import { resolveQuantizationSettings } from '../quantize/settings.js';
 import { TextTokenizer } from '../tokenizers/text-tokenizer.js';
 import type { Evidence } from './family.js';
 import { HfConfig, ModelFolder, SentenceBertConfig, StConfig, StModules } from './model-files.js';
@@ -144,12 +145,20 @@ export async function describeModel(id: string, dir: string, overrides: ProfileO
       lowercase: sbert?.do_lower_case === true,
     },
     positionRule: positionRuleFor(modelType),
+    dims: {
+      hidden: config?.hidden_size ?? null,
+      heads: config?.num_attention_heads ?? null,
+      layers: config?.num_hidden_layers ?? null,
+      vocab: config?.vocab_size ?? null,
+    },
     padTokenId: config?.pad_token_id ?? null,
     prompts,
     defaultPrompt: overrides.default_prompt !== undefined ? overrides.default_prompt : (st?.default_prompt_name ?? null),
     rolePrompts,
     instructionTemplate,
     precision: overrides.precision ?? 'fp32',
+    quantization: resolveQuantizationSettings(overrides.quantization),
+    memory: overrides.memory ?? {},
     runtime: overrides.runtime ?? {},
     options: { ...detected, ...overrides.options },
     evidence,

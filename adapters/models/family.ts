@@ -4,6 +4,7 @@ import type { CreatedSession, RuntimeOptions } from '../runtime/ort-session.js';
 import type { Span } from '../tokenizers/offsets.js';
 import type { TextTokenizer } from '../tokenizers/text-tokenizer.js';
 import type { HfConfig, ModelFolder, StModule } from './model-files.js';
+import type { PrecisionInfo } from './precision.js';
 import type { Family, ModelProfile } from './profile.js';
 
 /**
@@ -124,6 +125,8 @@ export interface RunnerInfo {
   outputs: string[];
   /** Output dimension of the main representation, when known. */
   dimension: number | null;
+  /** Precision each ONNX component runs in, and why (set by the model thread, see precision.ts). */
+  precision?: Record<string, PrecisionInfo>;
 }
 
 export interface Runner {

@@ -16,6 +16,8 @@ export const HfConfig = z.looseObject({
   pad_token_id: z.number().int().nullable().optional(),
   type_vocab_size: z.number().int().optional(),
   hidden_size: z.number().int().optional(),
+  num_attention_heads: z.number().int().optional(),
+  num_hidden_layers: z.number().int().optional(),
   vocab_size: z.number().int().optional(),
   id2label: z.record(z.string(), z.string()).optional(),
   num_labels: z.number().int().optional(),

@@ -1,8 +1,9 @@
 import { join } from 'node:path';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
-import { createSession, type RuntimeOptions } from '../runtime/ort-session.js';
+import type { RuntimeOptions } from '../runtime/ort-session.js';
 import { serveThread, type HandlerResult } from '../runtime/thread-rpc.js';
 import type { Runner } from './family.js';
+import { openWithPrecision, type PrecisionInfo } from './precision.js';
 import type { ModelProfile } from './profile.js';
 import { getFamily } from './registry.js';
 import { similarity } from './similarity.js';
@@ -15,7 +16,8 @@ import type { ModelRequest, ModelResponse } from './thread-messages.js';
 
 let runner: Runner | null = null;
 
-function openSessionFor(profile: ModelProfile, runtime: RuntimeOptions) {
+/** Opens a component's session in the profile's precision, recording what was chosen in `precision`. */
+function openSessionFor(profile: ModelProfile, runtime: RuntimeOptions, precision: Record<string, PrecisionInfo>) {
   return async (component: string) => {
     const file = profile.onnx[component];
     if (file === undefined) {
@@ -24,7 +26,9 @@ function openSessionFor(profile: ModelProfile, runtime: RuntimeOptions) {
         `${profile.id}: no ONNX graph for component "${component}" (have: ${Object.keys(profile.onnx).join(', ')})`,
       );
     }
-    return createSession(join(profile.dir, file), { ...runtime, ...profile.runtime });
+    const opened = await openWithPrecision(profile, join(profile.dir, file), { ...runtime, ...profile.runtime });
+    precision[component] = opened.precision;
+    return opened.created;
   };
 }
 
@@ -34,12 +38,13 @@ async function handle(message: ModelRequest): Promise<HandlerResult<ModelRespons
       if (runner !== null) throw new ShoalError(ErrorCode.INTERNAL, 'model thread already holds a model');
       const started = performance.now();
       const family = getFamily(message.profile.family);
+      const precision: Record<string, PrecisionInfo> = {};
       runner = await family.createRunner({
         profile: message.profile,
         runtime: message.runtime,
-        openSession: openSessionFor(message.profile, message.runtime),
+        openSession: openSessionFor(message.profile, message.runtime, precision),
       });
-      return { body: { type: 'loaded', info: runner.info, loadMs: performance.now() - started } };
+      return { body: { type: 'loaded', info: { ...runner.info, precision }, loadMs: performance.now() - started } };
     }
     case 'run': {
       if (runner === null) throw new ShoalError(ErrorCode.INTERNAL, 'model thread has no model loaded');

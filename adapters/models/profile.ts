@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { RuntimeOptions } from '../runtime/ort-session.js';
+import { QuantizationOverrides, QuantizationSettings } from '../quantize/settings.js';
 
 /**
  * A model profile: everything Shoal needs to run a model, detected from the model's own files
@@ -49,6 +50,13 @@ export const ModelProfile = z.strictObject({
   hardMaxLength: z.number().int().positive().nullable(),
   tokenizer: TokenizerFacts.nullable(),
   positionRule: PositionRule,
+  /** Network sizes from config.json, for memory estimates (null when not declared). */
+  dims: z.strictObject({
+    hidden: z.number().int().positive().nullable(),
+    heads: z.number().int().positive().nullable(),
+    layers: z.number().int().positive().nullable(),
+    vocab: z.number().int().positive().nullable(),
+  }),
   /** config.json pad_token_id (RoBERTa-style position ids count from it). */
   padTokenId: z.number().int().nullable(),
   /** Named prompts (config_sentence_transformers.json or catalog). */
@@ -60,6 +68,10 @@ export const ModelProfile = z.strictObject({
   /** Template with `{instruction}`, used when a request carries an instruction. */
   instructionTemplate: z.string().nullable(),
   precision: Precision,
+  /** int8 settings: fidelity floor and smallest weight quantized (adapters/quantize/settings.ts). */
+  quantization: QuantizationSettings,
+  /** Catalog memory override for the pool (see ProfileOverrides.memory). */
+  memory: z.strictObject({ bytes: z.number().int().positive().optional(), factor: z.number().positive().optional() }),
   /** Runtime options for this model (providers, threads), over the engine's defaults. */
   runtime: RuntimeOptions.partial(),
   /** Family-specific options, validated by the family adapter. */
@@ -81,6 +93,9 @@ export const ProfileOverrides = z.strictObject({
   instruction_template: z.string().nullable().optional(),
   padding_side: z.enum(['left', 'right']).optional(),
   precision: Precision.optional(),
+  quantization: QuantizationOverrides.optional(),
+  /** Memory the pool charges for this model: exact bytes, or a factor over its graph files. */
+  memory: z.strictObject({ bytes: z.number().int().positive().optional(), factor: z.number().positive().optional() }).optional(),
   runtime: RuntimeOptions.partial().optional(),
   options: z.record(z.string(), z.unknown()).optional(),
 });

@@ -126,10 +126,16 @@ export async function hubGet(connection: HubConnection, url: string, what: strin
   }
   if (!response.ok && response.status !== 416) {
     handle.close();
-    await response.body?.cancel().catch(() => undefined); // frees the connection; its failure changes nothing
+    await discardBody(response);
     throw statusError(response, url, what);
   }
   return { response, ...handle };
+}
+
+/** Releases the connection of a response whose body will not be read. */
+export async function discardBody(response: Response): Promise<void> {
+  if (response.bodyUsed || response.body === null) return;
+  await response.body.cancel().catch(() => undefined); // cancelling can only fail on a stream already closed
 }
 
 export function networkError(what: string, url: string, error: unknown, timedOut: boolean, idleMs: number): ShoalError {

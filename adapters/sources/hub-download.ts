@@ -9,6 +9,7 @@ import { selectDownloadFiles, type Precision, type RepoFile } from './file-selec
 import { isCommitHash, refFile, repoCacheDir, snapshotDir } from './hf-cache.js';
 import {
   DEFAULT_IDLE_TIMEOUT_MS,
+  discardBody,
   fetchRepoInfo,
   hubGet,
   hubUrl,
@@ -144,6 +145,7 @@ async function transferOnce(job: FileJob): Promise<void> {
     await writeBody(job, request.response, resume ? have : 0, () => request.touch(), () => request.timedOut());
   } finally {
     request.close();
+    await discardBody(response); // after a refused resume; a no-op once the body was read
   }
 }
 
@@ -193,14 +195,24 @@ async function backoff(options: HubOptions, attempt: number): Promise<void> {
   if (attempt > 1 && base > 0) await delay(base * 2 ** (attempt - 2));
 }
 
+/** The last failure of a request that was tried `attempts` times, saying so. */
+function exhausted(last: ShoalError, attempts: number): ShoalError {
+  return new ShoalError(last.code, `${last.message} (after ${attempts} attempt${attempts === 1 ? '' : 's'})`, {
+    cause: last,
+    ...(last.details === undefined ? {} : { details: last.details }),
+  });
+}
+
 /** Runs a request again after transient failures, up to the configured attempts. */
 async function withRetries<T>(options: HubOptions, run: () => Promise<T>): Promise<T> {
+  const attempts = attemptsOf(options);
   for (let attempt = 1; ; attempt++) {
     await backoff(options, attempt);
     try {
       return await run();
     } catch (error) {
-      if (!isTransient(error) || attempt >= attemptsOf(options)) throw error;
+      if (!isTransient(error)) throw error;
+      if (attempt >= attempts) throw exhausted(toShoalError(error), attempts);
     }
   }
 }
@@ -224,11 +236,7 @@ async function fetchVerified(job: FileJob): Promise<void> {
     if (verdict === 'corrupt') await rm(job.partial, { force: true });
     lastError = new ShoalError(ErrorCode.DOWNLOAD_FAILED, `download of ${job.repo}/${job.file.path}: ${why}`);
   }
-  const last = lastError ?? new ShoalError(ErrorCode.DOWNLOAD_FAILED, `download of ${job.repo}/${job.file.path} failed`);
-  throw new ShoalError(ErrorCode.DOWNLOAD_FAILED, `${last.message} (after ${attempts} attempt${attempts === 1 ? '' : 's'})`, {
-    cause: last,
-    ...(last.details === undefined ? {} : { details: last.details }),
-  });
+  throw exhausted(lastError ?? new ShoalError(ErrorCode.DOWNLOAD_FAILED, `download of ${job.repo}/${job.file.path} failed`), attempts);
 }
 
 /** Points `snapshots/<commit>/<file>` at its blob with a relative link, replacing any old one atomically. */

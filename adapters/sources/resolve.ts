@@ -29,8 +29,12 @@ export const SourceOptions = z.strictObject({
   allowDownload: z.boolean().default(true),
   /** Attempts per hub request; interrupted transfers resume where they stopped. */
   downloadAttempts: z.number().int().min(1).max(20).default(4),
-  /** A hub request fails when no data arrived for this long (milliseconds). */
-  downloadIdleTimeoutMs: z.number().int().min(100).default(60_000),
+  /** A hub request fails when no data arrived for this long (milliseconds; HF_HUB_DOWNLOAD_TIMEOUT in seconds). */
+  downloadIdleTimeoutMs: z
+    .number({ error: 'downloadIdleTimeoutMs (HF_HUB_DOWNLOAD_TIMEOUT) must be a number' })
+    .int()
+    .min(100, 'downloadIdleTimeoutMs must be at least 100 ms (HF_HUB_DOWNLOAD_TIMEOUT at least 0.1 s)')
+    .default(60_000),
   /** Accept local folder references (`/path`, `./path`). Services exposed to remote callers turn this off. */
   allowLocalPaths: z.boolean().default(true),
   /** When set, local folder references must lie inside one of these folders. */
@@ -53,6 +57,10 @@ export function sourceOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): Sour
   if (env.HF_ENDPOINT !== undefined && env.HF_ENDPOINT !== '') out.hubEndpoint = env.HF_ENDPOINT;
   if (env.HF_TOKEN !== undefined && env.HF_TOKEN !== '') out.hubToken = env.HF_TOKEN;
   if (isTrue(env.HF_HUB_OFFLINE) || isTrue(env.SHOAL_OFFLINE)) out.allowDownload = false;
+  // The hub library's read timeout, in seconds: the same idea as Shoal's idle timeout.
+  if (env.HF_HUB_DOWNLOAD_TIMEOUT !== undefined && env.HF_HUB_DOWNLOAD_TIMEOUT.trim() !== '') {
+    out.downloadIdleTimeoutMs = Math.round(Number(env.HF_HUB_DOWNLOAD_TIMEOUT) * 1000);
+  }
   return out;
 }
 

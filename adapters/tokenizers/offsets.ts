@@ -30,6 +30,10 @@ function foldText(text: string): FoldedText {
   for (const char of text) {
     const piece = foldChar(char);
     const span: Span = [index, index + char.length];
+    // A combining mark that folds away belongs to the character before it (as in a fast
+    // tokenizer's alignments): "cafe\u0301" → "cafe" still covers the accent.
+    const previous = origin[origin.length - 1];
+    if (piece.length === 0 && previous !== undefined && previous[1] === index) previous[1] = index + char.length;
     for (let k = 0; k < piece.length; k++) origin.push(span);
     folded += piece;
     index += char.length;

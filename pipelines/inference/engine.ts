@@ -1,4 +1,3 @@
-import { z } from 'zod';
 import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import {
@@ -7,6 +6,7 @@ import {
   ScoreRequest,
   TokenizeRequest,
   type OutputType,
+  type Priority,
   type Role,
 } from '../../adapters/protocol/requests.js';
 import type {
@@ -19,45 +19,41 @@ import type {
   TokenizeResult,
 } from '../../adapters/protocol/results.js';
 import { parseWith } from '../../adapters/protocol/validate.js';
-import { RuntimeOptions } from '../../adapters/runtime/ort-session.js';
-import { SourceOptions, sourceOptionsFromEnv } from '../../adapters/sources/resolve.js';
-import type { DownloadProgress } from '../../adapters/sources/hub-download.js';
-import { preparedCost, type ItemOutput, type Prepared, type PrepItem, type RunOptions, type Task } from '../../adapters/models/family.js';
+import {
+  preparedCost,
+  type ItemOutput,
+  type Prepared,
+  type PrepareRequest,
+  type PrepItem,
+  type RunnerInfo,
+  type RunOptions,
+  type Task,
+} from '../../adapters/models/family.js';
 import { PrepPool } from '../../adapters/models/prep-pool.js';
 import type { ModelProfile } from '../../adapters/models/profile.js';
 import { getFamily } from '../../adapters/models/registry.js';
 import type { CompareTo } from '../../adapters/models/thread-messages.js';
-import { packBatches } from './batcher.js';
-import { EMPTY_CATALOG, type Catalog } from './catalog.js';
+import { EMPTY_CATALOG } from './catalog.js';
+import { resolveEngineOptions, type EngineOptionsInput, type ResolvedEngineOptions } from './engine-options.js';
+import { predictModelBytes } from './memory.js';
 import { resolveProfile } from './model-loader.js';
-import { ModelPool, type LoadedModel } from './pool.js';
+import { ModelPool, type ModelLease, type PoolSnapshot } from './pool.js';
 import { promptFor, type PromptChoice } from './prompts.js';
+import { Scheduler } from './scheduler.js';
+
+export { EngineOptions } from './engine-options.js';
+export type { EngineOptionsInput } from './engine-options.js';
 
 /**
  * The in-process Engine: encode / score / extract / tokenize on any model the catalog or the
- * sources can resolve. Requests are validated, prepared in a prep thread, packed into
- * length-sorted token-budget batches and run in the model's own thread.
+ * sources can resolve. A request is validated, prepared (tokenized) in a prep thread in chunks,
+ * and each chunk is handed to the scheduler as soon as it is ready, so tokenization overlaps with
+ * inference; the scheduler packs items of all requests into token-budget batches per model and
+ * lane. The model stays resident (leased from the pool) until the request finishes.
  */
 
-export const EngineOptions = z.strictObject({
-  sources: SourceOptions.optional(),
-  runtime: RuntimeOptions.optional(),
-  /** Prep (tokenization) threads. */
-  prepThreads: z.number().int().min(1).max(64).default(1),
-  /** Padded tokens per batch (longest × items). */
-  maxBatchTokens: z.number().int().min(1).default(16_384),
-  maxBatchItems: z.number().int().min(1).default(256),
-  /** Serve models that are not in the catalog, by hub id or local path. */
-  allowUnlisted: z.boolean().default(true),
-});
-export type EngineOptionsInput = z.input<typeof EngineOptions> & {
-  catalog?: Catalog;
-  /** Called while a model is downloaded from the hub (the CLI draws a progress bar with it). */
-  onDownloadProgress?: (event: DownloadProgress) => void;
-};
-
-/** Items per prep message: keeps each prep step short so other requests interleave. */
-const PREP_CHUNK = 1024;
+/** Items per prep message: the first batches start after this many items are tokenized. */
+const PREP_CHUNK = 256;
 
 function throwIfAborted(signal: AbortSignal | undefined): void {
   if (signal?.aborted === true) throw new ShoalError(ErrorCode.CANCELLED, 'the request was cancelled');
@@ -68,31 +64,85 @@ function withId<T extends object>(target: T, id: string | number | undefined): T
   return target;
 }
 
+interface Execution {
+  lane: Priority;
+  task: Task;
+  maxLength: number;
+  options: RunOptions;
+  labels?: string[] | undefined;
+  compareTo?: CompareTo | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+export interface InspectResult {
+  profile: ModelProfile;
+  info: RunnerInfo;
+  loadMs: number;
+  predictedBytes: number;
+  measuredBytes: number;
+}
+
 export class InferenceEngine implements Engine {
-  readonly #options: z.output<typeof EngineOptions>;
+  readonly #options: ResolvedEngineOptions;
   readonly #prep: PrepPool;
   readonly #pool: ModelPool;
-  /** Detected profiles by model name: tokenize and inspect need no ONNX session. */
+  readonly #scheduler: Scheduler;
+  /** Detected profiles by model name: tokenize needs no ONNX session. */
   readonly #profiles = new Map<string, Promise<ModelProfile>>();
   readonly #resolve: (name: string) => Promise<ModelProfile>;
   #closed = false;
 
   constructor(input: EngineOptionsInput = {}) {
-    const { catalog, onDownloadProgress, ...rest } = input;
-    const options = parseWith(EngineOptions, rest, 'engine options', ErrorCode.CONFIG_INVALID);
+    const { catalog, onDownloadProgress, hooks, ...rest } = input;
+    const options = resolveEngineOptions(rest);
     this.#options = options;
-    const sources = options.sources ?? SourceOptions.parse(sourceOptionsFromEnv());
     this.#prep = new PrepPool({ threads: options.prepThreads });
-    const runtime = options.runtime ?? RuntimeOptions.parse({});
     this.#resolve = (name) =>
       resolveProfile(name, {
         catalog: catalog ?? EMPTY_CATALOG,
-        sources,
+        sources: options.sources,
         prep: this.#prep,
         allowUnlisted: options.allowUnlisted,
         onDownloadProgress,
       });
-    this.#pool = new ModelPool({ runtime, resolve: (name) => this.profile(name) });
+    this.#scheduler = new Scheduler({
+      maxBatchTokens: options.maxBatchTokens,
+      maxBatchItems: options.maxBatchItems,
+      maxWaitMs: options.maxWaitMs,
+      maxConcurrentBatches: options.maxConcurrentBatches,
+      maxQueuedItems: options.maxQueuedItems,
+      targetBatchMs: options.targetBatchMs,
+      hooks: hooks?.scheduler,
+    });
+    const providers = options.runtime.providers;
+    const poolHooks = hooks?.pool;
+    this.#pool = new ModelPool({
+      resolve: (name) => this.profile(name),
+      runtime: options.runtime,
+      interactiveRuntime: options.interactiveRuntime,
+      budgetBytes: options.memoryBudgetBytes,
+      predict: (profile) => predictModelBytes(profile, { maxBatchTokens: this.#batchTokens(profile), providers }),
+      predictInteractive: (profile) => predictModelBytes(profile, { maxBatchTokens: Math.min(512, this.#batchTokens(profile)), providers }),
+      idleEvictMs: options.idleEvictSeconds === null ? null : options.idleEvictSeconds * 1000,
+      admissionTimeoutMs: options.admissionTimeoutMs,
+      hooks: {
+        ...poolHooks,
+        onEvict: (event) => {
+          this.#scheduler.forget(event.name);
+          poolHooks?.onEvict?.(event);
+        },
+      },
+    });
+  }
+
+  /** Loads and pins the configured `preload` models. */
+  async ready(): Promise<void> {
+    for (const name of this.#options.preload) await this.#pool.preload(name, true);
+  }
+
+  /** Loads a model ahead of traffic; `pin` keeps it resident whatever the memory pressure. */
+  async preload(model: string, pin = false): Promise<void> {
+    await this.#pool.preload(model, pin);
   }
 
   /** The detected profile of a model, without loading its ONNX session. */
@@ -109,15 +159,43 @@ export class InferenceEngine implements Engine {
     return known;
   }
 
-  /** The detected profile of a model (loads it). */
-  async inspect(model: string): Promise<{ profile: ModelProfile; info: LoadedModel['worker']['info']; loadMs: number }> {
-    const loaded = await this.#acquire(model);
-    return { profile: loaded.profile, info: loaded.worker.info, loadMs: loaded.loadMs };
+  /** Loads a model and describes it: detected profile, runtime facts, memory. */
+  async inspect(model: string): Promise<InspectResult> {
+    return this.#withModel(model, async (lease) => ({
+      profile: lease.model.profile,
+      info: lease.model.worker.info,
+      loadMs: lease.model.loadMs,
+      predictedBytes: lease.model.predictedBytes,
+      measuredBytes: lease.model.measuredBytes,
+    }));
   }
 
-  async #acquire(model: string): Promise<LoadedModel> {
+  /** Resident models, their memory and use. */
+  models(): PoolSnapshot {
+    return this.#pool.snapshot();
+  }
+
+  get scheduler(): { queuedItems: number; runningBatches: number; hasCapacity(items: number): boolean } {
+    return this.#scheduler;
+  }
+
+  #batchTokens(profile: ModelProfile): number {
+    const override = profile.options.maxBatchTokens;
+    return typeof override === 'number' && override > 0 ? override : this.#options.maxBatchTokens;
+  }
+
+  async #withModel<T>(model: string, work: (lease: ModelLease) => Promise<T>): Promise<T> {
     if (this.#closed) throw new ShoalError(ErrorCode.UNAVAILABLE, 'the engine is closed');
-    return this.#pool.acquire(model);
+    const lease = await this.#pool.acquire(model);
+    try {
+      return await work(lease);
+    } finally {
+      lease.release();
+    }
+  }
+
+  #lane(priority: Priority | undefined, items: number): Priority {
+    return priority ?? (items <= this.#options.interactiveMaxItems ? 'interactive' : 'bulk');
   }
 
   #maxLength(profile: ModelProfile, requested: number | undefined): number {
@@ -131,35 +209,50 @@ export class InferenceEngine implements Engine {
     return requested;
   }
 
-  async #prepare(profile: ModelProfile, task: Task, items: PrepItem[], maxLength: number, labels?: string[]): Promise<Prepared[]> {
-    const out: Prepared[] = [];
-    for (let start = 0; start < items.length; start += PREP_CHUNK) {
-      const chunk = items.slice(start, start + PREP_CHUNK);
-      const request = labels === undefined ? { task, items: chunk, maxLength } : { task, items: chunk, maxLength, labels };
-      out.push(...(await this.#prep.prepare(profile, request)));
+  /**
+   * Prepares items chunk by chunk and submits each chunk to the scheduler as soon as it is ready;
+   * bulk chunks wait for queue room (backpressure). Outputs come back in input order.
+   */
+  async #execute(lease: ModelLease, items: PrepItem[], run: Execution): Promise<{ outputs: ItemOutput[]; prepared: Prepared[] }> {
+    const model = lease.model;
+    if (run.lane === 'interactive' && this.#options.interactiveSessions && model.interactive === null) {
+      // The first interactive request does not wait for the extra session; later ones use it.
+      void this.#pool.ensureInteractive(lease).catch(() => false);
     }
-    return out;
-  }
-
-  /** Runs prepared items in length-sorted token-budget batches; outputs come back in input order. */
-  async #run(model: LoadedModel, prepared: Prepared[], options: RunOptions, signal?: AbortSignal, compareTo?: CompareTo): Promise<ItemOutput[]> {
-    const batches = packBatches(prepared.map(preparedCost), {
-      maxBatchTokens: this.#options.maxBatchTokens,
-      maxBatchItems: this.#options.maxBatchItems,
-    });
-    const outputs = new Array<ItemOutput>(prepared.length);
-    for (const batch of batches) {
-      throwIfAborted(signal);
-      const items = batch.indices.map((i) => prepared[i]).filter((p): p is Prepared => p !== undefined);
-      const result = await model.worker.run(items, options, compareTo);
-      batch.indices.forEach((index, k) => {
-        const output = result.outputs[k];
-        if (output === undefined) throw new ShoalError(ErrorCode.INTERNAL, 'model thread returned fewer outputs than items');
-        outputs[index] = output;
-      });
+    const prepared: Prepared[] = [];
+    const parts: Promise<ItemOutput[]>[] = [];
+    const done = this.#scheduler.preparing(model);
+    try {
+      for (let start = 0; start < items.length; start += PREP_CHUNK) {
+        throwIfAborted(run.signal);
+        const chunk = items.slice(start, start + PREP_CHUNK);
+        const request: PrepareRequest = { task: run.task, items: chunk, maxLength: run.maxLength };
+        if (run.labels !== undefined) request.labels = run.labels;
+        const ready = await this.#prep.prepare(model.profile, request);
+        prepared.push(...ready);
+        if (run.lane === 'bulk') await this.#scheduler.waitForCapacity(ready.length, run.signal);
+        const part = this.#scheduler.submit({
+          model,
+          lane: run.lane,
+          items: ready,
+          options: run.options,
+          compareTo: run.compareTo,
+          signal: run.signal,
+        });
+        // Attached now so a failing chunk is never an unhandled rejection while later chunks prepare.
+        part.catch(() => undefined);
+        parts.push(part);
+      }
+    } finally {
+      done();
     }
-    model.lastUsed = Date.now();
-    return outputs;
+    const settled = await Promise.allSettled(parts);
+    const outputs: ItemOutput[] = [];
+    for (const result of settled) {
+      if (result.status === 'rejected') throw result.reason;
+      outputs.push(...result.value);
+    }
+    return { outputs, prepared };
   }
 
   #prepItems(profile: ModelProfile, items: { text: string; role?: Role | undefined }[], defaultRole: Role | undefined, choice: PromptChoice): PrepItem[] {
@@ -178,102 +271,122 @@ export class InferenceEngine implements Engine {
 
   async encode(input: EncodeRequest, call: CallOptions = {}): Promise<EncodeResult> {
     const request = parseWith(EncodeRequest, input, 'encode request');
-    const model = await this.#acquire(request.model);
-    const { profile } = model;
-    const family = getFamily(profile.family);
-    const outputs: OutputType[] = request.output_types ?? [...family.capabilities.defaultOutputs];
-    const unsupported = outputs.filter((o) => !family.capabilities.encode.includes(o));
-    if (unsupported.length > 0 || family.capabilities.encode.length === 0) {
-      throw new ShoalError(
-        ErrorCode.UNSUPPORTED_OPERATION,
-        `model ${request.model} (${profile.family}) cannot encode ${unsupported.join(', ') || 'anything'}; it supports ${family.capabilities.encode.join(', ') || 'no encode outputs'}`,
-      );
-    }
-    const maxLength = this.#maxLength(profile, request.max_length);
-    const items = this.#prepItems(profile, request.items, request.role, {
-      prompt: request.prompt,
-      promptText: request.prompt_text,
-      instruction: request.instruction,
+    return this.#withModel(request.model, async (lease) => {
+      const { profile } = lease.model;
+      const family = getFamily(profile.family);
+      const outputs: OutputType[] = request.output_types ?? [...family.capabilities.defaultOutputs];
+      const unsupported = outputs.filter((o) => !family.capabilities.encode.includes(o));
+      if (unsupported.length > 0 || family.capabilities.encode.length === 0) {
+        throw new ShoalError(
+          ErrorCode.UNSUPPORTED_OPERATION,
+          `model ${request.model} (${profile.family}) cannot encode ${unsupported.join(', ') || 'anything'}; it supports ${family.capabilities.encode.join(', ') || 'no encode outputs'}`,
+        );
+      }
+      const items = this.#prepItems(profile, request.items, request.role, {
+        prompt: request.prompt,
+        promptText: request.prompt_text,
+        instruction: request.instruction,
+      });
+      const options: RunOptions = request.normalize === undefined ? { outputs } : { outputs, normalize: request.normalize };
+      const { outputs: results, prepared } = await this.#execute(lease, items, {
+        lane: this.#lane(request.priority, items.length),
+        task: 'encode',
+        maxLength: this.#maxLength(profile, request.max_length),
+        options,
+        signal: call.signal,
+      });
+      let tokens = 0;
+      const encoded = results.map((output, index): EncodedItem => {
+        const prep = prepared[index];
+        tokens += prep === undefined ? 0 : preparedCost(prep);
+        const item: EncodedItem = withId({ index }, request.items[index]?.id);
+        if (outputs.includes('dense') && output.dense !== undefined) item.dense = output.dense;
+        if (outputs.includes('sparse') && output.sparse !== undefined) item.sparse = output.sparse;
+        if (outputs.includes('multivector') && output.multivector !== undefined) item.multivector = output.multivector;
+        if (prep?.truncated === true) item.truncated = true;
+        return item;
+      });
+      return { model: request.model, items: encoded, usage: { items: encoded.length, tokens } };
     });
-    const prepared = await this.#prepare(profile, 'encode', items, maxLength);
-    const options: RunOptions = request.normalize === undefined ? { outputs } : { outputs, normalize: request.normalize };
-    const results = await this.#run(model, prepared, options, call.signal);
-    let tokens = 0;
-    const encoded = results.map((output, index): EncodedItem => {
-      const prep = prepared[index];
-      tokens += prep === undefined ? 0 : preparedCost(prep);
-      const item: EncodedItem = withId({ index }, request.items[index]?.id);
-      if (outputs.includes('dense') && output.dense !== undefined) item.dense = output.dense;
-      if (outputs.includes('sparse') && output.sparse !== undefined) item.sparse = output.sparse;
-      if (outputs.includes('multivector') && output.multivector !== undefined) item.multivector = output.multivector;
-      if (prep?.truncated === true) item.truncated = true;
-      return item;
-    });
-    return { model: request.model, items: encoded, usage: { items: encoded.length, tokens } };
   }
 
   async score(input: ScoreRequest, call: CallOptions = {}): Promise<ScoreResult> {
     const request = parseWith(ScoreRequest, input, 'score request');
-    const model = await this.#acquire(request.model);
-    const { profile } = model;
-    const family = getFamily(profile.family);
-    const maxLength = this.#maxLength(profile, request.max_length);
-    let outputs: ItemOutput[];
-    let prepared: Prepared[];
-    if (family.capabilities.score === 'pairs') {
-      const items: PrepItem[] = request.items.map((item) => ({ text: request.query.text, pair: item.text, role: 'document' }));
-      prepared = await this.#prepare(profile, 'score', items, maxLength);
-      outputs = await this.#run(model, prepared, { outputs: [] }, call.signal);
-    } else if (family.capabilities.score === 'embeddings') {
-      const encodeAs = family.capabilities.defaultOutputs;
-      const choice: PromptChoice = { prompt: request.prompt, instruction: request.instruction };
-      const queryItems = this.#prepItems(profile, [{ text: request.query.text }], 'query', choice);
-      const queryPrepared = await this.#prepare(profile, 'encode', queryItems, maxLength);
-      const [query] = await this.#run(model, queryPrepared, { outputs: [...encodeAs] }, call.signal);
-      if (query === undefined) throw new ShoalError(ErrorCode.INTERNAL, 'query encoding missing');
-      const reference: CompareTo = {};
-      if (query.dense !== undefined) reference.dense = query.dense;
-      if (query.sparse !== undefined) reference.sparse = query.sparse;
-      if (query.multivector !== undefined) reference.multivector = query.multivector;
-      const documents = this.#prepItems(profile, request.items, 'document', {});
-      prepared = await this.#prepare(profile, 'encode', documents, maxLength);
-      outputs = await this.#run(model, prepared, { outputs: [...encodeAs] }, call.signal, reference);
-      prepared = [...queryPrepared, ...prepared];
-    } else {
-      throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${request.model} (${profile.family}) cannot score`);
-    }
-    const scores = outputs.map((output, index): ScoredItem => withId({ index, score: output.score ?? Number.NaN }, request.items[index]?.id));
-    scores.sort((a, b) => b.score - a.score || a.index - b.index);
-    const limited = request.top_k === undefined ? scores : scores.slice(0, request.top_k);
-    const tokens = prepared.reduce((sum, p) => sum + preparedCost(p), 0);
-    return { model: request.model, scores: limited, usage: { items: request.items.length, tokens } };
+    return this.#withModel(request.model, async (lease) => {
+      const { profile } = lease.model;
+      const family = getFamily(profile.family);
+      const maxLength = this.#maxLength(profile, request.max_length);
+      const lane = this.#lane(request.priority, request.items.length);
+      let outputs: ItemOutput[];
+      let tokens = 0;
+      if (family.capabilities.score === 'pairs') {
+        const items: PrepItem[] = request.items.map((item) => ({ text: request.query.text, pair: item.text, role: 'document' }));
+        const run = await this.#execute(lease, items, { lane, task: 'score', maxLength, options: { outputs: [] }, signal: call.signal });
+        outputs = run.outputs;
+        tokens = run.prepared.reduce((sum, p) => sum + preparedCost(p), 0);
+      } else if (family.capabilities.score === 'embeddings') {
+        const encodeAs = [...family.capabilities.defaultOutputs];
+        const choice: PromptChoice = { prompt: request.prompt, instruction: request.instruction };
+        const queryItems = this.#prepItems(profile, [{ text: request.query.text }], 'query', choice);
+        const query = await this.#execute(lease, queryItems, { lane, task: 'encode', maxLength, options: { outputs: encodeAs }, signal: call.signal });
+        const vector = query.outputs[0];
+        if (vector === undefined) throw new ShoalError(ErrorCode.INTERNAL, 'query encoding missing');
+        const reference: CompareTo = {};
+        if (vector.dense !== undefined) reference.dense = vector.dense;
+        if (vector.sparse !== undefined) reference.sparse = vector.sparse;
+        if (vector.multivector !== undefined) reference.multivector = vector.multivector;
+        const documents = this.#prepItems(profile, request.items, 'document', {});
+        const run = await this.#execute(lease, documents, {
+          lane,
+          task: 'encode',
+          maxLength,
+          options: { outputs: encodeAs },
+          compareTo: reference,
+          signal: call.signal,
+        });
+        outputs = run.outputs;
+        tokens = [...query.prepared, ...run.prepared].reduce((sum, p) => sum + preparedCost(p), 0);
+      } else {
+        throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${request.model} (${profile.family}) cannot score`);
+      }
+      const scores = outputs.map((output, index): ScoredItem => withId({ index, score: output.score ?? Number.NaN }, request.items[index]?.id));
+      scores.sort((a, b) => b.score - a.score || a.index - b.index);
+      const limited = request.top_k === undefined ? scores : scores.slice(0, request.top_k);
+      return { model: request.model, scores: limited, usage: { items: request.items.length, tokens } };
+    });
   }
 
   async extract(input: ExtractRequest, call: CallOptions = {}): Promise<ExtractResult> {
     const request = parseWith(ExtractRequest, input, 'extract request');
-    const model = await this.#acquire(request.model);
-    const { profile } = model;
-    const family = getFamily(profile.family);
-    if (!family.capabilities.extract) {
-      throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${request.model} (${profile.family}) cannot extract; use encode or score`);
-    }
-    const maxLength = this.#maxLength(profile, request.max_length);
-    const items: PrepItem[] = request.items.map((item) => ({ text: item.text, role: 'document' }));
-    const prepared = await this.#prepare(profile, 'extract', items, maxLength, request.labels);
-    const options: RunOptions = { outputs: [] };
-    if (request.threshold !== undefined) options.threshold = request.threshold;
-    if (request.aggregation !== undefined) options.aggregation = request.aggregation;
-    if (request.top_k !== undefined) options.topK = request.top_k;
-    const outputs = await this.#run(model, prepared, options, call.signal);
-    const extracted = outputs.map((output, index): ExtractedItem => {
-      const item: ExtractedItem = withId({ index }, request.items[index]?.id);
-      if (output.entities !== undefined) item.entities = output.entities;
-      if (output.labels !== undefined) item.labels = output.labels;
-      if (output.text !== undefined) item.text = output.text;
-      return item;
+    return this.#withModel(request.model, async (lease) => {
+      const { profile } = lease.model;
+      const family = getFamily(profile.family);
+      if (!family.capabilities.extract) {
+        throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${request.model} (${profile.family}) cannot extract; use encode or score`);
+      }
+      const items: PrepItem[] = request.items.map((item) => ({ text: item.text, role: 'document' }));
+      const options: RunOptions = { outputs: [] };
+      if (request.threshold !== undefined) options.threshold = request.threshold;
+      if (request.aggregation !== undefined) options.aggregation = request.aggregation;
+      if (request.top_k !== undefined) options.topK = request.top_k;
+      const { outputs, prepared } = await this.#execute(lease, items, {
+        lane: this.#lane(request.priority, items.length),
+        task: 'extract',
+        maxLength: this.#maxLength(profile, request.max_length),
+        options,
+        labels: request.labels,
+        signal: call.signal,
+      });
+      const extracted = outputs.map((output, index): ExtractedItem => {
+        const item: ExtractedItem = withId({ index }, request.items[index]?.id);
+        if (output.entities !== undefined) item.entities = output.entities;
+        if (output.labels !== undefined) item.labels = output.labels;
+        if (output.text !== undefined) item.text = output.text;
+        return item;
+      });
+      const tokens = prepared.reduce((sum, p) => sum + preparedCost(p), 0);
+      return { model: request.model, items: extracted, usage: { items: extracted.length, tokens } };
     });
-    const tokens = prepared.reduce((sum, p) => sum + preparedCost(p), 0);
-    return { model: request.model, items: extracted, usage: { items: extracted.length, tokens } };
   }
 
   async tokenize(input: TokenizeRequest, call: CallOptions = {}): Promise<TokenizeResult> {
@@ -297,17 +410,20 @@ export class InferenceEngine implements Engine {
     };
   }
 
-  async loadedModels(): Promise<LoadedModel[]> {
-    return this.#pool.list();
-  }
-
+  /** Unloads a model now (fails with UNAVAILABLE while requests use it). */
   async unload(model: string): Promise<boolean> {
     return this.#pool.unload(model);
+  }
+
+  /** Waits until nothing is queued or running. */
+  async drain(): Promise<void> {
+    await this.#scheduler.idle();
   }
 
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#scheduler.close();
     await this.#pool.close();
     await this.#prep.close();
   }

@@ -2,85 +2,448 @@ import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/err
 import type { RuntimeOptions } from '../../adapters/runtime/ort-session.js';
 import { ModelWorker } from '../../adapters/models/model-worker.js';
 import type { ModelProfile } from '../../adapters/models/profile.js';
+import { formatBytes } from './memory.js';
 
 /**
- * Owns every loaded model. A model is loaded at its first request; concurrent first requests share
- * one load (single flight); a failed load is forgotten so a later request can retry.
+ * Owns every loaded model under an explicit memory budget.
+ * - Load at first use; concurrent first requests share one load (single flight); a failed load is
+ *   forgotten so a later request retries it.
+ * - A model is charged its predicted bytes before it loads and max(predicted, measured RSS growth)
+ *   after; loads are serialized so the RSS growth belongs to that model. Admission evicts the least
+ *   recently used idle models until the new one fits, and never admits past the budget.
+ * - Models with leases (requests in flight or queued) and pinned models are never evicted.
  */
 
+export type EvictionReason = 'capacity' | 'idle' | 'explicit' | 'shutdown';
+
 export interface LoadedModel {
+  readonly name: string;
+  readonly profile: ModelProfile;
+  readonly worker: ModelWorker;
+  /** Optional second session reserved for the interactive lane (see ensureInteractive). */
+  interactive: ModelWorker | null;
+  readonly loadedAt: number;
+  readonly loadMs: number;
+  readonly predictedBytes: number;
+  readonly measuredBytes: number;
+}
+
+export interface ModelLease {
+  readonly model: LoadedModel;
+  /** Idempotent. */
+  release(): void;
+}
+
+export interface ResidentModel {
   name: string;
-  profile: ModelProfile;
-  worker: ModelWorker;
-  loadedAt: number;
-  loadMs: number;
+  family: string | null;
+  state: 'loading' | 'ready';
+  chargedBytes: number;
+  predictedBytes: number | null;
+  measuredBytes: number | null;
   lastUsed: number;
+  inFlight: number;
+  pinned: boolean;
+  interactive: boolean;
+}
+
+export interface PoolSnapshot {
+  budgetBytes: number;
+  residentBytes: number;
+  pinnedCount: number;
+  models: ResidentModel[];
+}
+
+export interface PoolHooks {
+  onLoad?(event: { name: string; family: string; seconds: number; predictedBytes: number; measuredBytes: number }): void;
+  onLoadError?(event: { name: string; error: ShoalError }): void;
+  onEvict?(event: { name: string; reason: EvictionReason; bytes: number }): void;
+  /** After every change of residency (for gauges). */
+  onChange?(snapshot: PoolSnapshot): void;
 }
 
 export interface ModelPoolOptions {
   resolve: (name: string) => Promise<ModelProfile>;
   runtime: RuntimeOptions;
+  budgetBytes: number;
+  /** Predicted resident bytes of a model (see memory.ts). */
+  predict: (profile: ModelProfile) => Promise<number>;
+  /** Predicted bytes of an extra interactive session (weights plus a small batch). */
+  predictInteractive?: (profile: ModelProfile) => Promise<number>;
+  /** Runtime of interactive sessions (fewer threads). */
+  interactiveRuntime?: RuntimeOptions;
+  /** Unload models idle this long; null = never. */
+  idleEvictMs?: number | null;
+  /** How long a load waits for models in use to free memory before failing with OVERLOADED. */
+  admissionTimeoutMs?: number;
+  hooks?: PoolHooks;
+}
+
+interface Entry {
+  name: string;
+  state: 'loading' | 'ready';
+  ready: Promise<LoadedModel>;
+  model: LoadedModel | null;
+  chargedBytes: number;
+  leases: number;
+  pinned: boolean;
+  lastUsed: number;
+  /** Order of last use: a counter, since several uses can share one millisecond. */
+  useSeq: number;
+}
+
+const DEFAULT_ADMISSION_TIMEOUT_MS = 60_000;
+
+function rss(): number {
+  return process.memoryUsage.rss();
+}
+
+interface Deferred<T> {
+  promise: Promise<T>;
+  resolve: (value: T) => void;
+  reject: (error: unknown) => void;
+}
+
+/** Promise.withResolvers (Node 22+) for Node 20. */
+function deferred<T>(): Deferred<T> {
+  let resolve: (value: T) => void = () => undefined;
+  let reject: (error: unknown) => void = () => undefined;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
 }
 
 export class ModelPool {
   readonly #options: ModelPoolOptions;
-  readonly #models = new Map<string, Promise<LoadedModel>>();
+  readonly #entries = new Map<string, Entry>();
+  /** Bytes of evicted models whose sessions are still being released. */
+  #releasingBytes = 0;
+  #lock: Promise<void> = Promise.resolve();
+  #changed = deferred<void>();
+  #idleTimer: NodeJS.Timeout | null = null;
+  #useSeq = 0;
   #closed = false;
 
   constructor(options: ModelPoolOptions) {
+    if (!(options.budgetBytes > 0)) throw new ShoalError(ErrorCode.CONFIG_INVALID, 'the memory budget must be a positive number of bytes');
     this.#options = options;
+    const idle = options.idleEvictMs ?? null;
+    if (idle !== null) {
+      this.#idleTimer = setInterval(() => void this.#evictIdle(idle), Math.max(250, Math.min(idle / 2, 30_000)));
+      this.#idleTimer.unref();
+    }
   }
 
-  acquire(name: string): Promise<LoadedModel> {
-    if (this.#closed) return Promise.reject(new ShoalError(ErrorCode.UNAVAILABLE, 'the engine is closed'));
-    let loading = this.#models.get(name);
-    if (loading === undefined) {
-      loading = this.#load(name);
-      this.#models.set(name, loading);
-      loading.catch(() => {
-        if (this.#models.get(name) === loading) this.#models.delete(name);
-      });
+  get budgetBytes(): number {
+    return this.#options.budgetBytes;
+  }
+
+  /** Charged bytes of resident and loading models, plus models still being released. */
+  get residentBytes(): number {
+    let total = this.#releasingBytes;
+    for (const entry of this.#entries.values()) total += entry.chargedBytes;
+    return total;
+  }
+
+  /** Loads the model if needed and holds it resident until the lease is released. */
+  async acquire(name: string): Promise<ModelLease> {
+    if (this.#closed) throw new ShoalError(ErrorCode.UNAVAILABLE, 'the model pool is closed');
+    const entry = this.#entries.get(name) ?? this.#startLoad(name);
+    entry.leases++;
+    let model: LoadedModel;
+    try {
+      model = await entry.ready;
+    } catch (error) {
+      entry.leases--;
+      throw error;
     }
-    return loading.then((model) => {
-      model.lastUsed = Date.now();
+    this.#touch(entry);
+    let released = false;
+    return {
+      model,
+      release: () => {
+        if (released) return;
+        released = true;
+        entry.leases--;
+        this.#touch(entry);
+        this.#notify();
+      },
+    };
+  }
+
+  /** Loads a model ahead of traffic; pinned models are never evicted. */
+  async preload(name: string, pin = false): Promise<LoadedModel> {
+    const lease = await this.acquire(name);
+    const entry = this.#entries.get(name);
+    if (pin && entry !== undefined) entry.pinned = true;
+    lease.release();
+    this.#emitChange();
+    return lease.model;
+  }
+
+  unpin(name: string): boolean {
+    const entry = this.#entries.get(name);
+    if (entry === undefined || !entry.pinned) return false;
+    entry.pinned = false;
+    this.#notify();
+    return true;
+  }
+
+  /** Unloads a model now; fails with UNAVAILABLE while requests are using it. */
+  async unload(name: string): Promise<boolean> {
+    const entry = this.#entries.get(name);
+    if (entry === undefined) return false;
+    if (entry.state === 'loading') {
+      await entry.ready.catch(() => undefined);
+      return this.unload(name);
+    }
+    if (entry.leases > 0) {
+      throw new ShoalError(ErrorCode.UNAVAILABLE, `model ${name} has ${entry.leases} request(s) in flight; unload it when they finish`);
+    }
+    await this.#exclusive(() => this.#evict(entry, 'explicit'));
+    return true;
+  }
+
+  snapshot(): PoolSnapshot {
+    const models: ResidentModel[] = [...this.#entries.values()].map((entry) => ({
+      name: entry.name,
+      family: entry.model?.profile.family ?? null,
+      state: entry.state,
+      chargedBytes: entry.chargedBytes,
+      predictedBytes: entry.model?.predictedBytes ?? null,
+      measuredBytes: entry.model?.measuredBytes ?? null,
+      lastUsed: entry.lastUsed,
+      inFlight: entry.leases,
+      pinned: entry.pinned,
+      interactive: entry.model?.interactive !== null && entry.model?.interactive !== undefined,
+    }));
+    return {
+      budgetBytes: this.budgetBytes,
+      residentBytes: this.residentBytes,
+      pinnedCount: models.filter((m) => m.pinned).length,
+      models,
+    };
+  }
+
+  /**
+   * Gives a leased model a second session for the interactive lane, if it fits in the budget now
+   * (idle models may be evicted for it, busy ones are not waited for). Returns whether it has one.
+   */
+  async ensureInteractive(lease: ModelLease): Promise<boolean> {
+    const model = lease.model;
+    if (model.interactive !== null) return true;
+    const predict = this.#options.predictInteractive;
+    const runtime = this.#options.interactiveRuntime;
+    const entry = this.#entries.get(model.name);
+    if (predict === undefined || runtime === undefined || entry === undefined || entry.model !== model) return false;
+    const extra = await predict(model.profile);
+    return this.#exclusive(async () => {
+      if (model.interactive !== null) return true;
+      if (!(await this.#makeRoom(extra, entry, 0))) return false;
+      entry.chargedBytes += extra;
+      try {
+        const { worker } = await ModelWorker.start(model.profile, runtime);
+        model.interactive = worker;
+        this.#emitChange();
+        return true;
+      } catch {
+        entry.chargedBytes -= extra;
+        return false;
+      }
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#idleTimer !== null) clearInterval(this.#idleTimer);
+    const entries = [...this.#entries.values()];
+    await Promise.all(entries.map(async (entry) => {
+      await entry.ready.catch(() => undefined);
+      if (this.#entries.get(entry.name) === entry) await this.#evict(entry, 'shutdown');
+    }));
+  }
+
+  #startLoad(name: string): Entry {
+    const ready = deferred<LoadedModel>();
+    // Waiters attach their own handlers; this one only keeps a rejection from being unhandled.
+    ready.promise.catch(() => undefined);
+    const entry: Entry = {
+      name,
+      state: 'loading',
+      ready: ready.promise,
+      model: null,
+      chargedBytes: 0,
+      leases: 0,
+      pinned: false,
+      lastUsed: Date.now(),
+      useSeq: ++this.#useSeq,
+    };
+    this.#entries.set(name, entry);
+    this.#load(entry).then(ready.resolve, (error: unknown) => {
+      const failure = toShoalError(error, ErrorCode.MODEL_LOAD_FAILED);
+      if (this.#entries.get(name) === entry) this.#entries.delete(name);
+      entry.chargedBytes = 0;
+      this.#options.hooks?.onLoadError?.({ name, error: failure });
+      this.#notify();
+      ready.reject(failure);
+    });
+    return entry;
+  }
+
+  async #load(entry: Entry): Promise<LoadedModel> {
+    const profile = await this.#options.resolve(entry.name);
+    const predicted = await this.#options.predict(profile);
+    if (predicted > this.budgetBytes) {
+      throw new ShoalError(
+        ErrorCode.MODEL_TOO_LARGE,
+        `model ${entry.name} needs about ${formatBytes(predicted)}, more than the whole memory budget (${formatBytes(this.budgetBytes)}); raise --memory-budget / SHOAL_MEMORY_BUDGET or set memory.bytes for it in the catalog`,
+        { details: { predictedBytes: predicted, budgetBytes: this.budgetBytes } },
+      );
+    }
+    const timeout = this.#options.admissionTimeoutMs ?? DEFAULT_ADMISSION_TIMEOUT_MS;
+    return this.#exclusive(async () => {
+      if (this.#closed) throw new ShoalError(ErrorCode.UNAVAILABLE, 'the model pool is closed');
+      await this.#makeRoom(predicted, entry, timeout);
+      entry.chargedBytes = predicted;
+      this.#emitChange();
+      const before = rss();
+      const started = performance.now();
+      const { worker, loadMs } = await ModelWorker.start(profile, this.#options.runtime);
+      const measured = Math.max(0, rss() - before);
+      const charged = profile.memory.bytes ?? Math.max(predicted, measured);
+      entry.chargedBytes = charged;
+      if (this.residentBytes > this.budgetBytes) {
+        // Measured larger than predicted: make room among idle models rather than exceed the budget;
+        // if that is impossible, give the model back instead of staying over budget.
+        try {
+          await this.#makeRoom(0, entry, timeout);
+        } catch (error) {
+          await worker.close();
+          throw error;
+        }
+      }
+      const model: LoadedModel = {
+        name: entry.name,
+        profile,
+        worker,
+        interactive: null,
+        loadedAt: Date.now(),
+        loadMs,
+        predictedBytes: predicted,
+        measuredBytes: measured,
+      };
+      entry.model = model;
+      entry.state = 'ready';
+      this.#options.hooks?.onLoad?.({
+        name: entry.name,
+        family: profile.family,
+        seconds: (performance.now() - started) / 1000,
+        predictedBytes: predicted,
+        measuredBytes: measured,
+      });
+      this.#notify();
       return model;
     });
   }
 
-  async #load(name: string): Promise<LoadedModel> {
-    let profile: ModelProfile;
-    try {
-      profile = await this.#options.resolve(name);
-    } catch (error) {
-      throw toShoalError(error, ErrorCode.MODEL_LOAD_FAILED);
+  /**
+   * Evicts least recently used idle models until `needed` more bytes fit. Waits up to `timeoutMs`
+   * for busy models to become idle; with timeout 0 it returns false instead of waiting.
+   */
+  async #makeRoom(needed: number, self: Entry, timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (this.residentBytes + needed <= this.budgetBytes) return true;
+      const victim = this.#lruIdle(self);
+      if (victim !== null) {
+        await this.#evict(victim, 'capacity');
+        continue;
+      }
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        if (timeoutMs === 0) return false;
+        const busy = [...this.#entries.values()].filter((e) => e !== self && e.chargedBytes > 0).map((e) => `${e.name} (${e.pinned ? 'pinned' : `${e.leases} in flight`})`);
+        throw new ShoalError(
+          ErrorCode.OVERLOADED,
+          `no memory for model ${self.name} within ${timeoutMs} ms: the budget (${formatBytes(this.budgetBytes)}) is held by models in use: ${busy.join(', ')}`,
+          { details: { retryAfterSeconds: 5 } },
+        );
+      }
+      await this.#waitForChange(left);
     }
-    const { worker, loadMs } = await ModelWorker.start(profile, this.#options.runtime);
+  }
+
+  #touch(entry: Entry): void {
+    entry.lastUsed = Date.now();
+    entry.useSeq = ++this.#useSeq;
+  }
+
+  #lruIdle(self: Entry): Entry | null {
+    let victim: Entry | null = null;
+    for (const entry of this.#entries.values()) {
+      if (entry === self || entry.state !== 'ready' || entry.leases > 0 || entry.pinned) continue;
+      if (victim === null || entry.useSeq < victim.useSeq) victim = entry;
+    }
+    return victim;
+  }
+
+  async #evict(entry: Entry, reason: EvictionReason): Promise<void> {
+    if (this.#entries.get(entry.name) !== entry) return;
+    this.#entries.delete(entry.name);
+    const bytes = entry.chargedBytes;
+    this.#releasingBytes += bytes;
+    try {
+      const model = entry.model;
+      if (model !== null) {
+        await Promise.all([model.worker.close(), model.interactive?.close()]);
+      }
+    } finally {
+      this.#releasingBytes -= bytes;
+      this.#options.hooks?.onEvict?.({ name: entry.name, reason, bytes });
+      this.#notify();
+    }
+  }
+
+  async #evictIdle(idleMs: number): Promise<void> {
     const now = Date.now();
-    return { name, profile, worker, loadedAt: now, loadMs, lastUsed: now };
-  }
-
-  /** Models loaded (or loading) now. */
-  async list(): Promise<LoadedModel[]> {
-    const settled = await Promise.allSettled([...this.#models.values()]);
-    return settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
-  }
-
-  async unload(name: string): Promise<boolean> {
-    const loading = this.#models.get(name);
-    if (loading === undefined) return false;
-    this.#models.delete(name);
-    try {
-      const model = await loading;
-      await model.worker.close();
-    } catch {
-      // A model that failed to load has nothing to release.
+    for (const entry of [...this.#entries.values()]) {
+      if (entry.state === 'ready' && entry.leases === 0 && !entry.pinned && now - entry.lastUsed >= idleMs) {
+        await this.#exclusive(() => this.#evict(entry, 'idle'));
+      }
     }
-    return true;
   }
 
-  async close(): Promise<void> {
-    this.#closed = true;
-    const names = [...this.#models.keys()];
-    await Promise.all(names.map((name) => this.unload(name)));
+  /** Runs `work` after every earlier exclusive section: loads and evictions never interleave. */
+  #exclusive<T>(work: () => Promise<T>): Promise<T> {
+    const run = this.#lock.then(work);
+    this.#lock = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
+  }
+
+  #waitForChange(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      void this.#changed.promise.then(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  #notify(): void {
+    const changed = this.#changed;
+    this.#changed = deferred<void>();
+    changed.resolve();
+    this.#emitChange();
+  }
+
+  #emitChange(): void {
+    this.#options.hooks?.onChange?.(this.snapshot());
   }
 }

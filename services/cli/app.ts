@@ -72,7 +72,7 @@ export class CliApp {
         providers: [...config.providers],
         ...(config.threads === null ? {} : { intraOpThreads: config.threads }),
       },
-      maxBatchTokens: config.batchTokens,
+      ...(config.batchTokens === null ? {} : { maxBatchTokens: config.batchTokens }),
       onDownloadProgress: progress.download,
     });
     try {

@@ -2,6 +2,7 @@ import { delimiter } from 'node:path';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { ExecutionProvider } from '../../adapters/runtime/ort-session.js';
+import { DEFAULT_SCHEDULER_OPTIONS } from '../../pipelines/inference/scheduler.js';
 
 /**
  * The CLI's global configuration: flags over environment variables over defaults, validated once
@@ -10,8 +11,8 @@ import { ExecutionProvider } from '../../adapters/runtime/ort-session.js';
 
 /** @default lines handed to the engine per call: bounds memory, keeps batches full. */
 export const DEFAULT_CHUNK_LINES = 256;
-/** @default padded tokens (longest × items) per model batch; the engine's own default. */
-export const DEFAULT_BATCH_TOKENS = 16_384;
+/** Padded tokens (longest × items) per model batch when neither flag nor env sets it: the engine's own default. */
+export const DEFAULT_BATCH_TOKENS = DEFAULT_SCHEDULER_OPTIONS.maxBatchTokens;
 export const DEFAULT_PROVIDERS: readonly ExecutionProvider[] = Object.freeze(['cpu']);
 
 export const ProgressMode = z.enum(['auto', 'always', 'never']);
@@ -73,8 +74,8 @@ export interface CliConfig {
   readonly threads: number | null;
   /** Execution providers in order of preference (--providers, SHOAL_PROVIDERS); CPU is the fallback. */
   readonly providers: readonly ExecutionProvider[];
-  /** Padded tokens per model batch (--batch-tokens, SHOAL_BATCH_TOKENS). */
-  readonly batchTokens: number;
+  /** Padded tokens per model batch (--batch-tokens, SHOAL_BATCH_TOKENS); null: the engine's default. */
+  readonly batchTokens: number | null;
   /** Input lines per engine call (--chunk-lines, SHOAL_CHUNK_LINES). */
   readonly chunkLines: number;
   readonly progress: ProgressMode;
@@ -114,7 +115,7 @@ export function resolveCliConfig(flags: GlobalFlags, env: NodeJS.ProcessEnv = pr
     modelDirs: Object.freeze((parsed['model-dir'] ?? '').split(delimiter).filter((dir) => dir !== '')),
     threads: parsed.threads ?? null,
     providers: Object.freeze(parsed.providers ?? [...DEFAULT_PROVIDERS]),
-    batchTokens: parsed['batch-tokens'] ?? DEFAULT_BATCH_TOKENS,
+    batchTokens: parsed['batch-tokens'] ?? null,
     chunkLines: parsed['chunk-lines'] ?? DEFAULT_CHUNK_LINES,
     progress: parsed.progress,
     quiet: parsed.quiet,

@@ -77,7 +77,7 @@ function tooLong(number: number, source: string): ShoalError {
 }
 
 /**
- * Yields the input's lines in groups of up to `size`. When a line cannot be read (too long, bad
+ * Yields the input's lines in groups of up to `size` (fewer when the input pauses). When a line cannot be read (too long, bad
  * UTF-8), the lines before it are yielded first and the error is thrown on the next step.
  */
 export async function* readLineChunks(source: LineSource, size: number): AsyncGenerator<RawLine[]> {
@@ -111,6 +111,13 @@ export async function* readLineChunks(source: LineSource, size: number): AsyncGe
         pending.push(buffer.subarray(start));
         pendingBytes += buffer.length - start;
         if (pendingBytes > MAX_LINE_BYTES) throw tooLong(number + 1, source.name);
+      }
+      // Hand over what has arrived instead of waiting for a full chunk: a slow producer (a pipe
+      // fed line by line) gets its results promptly. A busy consumer still sees big reads,
+      // because a stream returns everything buffered meanwhile in one piece.
+      if (chunk.length > 0) {
+        yield chunk;
+        chunk = [];
       }
     }
     // A last line without a trailing newline still counts.

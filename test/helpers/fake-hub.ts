@@ -46,8 +46,6 @@ export interface HubFaults {
   failWith?: { file: string; status: number; times?: number };
   /** Answer repository listings with this status, `times` times (default once). */
   failListing?: { status: number; times?: number };
-  /** Answer repository listings with this status, `times` times (default once). */
-  failListing?: { status: number; times?: number };
   /** Answer Range requests with the whole file (200), as some proxies do. */
   ignoreRange?: boolean;
 }
@@ -198,11 +196,6 @@ export class FakeHub {
   }
 
   private listing(id: string, revision: string, reply: (status: number, body: string, headers?: Record<string, string>) => void): void {
-    const failure = consume(this.faults.failListing === undefined ? undefined : { file: '', ...this.faults.failListing }, '', 1);
-    if (failure !== null && this.faults.failListing !== undefined) {
-      this.faults.failListing.times = failure.times;
-      return reply(failure.status, JSON.stringify({ error: 'injected failure' }));
-    }
     const failure = consume(this.faults.failListing, null, 1);
     if (failure !== null) return reply(failure.status, JSON.stringify({ error: 'injected failure' }));
     const repo = this.lookup(id, revision);

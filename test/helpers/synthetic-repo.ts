@@ -37,6 +37,18 @@ export function onnxRepoContent(): RepoContent {
   };
 }
 
+/** What Shoal fetches from onnxRepoContent() at fp32, in download order: metadata, then the graph. */
+export const ONNX_REPO_FP32_FILES: readonly string[] = [
+  '1_Pooling/config.json',
+  'README.md',
+  'config.json',
+  'special_tokens_map.json',
+  'tokenizer.json',
+  'tokenizer_config.json',
+  'vocab.txt',
+  'onnx/model.onnx',
+];
+
 /** A graph whose weights live in an external-data file beside it. */
 export function externalDataRepoContent(): RepoContent {
   return {

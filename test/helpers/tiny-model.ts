@@ -25,7 +25,7 @@ const FixtureFile = z.strictObject({
     context: Matrix,
   }),
   head: z.discriminatedUnion('kind', [
-    z.strictObject({ kind: z.literal('token'), weights: Matrix, bias: z.array(z.number()).nullable() }),
+    z.strictObject({ kind: z.literal('token'), weights: Matrix, bias: z.array(z.number()).nullable(), lexicon: Matrix.nullable() }),
     z.strictObject({ kind: z.literal('first'), weights: Matrix, bias: z.array(z.number()) }),
     z.strictObject({
       kind: z.literal('gliner'),
@@ -131,11 +131,14 @@ export function hiddenStates(model: TinyModel, input: SequenceInput): number[][]
   return x0.map((x) => x.map((v, d) => Math.tanh(v + (context[d] ?? 0))));
 }
 
-/** h · W (+ b) at every position: token embeddings, MLM logits or NER logits. */
-export function tokenOutputs(model: TinyModel, hidden: readonly number[][]): number[][] {
+/** h · W (+ b) (+ lexicon[id]) at every position of `input`: token embeddings, MLM or NER logits. */
+export function tokenOutputs(model: TinyModel, input: SequenceInput): number[][] {
   const head = model.weights.head;
   if (head.kind !== 'token') throw new Error(`${model.name} has a ${head.kind} head`);
-  return hidden.map((h) => matVec(h, head.weights).map((v, j) => v + (head.bias?.[j] ?? 0)));
+  return hiddenStates(model, input).map((h, t) => {
+    const lexicon = head.lexicon === null ? null : row(head.lexicon, input.ids[t] ?? -1, 'lexicon');
+    return matVec(h, head.weights).map((v, j) => v + (head.bias?.[j] ?? 0) + (lexicon?.[j] ?? 0));
+  });
 }
 
 /** Cross-encoder logit: h[0] · w + b. */

@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { DEFAULT_BATCH_TOKENS } from '../../services/cli/config.js';
+import { FakeHub } from '../helpers/fake-hub.js';
 import { conformanceDir, expectAllClose, loadConformance, numberMatrix, type ConformanceModel } from '../helpers/conformance.js';
 import { missingReason } from '../helpers/shared.js';
 import { byId, jsonl, parseJsonl, runShoal, sparseToDense } from '../helpers/shoal-cli.js';
@@ -80,7 +82,7 @@ describe('shoal command line', () => {
     expect(run.code).toBe(0);
     for (const command of ['encode', 'score', 'extract', 'tokenize', 'models']) expect(run.stdout).toMatch(new RegExp(`^  ${command}\\b`, 'm'));
     expect(run.stdout).toContain('--catalog');
-    expect(run.stdout).toContain('default: 16384');
+    expect(run.stdout).toContain(`default: ${DEFAULT_BATCH_TOKENS}`);
   });
 
   it('every command has --help with an example', async () => {
@@ -180,6 +182,55 @@ kitSuite('bert-mean-embed', (model) => {
     expect(run.code).toBe(2);
     expect(run.stderr).toMatch(/^error \[INVALID_INPUT\]: stdin line 2: text: /);
     expect(parseJsonl(run.stdout, TokenizeLine).map((l) => l.id)).toEqual([1]);
+  });
+
+  it('models inspect prints the detected profile and the runner info', async () => {
+    const run = await runShoal(['models', 'inspect', model.dir]);
+    expectOk(run);
+    const report = z
+      .looseObject({
+        model: z.string(),
+        family: z.string(),
+        onnx: z.record(z.string(), z.string()),
+        maxLength: z.number(),
+        options: z.looseObject({ pooling: z.string() }),
+        evidence: z.array(z.string()),
+        padding: z.looseObject({ paddingSide: z.string(), padId: z.number() }),
+        runner: z.looseObject({ provider: z.string(), inputs: z.array(z.string()), outputs: z.array(z.string()), dimension: z.number() }),
+      })
+      .parse(JSON.parse(run.stdout));
+    expect(report).toMatchObject({ model: model.dir, family: 'dense', onnx: { model: 'onnx/model.onnx' }, maxLength: 256 });
+    expect(report.options.pooling).toBe('mean');
+    expect(report.padding).toMatchObject({ paddingSide: 'right', padId: 0 });
+    expect(report.evidence.some((line) => line.includes('sentence_bert_config.json'))).toBe(true);
+    expect(report.runner).toMatchObject({ provider: 'cpu', inputs: ['input_ids', 'attention_mask', 'token_type_ids'], outputs: ['last_hidden_state'], dimension: 32 });
+  });
+
+  it('a model downloaded from the hub is reported on stderr and encodes like the local folder', async () => {
+    const hub = await FakeHub.start({ repos: { 'kit/bert-mean-embed': model.dir } });
+    try {
+      const kase = model.cases.cases[0];
+      const texts = TextsInput.parse(kase?.inputs).texts;
+      const expected = numberMatrix(z.looseObject({ embeddings: z.unknown() }).parse(kase?.expected).embeddings, 'embeddings');
+      const hubEnv = (cache: string) => ({ HF_ENDPOINT: hub.url, HF_HUB_CACHE: join(scratch, cache), HF_HUB_OFFLINE: '', SHOAL_OFFLINE: '' });
+      const stdin = jsonl(texts.map((text, i) => ({ id: i, text })));
+      // stderr is not a terminal here: one line per downloaded file.
+      const logged = await runShoal(['encode', '--model', 'kit/bert-mean-embed'], { stdin, env: hubEnv('hub-logged') });
+      expect(logged.code, logged.stderr).toBe(0);
+      expect(logged.stderr).toMatch(/^downloaded kit\/bert-mean-embed\/onnx\/model\.onnx \(\d+\.\d MB\)$/m);
+      expect(logged.stderr).toMatch(/^downloaded kit\/bert-mean-embed\/tokenizer\.json /m);
+      parseJsonl(logged.stdout, DenseLine).forEach((line, i) => expectAllClose(line.dense, expected[i] ?? [], model.atol, `text ${i}`));
+      // --progress forces the bars even off a terminal (log mode); --quiet silences the log lines.
+      const bars = await runShoal(['encode', '--model', 'kit/bert-mean-embed', '--progress'], { stdin, env: hubEnv('hub-bars') });
+      expect(bars.code, bars.stderr).toBe(0);
+      expect(bars.stderr).toMatch(/download kit\/bert-mean-embed\/onnx\/model\.onnx .* 100% \|/);
+      const quiet = await runShoal(['encode', '--model', 'kit/bert-mean-embed', '--quiet'], { stdin, env: hubEnv('hub-quiet') });
+      expect(quiet.code).toBe(0);
+      expect(quiet.stderr).toBe('');
+      expect(quiet.stdout).toBe(logged.stdout);
+    } finally {
+      await hub.close();
+    }
   });
 
   it('many chunks come back complete and in input order', async () => {

@@ -1,8 +1,9 @@
-import { mkdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { EMPTY_CATALOG, loadCatalog, parseCatalog, type Catalog } from '../../pipelines/inference/catalog.js';
+import { REPO_ROOT } from '../helpers/shared.js';
 import { tempDir } from '../helpers/synthetic-repo.js';
 
 let root: string;
@@ -189,5 +190,27 @@ describe('catalog errors', () => {
 
   it('parseCatalog validates data built in code the same way', () => {
     expect(() => parseCatalog({ models: { m: { source: 'org/m', colour: 'blue' } } }, 'inline')).toThrow(/invalid catalog inline: models\.m: Unrecognized key: "colour"/);
+  });
+});
+
+describe('docs/models.md', () => {
+  async function codeBlocks(language: string): Promise<string[]> {
+    const text = await readFile(join(REPO_ROOT, 'docs', 'models.md'), 'utf8');
+    return [...text.matchAll(new RegExp(`\`\`\`${language}\n([\\s\\S]*?)\`\`\``, 'g'))].map((m) => m[1] ?? '');
+  }
+
+  it('its catalog examples load as they are written', async () => {
+    const [full, single] = await codeBlocks('yaml');
+    const catalog = await loadCatalog(await write('docs/catalog.yaml', full ?? ''));
+    expect([...catalog.entries.keys()]).toEqual(['minilm', 'bge-small', 'e5-small', 'qwen3-embed', 'reranker', 'house-ner', 'custom-pooling', 'Xenova/all-MiniLM-L6-v2']);
+    expect(catalog.entries.get('house-ner')?.source).toBe(join(root, 'docs', 'models', 'house-ner'));
+    expect(catalog.entries.get('bge-small')?.runtime).toEqual({ intraOpThreads: 2, providers: ['cuda', 'cpu'] });
+    expect(catalog.entries.get('qwen3-embed')?.instruction_template).toBe('Instruct: {instruction}\nQuery:');
+    const [json] = await codeBlocks('json');
+    expect(asObject(await loadCatalog(await write('docs/catalog.json', json ?? '')))).toEqual({
+      minilm: { source: 'sentence-transformers/all-MiniLM-L6-v2', max_length: 256 },
+    });
+    await write('docs/folder/sentence-transformers__all-MiniLM-L6-v2.yaml', single ?? '');
+    expect([...(await loadCatalog(join(root, 'docs', 'folder'))).entries.keys()]).toEqual(['minilm']);
   });
 });

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InferenceEngine } from '../../../pipelines/inference/engine.js';
 import { parseCatalog } from '../../../pipelines/inference/catalog.js';
 import { expectAllClose } from '../../helpers/conformance.js';
-import { dot, hiddenStates, l2Normalize, loadTinyModel, maxAbsDiff, tokenOutputs } from '../../helpers/tiny-model.js';
+import { dot, l2Normalize, loadTinyModel, maxAbsDiff, tokenOutputs } from '../../helpers/tiny-model.js';
 
 /**
  * ColBERT family (fixture tiny-colbert: HF_ColBERT with artifact.metadata dim 8, query_maxlen 12,
@@ -26,7 +26,7 @@ function queryTokens(words: readonly string[]): { tokens: string[]; mask: number
 
 function queryVectors(words: readonly string[], attendToMask = false): number[][] {
   const { tokens, mask } = queryTokens(words);
-  const outputs = tokenOutputs(model, hiddenStates(model, { ids: model.ids(tokens), mask: attendToMask ? undefined : mask }));
+  const outputs = tokenOutputs(model, { ids: model.ids(tokens), mask: attendToMask ? undefined : mask });
   return outputs.map((v) => l2Normalize(v));
 }
 
@@ -37,7 +37,7 @@ function documentTokens(words: readonly string[], maxLength = 16): string[] {
 /** Kept document vectors: every position but punctuation, L2-normalized. */
 function documentVectors(words: readonly string[], maxLength = 16): number[][] {
   const tokens = documentTokens(words, maxLength);
-  const outputs = tokenOutputs(model, hiddenStates(model, { ids: model.ids(tokens) }));
+  const outputs = tokenOutputs(model, { ids: model.ids(tokens) });
   return outputs.filter((_, t) => !PUNCTUATION.includes(tokens[t] ?? '')).map((v) => l2Normalize(v));
 }
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InferenceEngine } from '../../../pipelines/inference/engine.js';
 import { expectAllClose } from '../../helpers/conformance.js';
-import { cosine, hiddenStates, l2Normalize, loadTinyModel, maxAbsDiff, tokenOutputs } from '../../helpers/tiny-model.js';
+import { cosine, l2Normalize, loadTinyModel, maxAbsDiff, tokenOutputs } from '../../helpers/tiny-model.js';
 
 /**
  * Dense family, [CLS] pooling with a query prompt (fixture tiny-bert-cls-prompts, BGE-style:
@@ -17,7 +17,7 @@ const wrap = (...tokens: string[]): string[] => ['[CLS]', ...tokens, '[SEP]'];
 const words = (text: string): string[] => text.split(' ');
 
 function clsEmbedding(tokens: readonly string[], types?: number[]): number[] {
-  const outputs = tokenOutputs(model, hiddenStates(model, { ids: model.ids(tokens), ...(types === undefined ? {} : { types }) }));
+  const outputs = tokenOutputs(model, { ids: model.ids(tokens), ...(types === undefined ? {} : { types }) });
   return l2Normalize(outputs[0] ?? []);
 }
 

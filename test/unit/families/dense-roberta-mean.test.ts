@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InferenceEngine } from '../../../pipelines/inference/engine.js';
 import { expectAllClose } from '../../helpers/conformance.js';
-import { arange, hiddenStates, l2Normalize, loadTinyModel, maxAbsDiff, meanPool, tokenOutputs } from '../../helpers/tiny-model.js';
+import { arange, l2Normalize, loadTinyModel, maxAbsDiff, meanPool, tokenOutputs } from '../../helpers/tiny-model.js';
 
 /**
  * Dense family on a RoBERTa-style model (fixture tiny-roberta-mean: byte-level BPE with
@@ -16,7 +16,7 @@ const PADDING_IDX = 1;
 const wrap = (...tokens: string[]): string[] => ['<s>', ...tokens, '</s>'];
 
 function embedding(tokens: readonly string[], positions = arange(tokens.length, PADDING_IDX + 1)): number[] {
-  return l2Normalize(meanPool(tokenOutputs(model, hiddenStates(model, { ids: model.ids(tokens), positions }))));
+  return l2Normalize(meanPool(tokenOutputs(model, { ids: model.ids(tokens), positions })));
 }
 
 const TEXTS = [

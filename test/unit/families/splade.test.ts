@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SparseVector } from '../../../adapters/protocol/results.js';
 import { InferenceEngine } from '../../../pipelines/inference/engine.js';
 import { expectAllClose } from '../../helpers/conformance.js';
-import { dot, hiddenStates, loadTinyModel, maxAbsDiff, tokenOutputs } from '../../helpers/tiny-model.js';
+import { dot, loadTinyModel, maxAbsDiff, tokenOutputs } from '../../helpers/tiny-model.js';
 
 /**
  * SPLADE family (fixture tiny-splade: BertForMaskedLM whose logits cover the fixture vocabulary,
@@ -17,7 +17,7 @@ const words = (text: string): string[] => text.split(' ');
 
 /** Dense vocabulary-sized weights; `keep` chooses which positions are pooled. */
 function weights(tokens: readonly string[], keep: (t: number) => boolean = () => true): number[] {
-  const logits = tokenOutputs(model, hiddenStates(model, { ids: model.ids(tokens) }));
+  const logits = tokenOutputs(model, { ids: model.ids(tokens) });
   const out = new Array<number>(logits[0]?.length ?? 0).fill(0);
   logits.forEach((row, t) => {
     if (!keep(t)) return;

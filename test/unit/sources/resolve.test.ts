@@ -206,6 +206,12 @@ describe('source options', () => {
     expect(resolveSourceOptions(sourceOptionsFromEnv({ HF_HUB_CACHE: '/c', ...env })).allowDownload).toBe(allowDownload);
   });
 
+  it('reads HF_HUB_DOWNLOAD_TIMEOUT (seconds) as the idle timeout', () => {
+    expect(resolveSourceOptions(sourceOptionsFromEnv({ HF_HUB_CACHE: '/c', HF_HUB_DOWNLOAD_TIMEOUT: '2.5' })).downloadIdleTimeoutMs).toBe(2500);
+    expect(codeOf(() => resolveSourceOptions(sourceOptionsFromEnv({ HF_HUB_CACHE: '/c', HF_HUB_DOWNLOAD_TIMEOUT: 'soon' })))).toBe(ErrorCode.CONFIG_INVALID);
+    expect(() => resolveSourceOptions(sourceOptionsFromEnv({ HF_HUB_CACHE: '/c', HF_HUB_DOWNLOAD_TIMEOUT: 'soon' }))).toThrow(/HF_HUB_DOWNLOAD_TIMEOUT/);
+  });
+
   it('fills defaults and freezes', () => {
     const parsed = resolveSourceOptions({});
     expect(parsed).toMatchObject({ modelDirs: [], hubEndpoint: 'https://huggingface.co', allowDownload: true, allowLocalPaths: true, downloadAttempts: 4 });

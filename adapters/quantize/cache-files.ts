@@ -1,0 +1,107 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { mkdir, open, readFile, rename, rm, stat } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { z } from 'zod';
+import { ErrorCode, ShoalError } from '../protocol/errors.js';
+
+/**
+ * The on-disk side of the quantized-graph cache: where it lives, content hashes, atomic writes
+ * (temporary file + rename, so a reader never sees half a file) and the JSON record kept beside
+ * each graph. The record is written last: its presence says the graph next to it is complete,
+ * and the hashes in it let a damaged graph be detected and rebuilt.
+ */
+
+/** `$SHOAL_CACHE_DIR/quantized` (default `~/.cache/shoal/quantized`). */
+export function quantizedCacheDir(env: NodeJS.ProcessEnv = process.env): string {
+  const root = env.SHOAL_CACHE_DIR !== undefined && env.SHOAL_CACHE_DIR.trim() !== '' ? env.SHOAL_CACHE_DIR : join(homedir(), '.cache', 'shoal');
+  return join(root, 'quantized');
+}
+
+export async function sha256File(path: string): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of createReadStream(path, { highWaterMark: 4 * 1024 * 1024 })) hash.update(chunk);
+  return hash.digest('hex');
+}
+
+export function sha256Text(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}
+
+/** Writes `chunks` to `target` through a temporary file in the same folder and a rename. */
+export async function writeAtomically(target: string, chunks: readonly Uint8Array[]): Promise<void> {
+  await mkdir(dirname(target), { recursive: true });
+  const temporary = `${target}.tmp-${process.pid}-${randomUUID()}`;
+  try {
+    const handle = await open(temporary, 'w');
+    try {
+      for (const chunk of chunks) await handle.write(chunk);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temporary, target);
+  } catch (error) {
+    await rm(temporary, { force: true });
+    throw new ShoalError(ErrorCode.MODEL_LOAD_FAILED, `cannot write ${target} (set SHOAL_CACHE_DIR to a writable folder): ${String(error)}`, {
+      cause: error,
+    });
+  }
+}
+
+export const FileFingerprint = z.strictObject({
+  /** Relative to the folder of the file it belongs to (the source graph, or the cache). */
+  file: z.string(),
+  bytes: z.number().int().nonnegative(),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  /** Modification time when hashed: an unchanged size and time skip re-hashing large external data. */
+  mtimeMs: z.number().optional(),
+});
+export type FileFingerprint = z.infer<typeof FileFingerprint>;
+
+export async function fingerprint(dir: string, file: string, withTime = false): Promise<FileFingerprint> {
+  const path = join(dir, file);
+  const info = await stat(path);
+  const print: FileFingerprint = { file, bytes: info.size, sha256: await sha256File(path) };
+  if (withTime) print.mtimeMs = info.mtimeMs;
+  return print;
+}
+
+/** Whether `dir/print.file` still has the recorded content (a missing file does not). */
+export async function matches(dir: string, print: FileFingerprint): Promise<boolean> {
+  const path = join(dir, print.file);
+  let info;
+  try {
+    info = await stat(path);
+  } catch {
+    return false;
+  }
+  if (info.size !== print.bytes) return false;
+  if (print.mtimeMs !== undefined && info.mtimeMs === print.mtimeMs) return true;
+  return (await sha256File(path)) === print.sha256;
+}
+
+/** Reads a JSON record through `schema`; null when absent or unreadable (it is then rebuilt). */
+export async function readRecord<S extends z.ZodType>(path: string, schema: S): Promise<z.output<S> | null> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch {
+    return null;
+  }
+  try {
+    const parsed = schema.safeParse(JSON.parse(text));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
+}
+
+export async function writeRecord(path: string, record: unknown): Promise<void> {
+  await writeAtomically(path, [Buffer.from(`${JSON.stringify(record, null, 2)}\n`)]);
+}
+
+export async function removeQuietly(path: string): Promise<void> {
+  await rm(path, { force: true });
+}

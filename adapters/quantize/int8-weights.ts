@@ -1,0 +1,71 @@
+/**
+ * Symmetric per-column int8 quantization of a float weight matrix W[K, N] (rows = input features,
+ * columns = output features, the layout MatMul's B has). Each output column n gets its own scale
+ * s[n] = max_k |W[k, n]| / 127 and q[k, n] = round_half_even(W[k, n] / s[n]) in [-127, 127], so
+ * W ≈ q × s with no zero point. Per-column scales keep one large column from crushing the
+ * precision of all the others, which is what makes int8 weights usable for transformer layers.
+ */
+
+export const INT8_LIMIT = 127;
+
+export interface Int8Columns {
+  /** Row-major [K, N], like the float matrix. */
+  values: Int8Array;
+  /** One scale per column (float32). */
+  scales: Float32Array;
+}
+
+/** Rounds to the nearest integer, ties to even (numpy's rint): the result depends on nothing but x. */
+export function roundHalfEven(x: number): number {
+  const floor = Math.floor(x);
+  const fraction = x - floor;
+  if (fraction > 0.5) return floor + 1;
+  if (fraction < 0.5) return floor;
+  return floor % 2 === 0 ? floor : floor + 1;
+}
+
+/** Whether every weight is finite: NaN or infinity has no int8 image, such a weight stays float. */
+export function allFinite(values: Float32Array): boolean {
+  for (const value of values) if (!Number.isFinite(value)) return false;
+  return true;
+}
+
+/**
+ * Quantizes W[K, N] column by column. `scaleFactor` multiplies every scale (Gemm's alpha is folded
+ * in this way). An all-zero column gets scale 1 and zeros, which dequantizes exactly.
+ */
+export function quantizeColumns(weights: Float32Array, rows: number, cols: number, scaleFactor = 1): Int8Columns {
+  const values = new Int8Array(rows * cols);
+  const scales = new Float32Array(cols);
+  const maxAbs = new Float64Array(cols);
+  for (let k = 0; k < rows; k++) {
+    const base = k * cols;
+    for (let n = 0; n < cols; n++) {
+      const magnitude = Math.abs(weights[base + n] ?? 0);
+      if (magnitude > (maxAbs[n] ?? 0)) maxAbs[n] = magnitude;
+    }
+  }
+  const steps = new Float64Array(cols);
+  for (let n = 0; n < cols; n++) {
+    const step = Math.fround((maxAbs[n] ?? 0) / INT8_LIMIT);
+    steps[n] = step === 0 ? 1 : step;
+    scales[n] = Math.fround((steps[n] ?? 1) * scaleFactor);
+  }
+  for (let k = 0; k < rows; k++) {
+    const base = k * cols;
+    for (let n = 0; n < cols; n++) {
+      const q = roundHalfEven((weights[base + n] ?? 0) / (steps[n] ?? 1));
+      values[base + n] = Math.max(-INT8_LIMIT, Math.min(INT8_LIMIT, q));
+    }
+  }
+  return { values, scales };
+}
+
+/** B[N, K] → B^T[K, N] (Gemm with transB = 1 stores its weight transposed). */
+export function transpose(matrix: Float32Array, rows: number, cols: number): Float32Array {
+  const out = new Float32Array(rows * cols);
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < cols; c++) out[c * rows + r] = matrix[r * cols + c] ?? 0;
+  }
+  return out;
+}

@@ -1,0 +1,167 @@
+import { basename, dirname, join } from 'node:path';
+import { z } from 'zod';
+import {
+  FileFingerprint,
+  fingerprint,
+  matches,
+  quantizedCacheDir,
+  readRecord,
+  sha256File,
+  sha256Text,
+  writeAtomically,
+  writeRecord,
+} from './cache-files.js';
+import { embeddingRows } from './graph-facts.js';
+import { readOnnx, serializeOnnx } from './onnx-file.js';
+import { isQuantizedGraph, quantizeModel, type RewriteReport } from './rewrite.js';
+
+/**
+ * Get-or-build of an int8 graph: `<cache>/<key>.onnx` where the key hashes the source graph's
+ * bytes, the quantizer version and the options, so a model is quantized once per machine (or per
+ * shared cache volume). The source is only ever read. A record `<key>.json` beside the graph
+ * holds what the rewrite did, the hashes of everything involved (a damaged or partial graph is
+ * rebuilt) and, once measured, the fidelity of the int8 graph against the float one.
+ */
+
+/** Changes whenever the rewrite would produce different bytes: old cache entries are then ignored. */
+export const QUANTIZER_VERSION = 'shoal-int8-dqmm/1';
+
+/** @default minWeightElements 16384: a 128×128 weight; smaller matmuls gain nothing from int8. */
+export const DEFAULT_MIN_WEIGHT_ELEMENTS = 16_384;
+
+export const QuantizeOptions = z.strictObject({
+  minWeightElements: z.number().int().nonnegative().default(DEFAULT_MIN_WEIGHT_ELEMENTS),
+});
+export type QuantizeOptions = z.output<typeof QuantizeOptions>;
+export type QuantizeOptionsInput = z.input<typeof QuantizeOptions>;
+
+export const OutputFidelity = z.strictObject({ name: z.string(), cosine: z.number(), maxAbsDiff: z.number() });
+export type OutputFidelity = z.infer<typeof OutputFidelity>;
+
+/** How close the int8 graph's outputs came to the float graph's on the calibration inputs. */
+export const FidelityRecord = z.strictObject({
+  /** Which calibration inputs were used (a change re-measures, it does not rebuild). */
+  calibration: z.string(),
+  outputs: z.array(OutputFidelity),
+  /** The lowest cosine over all float outputs: what the floor is compared with. */
+  minCosine: z.number(),
+});
+export type FidelityRecord = z.infer<typeof FidelityRecord>;
+
+const Report = z.strictObject({
+  matmul: z.number().int(),
+  gemm: z.number().int(),
+  skippedSmall: z.number().int(),
+  skippedOther: z.number().int(),
+  floatWeightBytes: z.number().int(),
+  int8WeightBytes: z.number().int(),
+});
+
+export const QuantizedRecord = z.strictObject({
+  format: z.literal(1),
+  quantizer: z.string(),
+  options: QuantizeOptions,
+  source: z.strictObject({ graph: FileFingerprint, external: z.array(FileFingerprint) }),
+  /** null: nothing was rewritten (no eligible weight, or an already quantized graph): the source is used as is. */
+  output: z.strictObject({ graph: FileFingerprint, external: FileFingerprint.nullable() }).nullable(),
+  alreadyQuantized: z.boolean(),
+  /** Vocabulary size of the `input_ids` embedding table, when the graph has one (for calibration inputs). */
+  inputVocab: z.number().int().positive().nullable(),
+  report: Report,
+  fidelity: FidelityRecord.nullable(),
+});
+export type QuantizedRecord = z.infer<typeof QuantizedRecord>;
+
+export interface QuantizedGraph {
+  key: string;
+  sourcePath: string;
+  /** The file to load: the int8 graph, or the source itself when nothing was rewritten. */
+  path: string;
+  recordPath: string;
+  /** false: served from the cache. */
+  built: boolean;
+  record: QuantizedRecord;
+  /** Graph plus external data, before and after. */
+  sourceBytes: number;
+  outputBytes: number;
+}
+
+function sizes(record: QuantizedRecord): { sourceBytes: number; outputBytes: number } {
+  const sourceBytes = record.source.graph.bytes + record.source.external.reduce((sum, f) => sum + f.bytes, 0);
+  const output = record.output;
+  const outputBytes = output === null ? sourceBytes : output.graph.bytes + (output.external?.bytes ?? 0);
+  return { sourceBytes, outputBytes };
+}
+
+async function validHit(record: QuantizedRecord, sourceDir: string, cacheDir: string): Promise<boolean> {
+  for (const print of record.source.external) if (!(await matches(sourceDir, print))) return false;
+  if (record.output === null) return true;
+  if (!(await matches(cacheDir, record.output.graph))) return false;
+  return record.output.external === null || (await matches(cacheDir, record.output.external));
+}
+
+export interface QuantizeRequest {
+  /** The float .onnx file (its external data, if any, next to it). */
+  source: string;
+  options?: QuantizeOptionsInput;
+  /** @default quantizedCacheDir() ($SHOAL_CACHE_DIR/quantized) */
+  cacheDir?: string;
+}
+
+/** The int8 graph of `source`, from the cache or built now (and then cached). */
+export async function quantizeToCache(request: QuantizeRequest): Promise<QuantizedGraph> {
+  const options = QuantizeOptions.parse(request.options ?? {});
+  const cacheDir = request.cacheDir ?? quantizedCacheDir();
+  const sourceDir = dirname(request.source);
+  const sourceSha = await sha256File(request.source);
+  const key = sha256Text(`${QUANTIZER_VERSION}\n${JSON.stringify(options)}\n${sourceSha}`);
+  const recordPath = join(cacheDir, `${key}.json`);
+  const graphName = `${key}.onnx`;
+
+  const cached = await readRecord(recordPath, QuantizedRecord);
+  if (cached !== null && cached.quantizer === QUANTIZER_VERSION && cached.source.graph.sha256 === sourceSha && (await validHit(cached, sourceDir, cacheDir))) {
+    const path = cached.output === null ? request.source : join(cacheDir, cached.output.graph.file);
+    return { key, sourcePath: request.source, path, recordPath, built: false, record: cached, ...sizes(cached) };
+  }
+
+  const loaded = await readOnnx(request.source);
+  const external = await Promise.all(loaded.externalFiles.map((file) => fingerprint(sourceDir, file, true)));
+  const alreadyQuantized = isQuantizedGraph(loaded.model);
+  const inputVocab = embeddingRows(loaded.model);
+  const report: RewriteReport = alreadyQuantized
+    ? { matmul: 0, gemm: 0, skippedSmall: 0, skippedOther: 0, floatWeightBytes: 0, int8WeightBytes: 0 }
+    : quantizeModel(loaded.model, options);
+  let output: QuantizedRecord['output'] = null;
+  if (report.matmul + report.gemm > 0) {
+    const externalName = `${graphName}.data`;
+    const serialized = serializeOnnx(loaded.model, externalName);
+    let externalPrint: FileFingerprint | null = null;
+    if (serialized.external !== null) {
+      await writeAtomically(join(cacheDir, externalName), serialized.external);
+      externalPrint = await fingerprint(cacheDir, externalName);
+    }
+    await writeAtomically(join(cacheDir, graphName), [serialized.graph]);
+    output = { graph: await fingerprint(cacheDir, graphName), external: externalPrint };
+  }
+  const record: QuantizedRecord = {
+    format: 1,
+    quantizer: QUANTIZER_VERSION,
+    options,
+    source: { graph: { file: basename(request.source), bytes: loaded.bytes, sha256: sourceSha }, external },
+    output,
+    alreadyQuantized,
+    inputVocab,
+    report,
+    fidelity: null,
+  };
+  await writeRecord(recordPath, record);
+  const path = output === null ? request.source : join(cacheDir, graphName);
+  return { key, sourcePath: request.source, path, recordPath, built: true, record, ...sizes(record) };
+}
+
+/** Stores a fidelity measurement in the graph's record, so later loads need not repeat it. */
+export async function saveFidelity(graph: QuantizedGraph, fidelity: FidelityRecord): Promise<QuantizedGraph> {
+  const record: QuantizedRecord = { ...graph.record, fidelity };
+  await writeRecord(graph.recordPath, record);
+  return { ...graph, record };
+}

@@ -1,0 +1,83 @@
+import { availableParallelism } from 'node:os';
+import { z } from 'zod';
+import { ErrorCode } from '../../adapters/protocol/errors.js';
+import { parseWith } from '../../adapters/protocol/validate.js';
+import { RuntimeOptions } from '../../adapters/runtime/ort-session.js';
+import type { DownloadProgress } from '../../adapters/sources/hub-download.js';
+import { SourceOptions, sourceOptionsFromEnv } from '../../adapters/sources/resolve.js';
+import type { Catalog } from './catalog.js';
+import { defaultMemoryBudget, parseBytes } from './memory.js';
+import type { PoolHooks } from './pool.js';
+import { DEFAULT_SCHEDULER_OPTIONS, type SchedulerHooks } from './scheduler.js';
+
+/**
+ * Options of the in-process engine, with their defaults. Services build these from their config
+ * files and environment; everything is validated once and frozen.
+ */
+
+const ByteSize = z.union([z.number().int().positive(), z.string().min(1)]);
+
+export const EngineOptions = z.strictObject({
+  sources: SourceOptions.optional(),
+  runtime: RuntimeOptions.optional(),
+  /** Prep (tokenization) threads. @default 1 */
+  prepThreads: z.number().int().min(1).max(64).default(1),
+  /** Padded tokens per batch (longest × items); a model's catalog `options.maxBatchTokens` overrides it. @default 4096 */
+  maxBatchTokens: z.number().int().min(1).default(DEFAULT_SCHEDULER_OPTIONS.maxBatchTokens),
+  /** @default 256 */
+  maxBatchItems: z.number().int().min(1).default(DEFAULT_SCHEDULER_OPTIONS.maxBatchItems),
+  /** Longest wait to fill a bulk batch while more items are being prepared. @default 2 */
+  maxWaitMs: z.number().min(0).max(10_000).default(DEFAULT_SCHEDULER_OPTIONS.maxWaitMs),
+  /** Primary batches running at once; default 1 on CPU (each batch uses all cores), 2 with a GPU provider. */
+  maxConcurrentBatches: z.number().int().min(1).max(64).optional(),
+  /** Items queued over all models before bulk submitters wait. @default 50000 */
+  maxQueuedItems: z.number().int().min(1).default(DEFAULT_SCHEDULER_OPTIONS.maxQueuedItems),
+  /** Adapt batch budgets so a bulk batch takes about this many ms (null: fixed budgets). */
+  targetBatchMs: z.number().positive().nullable().default(null),
+  /** Memory for models: bytes, "2GiB", "512MB" or "60%" of RAM; default 50% of RAM (or of the container limit). */
+  memoryBudget: ByteSize.optional(),
+  /** Unload models unused this long (seconds); null = keep them until memory is needed. */
+  idleEvictSeconds: z.number().positive().nullable().default(null),
+  /** How long a model load waits for busy models to free memory. @default 60000 */
+  admissionTimeoutMs: z.number().int().min(0).default(60_000),
+  /** Give models with interactive traffic a second session so queries never wait behind bulk batches. @default true */
+  interactiveSessions: z.boolean().default(true),
+  /** Intra-op threads of interactive sessions; default half the cores. */
+  interactiveThreads: z.number().int().min(1).max(1024).optional(),
+  /** Requests without a priority and at most this many items use the interactive lane. @default 32 */
+  interactiveMaxItems: z.number().int().min(0).default(32),
+  /** Models to load at start and keep resident (never evicted). */
+  preload: z.array(z.string()).default([]),
+  /** Serve models that are not in the catalog, by hub id or local path. @default true */
+  allowUnlisted: z.boolean().default(true),
+});
+export type EngineOptionsInput = z.input<typeof EngineOptions> & {
+  catalog?: Catalog;
+  /** Called while a model is downloaded from the hub (the CLI draws a progress bar with it). */
+  onDownloadProgress?: (event: DownloadProgress) => void;
+  hooks?: { pool?: PoolHooks; scheduler?: SchedulerHooks };
+};
+
+export interface ResolvedEngineOptions extends Omit<z.output<typeof EngineOptions>, 'memoryBudget' | 'sources' | 'runtime' | 'maxConcurrentBatches'> {
+  sources: SourceOptions;
+  runtime: RuntimeOptions;
+  interactiveRuntime: RuntimeOptions;
+  memoryBudgetBytes: number;
+  maxConcurrentBatches: number;
+}
+
+export function resolveEngineOptions(input: Omit<EngineOptionsInput, 'catalog' | 'onDownloadProgress' | 'hooks'>): ResolvedEngineOptions {
+  const options = parseWith(EngineOptions, input, 'engine options', ErrorCode.CONFIG_INVALID);
+  const runtime = options.runtime ?? RuntimeOptions.parse({});
+  const cpuOnly = runtime.providers.every((p) => p === 'cpu');
+  const interactiveThreads = options.interactiveThreads ?? Math.max(1, Math.floor(availableParallelism() / 2));
+  const { memoryBudget, sources, maxConcurrentBatches, ...rest } = options;
+  return Object.freeze({
+    ...rest,
+    sources: sources ?? SourceOptions.parse(sourceOptionsFromEnv()),
+    runtime,
+    interactiveRuntime: { ...runtime, intraOpThreads: interactiveThreads },
+    memoryBudgetBytes: memoryBudget === undefined ? defaultMemoryBudget() : typeof memoryBudget === 'number' ? memoryBudget : parseBytes(memoryBudget),
+    maxConcurrentBatches: maxConcurrentBatches ?? (cpuOnly ? 1 : 2),
+  });
+}
