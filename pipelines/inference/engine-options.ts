@@ -4,7 +4,7 @@ import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { parseWith } from '../../adapters/protocol/validate.js';
 import { RuntimeOptions } from '../../adapters/runtime/ort-session.js';
 import type { DownloadProgress } from '../../adapters/sources/hub-download.js';
-import { SourceOptions, sourceOptionsFromEnv } from '../../adapters/sources/resolve.js';
+import { SourceOptions, resolveSourceOptions, sourceOptionsFromEnv } from '../../adapters/sources/resolve.js';
 import type { Catalog } from './catalog.js';
 import { defaultMemoryBudget, parseBytes } from './memory.js';
 import type { PoolHooks } from './pool.js';
@@ -74,7 +74,7 @@ export function resolveEngineOptions(input: Omit<EngineOptionsInput, 'catalog' |
   const { memoryBudget, sources, maxConcurrentBatches, ...rest } = options;
   return Object.freeze({
     ...rest,
-    sources: sources ?? SourceOptions.parse(sourceOptionsFromEnv()),
+    sources: sources ?? resolveSourceOptions(sourceOptionsFromEnv()),
     runtime,
     interactiveRuntime: { ...runtime, intraOpThreads: interactiveThreads },
     memoryBudgetBytes: memoryBudget === undefined ? defaultMemoryBudget() : typeof memoryBudget === 'number' ? memoryBudget : parseBytes(memoryBudget),

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { ItemId } from '../../adapters/protocol/requests.js';
@@ -60,6 +61,21 @@ export function parseLine<T extends { id?: ItemId | undefined }>(raw: RawLine, s
   return { line: raw.number, id: result.data.id ?? raw.number, value: result.data };
 }
 
+/**
+ * A signal for one chunk's engine calls that follows the run's signal. Whatever listeners the
+ * engine adds to it (one per request) become garbage with the chunk, instead of piling up on the
+ * long-lived run signal for the whole input.
+ */
+function chunkSignal(run: AbortSignal): { signal: AbortSignal; release: () => void } {
+  const controller = new AbortController();
+  // A score chunk makes one engine call per line, each listening: not a leak, no warning wanted.
+  setMaxListeners(0, controller.signal);
+  const follow = (): void => controller.abort(run.reason);
+  if (run.aborted) follow();
+  else run.addEventListener('abort', follow, { once: true });
+  return { signal: controller.signal, release: () => run.removeEventListener('abort', follow) };
+}
+
 function throwIfAborted(signal: AbortSignal): void {
   if (signal.aborted) throw new ShoalError(ErrorCode.CANCELLED, 'interrupted');
 }
@@ -117,7 +133,8 @@ export async function streamLines<T extends { id?: ItemId | undefined }>(
         endOffset = line.endOffset;
       }
       if (parsed.length > 0) {
-        const results = job.run(parsed, options.signal);
+        const scope = chunkSignal(options.signal);
+        const results = job.run(parsed, scope.signal).finally(scope.release);
         // Awaited in order by flushOne; this only keeps a rejection from being reported as unhandled meanwhile.
         results.catch(() => undefined);
         inFlight.push({ results, expected: parsed.length, endOffset });

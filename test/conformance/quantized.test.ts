@@ -1,0 +1,243 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import type { Entity, SparseVector } from '../../adapters/protocol/results.js';
+import { InferenceEngine } from '../../pipelines/inference/engine.js';
+import { parseCatalog } from '../../pipelines/inference/catalog.js';
+import { conformanceDir, loadConformance, type ConformanceModel } from '../helpers/conformance.js';
+import { missingReason } from '../helpers/shared.js';
+
+/**
+ * Every text model of the kit quantized to int8 at load time (catalog `precision: int8`) and
+ * compared with the same model in fp32, through the public engine API on the kit's own cases:
+ * embedders by cosine of the post-processed vectors, rerankers by the largest score difference,
+ * extractors by how many token labels / spans agree. The kit's weights are random and its layers
+ * 32 wide, so these figures are a floor for real models (bench-minilm-l6 at real size: see
+ * bench/quantize.ts); every bound asserted below was measured and holds with margin.
+ * The kit's matrices (32×32 … 128×32) are all below the default 16K-element threshold, hence
+ * `min_weight_elements: 0`.
+ */
+
+const Texts = z.looseObject({ texts: z.array(z.string()), prompt_name: z.string().optional() });
+const Pairs = z.looseObject({ pairs: z.array(z.tuple([z.string(), z.string()])) });
+const QueriesDocs = z.looseObject({ queries: z.array(z.string()), documents: z.array(z.string()) });
+const Zeroshot = z.looseObject({ texts: z.array(z.string()), labels: z.array(z.string()), threshold: z.number() });
+
+interface Measured {
+  /** Lowest cosine(fp32, int8) over every vector compared (embedders). */
+  minCosine?: number;
+  /** Largest |score fp32 − score int8| (rerankers, MaxSim, entity scores). */
+  maxScoreDiff?: number;
+  /** Largest |score fp32 − score int8| / |score fp32| (MaxSim sums one similarity per query token). */
+  maxRelativeDiff?: number;
+  /** Share of labels or spans found identically in both precisions (extractors). */
+  agreement?: number;
+}
+
+function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let dot = 0;
+  let na = 0;
+  let nb = 0;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i] ?? 0;
+    const y = b[i] ?? 0;
+    dot += x * y;
+    na += x * x;
+    nb += y * y;
+  }
+  return dot / Math.sqrt(na * nb);
+}
+
+function sparseAsDense(vector: SparseVector | undefined, size: number): Float64Array {
+  const dense = new Float64Array(size);
+  vector?.indices.forEach((index, k) => {
+    dense[index] = vector.values[k] ?? 0;
+  });
+  return dense;
+}
+
+const entityKey = (e: Entity): string => `${e.label}@${e.start}-${e.end}`;
+
+/** Share of entities (by label and span) found by both, and the largest score difference among those. */
+function compareEntities(fp32: Entity[][], int8: Entity[][]): Measured {
+  let shared = 0;
+  let total = 0;
+  let maxScoreDiff = 0;
+  fp32.forEach((items, i) => {
+    const other = new Map((int8[i] ?? []).map((e) => [entityKey(e), e]));
+    const keys = new Set([...items.map(entityKey), ...other.keys()]);
+    total += keys.size;
+    for (const entity of items) {
+      const twin = other.get(entityKey(entity));
+      if (twin === undefined) continue;
+      shared++;
+      maxScoreDiff = Math.max(maxScoreDiff, Math.abs(entity.score - twin.score));
+    }
+  });
+  return { agreement: total === 0 ? 1 : shared / total, maxScoreDiff };
+}
+
+type Measure = (engine: InferenceEngine, model: ConformanceModel, name: (precision: 'fp32' | 'int8') => string) => Promise<Measured>;
+
+const measureDense: Measure = async (engine, model, name) => {
+  let minCosine = 1;
+  for (const kase of model.cases.cases) {
+    const parsed = Texts.safeParse(kase.inputs);
+    if (!parsed.success) continue; // pair cases (xlmr) are about tokenization, not embeddings
+    const inputs = parsed.data;
+    const request = { items: inputs.texts, ...(inputs.prompt_name === undefined ? {} : { prompt: inputs.prompt_name }) };
+    const [a, b] = await Promise.all([engine.encode({ model: name('fp32'), ...request }), engine.encode({ model: name('int8'), ...request })]);
+    a.items.forEach((item, i) => {
+      minCosine = Math.min(minCosine, cosine(item.dense ?? [], b.items[i]?.dense ?? []));
+    });
+  }
+  return { minCosine };
+};
+
+const measureSplade: Measure = async (engine, model, name) => {
+  let minCosine = 1;
+  for (const kase of model.cases.cases) {
+    const { texts } = Texts.parse(kase.inputs);
+    const [a, b] = await Promise.all([engine.encode({ model: name('fp32'), items: texts }), engine.encode({ model: name('int8'), items: texts })]);
+    a.items.forEach((item, i) => {
+      minCosine = Math.min(minCosine, cosine(sparseAsDense(item.sparse, 30522), sparseAsDense(b.items[i]?.sparse, 30522)));
+    });
+  }
+  return { minCosine };
+};
+
+const measureCrossEncoder: Measure = async (engine, model, name) => {
+  let maxScoreDiff = 0;
+  for (const kase of model.cases.cases) {
+    for (const [query, passage] of Pairs.parse(kase.inputs).pairs) {
+      const [a, b] = await Promise.all([name('fp32'), name('int8')].map((m) => engine.score({ model: m, query, items: [passage] })));
+      maxScoreDiff = Math.max(maxScoreDiff, Math.abs((a?.scores[0]?.score ?? 0) - (b?.scores[0]?.score ?? 1)));
+    }
+  }
+  return { maxScoreDiff };
+};
+
+const measureColbert: Measure = async (engine, model, name) => {
+  let minCosine = 1;
+  let maxScoreDiff = 0;
+  let maxRelativeDiff = 0;
+  for (const kase of model.cases.cases) {
+    const { queries, documents } = QueriesDocs.parse(kase.inputs);
+    for (const role of ['query', 'document'] as const) {
+      const items = role === 'query' ? queries : documents;
+      const [a, b] = await Promise.all([name('fp32'), name('int8')].map((m) => engine.encode({ model: m, items, role })));
+      a?.items.forEach((item, i) => {
+        (item.multivector ?? []).forEach((vector, t) => {
+          minCosine = Math.min(minCosine, cosine(vector, b?.items[i]?.multivector?.[t] ?? []));
+        });
+      });
+    }
+    for (const query of queries) {
+      const [a, b] = await Promise.all([name('fp32'), name('int8')].map((m) => engine.score({ model: m, query, items: documents })));
+      const byIndex = (scores: { index: number; score: number }[] | undefined) => new Map((scores ?? []).map((s) => [s.index, s.score]));
+      const left = byIndex(a?.scores);
+      const right = byIndex(b?.scores);
+      for (const [index, score] of left) {
+        const diff = Math.abs(score - (right.get(index) ?? 0));
+        maxScoreDiff = Math.max(maxScoreDiff, diff);
+        maxRelativeDiff = Math.max(maxRelativeDiff, diff / Math.abs(score));
+      }
+    }
+  }
+  return { minCosine, maxScoreDiff, maxRelativeDiff };
+};
+
+const measureTokenClassification: Measure = async (engine, model, name) => {
+  const fp32: Entity[][] = [];
+  const int8: Entity[][] = [];
+  for (const kase of model.cases.cases) {
+    const { texts } = Texts.parse(kase.inputs);
+    const [a, b] = await Promise.all([name('fp32'), name('int8')].map((m) => engine.extract({ model: m, items: texts, aggregation: 'none' })));
+    fp32.push(...(a?.items ?? []).map((item) => item.entities ?? []));
+    int8.push(...(b?.items ?? []).map((item) => item.entities ?? []));
+  }
+  return compareEntities(fp32, int8);
+};
+
+const measureGliner: Measure = async (engine, model, name) => {
+  const fp32: Entity[][] = [];
+  const int8: Entity[][] = [];
+  for (const kase of model.cases.cases) {
+    const { texts, labels, threshold } = Zeroshot.parse(kase.inputs);
+    const [a, b] = await Promise.all([name('fp32'), name('int8')].map((m) => engine.extract({ model: m, items: texts, labels, threshold })));
+    fp32.push(...(a?.items ?? []).map((item) => item.entities ?? []));
+    int8.push(...(b?.items ?? []).map((item) => item.entities ?? []));
+  }
+  return compareEntities(fp32, int8);
+};
+
+/** Per kit model: how it is measured and the bounds that hold (measured values in comments). */
+const SUITES: Record<string, { measure: Measure; expect: (m: Measured) => void }> = {
+  'bert-mean-embed': { measure: measureDense, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.999) },
+  'bert-cls-embed': { measure: measureDense, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.999) },
+  'xlmr-mean-embed': { measure: measureDense, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.999) },
+  'qwen2-last-embed': { measure: measureDense, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.999) },
+  'bert-splade': { measure: measureSplade, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.999) },
+  'bert-colbert': {
+    measure: measureColbert,
+    expect: (m) => {
+      expect(m.minCosine).toBeGreaterThanOrEqual(0.999);
+      expect(m.maxScoreDiff).toBeLessThanOrEqual(0.05);
+    },
+  },
+  'bert-cross-encoder': { measure: measureCrossEncoder, expect: (m) => expect(m.maxScoreDiff).toBeLessThanOrEqual(0.01) },
+  'bert-token-classification': { measure: measureTokenClassification, expect: (m) => expect(m.agreement).toBeGreaterThanOrEqual(0.5) },
+  'gliner-span': { measure: measureGliner, expect: (m) => expect(m.agreement).toBeGreaterThanOrEqual(0.5) },
+};
+
+const available = Object.keys(SUITES).filter((name) => loadConformance(name) !== null);
+const measuredTable: Record<string, Measured> = {};
+let engine: InferenceEngine;
+let cacheRoot: string;
+
+beforeAll(() => {
+  cacheRoot = mkdtempSync(join(tmpdir(), 'shoal-quantized-conformance-'));
+  // Model threads read SHOAL_CACHE_DIR when they start: a private cache keeps the run hermetic.
+  process.env.SHOAL_CACHE_DIR = cacheRoot;
+  const models: Record<string, unknown> = {};
+  for (const name of available) {
+    models[`${name}.fp32`] = { source: conformanceDir(name), precision: 'fp32' };
+    models[`${name}.int8`] = { source: conformanceDir(name), precision: 'int8', quantization: { min_weight_elements: 0 } };
+  }
+  engine = new InferenceEngine({ catalog: parseCatalog({ models }, 'quantized conformance') });
+});
+
+afterAll(async () => {
+  await engine.close();
+  rmSync(cacheRoot, { recursive: true, force: true });
+  delete process.env.SHOAL_CACHE_DIR;
+  console.log(`int8 vs fp32 on the kit's cases:\n${JSON.stringify(measuredTable, null, 1)}`);
+});
+
+for (const [name, suite] of Object.entries(SUITES)) {
+  const model = loadConformance(name);
+  describe(`int8 ${name}`, () => {
+    if (model === null) {
+      it.skip(missingReason(conformanceDir(name)), () => undefined);
+      return;
+    }
+    it('loads as a quantized int8 graph that passed the fidelity gate', async () => {
+      const { info } = await engine.inspect(`${name}.int8`);
+      const precision = info.precision?.model;
+      expect(precision).toMatchObject({ requested: 'int8', effective: 'int8', origin: 'quantized (built now)' });
+      expect(precision?.rewritten).toBeGreaterThan(0);
+      expect(precision?.fidelity?.minCosine).toBeGreaterThanOrEqual(0.99);
+      const fp32 = await engine.inspect(`${name}.fp32`);
+      expect(fp32.info.precision?.model).toMatchObject({ effective: 'fp32', origin: 'float graph' });
+      expect(info.outputs).toEqual(fp32.info.outputs);
+      expect(info.inputs).toEqual(fp32.info.inputs);
+    });
+    it('post-processed outputs stay close to fp32 on the kit cases', async () => {
+      const measured = await suite.measure(engine, model, (precision) => `${name}.${precision}`);
+      measuredTable[name] = measured;
+      suite.expect(measured);
+    });
+  });
+}
