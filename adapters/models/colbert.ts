@@ -20,6 +20,7 @@ import type {
   RunnerContext,
   RunOptions,
 } from './family.js';
+import { requireTokenizer } from './family.js';
 import { ColbertMetadata } from './model-files.js';
 import { positionPadIdx } from './model-types.js';
 import { l2Normalize } from './pooling.js';
@@ -113,7 +114,7 @@ function documentLength(profile: ModelProfile, options: ColbertOptions, requeste
 function encodeMarked(context: PrepContext, item: PrepItem, maxLength: number, marker: number, exactLength: boolean) {
   const lowercase = context.profile.tokenizer?.lowercase === true;
   const text = TEXT_PREFIX + (lowercase ? item.text.toLowerCase() : item.text);
-  const encoded = context.tokenizer.encode(text, exactLength ? { maxLength, exactLength: true } : { maxLength });
+  const encoded = requireTokenizer(context.tokenizer, context.profile.id).encode(text, exactLength ? { maxLength, exactLength: true } : { maxLength });
   const ids = encoded.ids.slice();
   ids[MARKER_POSITION] = marker;
   return { ids, truncated: encoded.truncated, length: encoded.length };
@@ -263,7 +264,8 @@ export const colbert: FamilyAdapter = {
     return 0;
   },
 
-  async detectOptions(evidence: Evidence, tokenizer: TextTokenizer): Promise<Record<string, unknown>> {
+  async detectOptions(evidence: Evidence, maybeTokenizer: TextTokenizer | null): Promise<Record<string, unknown>> {
+    const tokenizer = requireTokenizer(maybeTokenizer, evidence.folder.dir);
     const metadata = (await evidence.folder.json('artifact.metadata', ColbertMetadata)) ?? parseWith(ColbertMetadata, {}, 'ColBERT defaults');
     const lead = tokenizer.info.template.single[0];
     if (lead?.kind !== 'special' || lead.ids.length !== 1) {

@@ -20,7 +20,8 @@ const INSTRUCT = /^(Instruct: )(.*)(\nQuery: ?)$/s;
 
 export interface DescribedModel {
   profile: ModelProfile;
-  tokenizer: TextTokenizer;
+  /** Null for families that read no text. */
+  tokenizer: TextTokenizer | null;
 }
 
 function onnxComponents(folder: ModelFolder, overrides: ProfileOverrides, evidence: string[]): Record<string, string> {
@@ -79,15 +80,16 @@ export async function describeModel(id: string, dir: string, overrides: ProfileO
   }
   evidence.push(overrides.family !== undefined ? `family ${adapter.name}: from catalog` : `family ${adapter.name}: detected`);
 
-  if (!folder.has('tokenizer.json')) {
+  const readsText = (adapter.capabilities.inputs ?? ['text']).includes('text');
+  if (readsText && !folder.has('tokenizer.json')) {
     throw new ShoalError(ErrorCode.MODEL_LOAD_FAILED, `${id}: tokenizer.json is missing in ${dir} (Shoal reads the fast-tokenizer file)`);
   }
   const tokenizerOverrides: Record<string, unknown> = overrides.padding_side === undefined ? {} : { padding_side: overrides.padding_side };
-  const tokenizer = await TextTokenizer.load(dir, tokenizerOverrides);
+  const tokenizer = readsText ? await TextTokenizer.load(dir, tokenizerOverrides) : null;
   const sbert = await folder.json('sentence_bert_config.json', SentenceBertConfig);
   const st = await folder.json('config_sentence_transformers.json', StConfig);
 
-  const hard = hardMaxLength(config, tokenizer.info.modelMaxLength);
+  const hard = hardMaxLength(config, tokenizer?.info.modelMaxLength ?? null);
   let maxLength: number;
   if (overrides.max_length !== undefined) {
     maxLength = overrides.max_length;
@@ -95,7 +97,7 @@ export async function describeModel(id: string, dir: string, overrides: ProfileO
   } else if (sbert?.max_seq_length !== undefined) {
     maxLength = sbert.max_seq_length;
     evidence.push(`max_length ${maxLength}: sentence_bert_config.json max_seq_length`);
-  } else if (tokenizer.info.modelMaxLength !== null) {
+  } else if (tokenizer !== null && tokenizer.info.modelMaxLength !== null) {
     maxLength = tokenizer.info.modelMaxLength;
     evidence.push(`max_length ${maxLength}: tokenizer_config.json model_max_length`);
   } else {
@@ -125,8 +127,8 @@ export async function describeModel(id: string, dir: string, overrides: ProfileO
     }
   }
 
-  const paddingSide = overrides.padding_side ?? tokenizer.info.paddingSide;
-  evidence.push(`padding ${paddingSide}, pad id ${tokenizer.info.padId}: tokenizer files`);
+  const paddingSide = overrides.padding_side ?? tokenizer?.info.paddingSide ?? 'right';
+  if (tokenizer !== null) evidence.push(`padding ${paddingSide}, pad id ${tokenizer.info.padId}: tokenizer files`);
   const modelType = config?.model_type ?? null;
   const detected = await adapter.detectOptions(facts, tokenizer);
   const profile = ModelProfile.parse({
@@ -138,12 +140,15 @@ export async function describeModel(id: string, dir: string, overrides: ProfileO
     onnx,
     maxLength,
     hardMaxLength: hard,
-    tokenizer: {
-      padId: tokenizer.info.padId,
-      paddingSide,
-      truncationSide: tokenizer.info.truncationSide,
-      lowercase: sbert?.do_lower_case === true,
-    },
+    tokenizer:
+      tokenizer === null
+        ? null
+        : {
+            padId: tokenizer.info.padId,
+            paddingSide,
+            truncationSide: tokenizer.info.truncationSide,
+            lowercase: sbert?.do_lower_case === true,
+          },
     positionRule: positionRuleFor(modelType),
     dims: {
       hidden: config?.hidden_size ?? null,

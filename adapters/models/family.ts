@@ -1,5 +1,7 @@
+import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import type { Aggregation, OutputType, Role } from '../protocol/requests.js';
-import type { Entity, LabelScore, SparseVector } from '../protocol/results.js';
+import type { Entity, LabelScore, OcrLine, SparseVector } from '../protocol/results.js';
+import type { ImageInput } from '../sources/image-input.js';
 import type { CreatedSession, RuntimeOptions } from '../runtime/ort-session.js';
 import type { Span } from '../tokenizers/offsets.js';
 import type { TextTokenizer } from '../tokenizers/text-tokenizer.js';
@@ -17,7 +19,10 @@ import type { Family, ModelProfile } from './profile.js';
 export type Task = 'encode' | 'score' | 'extract' | 'tokenize';
 
 export interface PrepItem {
+  /** The text, or '' for an image item. */
   text: string;
+  /** An image item (already checked against the image policy); families that read images load it. */
+  image?: ImageInput;
   /** Second segment, for pair scoring. */
   pair?: string;
   role: Role;
@@ -81,11 +86,25 @@ export interface PreparedGliner {
   length: number;
 }
 
-export type Prepared = PreparedText | PreparedGliner;
+/** A decoded, preprocessed image: pixel tensor in the layout the vision graph takes. */
+export interface PreparedImage {
+  kind: 'image';
+  /** Row-major tensor data, e.g. [3, 224, 224] float32 for CLIP/ImageNet models. */
+  pixels: Float32Array;
+  dims: number[];
+  /** Size of the decoded image before preprocessing (OCR maps boxes back to it). */
+  width: number;
+  height: number;
+  /** What the scheduler charges for this image, in token units (e.g. ViT patches + 1). */
+  cost: number;
+  role: Role;
+}
+
+export type Prepared = PreparedText | PreparedGliner | PreparedImage;
 
 /** Tokens the scheduler charges for an item before padding. */
 export function preparedCost(item: Prepared): number {
-  return item.ids.length;
+  return item.kind === 'image' ? item.cost : item.ids.length;
 }
 
 export interface RunOptions {
@@ -104,12 +123,28 @@ export interface ItemOutput {
   entities?: Entity[];
   labels?: LabelScore[];
   text?: string;
+  lines?: OcrLine[];
 }
 
 export interface PrepContext {
   profile: ModelProfile;
-  /** Loaded when the family needs one (capabilities.tokenizer). */
-  tokenizer: TextTokenizer;
+  /** The model's tokenizer; null for families that read no text (capabilities.inputs). */
+  tokenizer: TextTokenizer | null;
+  /** Reads the bytes of an image item (file, URL or inline data), within the image limits. */
+  readImage(image: ImageInput): Promise<Uint8Array>;
+}
+
+/** An image reader for contexts that never read images (text-only tools and tests). */
+export function noImageReader(): Promise<Uint8Array> {
+  return Promise.reject(new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, 'this context reads no images'));
+}
+
+/** The tokenizer of a text family: a model folder without tokenizer.json cannot run one. */
+export function requireTokenizer(tokenizer: TextTokenizer | null, model: string): TextTokenizer {
+  if (tokenizer === null) {
+    throw new ShoalError(ErrorCode.MODEL_LOAD_FAILED, `${model}: this model family reads text but the model has no tokenizer.json`);
+  }
+  return tokenizer;
 }
 
 export interface RunnerContext {
@@ -135,7 +170,11 @@ export interface Runner {
   release(): Promise<void>;
 }
 
+export type InputKind = 'text' | 'image';
+
 export interface Capabilities {
+  /** What items the family reads; default ['text']. */
+  inputs?: readonly InputKind[];
   /** Representations `encode` can return. */
   encode: readonly OutputType[];
   /** What `encode` returns when the request names none. */
@@ -159,7 +198,7 @@ export interface FamilyAdapter {
   /** Higher wins; 0 = not this family. Families inspect only the evidence, never load weights. */
   match(evidence: Evidence): number;
   /** Family options detected from the folder (validated later by the family itself). */
-  detectOptions(evidence: Evidence, tokenizer: TextTokenizer): Promise<Record<string, unknown>>;
+  detectOptions(evidence: Evidence, tokenizer: TextTokenizer | null): Promise<Record<string, unknown>>;
   prepare(context: PrepContext, request: PrepareRequest): Prepared[] | Promise<Prepared[]>;
   createRunner(context: RunnerContext): Promise<Runner>;
 }

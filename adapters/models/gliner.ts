@@ -16,6 +16,7 @@ import type {
   Runner,
   RunnerContext,
 } from './family.js';
+import { requireTokenizer } from './family.js';
 import { collectCandidates, decodeFlat, toEntities, type SpanCandidate } from './gliner-decode.js';
 import { collateGliner, prepareGlinerItem, promptIds, windowRow } from './gliner-input.js';
 import { GlinerConfig } from './model-files.js';
@@ -76,7 +77,8 @@ function markerId(tokenizer: TextTokenizer, token: string, dir: string): number 
 }
 
 function prepareGliner(context: PrepContext, request: PrepareRequest): PreparedGliner[] {
-  const { tokenizer, profile } = context;
+  const { profile } = context;
+  const tokenizer = requireTokenizer(context.tokenizer, profile.id);
   const options = glinerOptions(profile);
   const labels = request.labels;
   // Tokenize requests carry no labels: they show how the text itself is read.
@@ -230,7 +232,8 @@ export const gliner: FamilyAdapter = {
     return evidence.folder.has('gliner_config.json') ? 1000 : 0;
   },
 
-  async detectOptions(evidence: Evidence, tokenizer: TextTokenizer): Promise<Record<string, unknown>> {
+  async detectOptions(evidence: Evidence, maybeTokenizer: TextTokenizer | null): Promise<Record<string, unknown>> {
+    const tokenizer = requireTokenizer(maybeTokenizer, evidence.folder.dir);
     const config = await evidence.folder.json('gliner_config.json', GlinerConfig);
     if (config === undefined) {
       throw new ShoalError(ErrorCode.MODEL_LOAD_FAILED, `${evidence.folder.dir}: gliner_config.json is missing`);

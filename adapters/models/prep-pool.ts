@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { siblingModule, spawnThread } from '../runtime/spawn.js';
+import { ImagePolicy } from '../sources/image-input.js';
 import { ThreadClient } from '../runtime/thread-rpc.js';
 import type { Prepared, PrepareRequest } from './family.js';
 import type { ModelProfile, ProfileOverrides } from './profile.js';
@@ -14,6 +15,8 @@ import type { PrepRequest, PrepResponse, TokenizedOutput } from './thread-messag
 export interface PrepPoolOptions {
   /** Number of prep threads; default 1 (tokenization is cheap next to inference on CPU). */
   threads?: number;
+  /** Limits and allowed sources for image items (read in the prep threads). */
+  imagePolicy?: ImagePolicy;
 }
 
 function hash(text: string): number {
@@ -32,10 +35,12 @@ function unexpected(response: PrepResponse, wanted: string): ShoalError {
 export class PrepPool {
   readonly #threads: ThreadClient<PrepRequest, PrepResponse>[] = [];
   readonly #size: number;
+  readonly #imagePolicy: ImagePolicy;
   #closed = false;
 
   constructor(options: PrepPoolOptions = {}) {
     this.#size = Math.max(1, Math.min(options.threads ?? 1, availableParallelism() * 2));
+    this.#imagePolicy = options.imagePolicy ?? ImagePolicy.parse({});
   }
 
   #thread(key: string): ThreadClient<PrepRequest, PrepResponse> {
@@ -43,7 +48,7 @@ export class PrepPool {
     const index = hash(key) % this.#size;
     let thread = this.#threads[index];
     if (thread === undefined || !thread.alive) {
-      const worker = spawnThread(siblingModule(import.meta.url, 'prep-thread'), { name: `shoal-prep-${index}` });
+      const worker = spawnThread(siblingModule(import.meta.url, 'prep-thread'), { name: `shoal-prep-${index}`, workerData: { imagePolicy: this.#imagePolicy } });
       thread = new ThreadClient<PrepRequest, PrepResponse>(worker, { name: `prep thread ${index}` });
       this.#threads[index] = thread;
     }

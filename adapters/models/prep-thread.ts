@@ -1,5 +1,8 @@
+import { workerData } from 'node:worker_threads';
+import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { serveThread, type HandlerResult } from '../runtime/thread-rpc.js';
+import { ImagePolicy, readImageInput, type ImageInput } from '../sources/image-input.js';
 import { EncodingCache } from '../tokenizers/batch-encode.js';
 import { TextTokenizer } from '../tokenizers/text-tokenizer.js';
 import { describeModel } from './detect.js';
@@ -41,15 +44,22 @@ async function tokenizerFor(profile: ModelProfile): Promise<TextTokenizer> {
   return remember(profile.dir, await TextTokenizer.load(profile.dir, overrides));
 }
 
+const imagePolicy: ImagePolicy = z.object({ imagePolicy: ImagePolicy }).parse(workerData).imagePolicy;
+
+function readImage(image: ImageInput): Promise<Uint8Array> {
+  return readImageInput(image, imagePolicy);
+}
+
 async function context(profile: ModelProfile): Promise<PrepContext> {
-  return { profile, tokenizer: await tokenizerFor(profile) };
+  const tokenizer = profile.tokenizer === null ? null : await tokenizerFor(profile);
+  return { profile, tokenizer, readImage };
 }
 
 async function handle(message: PrepRequest): Promise<HandlerResult<PrepResponse>> {
   switch (message.type) {
     case 'describe': {
       const described = await describeModel(message.id, message.dir, message.overrides);
-      remember(message.dir, described.tokenizer);
+      if (described.tokenizer !== null) remember(message.dir, described.tokenizer);
       return { body: { type: 'described', profile: described.profile } };
     }
     case 'prepare': {
@@ -59,14 +69,21 @@ async function handle(message: PrepRequest): Promise<HandlerResult<PrepResponse>
     }
     case 'tokenize': {
       const ctx = await context(message.profile);
+      const tokenizer = ctx.tokenizer;
+      if (tokenizer === null) {
+        throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${message.profile.id} reads no text; there is nothing to tokenize`);
+      }
       const family = getFamily(message.profile.family);
       const prepared = await family.prepare(ctx, { ...message.request, exactLength: true });
-      const items = prepared.map((item): TokenizedOutput => ({
-        ids: item.ids,
-        tokens: item.ids.map((id) => ctx.tokenizer.idToToken(id) ?? ''),
-        truncated: item.truncated,
-        length: item.length,
-      }));
+      const items = prepared.map((item): TokenizedOutput => {
+        if (item.kind === 'image') throw new ShoalError(ErrorCode.INVALID_INPUT, 'tokenize takes text items only');
+        return {
+          ids: item.ids,
+          tokens: item.ids.map((id) => tokenizer.idToToken(id) ?? ''),
+          truncated: item.truncated,
+          length: item.length,
+        };
+      });
       return { body: { type: 'tokenized', items } };
     }
     case 'forget':

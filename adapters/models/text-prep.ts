@@ -1,6 +1,6 @@
 import { encodeBatch, type EncodingCache } from '../tokenizers/batch-encode.js';
 import type { TextTokenizer } from '../tokenizers/text-tokenizer.js';
-import type { PrepContext, PreparedText, PrepareRequest } from './family.js';
+import { requireTokenizer, type PrepContext, type PreparedText, type PrepareRequest } from './family.js';
 
 /**
  * The preparation shared by plain text families (dense, cross-encoder, SPLADE): optional
@@ -23,7 +23,8 @@ function leadingSpecials(tokenizer: TextTokenizer): number {
 }
 
 export function prepareTexts(context: PrepContext, request: PrepareRequest): PreparedText[] {
-  const { tokenizer, profile } = context;
+  const { profile } = context;
+  const tokenizer = requireTokenizer(context.tokenizer, profile.id);
   const lowercase = profile.tokenizer?.lowercase === true;
   const inputs = request.items.map((item) => {
     const text = lowercase ? item.text.toLowerCase() : item.text;

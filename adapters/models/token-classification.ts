@@ -7,7 +7,7 @@ import { floatOutput, runChecked } from '../runtime/tensors.js';
 import type { TextTokenizer } from '../tokenizers/text-tokenizer.js';
 import { collateOptionsFor, collateText, type CollateOptions } from './collate.js';
 import { requireTextBatch } from './dense.js';
-import type { Evidence, FamilyAdapter, ItemOutput, Prepared, PrepContext, PreparedText, PrepareRequest, RunOptions, Runner, RunnerContext } from './family.js';
+import { requireTokenizer, type Evidence, type FamilyAdapter, type ItemOutput, type Prepared, type PrepContext, type PreparedText, type PrepareRequest, type RunOptions, type Runner, type RunnerContext } from './family.js';
 import type { HfConfig } from './model-files.js';
 import { positionPadIdx } from './model-types.js';
 import { aggregateEntities, isSubword, type AggregateOptions, type TokenPrediction } from './token-aggregation.js';
@@ -87,7 +87,8 @@ function templateEdges(tokenizer: TextTokenizer): { specialPrefix: number; speci
 }
 
 function prepareTokens(context: PrepContext, request: PrepareRequest): PreparedText[] {
-  const { tokenizer, profile } = context;
+  const { profile } = context;
+  const tokenizer = requireTokenizer(context.tokenizer, profile.id);
   const options = optionsOf(profile.id, profile.options);
   const special = options.specialPrefix + options.specialSuffix;
   const windowed = options.longText === 'window';
@@ -292,7 +293,8 @@ export const tokenClassification: FamilyAdapter = {
     return arch.endsWith('ForTokenClassification') ? 100 : 0;
   },
 
-  async detectOptions(evidence: Evidence, tokenizer: TextTokenizer): Promise<Record<string, unknown>> {
+  async detectOptions(evidence: Evidence, maybeTokenizer: TextTokenizer | null): Promise<Record<string, unknown>> {
+    const tokenizer = requireTokenizer(maybeTokenizer, evidence.folder.dir);
     const tokenizerJson = await evidence.folder.json('tokenizer.json', TokenizerModelJson);
     const prefix = tokenizerJson?.model.continuing_subword_prefix;
     const unkToken = tokenizer.info.unkToken;

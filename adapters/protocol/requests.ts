@@ -34,8 +34,38 @@ export const TextItem = z.strictObject({
 });
 export type TextItem = z.infer<typeof TextItem>;
 
+/** Base64 of the largest allowed image. */
+const MAX_IMAGE_BASE64 = Math.ceil((DEFAULT_LIMITS.maxImageBytes * 4) / 3) + 64;
+
+/**
+ * An image: a local path (inside the configured image roots) or an http(s) URL (allowed hosts only)
+ * as a string or `{path}` / `{url}`, inline data as `{base64}` or a `data:image/...;base64,` string,
+ * or raw bytes (in-process callers and binary NATS payloads).
+ */
+export const ImageSource = z.union([
+  z.string().min(1).max(MAX_IMAGE_BASE64),
+  z.strictObject({ path: z.string().min(1).max(4096) }),
+  z.strictObject({ url: z.string().min(1).max(8192) }),
+  z.strictObject({ base64: z.string().min(1).max(MAX_IMAGE_BASE64) }),
+  z.instanceof(Uint8Array),
+]);
+export type ImageSource = z.infer<typeof ImageSource>;
+
+export const ImageItem = z.strictObject({
+  id: ItemId.optional(),
+  image: ImageSource,
+  role: Role.optional(),
+});
+export type ImageItem = z.infer<typeof ImageItem>;
+
+export type Item = TextItem | ImageItem;
+
+export function isImageItem(item: Item): item is ImageItem {
+  return 'image' in item;
+}
+
 /** A bare string is accepted wherever an item is, as shorthand for `{text}`. */
-const ItemInput = z.union([Text, TextItem]).transform((value): TextItem =>
+const ItemInput = z.union([Text, TextItem, ImageItem]).transform((value): Item =>
   typeof value === 'string' ? { text: value } : value,
 );
 
@@ -79,9 +109,12 @@ export type ParsedEncodeRequest = z.output<typeof EncodeRequest>;
 
 export const ScoreRequest = z.strictObject({
   ...Common,
-  query: z.union([Text, z.strictObject({ id: ItemId.optional(), text: Text })]).transform((value) =>
-    typeof value === 'string' ? { text: value } : value,
-  ),
+  /** The query: text, or an image (image-to-text search with CLIP-style models). */
+  query: z
+    .union([Text, z.strictObject({ id: ItemId.optional(), text: Text }), z.strictObject({ id: ItemId.optional(), image: ImageSource })])
+    .transform((value): { id?: ItemId | undefined; text: string } | { id?: ItemId | undefined; image: ImageSource } =>
+      typeof value === 'string' ? { text: value } : value,
+    ),
   items: Items,
   /** Return only the best k scores. */
   top_k: z.number().int().min(1).optional(),

@@ -73,12 +73,25 @@ export const LabelScore = z.strictObject({
 });
 export type LabelScore = z.infer<typeof LabelScore>;
 
+/** A line of text found in an image (OCR), with its quadrilateral in image pixel coordinates. */
+export const OcrLine = z.strictObject({
+  text: z.string(),
+  score: z.number(),
+  /** Corners clockwise from top-left: [[x, y] × 4]. */
+  box: z.array(z.tuple([z.number(), z.number()])).length(4),
+});
+export type OcrLine = z.infer<typeof OcrLine>;
+
 export const ExtractedItem = z.strictObject({
   index: z.number().int().nonnegative(),
   id: ItemId.optional(),
   entities: z.array(Entity).optional(),
+  /** Classifier labels, best first. */
   labels: z.array(LabelScore).optional(),
+  /** Text extracted from a document or image (OCR: the page text in reading order). */
   text: z.string().optional(),
+  /** OCR lines in reading order. */
+  lines: z.array(OcrLine).optional(),
 });
 export type ExtractedItem = z.infer<typeof ExtractedItem>;
 

@@ -137,8 +137,9 @@ export async function readOnnx(path: string): Promise<LoadedOnnx> {
     } finally {
       await handle.close();
     }
-    tensor.externalData = [];
-    tensor.dataLocation = onnx.TensorProto.DataLocation.DEFAULT;
+    // Removed rather than reset, so the tensor encodes exactly like one that was always inline.
+    delete tensor.externalData;
+    delete tensor.dataLocation;
   }
   return { model, bytes: bytes.length, externalFiles: [...external].sort() };
 }

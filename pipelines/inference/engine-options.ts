@@ -4,6 +4,7 @@ import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { parseWith } from '../../adapters/protocol/validate.js';
 import { RuntimeOptions } from '../../adapters/runtime/ort-session.js';
 import type { DownloadProgress } from '../../adapters/sources/hub-download.js';
+import { ImagePolicy } from '../../adapters/sources/image-input.js';
 import { SourceOptions, resolveSourceOptions, sourceOptionsFromEnv } from '../../adapters/sources/resolve.js';
 import type { Catalog } from './catalog.js';
 import { defaultMemoryBudget, parseBytes } from './memory.js';
@@ -48,6 +49,8 @@ export const EngineOptions = z.strictObject({
   interactiveMaxItems: z.number().int().min(0).default(32),
   /** Models to load at start and keep resident (never evicted). */
   preload: z.array(z.string()).default([]),
+  /** Where image items may come from and how large they may be (local roots, URL hosts, bytes, pixels). */
+  images: ImagePolicy.optional(),
   /** Serve models that are not in the catalog, by hub id or local path. @default true */
   allowUnlisted: z.boolean().default(true),
 });
@@ -58,8 +61,9 @@ export type EngineOptionsInput = z.input<typeof EngineOptions> & {
   hooks?: { pool?: PoolHooks; scheduler?: SchedulerHooks };
 };
 
-export interface ResolvedEngineOptions extends Omit<z.output<typeof EngineOptions>, 'memoryBudget' | 'sources' | 'runtime' | 'maxConcurrentBatches'> {
+export interface ResolvedEngineOptions extends Omit<z.output<typeof EngineOptions>, 'memoryBudget' | 'sources' | 'runtime' | 'maxConcurrentBatches' | 'images'> {
   sources: SourceOptions;
+  images: ImagePolicy;
   runtime: RuntimeOptions;
   interactiveRuntime: RuntimeOptions;
   memoryBudgetBytes: number;
@@ -71,9 +75,10 @@ export function resolveEngineOptions(input: Omit<EngineOptionsInput, 'catalog' |
   const runtime = options.runtime ?? RuntimeOptions.parse({});
   const cpuOnly = runtime.providers.every((p) => p === 'cpu');
   const interactiveThreads = options.interactiveThreads ?? Math.max(1, Math.floor(availableParallelism() / 2));
-  const { memoryBudget, sources, maxConcurrentBatches, ...rest } = options;
+  const { memoryBudget, sources, maxConcurrentBatches, images, ...rest } = options;
   return Object.freeze({
     ...rest,
+    images: images ?? ImagePolicy.parse({}),
     sources: sources ?? resolveSourceOptions(sourceOptionsFromEnv()),
     runtime,
     interactiveRuntime: { ...runtime, intraOpThreads: interactiveThreads },

@@ -6,6 +6,8 @@ import {
   ScoreRequest,
   TokenizeRequest,
   type OutputType,
+  isImageItem,
+  type Item,
   type Priority,
   type Role,
 } from '../../adapters/protocol/requests.js';
@@ -33,6 +35,7 @@ import { PrepPool } from '../../adapters/models/prep-pool.js';
 import type { ModelProfile } from '../../adapters/models/profile.js';
 import { getFamily } from '../../adapters/models/registry.js';
 import type { CompareTo } from '../../adapters/models/thread-messages.js';
+import { checkImageSource } from '../../adapters/sources/image-input.js';
 import { EMPTY_CATALOG } from './catalog.js';
 import { resolveEngineOptions, type EngineOptionsInput, type ResolvedEngineOptions } from './engine-options.js';
 import { predictModelBytes } from './memory.js';
@@ -96,7 +99,7 @@ export class InferenceEngine implements Engine {
     const { catalog, onDownloadProgress, hooks, ...rest } = input;
     const options = resolveEngineOptions(rest);
     this.#options = options;
-    this.#prep = new PrepPool({ threads: options.prepThreads });
+    this.#prep = new PrepPool({ threads: options.prepThreads, imagePolicy: options.images });
     this.#resolve = (name) =>
       resolveProfile(name, {
         catalog: catalog ?? EMPTY_CATALOG,
@@ -255,19 +258,42 @@ export class InferenceEngine implements Engine {
     return { outputs, prepared };
   }
 
-  #prepItems(profile: ModelProfile, items: { text: string; role?: Role | undefined }[], defaultRole: Role | undefined, choice: PromptChoice): PrepItem[] {
+  /**
+   * Request items → prep items: prompts for text (per role), image sources checked against the
+   * image policy, and items the model cannot read refused by name.
+   */
+  async #prepItems(
+    profile: ModelProfile,
+    items: readonly Item[],
+    defaultRole: Role | undefined,
+    choice: PromptChoice | null,
+  ): Promise<PrepItem[]> {
+    const inputs = getFamily(profile.family).capabilities.inputs ?? ['text'];
     const prompts = new Map<Role | 'none', string>();
-    return items.map((item) => {
+    const out: PrepItem[] = [];
+    for (const item of items) {
       const role = item.role ?? defaultRole;
+      if (isImageItem(item)) {
+        if (!inputs.includes('image')) {
+          throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${profile.id} (${profile.family}) reads text, not images`);
+        }
+        out.push({ text: '', image: await checkImageSource(item.image, this.#options.images), role: role ?? 'document' });
+        continue;
+      }
+      if (!inputs.includes('text')) {
+        throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${profile.id} (${profile.family}) reads images, not text`);
+      }
       const key = role ?? 'none';
       let prompt = prompts.get(key);
       if (prompt === undefined) {
-        prompt = promptFor(profile, role, choice);
+        prompt = choice === null ? '' : promptFor(profile, role, choice);
         prompts.set(key, prompt);
       }
-      return prompt === '' ? { text: item.text, role: role ?? 'document' } : { text: prompt + item.text, role: role ?? 'document', prompt };
-    });
+      out.push(prompt === '' ? { text: item.text, role: role ?? 'document' } : { text: prompt + item.text, role: role ?? 'document', prompt });
+    }
+    return out;
   }
+
 
   async encode(input: EncodeRequest, call: CallOptions = {}): Promise<EncodeResult> {
     const request = parseWith(EncodeRequest, input, 'encode request');
@@ -282,7 +308,7 @@ export class InferenceEngine implements Engine {
           `model ${request.model} (${profile.family}) cannot encode ${unsupported.join(', ') || 'anything'}; it supports ${family.capabilities.encode.join(', ') || 'no encode outputs'}`,
         );
       }
-      const items = this.#prepItems(profile, request.items, request.role, {
+      const items = await this.#prepItems(profile, request.items, request.role, {
         prompt: request.prompt,
         promptText: request.prompt_text,
         instruction: request.instruction,
@@ -303,7 +329,7 @@ export class InferenceEngine implements Engine {
         if (outputs.includes('dense') && output.dense !== undefined) item.dense = output.dense;
         if (outputs.includes('sparse') && output.sparse !== undefined) item.sparse = output.sparse;
         if (outputs.includes('multivector') && output.multivector !== undefined) item.multivector = output.multivector;
-        if (prep?.truncated === true) item.truncated = true;
+        if (prep !== undefined && prep.kind !== 'image' && prep.truncated) item.truncated = true;
         return item;
       });
       return { model: request.model, items: encoded, usage: { items: encoded.length, tokens } };
@@ -320,14 +346,19 @@ export class InferenceEngine implements Engine {
       let outputs: ItemOutput[];
       let tokens = 0;
       if (family.capabilities.score === 'pairs') {
-        const items: PrepItem[] = request.items.map((item) => ({ text: request.query.text, pair: item.text, role: 'document' }));
+        const query = request.query;
+        if (!('text' in query)) throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${request.model} (${profile.family}) scores text pairs, not images`);
+        const items: PrepItem[] = request.items.map((item) => {
+          if (isImageItem(item)) throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${request.model} (${profile.family}) scores text pairs, not images`);
+          return { text: query.text, pair: item.text, role: 'document' };
+        });
         const run = await this.#execute(lease, items, { lane, task: 'score', maxLength, options: { outputs: [] }, signal: call.signal });
         outputs = run.outputs;
         tokens = run.prepared.reduce((sum, p) => sum + preparedCost(p), 0);
       } else if (family.capabilities.score === 'embeddings') {
         const encodeAs = [...family.capabilities.defaultOutputs];
         const choice: PromptChoice = { prompt: request.prompt, instruction: request.instruction };
-        const queryItems = this.#prepItems(profile, [{ text: request.query.text }], 'query', choice);
+        const queryItems = await this.#prepItems(profile, [request.query], 'query', choice);
         const query = await this.#execute(lease, queryItems, { lane, task: 'encode', maxLength, options: { outputs: encodeAs }, signal: call.signal });
         const vector = query.outputs[0];
         if (vector === undefined) throw new ShoalError(ErrorCode.INTERNAL, 'query encoding missing');
@@ -335,7 +366,7 @@ export class InferenceEngine implements Engine {
         if (vector.dense !== undefined) reference.dense = vector.dense;
         if (vector.sparse !== undefined) reference.sparse = vector.sparse;
         if (vector.multivector !== undefined) reference.multivector = vector.multivector;
-        const documents = this.#prepItems(profile, request.items, 'document', {});
+        const documents = await this.#prepItems(profile, request.items, 'document', {});
         const run = await this.#execute(lease, documents, {
           lane,
           task: 'encode',
@@ -364,7 +395,7 @@ export class InferenceEngine implements Engine {
       if (!family.capabilities.extract) {
         throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${request.model} (${profile.family}) cannot extract; use encode or score`);
       }
-      const items: PrepItem[] = request.items.map((item) => ({ text: item.text, role: 'document' }));
+      const items = await this.#prepItems(profile, request.items, 'document', null);
       const options: RunOptions = { outputs: [] };
       if (request.threshold !== undefined) options.threshold = request.threshold;
       if (request.aggregation !== undefined) options.aggregation = request.aggregation;
@@ -394,11 +425,11 @@ export class InferenceEngine implements Engine {
     throwIfAborted(call.signal);
     const profile = await this.profile(request.model);
     const maxLength = this.#maxLength(profile, request.max_length);
-    const items = this.#prepItems(profile, request.items, request.role, {
+    const items = (await this.#prepItems(profile, request.items, request.role, {
       prompt: request.prompt,
       promptText: request.prompt_text,
       instruction: request.instruction,
-    }).map((item, index): PrepItem => {
+    })).map((item, index): PrepItem => {
       // The prompt goes on the first segment only; the pair segment is tokenized as given.
       const pair = request.items[index]?.pair;
       return pair === undefined ? item : { ...item, pair };

@@ -37,9 +37,12 @@ export function formatError(error: ShoalError): string {
   const serialized = serializeError(error);
   const lines = [`error [${serialized.code}]: ${serialized.message}`];
   if (serialized.cause !== undefined && !serialized.message.includes(serialized.cause)) lines.push(`  cause: ${serialized.cause}`);
+  return `${lines.join('\n')}\n${partialOutputNote(error)}`;
+}
+
+/** Where the results written before a failure or an interrupt were kept (`--out FILE.partial`), if anywhere. */
+export function partialOutputNote(error: ShoalError): string {
   const partial = error.details?.partialOutput;
-  if (typeof partial === 'string') {
-    lines.push(`  the ${String(error.details?.linesWritten ?? 'first')} result lines written before the failure are in ${partial}`);
-  }
-  return `${lines.join('\n')}\n`;
+  if (typeof partial !== 'string') return '';
+  return `  the ${String(error.details?.linesWritten ?? 'first')} result lines written before it stopped are in ${partial}\n`;
 }

@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { CommanderError } from 'commander';
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
 import { CliApp } from './app.js';
-import { ExitCode, exitCodeFor, formatError } from './exit.js';
+import { ExitCode, exitCodeFor, formatError, partialOutputNote } from './exit.js';
 import { isBrokenPipe } from './jsonl.js';
 import { buildProgram } from './program.js';
 
@@ -57,12 +57,12 @@ export async function main(argv: readonly string[]): Promise<number> {
   } catch (error) {
     if (error instanceof CommanderError) return commanderExit(error, process.stderr);
     if (isBrokenPipe(error)) return ExitCode.OK;
+    const shoal = toShoalError(error);
     const received = signals.received();
     if (received !== null) {
-      process.stderr.write(`interrupted (${received})\n`);
+      process.stderr.write(`interrupted (${received})\n${partialOutputNote(shoal)}`);
       return received === 'SIGTERM' ? ExitCode.TERMINATED : ExitCode.INTERRUPTED;
     }
-    const shoal = toShoalError(error);
     process.stderr.write(formatError(shoal));
     return exitCodeFor(shoal);
   }

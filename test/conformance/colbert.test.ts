@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
 import { colbert } from '../../adapters/models/colbert.js';
+import { noImageReader } from '../../adapters/models/family.js';
 import { createSession, RuntimeOptions } from '../../adapters/runtime/ort-session.js';
 import { TextTokenizer } from '../../adapters/tokenizers/text-tokenizer.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
@@ -137,7 +138,7 @@ function colbertSuite(model: ConformanceModel): void {
         { text: documents[1] ?? '', role: 'document' as const },
         { text: queries[3] ?? '', role: 'query' as const },
       ];
-      const prepared = await colbert.prepare({ profile, tokenizer }, { task: 'encode', items, maxLength: profile.maxLength });
+      const prepared = await colbert.prepare({ profile, tokenizer, readImage: noImageReader }, { task: 'encode', items, maxLength: profile.maxLength });
       const runtime = RuntimeOptions.parse({ intraOpThreads: 1 });
       const runner = await colbert.createRunner({
         profile,

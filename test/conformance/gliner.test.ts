@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { noImageReader } from '../../adapters/models/family.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { describeModel, type DescribedModel } from '../../adapters/models/detect.js';
@@ -92,7 +93,7 @@ function glinerSuite(model: ConformanceModel): void {
   });
 
   async function prepared(texts: string[], labels: string[]): Promise<PreparedGliner[]> {
-    const context = { profile: described.profile, tokenizer: described.tokenizer };
+    const context = { profile: described.profile, tokenizer: described.tokenizer, readImage: noImageReader };
     const items = texts.map((text) => ({ text, role: 'document' as const }));
     const out = await gliner.prepare(context, { task: 'extract', items, maxLength: described.profile.maxLength, labels });
     return out.map((item) => {
@@ -215,7 +216,7 @@ function glinerSuite(model: ConformanceModel): void {
     async function preparedWith(name: string, texts: string[], labels: string[]): Promise<PreparedGliner[]> {
       const profile = await engine.profile(name);
       const items = texts.map((text) => ({ text, role: 'document' as const }));
-      const out = await gliner.prepare({ profile, tokenizer: described.tokenizer }, { task: 'extract', items, maxLength: profile.maxLength, labels });
+      const out = await gliner.prepare({ profile, tokenizer: described.tokenizer, readImage: noImageReader }, { task: 'extract', items, maxLength: profile.maxLength, labels });
       return out.filter((item): item is PreparedGliner => item.kind === 'gliner');
     }
 
@@ -224,7 +225,7 @@ function glinerSuite(model: ConformanceModel): void {
       const text = 'Apple a-b-c-d-e-f-g-h-i-j was founded in Cupertino by Steve Jobs.';
       const items = [{ text, role: 'document' as const }];
       const maxLength = 17; // [CLS] <<ENT>> person <<ENT>> location <<SEP>> ... [SEP]: 10 tokens of words a window
-      const [item] = await gliner.prepare({ profile, tokenizer: described.tokenizer }, { task: 'extract', items, maxLength, labels: ['person', 'location'] });
+      const [item] = await gliner.prepare({ profile, tokenizer: described.tokenizer, readImage: noImageReader }, { task: 'extract', items, maxLength, labels: ['person', 'location'] });
       if (item?.kind !== 'gliner') throw new Error('no gliner item');
       expect(item.truncated).toBe(true);
       expect(item.length).toBe(7 + 1 + 19 + 10); // prompt and specials, Apple, the hyphenated word, the rest

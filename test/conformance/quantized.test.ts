@@ -173,23 +173,41 @@ const measureGliner: Measure = async (engine, model, name) => {
   return compareEntities(fp32, int8);
 };
 
-/** Per kit model: how it is measured and the bounds that hold (measured values in comments). */
+/**
+ * Per kit model: how it is measured and the bounds asserted. Measured on the development machine
+ * (AVX-512 VNNI): dense cosines 0.99980–0.99993, SPLADE 0.9974 (sparse vectors: the relu/log
+ * cut-off turns tiny logit changes into terms appearing or vanishing), ColBERT per-token cosine
+ * 0.99943 and MaxSim within 0.8 % (0.18 absolute on sums of 32 similarities), cross-encoder
+ * scores within 0.0021, NER and GLiNER: every entity found by both, scores within 0.023.
+ */
 const SUITES: Record<string, { measure: Measure; expect: (m: Measured) => void }> = {
   'bert-mean-embed': { measure: measureDense, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.999) },
   'bert-cls-embed': { measure: measureDense, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.999) },
   'xlmr-mean-embed': { measure: measureDense, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.999) },
   'qwen2-last-embed': { measure: measureDense, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.999) },
-  'bert-splade': { measure: measureSplade, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.999) },
+  'bert-splade': { measure: measureSplade, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.995) },
   'bert-colbert': {
     measure: measureColbert,
     expect: (m) => {
       expect(m.minCosine).toBeGreaterThanOrEqual(0.999);
+      expect(m.maxRelativeDiff).toBeLessThanOrEqual(0.015);
+    },
+  },
+  'bert-cross-encoder': { measure: measureCrossEncoder, expect: (m) => expect(m.maxScoreDiff).toBeLessThanOrEqual(0.005) },
+  'bert-token-classification': {
+    measure: measureTokenClassification,
+    expect: (m) => {
+      expect(m.agreement).toBe(1);
       expect(m.maxScoreDiff).toBeLessThanOrEqual(0.05);
     },
   },
-  'bert-cross-encoder': { measure: measureCrossEncoder, expect: (m) => expect(m.maxScoreDiff).toBeLessThanOrEqual(0.01) },
-  'bert-token-classification': { measure: measureTokenClassification, expect: (m) => expect(m.agreement).toBeGreaterThanOrEqual(0.5) },
-  'gliner-span': { measure: measureGliner, expect: (m) => expect(m.agreement).toBeGreaterThanOrEqual(0.5) },
+  'gliner-span': {
+    measure: measureGliner,
+    expect: (m) => {
+      expect(m.agreement).toBe(1);
+      expect(m.maxScoreDiff).toBeLessThanOrEqual(0.05);
+    },
+  },
 };
 
 const available = Object.keys(SUITES).filter((name) => loadConformance(name) !== null);

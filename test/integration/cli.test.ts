@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -182,6 +182,25 @@ kitSuite('bert-mean-embed', (model) => {
     expect(run.code).toBe(2);
     expect(run.stderr).toMatch(/^error \[INVALID_INPUT\]: stdin line 2: text: /);
     expect(parseJsonl(run.stdout, TokenizeLine).map((l) => l.id)).toEqual([1]);
+  });
+
+  it('--catalog and --model-dir (or SHOAL_CATALOG / SHOAL_MODEL_DIR) resolve a catalog name', async () => {
+    const dir = mkdtempSync(join(scratch, 'catalog-'));
+    mkdirSync(join(dir, 'models', 'kit'), { recursive: true });
+    symlinkSync(model.dir, join(dir, 'models', 'kit', 'bert-mean-embed'));
+    const catalog = join(dir, 'catalog.yaml');
+    writeFileSync(catalog, 'models:\n  minilm:\n    source: kit/bert-mean-embed\n');
+    const stdin = jsonl([{ id: 'a', text: 'hello world' }]);
+    const offline = { SHOAL_OFFLINE: '1', HF_HUB_CACHE: join(dir, 'empty-hub') };
+    const byFlags = await runShoal(['--catalog', catalog, '--model-dir', join(dir, 'models'), 'tokenize', '--model', 'minilm'], { stdin, env: offline });
+    expectOk(byFlags);
+    expect(parseJsonl(byFlags.stdout, TokenizeLine).map((l) => l.tokens)).toEqual([['[CLS]', 'hello', 'world', '[SEP]']]);
+    const byEnv = await runShoal(['tokenize', '--model', 'minilm'], {
+      stdin,
+      env: { ...offline, SHOAL_CATALOG: catalog, SHOAL_MODEL_DIR: join(dir, 'models') },
+    });
+    expectOk(byEnv);
+    expect(byEnv.stdout).toBe(byFlags.stdout);
   });
 
   it('models inspect prints the detected profile and the runner info', async () => {

@@ -1,0 +1,71 @@
+import sharp from 'sharp';
+import { ErrorCode, ShoalError } from '../protocol/errors.js';
+
+/**
+ * Decoding of an encoded image (JPEG, PNG, WebP, GIF, TIFF, AVIF...) into 8-bit RGB, shared by every
+ * image family. EXIF orientation is applied, transparency is flattened onto white, and the pixel
+ * count is checked from the header before any pixel is decoded, so a 20000×20000 PNG is refused
+ * cheaply. Runs in prep threads only (sharp uses libuv's pool, but the copies are CPU work).
+ */
+
+export interface RgbImage {
+  /** Interleaved RGB, row-major, 3 bytes per pixel. */
+  data: Uint8Array;
+  width: number;
+  height: number;
+}
+
+export interface DecodeLimits {
+  maxPixels: number;
+}
+
+function describe(bytes: Uint8Array): string {
+  const head = Buffer.from(bytes.subarray(0, 8));
+  if (head.subarray(0, 5).toString('latin1') === '%PDF-') return 'a PDF document';
+  if (bytes.length === 0) return 'empty data';
+  return `data starting with ${head.toString('hex')}`;
+}
+
+export async function decodeRgb(bytes: Uint8Array, limits: DecodeLimits): Promise<RgbImage> {
+  let width: number | undefined;
+  let height: number | undefined;
+  let format: string | undefined;
+  try {
+    const meta = await sharp(bytes, { failOn: 'truncated' }).metadata();
+    width = meta.width;
+    height = meta.height;
+    format = meta.format;
+  } catch (error) {
+    throw new ShoalError(ErrorCode.INVALID_INPUT, `not a supported image (${describe(bytes)}): ${String(error instanceof Error ? error.message : error)}`, {
+      cause: error,
+    });
+  }
+  if (width === undefined || height === undefined || width <= 0 || height <= 0) {
+    throw new ShoalError(ErrorCode.INVALID_INPUT, `image (${format ?? 'unknown format'}) has no dimensions`);
+  }
+  if (width * height > limits.maxPixels) {
+    throw new ShoalError(
+      ErrorCode.INPUT_TOO_LARGE,
+      `image of ${width}×${height} pixels exceeds the limit of ${limits.maxPixels} pixels`,
+      { details: { width, height, maxPixels: limits.maxPixels } },
+    );
+  }
+  try {
+    const { data, info } = await sharp(bytes, { failOn: 'truncated', limitInputPixels: limits.maxPixels })
+      .rotate()
+      .flatten({ background: { r: 255, g: 255, b: 255 } })
+      .toColourspace('srgb')
+      .removeAlpha()
+      .raw()
+      .toBuffer({ resolveWithObject: true });
+    if (info.channels !== 3) {
+      throw new ShoalError(ErrorCode.INVALID_INPUT, `image decoded to ${info.channels} channels, expected RGB`);
+    }
+    return { data: new Uint8Array(data.buffer, data.byteOffset, data.length), width: info.width, height: info.height };
+  } catch (error) {
+    if (error instanceof ShoalError) throw error;
+    throw new ShoalError(ErrorCode.INVALID_INPUT, `corrupt or truncated ${format ?? ''} image: ${String(error instanceof Error ? error.message : error)}`, {
+      cause: error,
+    });
+  }
+}

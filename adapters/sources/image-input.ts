@@ -1,0 +1,175 @@
+import { open, realpath, stat } from 'node:fs/promises';
+import { isAbsolute, resolve, sep } from 'node:path';
+import { z } from 'zod';
+import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { DEFAULT_LIMITS } from '../protocol/limits.js';
+import type { ImageSource } from '../protocol/requests.js';
+
+/**
+ * Where an image item's bytes come from, and the policy that guards it: local files only inside
+ * configured roots (symbolic links resolved first, so a link cannot escape), http(s) URLs only for
+ * configured hosts (every redirect re-checked), and a byte cap on every source. The policy is
+ * checked on the main thread when the request arrives; the bytes are read in a prep thread.
+ */
+
+export const ImagePolicy = z.strictObject({
+  /** Folders local image paths may point into; empty = local paths refused. */
+  roots: z.array(z.string()).default([]),
+  /** Hosts http(s) image URLs may point to (exact, or `*.example.com`); empty = URLs refused. */
+  allowedHosts: z.array(z.string()).default([]),
+  /** Bytes of one encoded image. */
+  maxBytes: z.number().int().positive().default(DEFAULT_LIMITS.maxImageBytes),
+  /** Decoded pixels (width × height) of one image; larger images are refused before decoding. */
+  maxPixels: z.number().int().positive().default(40_000_000),
+  fetchTimeoutMs: z.number().int().positive().default(15_000),
+});
+export type ImagePolicy = z.output<typeof ImagePolicy>;
+export type ImagePolicyInput = z.input<typeof ImagePolicy>;
+
+/** A checked image reference, plain data so it can travel to a prep thread. */
+export type ImageInput =
+  | { kind: 'bytes'; bytes: Uint8Array }
+  | { kind: 'base64'; data: string }
+  | { kind: 'path'; path: string }
+  | { kind: 'url'; url: string };
+
+const MAX_REDIRECTS = 3;
+const DATA_URL = /^data:image\/[a-z0-9.+-]+;base64,/i;
+
+function inside(root: string, path: string): boolean {
+  const base = root.endsWith(sep) ? root : root + sep;
+  return path === root || path.startsWith(base);
+}
+
+export function hostAllowed(host: string, allowed: readonly string[]): boolean {
+  const name = host.toLowerCase();
+  return allowed.some((pattern) => {
+    const p = pattern.toLowerCase();
+    if (p === '*') return true;
+    if (p.startsWith('*.')) return name.endsWith(p.slice(1)) && name.length > p.length - 1;
+    return name === p;
+  });
+}
+
+function checkUrl(raw: string, policy: ImagePolicy): URL {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ShoalError(ErrorCode.INVALID_INPUT, `"${raw.slice(0, 200)}" is not a valid image URL`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new ShoalError(ErrorCode.INVALID_INPUT, `image URLs must be http(s), got ${url.protocol}`);
+  }
+  if (!hostAllowed(url.hostname, policy.allowedHosts)) {
+    throw new ShoalError(
+      ErrorCode.INVALID_INPUT,
+      `fetching images from ${url.hostname} is not allowed; add it to the image policy's allowedHosts (SHOAL_IMAGE_HOSTS) or send the image bytes`,
+    );
+  }
+  return url;
+}
+
+async function checkPath(raw: string, policy: ImagePolicy): Promise<string> {
+  if (policy.roots.length === 0) {
+    throw new ShoalError(ErrorCode.INVALID_INPUT, 'local image paths are not allowed here; send the image bytes (base64) or configure image roots');
+  }
+  const candidate = isAbsolute(raw) ? raw : resolve(process.cwd(), raw);
+  let real: string;
+  try {
+    real = await realpath(candidate);
+  } catch {
+    throw new ShoalError(ErrorCode.INVALID_INPUT, `image file ${raw} does not exist`);
+  }
+  const roots = await Promise.all(policy.roots.map((root) => realpath(resolve(root)).catch(() => resolve(root))));
+  if (!roots.some((root) => inside(root, real))) {
+    throw new ShoalError(ErrorCode.INVALID_INPUT, `image file ${raw} is outside the allowed image roots (${policy.roots.join(', ')})`);
+  }
+  return real;
+}
+
+/** Turns a request's image source into a checked ImageInput (main thread, cheap). */
+export async function checkImageSource(source: ImageSource, policy: ImagePolicy): Promise<ImageInput> {
+  if (source instanceof Uint8Array) return { kind: 'bytes', bytes: source };
+  if (typeof source === 'string') {
+    if (DATA_URL.test(source)) return { kind: 'base64', data: source.slice(source.indexOf(',') + 1) };
+    if (/^https?:\/\//i.test(source)) return { kind: 'url', url: checkUrl(source, policy).href };
+    return { kind: 'path', path: await checkPath(source, policy) };
+  }
+  if ('base64' in source) return { kind: 'base64', data: source.base64 };
+  if ('url' in source) return { kind: 'url', url: checkUrl(source.url, policy).href };
+  return { kind: 'path', path: await checkPath(source.path, policy) };
+}
+
+function tooLarge(bytes: number, policy: ImagePolicy): ShoalError {
+  return new ShoalError(ErrorCode.INPUT_TOO_LARGE, `image of ${bytes} bytes exceeds the limit of ${policy.maxBytes} bytes`, {
+    details: { bytes, limit: policy.maxBytes },
+  });
+}
+
+async function readCapped(response: Response, policy: ImagePolicy, url: string): Promise<Uint8Array> {
+  const declared = Number(response.headers.get('content-length') ?? '0');
+  if (declared > policy.maxBytes) throw tooLarge(declared, policy);
+  if (response.body === null) return new Uint8Array();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for await (const chunk of response.body) {
+    total += chunk.length;
+    if (total > policy.maxBytes) throw tooLarge(total, policy);
+    chunks.push(chunk);
+  }
+  if (total === 0) throw new ShoalError(ErrorCode.INVALID_INPUT, `image at ${url} is empty`);
+  return Buffer.concat(chunks);
+}
+
+async function fetchImage(start: string, policy: ImagePolicy): Promise<Uint8Array> {
+  let url = start;
+  for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
+    let response: Response;
+    try {
+      response = await fetch(url, { redirect: 'manual', signal: AbortSignal.timeout(policy.fetchTimeoutMs) });
+    } catch (error) {
+      throw new ShoalError(ErrorCode.INVALID_INPUT, `cannot fetch image ${url}: ${String(error)}`, { cause: error });
+    }
+    if (response.status >= 300 && response.status < 400) {
+      const location = response.headers.get('location');
+      if (location === null) throw new ShoalError(ErrorCode.INVALID_INPUT, `image ${url} redirects without a location`);
+      // The redirect target must itself be an allowed host.
+      url = checkUrl(new URL(location, url).href, policy).href;
+      continue;
+    }
+    if (!response.ok) throw new ShoalError(ErrorCode.INVALID_INPUT, `image ${url} answered HTTP ${response.status}`);
+    return readCapped(response, policy, url);
+  }
+  throw new ShoalError(ErrorCode.INVALID_INPUT, `image ${start} redirects more than ${MAX_REDIRECTS} times`);
+}
+
+/** The encoded bytes of an image (prep thread). */
+export async function readImageInput(input: ImageInput, policy: ImagePolicy): Promise<Uint8Array> {
+  switch (input.kind) {
+    case 'bytes':
+      if (input.bytes.length > policy.maxBytes) throw tooLarge(input.bytes.length, policy);
+      if (input.bytes.length === 0) throw new ShoalError(ErrorCode.INVALID_INPUT, 'image is empty (0 bytes)');
+      return input.bytes;
+    case 'base64': {
+      const estimated = Math.floor((input.data.length * 3) / 4);
+      if (estimated > policy.maxBytes) throw tooLarge(estimated, policy);
+      const bytes = Buffer.from(input.data, 'base64');
+      if (bytes.length === 0) throw new ShoalError(ErrorCode.INVALID_INPUT, 'image is empty (no base64 data)');
+      return bytes;
+    }
+    case 'path': {
+      const info = await stat(input.path);
+      if (info.size > policy.maxBytes) throw tooLarge(info.size, policy);
+      if (info.size === 0) throw new ShoalError(ErrorCode.INVALID_INPUT, `image file ${input.path} is empty (0 bytes)`);
+      const file = await open(input.path, 'r');
+      try {
+        return await file.readFile();
+      } finally {
+        await file.close();
+      }
+    }
+    case 'url':
+      return fetchImage(input.url, policy);
+  }
+}

@@ -1,0 +1,126 @@
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import * as ort from 'onnxruntime-node';
+import { decodeOnnx, embeddingRows, quantizeColumns, quantizeModel, roundHalfEven, serializeOnnx } from '../../../adapters/quantize/index.js';
+import type { ModelProto } from '../../../adapters/quantize/index.js';
+import { B1, C2, tinyGraph, VOCAB } from './tiny-graph.js';
+
+/**
+ * The graph rewrite on a hand-built graph: which nodes change, the exact int8 weights and
+ * per-column scales, the Gemm variants (transB, alpha, bias), what stays float, and that
+ * onnxruntime runs the result with the same inputs and outputs and close values.
+ */
+
+const s = (maxAbs: number): number => Math.fround(maxAbs / 127);
+
+function tensor(model: ModelProto, name: string) {
+  const found = model.graph?.initializer?.find((t) => t.name === name);
+  if (found === undefined) throw new Error(`no initializer ${name}`);
+  return found;
+}
+
+function int8Of(model: ModelProto, name: string): number[] {
+  return [...new Int8Array(new Uint8Array(tensor(model, name).rawData ?? []).buffer)];
+}
+
+function floatsOf(model: ModelProto, name: string): number[] {
+  return [...new Float32Array(new Uint8Array(tensor(model, name).rawData ?? []).buffer)];
+}
+
+function quantized(minWeightElements = 0): { model: ModelProto; bytes: Uint8Array; report: ReturnType<typeof quantizeModel> } {
+  const model = decodeOnnx(tinyGraph().onnx, 'tiny graph');
+  const report = quantizeModel(model, { minWeightElements });
+  return { model, bytes: serializeOnnx(model, 'unused').graph, report };
+}
+
+const sha = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
+
+describe('int8 weights', () => {
+  it('rounds half to even, like numpy.rint', () => {
+    expect([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 63.5, -63.5, 2.4999, 2.5001].map(roundHalfEven)).toEqual([0, 2, 2, 0, -2, -2, 64, -64, 2, 3]);
+  });
+
+  it('quantizes each column symmetrically with its own scale; an all-zero column gets scale 1', () => {
+    // Columns: max |w| 1, 0, 254.
+    const weights = new Float32Array([1, 0, -254, -0.5, 0, 127, 0.25, 0, 1]);
+    const { values, scales } = quantizeColumns(weights, 3, 3);
+    expect([...scales]).toEqual([s(1), 1, s(254)]);
+    expect([...values]).toEqual([127, 0, -127, -64, 0, 64, 32, 0, 0]);
+  });
+});
+
+describe('graph rewrite', () => {
+  it('rewrites MatMul and Gemm with constant weights; keeps the embedding Gather, Reshape and graph interface', () => {
+    const original = decodeOnnx(tinyGraph().onnx, 'tiny graph');
+    const { model, report } = quantized();
+    expect(model.graph?.node?.map((n) => n.opType)).toEqual(['Gather', 'DynamicQuantizeMatMul', 'Reshape', 'DynamicQuantizeMatMul']);
+    expect(model.graph?.node?.filter((n) => n.opType === 'DynamicQuantizeMatMul').every((n) => n.domain === 'com.microsoft')).toBe(true);
+    expect(report).toMatchObject({ matmul: 1, gemm: 1, skippedSmall: 0, skippedOther: 0 });
+    expect(model.opsetImport).toEqual(expect.arrayContaining([expect.objectContaining({ domain: 'com.microsoft', version: 1 })]));
+    expect(JSON.stringify(model.graph?.input)).toBe(JSON.stringify(original.graph?.input));
+    expect(JSON.stringify(model.graph?.output)).toBe(JSON.stringify(original.graph?.output));
+    // The embedding table is left float and byte-identical; the replaced float weights are gone.
+    expect(tensor(model, 'embedding').rawData).toEqual(tensor(original, 'embedding').rawData);
+    const names = model.graph?.initializer?.map((t) => t.name);
+    expect(names).not.toContain('W1');
+    expect(names).not.toContain('W2');
+    expect(embeddingRows(model)).toBe(VOCAB);
+  });
+
+  it('MatMul: exact int8 weights and per-column scales; the bias Add is folded into the node', () => {
+    const { model } = quantized();
+    const node = model.graph?.node?.[1];
+    expect(node?.input).toEqual(['x', 'W1_int8', 'W1_scale', '', 'b1']);
+    expect(node?.output).toEqual(['hidden']);
+    expect(tensor(model, 'W1_int8').dims).toEqual([4, 3]);
+    expect(int8Of(model, 'W1_int8')).toEqual([127, 127, 13, -127, 32, -127, 32, -127, 42, 0, 57, 0]);
+    expect(floatsOf(model, 'W1_scale')).toEqual([s(1), s(2), s(3)]);
+    expect(floatsOf(model, 'b1')).toEqual(B1.map(Math.fround));
+  });
+
+  it('Gemm: transB is applied to the stored weight, alpha folded into the scales, C becomes the bias', () => {
+    const { model } = quantized();
+    const node = model.graph?.node?.[3];
+    expect(node?.input).toEqual(['flat', 'W2_t_a2_int8', 'W2_t_a2_scale', '', 'c2']);
+    expect(node?.attribute).toEqual([]);
+    expect(tensor(model, 'W2_t_a2_int8').dims).toEqual([3, 2]);
+    // B^T = [[0.6, 2], [-1, 0], [0.25, -0.5]]: column scales 1/127 and 2/127, times alpha = 2.
+    expect(int8Of(model, 'W2_t_a2_int8')).toEqual([76, 127, -127, 0, 32, -32]);
+    expect(floatsOf(model, 'W2_t_a2_scale')).toEqual([Math.fround(s(1) * 2), Math.fround(s(2) * 2)]);
+    expect(floatsOf(model, 'c2')).toEqual(C2.map(Math.fround));
+  });
+
+  it('leaves weights below the size threshold in float', () => {
+    const { model, report } = quantized(16_384);
+    expect(report).toMatchObject({ matmul: 0, gemm: 0, skippedSmall: 2 });
+    expect(model.graph?.node?.map((n) => n.opType)).toEqual(['Gather', 'MatMul', 'Add', 'Reshape', 'Gemm']);
+    expect(model.opsetImport?.map((o) => o.domain)).toEqual(['']);
+  });
+
+  it('is deterministic: the same bytes every time', () => {
+    expect(sha(quantized().bytes)).toBe(sha(quantized().bytes));
+  });
+
+  it('onnxruntime runs the rewritten graph: same inputs and outputs, values close to fp32', async () => {
+    const options: ort.InferenceSession.SessionOptions = { intraOpNumThreads: 1, logSeverityLevel: 3 };
+    const fp32 = await ort.InferenceSession.create(tinyGraph().onnx, options);
+    const int8 = await ort.InferenceSession.create(quantized().bytes, options);
+    try {
+      expect(int8.inputNames).toEqual(fp32.inputNames);
+      expect(int8.outputNames).toEqual(fp32.outputNames);
+      const ids = new ort.Tensor('int64', BigInt64Array.from([1, 2, 3, 9, 0, 5], (v) => BigInt(v)), [2, 3]);
+      const [a, b] = [await fp32.run({ input_ids: ids }), await int8.run({ input_ids: ids })];
+      for (const name of ['hidden', 'logits']) {
+        const left = a[name]?.data;
+        const right = b[name]?.data;
+        if (!(left instanceof Float32Array) || !(right instanceof Float32Array)) throw new Error(`${name} is not float32`);
+        expect(b[name]?.dims).toEqual(a[name]?.dims);
+        // Activations are quantized to uint8 per call, weights to int8: errors of a few hundredths here.
+        left.forEach((value, i) => expect(Math.abs(value - (right[i] ?? Number.NaN)), `${name}[${i}]`).toBeLessThan(0.08));
+      }
+    } finally {
+      await fp32.release();
+      await int8.release();
+    }
+  });
+});
