@@ -383,11 +383,15 @@ export class Scheduler {
     const realTokens = items.reduce((sum, item) => sum + preparedCost(item.prepared), 0);
     const padded = Math.max(...items.map((item) => preparedCost(item.prepared))) * items.length;
     const started = performance.now();
+    let failure: ShoalError | undefined;
     worker
       .run(items.map((item) => item.prepared), options, compareTo)
       .then(
         (result) => this.#complete(items, result.outputs),
-        (error: unknown) => this.#batchFailed(items, toShoalError(error, ErrorCode.INFERENCE_FAILED)),
+        (error: unknown) => {
+          failure = toShoalError(error, ErrorCode.INFERENCE_FAILED);
+          this.#batchFailed(items, failure);
+        },
       )
       .finally(() => {
         const runMs = performance.now() - started;
@@ -398,7 +402,9 @@ export class Scheduler {
           state.interactiveBusy = false;
         }
         if (lane === 'bulk') this.#adapt(state, padded, runMs);
-        this.#options.hooks?.onBatch?.({ model: state.name, lane, items: items.length, realTokens, paddedTokens: padded, runMs, queueMs });
+        const event: BatchEvent = { model: state.name, lane, items: items.length, realTokens, paddedTokens: padded, runMs, queueMs };
+        if (failure !== undefined) event.error = failure;
+        this.#options.hooks?.onBatch?.(event);
         this.#pump();
         this.#wakeIdle();
       });

@@ -1,0 +1,104 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/**
+ * Shoal's Prometheus metrics (prom-client). Every name starts with `shoal_`; labels are bounded
+ * (model names come from configuration, lanes and reasons are enums). One instance per process,
+ * on its own registry so tests and embedders never collide with the global one.
+ */
+
+const LOAD_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120];
+const BATCH_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+export interface ShoalMetricsOptions {
+  /** Also export Node.js process metrics (CPU, RSS, event loop lag, GC). @default true */
+  processMetrics?: boolean;
+  /** Extra labels on every series, e.g. {service: 'worker'}. */
+  defaultLabels?: Record<string, string>;
+}
+
+export class ShoalMetrics {
+  readonly registry = new Registry();
+
+  readonly poolBudgetBytes = new Gauge({ name: 'shoal_pool_budget_bytes', help: 'Memory budget for resident models', registers: [this.registry] });
+  readonly poolResidentBytes = new Gauge({ name: 'shoal_pool_resident_bytes', help: 'Bytes charged for resident and loading models', registers: [this.registry] });
+  readonly poolPinnedModels = new Gauge({ name: 'shoal_pool_pinned_models', help: 'Models pinned in memory', registers: [this.registry] });
+  readonly modelResidentBytes = new Gauge({
+    name: 'shoal_model_resident_bytes',
+    help: 'Bytes charged per resident model',
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+  readonly modelLoads = new Counter({ name: 'shoal_model_loads_total', help: 'Model loads', labelNames: ['model', 'family'] as const, registers: [this.registry] });
+  readonly modelLoadFailures = new Counter({
+    name: 'shoal_model_load_failures_total',
+    help: 'Failed model loads by error code',
+    labelNames: ['model', 'code'] as const,
+    registers: [this.registry],
+  });
+  readonly modelLoadSeconds = new Histogram({
+    name: 'shoal_model_load_seconds',
+    help: 'Time to load a model (session creation, measured in the pool)',
+    labelNames: ['family'] as const,
+    buckets: LOAD_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly modelEvictions = new Counter({
+    name: 'shoal_model_evictions_total',
+    help: 'Models unloaded, by reason (capacity, idle, explicit, shutdown)',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  readonly batches = new Counter({ name: 'shoal_batches_total', help: 'Batches run', labelNames: ['model', 'lane'] as const, registers: [this.registry] });
+  readonly batchItems = new Counter({ name: 'shoal_batch_items_total', help: 'Items run in batches', labelNames: ['model', 'lane'] as const, registers: [this.registry] });
+  readonly batchTokens = new Counter({
+    name: 'shoal_batch_tokens_total',
+    help: 'Tokens run in batches: real, and padded (real + padding)',
+    labelNames: ['model', 'lane', 'kind'] as const,
+    registers: [this.registry],
+  });
+  readonly batchSeconds = new Histogram({
+    name: 'shoal_batch_seconds',
+    help: 'Time a batch spent in its model thread',
+    labelNames: ['model', 'lane'] as const,
+    buckets: BATCH_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly batchFailures = new Counter({
+    name: 'shoal_batch_failures_total',
+    help: 'Batches that failed',
+    labelNames: ['model', 'code'] as const,
+    registers: [this.registry],
+  });
+  readonly queueWaitSeconds = new Histogram({
+    name: 'shoal_queue_wait_seconds',
+    help: 'Longest time an item of a batch waited in the scheduler queue',
+    labelNames: ['lane'] as const,
+    buckets: BATCH_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly queuedItems = new Gauge({ name: 'shoal_queue_items', help: 'Items waiting in the scheduler', registers: [this.registry] });
+  readonly requests = new Counter({
+    name: 'shoal_requests_total',
+    help: 'Requests by primitive, model and outcome code (OK or an error code)',
+    labelNames: ['primitive', 'model', 'code'] as const,
+    registers: [this.registry],
+  });
+  readonly requestSeconds = new Histogram({
+    name: 'shoal_request_seconds',
+    help: 'End-to-end request time by primitive and lane',
+    labelNames: ['primitive', 'lane'] as const,
+    buckets: REQUEST_BUCKETS,
+    registers: [this.registry],
+  });
+
+  constructor(options: ShoalMetricsOptions = {}) {
+    if (options.defaultLabels !== undefined) this.registry.setDefaultLabels(options.defaultLabels);
+    if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'shoal_process_' });
+  }
+
+  /** Text exposition for a /metrics endpoint. */
+  async render(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}
