@@ -87,6 +87,8 @@ interface RequestState {
   resolve: (outputs: ItemOutput[]) => void;
   reject: (error: ShoalError) => void;
   queued: Set<Queued<WorkItem>>;
+  /** Removes the abort listener: a caller may reuse one signal for many requests. */
+  detach: () => void;
 }
 
 interface WorkItem {
@@ -150,12 +152,19 @@ export class Scheduler {
   waitForCapacity(items: number, signal?: AbortSignal): Promise<void> {
     if (this.hasCapacity(items)) return Promise.resolve();
     return new Promise((resolve, reject) => {
-      const waiter = { items, resolve };
-      this.#capacityWaiters.push(waiter);
-      signal?.addEventListener('abort', () => {
+      const onAbort = (): void => {
         this.#capacityWaiters = this.#capacityWaiters.filter((w) => w !== waiter);
         reject(new ShoalError(ErrorCode.CANCELLED, 'the request was cancelled'));
-      }, { once: true });
+      };
+      const waiter = {
+        items,
+        resolve: () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        },
+      };
+      this.#capacityWaiters.push(waiter);
+      signal?.addEventListener('abort', onAbort, { once: true });
     });
   }
 
@@ -187,6 +196,7 @@ export class Scheduler {
         resolve,
         reject,
         queued: new Set(),
+        detach: () => undefined,
       };
       const signal = submission.signal;
       if (signal?.aborted === true) {
@@ -194,7 +204,11 @@ export class Scheduler {
         return;
       }
       this.#requests.add(request);
-      signal?.addEventListener('abort', () => this.#fail(request, new ShoalError(ErrorCode.CANCELLED, 'the request was cancelled')), { once: true });
+      if (signal !== undefined) {
+        const onAbort = (): void => this.#fail(request, new ShoalError(ErrorCode.CANCELLED, 'the request was cancelled'));
+        signal.addEventListener('abort', onAbort, { once: true });
+        request.detach = () => signal.removeEventListener('abort', onAbort);
+      }
       this.#enqueue(request, submission.items.map((prepared, index) => ({ request, index, prepared })), optionsKey(submission, id));
       this.#pump();
     });
@@ -424,6 +438,7 @@ export class Scheduler {
       if (request.remaining === 0) {
         request.settled = true;
         this.#requests.delete(request);
+        request.detach();
         request.resolve(request.outputs);
       }
     });
@@ -460,6 +475,7 @@ export class Scheduler {
       }
     }
     request.queued.clear();
+    request.detach();
     request.reject(error);
     this.#wakeCapacity();
     this.#wakeIdle();

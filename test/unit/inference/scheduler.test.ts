@@ -173,3 +173,28 @@ describe('Scheduler', () => {
     });
   });
 });
+
+describe('Scheduler with a reused AbortSignal', () => {
+  it('removes its abort listener when a request settles', async () => {
+    const s = scheduler({});
+    const controller = new AbortController();
+    const added: string[] = [];
+    const removed: string[] = [];
+    const signal = controller.signal;
+    const add = signal.addEventListener.bind(signal);
+    const remove = signal.removeEventListener.bind(signal);
+    signal.addEventListener = (type: string, listener: EventListenerOrEventListenerObject | null, options?: AddEventListenerOptions | boolean) => {
+      added.push(type);
+      add(type, listener, options);
+    };
+    signal.removeEventListener = (type: string, listener: EventListenerOrEventListenerObject | null, options?: EventListenerOptions | boolean) => {
+      removed.push(type);
+      remove(type, listener, options);
+    };
+    for (let i = 0; i < 20; i++) {
+      await s.submit({ model: bert, lane: 'bulk', items: await prepare(bert, ['hello']), options: { outputs: ['dense'] }, signal });
+    }
+    expect(added).toHaveLength(20);
+    expect(removed).toHaveLength(20);
+  });
+});
