@@ -4,3 +4,5 @@ export * from './limits.js';
 export * from './requests.js';
 export * from './results.js';
 export * from './engine.js';
+export * from './subjects.js';
+export * from './jobs.js';

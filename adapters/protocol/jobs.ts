@@ -1,0 +1,119 @@
+import { z } from 'zod';
+import { ErrorCode } from './errors.js';
+import { EncodeRequest, ExtractRequest, ScoreRequest } from './requests.js';
+import { EncodeResult, ExtractResult, ScoreResult } from './results.js';
+import { JOB_ID_PATTERN, PRIMITIVES } from './subjects.js';
+
+/**
+ * Versioned wire schemas of jobs, their results, their status and request-reply calls, shared by
+ * the gateway, the workers and `shoal submit`. A job is split into parts (each one NATS message
+ * under the server's max_payload); a part whose request is still too large travels by reference
+ * (`payload_ref`, an object-store or S3 URI) instead of inline.
+ */
+
+export const WIRE_VERSION = 1;
+
+export const Primitive = z.enum(PRIMITIVES);
+export const JobId = z.string().regex(JOB_ID_PATTERN, 'job ids are 1-64 characters of A-Z a-z 0-9 _ -');
+
+/** A URI of stored data: `obj://<bucket>/<name>` (NATS object store), `s3://bucket/key`, `file:///path`. */
+export const DataRef = z.string().regex(/^(obj|s3|file):\/\/\S+$/, 'references are obj://, s3:// or file:// URIs').max(2048);
+
+/** Where the results of a job go. */
+export const ResultTarget = z.discriminatedUnion('kind', [
+  /** Published on the results stream, one message per part (large ones by reference). */
+  z.strictObject({ kind: z.literal('stream') }),
+  /** Written as JSON Lines under a store URI, one object per part (`<uri>/<job_id>/part-<n>.jsonl`). */
+  z.strictObject({ kind: z.literal('store'), uri: DataRef }),
+]);
+export type ResultTarget = z.infer<typeof ResultTarget>;
+
+const PrimitiveRequest = z.union([EncodeRequest, ScoreRequest, ExtractRequest]);
+
+export const JobPart = z
+  .strictObject({
+    v: z.literal(WIRE_VERSION),
+    job_id: JobId,
+    part: z.number().int().nonnegative(),
+    parts: z.number().int().positive(),
+    primitive: Primitive,
+    model: z.string().min(1).max(1024),
+    /** The primitive's request (its `model` equals the part's model); absent when payload_ref is set. */
+    request: z.unknown().optional(),
+    payload_ref: DataRef.optional(),
+    result: ResultTarget,
+    submitted_at: z.string(),
+  })
+  .refine((part) => (part.request === undefined) !== (part.payload_ref === undefined), 'a job part carries either request or payload_ref')
+  .refine((part) => part.part < part.parts, 'part must be below parts');
+export type JobPart = z.infer<typeof JobPart>;
+
+/** The request schema of each primitive, for validating a part's request after the envelope. */
+export const REQUEST_SCHEMAS = { encode: EncodeRequest, score: ScoreRequest, extract: ExtractRequest } as const;
+
+export const WireError = z.strictObject({
+  code: z.enum(Object.values(ErrorCode) as [ErrorCode, ...ErrorCode[]]),
+  message: z.string(),
+  details: z.record(z.string(), z.unknown()).optional(),
+  cause: z.string().optional(),
+});
+
+export const PrimitiveResult = z.union([EncodeResult, ScoreResult, ExtractResult]);
+
+export const JobPartResult = z.strictObject({
+  v: z.literal(WIRE_VERSION),
+  job_id: JobId,
+  part: z.number().int().nonnegative(),
+  parts: z.number().int().positive(),
+  primitive: Primitive,
+  model: z.string(),
+  status: z.enum(['ok', 'error']),
+  result: PrimitiveResult.optional(),
+  /** Set instead of `result` when the result was stored (too large, or a store target). */
+  result_ref: DataRef.optional(),
+  error: WireError.optional(),
+  worker: z.string(),
+  finished_at: z.string(),
+});
+export type JobPartResult = z.infer<typeof JobPartResult>;
+
+export const JobState = z.enum(['queued', 'running', 'completed', 'failed', 'partial']);
+export type JobState = z.infer<typeof JobState>;
+
+/** Status in the KV bucket (key = job id), updated with compare-and-set by whoever finishes a part. */
+export const JobStatus = z.strictObject({
+  v: z.literal(WIRE_VERSION),
+  job_id: JobId,
+  state: JobState,
+  primitive: Primitive,
+  model: z.string(),
+  parts: z.number().int().positive(),
+  parts_done: z.number().int().nonnegative(),
+  parts_failed: z.number().int().nonnegative(),
+  /** Items over all parts. */
+  items: z.number().int().nonnegative(),
+  /** The first errors (bounded). */
+  errors: z.array(WireError.extend({ part: z.number().int().nonnegative() })).max(20),
+  result: ResultTarget,
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+export type JobStatus = z.infer<typeof JobStatus>;
+
+/** Request-reply answer (core NATS), for the sync path. */
+export const RpcReply = z.discriminatedUnion('ok', [
+  z.strictObject({ ok: z.literal(true), result: PrimitiveResult, worker: z.string() }),
+  z.strictObject({ ok: z.literal(false), error: WireError, worker: z.string().optional() }),
+]);
+export type RpcReply = z.infer<typeof RpcReply>;
+
+/** Headers on messages of the dead-letter stream (the body is the original message, unchanged). */
+export const DEAD_LETTER_HEADERS = Object.freeze({
+  reason: 'Shoal-Dead-Reason',
+  code: 'Shoal-Dead-Code',
+  subject: 'Shoal-Original-Subject',
+  sequence: 'Shoal-Original-Sequence',
+  deliveries: 'Shoal-Deliveries',
+});
+
+export { PrimitiveRequest };
