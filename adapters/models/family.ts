@@ -98,6 +98,8 @@ export interface PreparedImage {
   /** What the scheduler charges for this image, in token units (e.g. ViT patches + 1). */
   cost: number;
   role: Role;
+  /** The decoded image itself (interleaved RGB, width × height), for families that crop it after inference (OCR). */
+  rgb?: Uint8Array;
 }
 
 export type Prepared = PreparedText | PreparedGliner | PreparedImage;
@@ -132,6 +134,8 @@ export interface PrepContext {
   tokenizer: TextTokenizer | null;
   /** Reads the bytes of an image item (file, URL or inline data), within the image limits. */
   readImage(image: ImageInput): Promise<Uint8Array>;
+  /** Decoded pixels (width × height) one image may have: the image policy's maxPixels. */
+  maxImagePixels?: number;
 }
 
 /** An image reader for contexts that never read images (text-only tools and tests). */

@@ -52,7 +52,7 @@ function readImage(image: ImageInput): Promise<Uint8Array> {
 
 async function context(profile: ModelProfile): Promise<PrepContext> {
   const tokenizer = profile.tokenizer === null ? null : await tokenizerFor(profile);
-  return { profile, tokenizer, readImage };
+  return { profile, tokenizer, readImage, maxImagePixels: imagePolicy.maxPixels };
 }
 
 async function handle(message: PrepRequest): Promise<HandlerResult<PrepResponse>> {

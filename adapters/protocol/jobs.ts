@@ -13,7 +13,8 @@ import { JOB_ID_PATTERN, PRIMITIVES } from './subjects.js';
 
 export const WIRE_VERSION = 1;
 
-export const Primitive = z.enum(PRIMITIVES);
+/** The primitive of a job (schema; the type is `Primitive` from subjects.ts). */
+export const PrimitiveSchema = z.enum(PRIMITIVES);
 export const JobId = z.string().regex(JOB_ID_PATTERN, 'job ids are 1-64 characters of A-Z a-z 0-9 _ -');
 
 /** A URI of stored data: `obj://<bucket>/<name>` (NATS object store), `s3://bucket/key`, `file:///path`. */
@@ -36,7 +37,7 @@ export const JobPart = z
     job_id: JobId,
     part: z.number().int().nonnegative(),
     parts: z.number().int().positive(),
-    primitive: Primitive,
+    primitive: PrimitiveSchema,
     model: z.string().min(1).max(1024),
     /** The primitive's request (its `model` equals the part's model); absent when payload_ref is set. */
     request: z.unknown().optional(),
@@ -65,7 +66,7 @@ export const JobPartResult = z.strictObject({
   job_id: JobId,
   part: z.number().int().nonnegative(),
   parts: z.number().int().positive(),
-  primitive: Primitive,
+  primitive: PrimitiveSchema,
   model: z.string(),
   status: z.enum(['ok', 'error']),
   result: PrimitiveResult.optional(),
@@ -85,7 +86,7 @@ export const JobStatus = z.strictObject({
   v: z.literal(WIRE_VERSION),
   job_id: JobId,
   state: JobState,
-  primitive: Primitive,
+  primitive: PrimitiveSchema,
   model: z.string(),
   parts: z.number().int().positive(),
   parts_done: z.number().int().nonnegative(),

@@ -269,7 +269,7 @@ class GraphRewriter {
    */
   #foldBiases(nodes: NodeProto[]): NodeProto[] {
     const readers = new Map<string, number>();
-    consumedNames(this.#graph, readers);
+    consumedNames({ node: nodes }, readers);
     const outputs = new Set((this.#graph.output ?? []).map((o) => o.name ?? ''));
     const producers = new Map<string, NodeProto>();
     for (const node of nodes) {
@@ -300,8 +300,6 @@ class GraphRewriter {
     }
     return result;
   }
-
-
 
   #dropDeadTransposes(): void {
     const readers = new Map<string, number>();
