@@ -118,3 +118,30 @@ export const DEAD_LETTER_HEADERS = Object.freeze({
 });
 
 export { PrimitiveRequest };
+
+/** What a client submits as one job (HTTP `POST /v1/jobs`, `shoal submit`); split into parts by the jobs client. */
+export const JobSubmission = z.strictObject({
+  /** Client-chosen id makes submission idempotent (JetStream deduplicates by part message id). */
+  job_id: JobId.optional(),
+  primitive: PrimitiveSchema,
+  /** The primitive's request; large item lists are split into parts. */
+  request: z.record(z.string(), z.unknown()),
+  result: ResultTarget.default({ kind: 'stream' }),
+  /** Items per part (default chosen by the jobs client so a part fits the message size limit). */
+  part_items: z.number().int().min(1).max(100_000).optional(),
+});
+export type JobSubmission = z.input<typeof JobSubmission>;
+
+export interface SubmittedJob {
+  job_id: string;
+  parts: number;
+  items: number;
+  status: JobStatus;
+}
+
+/** Asynchronous jobs: implemented over JetStream (adapters/nats), used by the gateway and the CLI. */
+export interface JobsApi {
+  submit(submission: JobSubmission): Promise<SubmittedJob>;
+  /** null when no job has that id. */
+  status(jobId: string): Promise<JobStatus | null>;
+}
