@@ -12,6 +12,8 @@ import type { PrepRequest, PrepResponse, TokenizedOutput } from './thread-messag
  * (hash affinity), so each tokenizer is loaded once.
  */
 
+export type PrepLane = 'interactive' | 'bulk';
+
 export interface PrepPoolOptions {
   /** Number of prep threads; default 1 (tokenization is cheap next to inference on CPU). */
   threads?: number;
@@ -43,13 +45,18 @@ export class PrepPool {
     this.#imagePolicy = options.imagePolicy ?? ImagePolicy.parse({});
   }
 
-  #thread(key: string): ThreadClient<PrepRequest, PrepResponse> {
+  /**
+   * The thread for a model folder. Interactive work has a thread of its own (the last slot), so a
+   * search query is never tokenized behind a chunk of a bulk job.
+   */
+  #thread(key: string, lane: PrepLane = 'bulk'): ThreadClient<PrepRequest, PrepResponse> {
     if (this.#closed) throw new ShoalError(ErrorCode.UNAVAILABLE, 'prep pool is closed');
-    const index = hash(key) % this.#size;
+    const index = lane === 'interactive' ? this.#size : hash(key) % this.#size;
     let thread = this.#threads[index];
     if (thread === undefined || !thread.alive) {
-      const worker = spawnThread(siblingModule(import.meta.url, 'prep-thread'), { name: `shoal-prep-${index}`, workerData: { imagePolicy: this.#imagePolicy } });
-      thread = new ThreadClient<PrepRequest, PrepResponse>(worker, { name: `prep thread ${index}` });
+      const name = lane === 'interactive' ? 'shoal-prep-interactive' : `shoal-prep-${index}`;
+      const worker = spawnThread(siblingModule(import.meta.url, 'prep-thread'), { name, workerData: { imagePolicy: this.#imagePolicy } });
+      thread = new ThreadClient<PrepRequest, PrepResponse>(worker, { name: lane === 'interactive' ? 'interactive prep thread' : `prep thread ${index}` });
       this.#threads[index] = thread;
     }
     return thread;
@@ -61,8 +68,8 @@ export class PrepPool {
     return response.profile;
   }
 
-  async prepare(profile: ModelProfile, request: PrepareRequest): Promise<Prepared[]> {
-    const response = await this.#thread(profile.dir).request({ type: 'prepare', profile, request });
+  async prepare(profile: ModelProfile, request: PrepareRequest, lane: PrepLane = 'bulk'): Promise<Prepared[]> {
+    const response = await this.#thread(profile.dir, lane).request({ type: 'prepare', profile, request });
     if (response.type !== 'prepared') throw unexpected(response, 'prepared');
     return response.items;
   }
@@ -74,9 +81,13 @@ export class PrepPool {
   }
 
   async forget(dir: string): Promise<void> {
-    const thread = this.#threads[hash(dir) % this.#size];
-    if (thread?.alive === true) await thread.request({ type: 'forget', dir });
+    const bulk = this.#threads[hash(dir) % this.#size];
+    const interactive = this.#threads[this.#size];
+    await Promise.all([bulk, interactive].map(async (thread) => {
+      if (thread?.alive === true) await thread.request({ type: 'forget', dir });
+    }));
   }
+
 
   async close(): Promise<void> {
     this.#closed = true;

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import {
@@ -56,7 +57,7 @@ export type { EngineOptionsInput } from './engine-options.js';
  */
 
 /** Items per prep message: the first batches start after this many items are tokenized. */
-const PREP_CHUNK = 256;
+const PREP_CHUNK = 128;
 
 function throwIfAborted(signal: AbortSignal | undefined): void {
   if (signal?.aborted === true) throw new ShoalError(ErrorCode.CANCELLED, 'the request was cancelled');
@@ -224,23 +225,46 @@ export class InferenceEngine implements Engine {
     }
     const prepared: Prepared[] = [];
     const parts: Promise<ItemOutput[]>[] = [];
+    // One internal signal per request carries the caller's abort to every chunk; chunks add their
+    // listeners to it, not to a signal the caller may share across many requests.
+    const internal = new AbortController();
+    setMaxListeners(0, internal.signal);
+    const forward = (): void => internal.abort();
+    if (run.signal?.aborted === true) internal.abort();
+    run.signal?.addEventListener('abort', forward, { once: true });
+    const signal = internal.signal;
+    try {
+      return await this.#submitChunks(model, items, run, signal, prepared, parts);
+    } finally {
+      run.signal?.removeEventListener('abort', forward);
+    }
+  }
+
+  async #submitChunks(
+    model: ModelLease['model'],
+    items: PrepItem[],
+    run: Execution,
+    signal: AbortSignal,
+    prepared: Prepared[],
+    parts: Promise<ItemOutput[]>[],
+  ): Promise<{ outputs: ItemOutput[]; prepared: Prepared[] }> {
     const done = this.#scheduler.preparing(model);
     try {
       for (let start = 0; start < items.length; start += PREP_CHUNK) {
-        throwIfAborted(run.signal);
+        throwIfAborted(signal);
         const chunk = items.slice(start, start + PREP_CHUNK);
         const request: PrepareRequest = { task: run.task, items: chunk, maxLength: run.maxLength };
         if (run.labels !== undefined) request.labels = run.labels;
-        const ready = await this.#prep.prepare(model.profile, request);
+        const ready = await this.#prep.prepare(model.profile, request, run.lane);
         prepared.push(...ready);
-        if (run.lane === 'bulk') await this.#scheduler.waitForCapacity(ready.length, run.signal);
+        if (run.lane === 'bulk') await this.#scheduler.waitForCapacity(ready.length, signal);
         const part = this.#scheduler.submit({
           model,
           lane: run.lane,
           items: ready,
           options: run.options,
           compareTo: run.compareTo,
-          signal: run.signal,
+          signal,
         });
         // Attached now so a failing chunk is never an unhandled rejection while later chunks prepare.
         part.catch(() => undefined);
@@ -413,6 +437,7 @@ export class InferenceEngine implements Engine {
         if (output.entities !== undefined) item.entities = output.entities;
         if (output.labels !== undefined) item.labels = output.labels;
         if (output.text !== undefined) item.text = output.text;
+        if (output.lines !== undefined) item.lines = output.lines;
         return item;
       });
       const tokens = prepared.reduce((sum, p) => sum + preparedCost(p), 0);

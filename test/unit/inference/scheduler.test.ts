@@ -183,13 +183,13 @@ describe('Scheduler with a reused AbortSignal', () => {
     const signal = controller.signal;
     const add = signal.addEventListener.bind(signal);
     const remove = signal.removeEventListener.bind(signal);
-    signal.addEventListener = (type: string, listener: EventListenerOrEventListenerObject | null, options?: AddEventListenerOptions | boolean) => {
-      added.push(type);
-      add(type, listener, options);
+    signal.addEventListener = (...params: Parameters<AbortSignal['addEventListener']>) => {
+      added.push(params[0]);
+      add(...params);
     };
-    signal.removeEventListener = (type: string, listener: EventListenerOrEventListenerObject | null, options?: EventListenerOptions | boolean) => {
-      removed.push(type);
-      remove(type, listener, options);
+    signal.removeEventListener = (...params: Parameters<AbortSignal['removeEventListener']>) => {
+      removed.push(params[0]);
+      remove(...params);
     };
     for (let i = 0; i < 20; i++) {
       await s.submit({ model: bert, lane: 'bulk', items: await prepare(bert, ['hello']), options: { outputs: ['dense'] }, signal });

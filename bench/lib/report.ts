@@ -1,0 +1,41 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { availableParallelism, cpus } from 'node:os';
+
+/** Benchmark output: a JSON file under bench/results/ and a plain table on stdout. */
+
+export interface Row {
+  [column: string]: string | number;
+}
+
+export function machine(): Record<string, string | number> {
+  return { cpu: cpus()[0]?.model ?? 'unknown', cores: availableParallelism(), node: process.version };
+}
+
+export function printTable(title: string, rows: readonly Row[]): void {
+  if (rows.length === 0) return;
+  const columns = Object.keys(rows[0] ?? {});
+  const cell = (value: string | number | undefined): string =>
+    typeof value === 'number' ? (Number.isInteger(value) ? String(value) : value.toFixed(value < 10 ? 3 : 1)) : String(value ?? '');
+  const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
+  const line = (values: string[]): string => values.map((v, i) => v.padEnd(widths[i] ?? 0)).join('  ');
+  console.log(`\n${title}`);
+  console.log(line(columns));
+  console.log(line(widths.map((w) => '-'.repeat(w))));
+  for (const row of rows) console.log(line(columns.map((c) => cell(row[c]))));
+}
+
+export function writeResult(name: string, data: unknown): string {
+  const dir = join(import.meta.dirname, '..', 'results');
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, `${name}-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+  writeFileSync(file, `${JSON.stringify({ machine: machine(), ...((data as object) ?? {}) }, null, 2)}\n`);
+  return file;
+}
+
+export function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[index] ?? Number.NaN;
+}
