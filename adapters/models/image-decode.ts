@@ -31,7 +31,8 @@ export async function decodeRgb(bytes: Uint8Array, limits: DecodeLimits): Promis
   let height: number | undefined;
   let format: string | undefined;
   try {
-    const meta = await sharp(bytes, { failOn: 'truncated' }).metadata();
+    // Header only; sharp's own pixel limit must not fire here, or a huge image reads as "unsupported".
+    const meta = await sharp(bytes, { failOn: 'truncated', limitInputPixels: false }).metadata();
     width = meta.width;
     height = meta.height;
     format = meta.format;

@@ -92,7 +92,14 @@ async function openInt8(profile: ModelProfile, file: string, runtime: RuntimeOpt
     created: await createSession(file, runtime),
     precision: { requested, effective: 'fp32', graph: file, origin: 'float graph', reason, ...extra },
   });
-  let graph = await quantizeToCache({ source: file, options: { minWeightElements: profile.quantization.minWeightElements } });
+  let graph: QuantizedGraph;
+  try {
+    graph = await quantizeToCache({ source: file, options: { minWeightElements: profile.quantization.minWeightElements } });
+  } catch (error) {
+    // An unwritable cache or an unreadable graph must not stop the model from serving in fp32.
+    const message = warn(profile, `int8 refused, running fp32: cannot quantize ${basename(file)} (${error instanceof Error ? error.message : String(error)})`);
+    return fp32('quantization failed', { warning: message });
+  }
   const record = graph.record;
   if (record.output === null) {
     if (record.alreadyQuantized) {
@@ -132,9 +139,18 @@ async function openInt8(profile: ModelProfile, file: string, runtime: RuntimeOpt
   return { created, precision };
 }
 
+/** File names Optimum/Xenova (and `shoal models quantize --out`) give int8 graphs. */
+const INT8_FILE = /_(quantized|int8|uint8|qint8|quint8)\.onnx$/i;
+
 /** The session for one ONNX file of `profile`, in the precision the profile resolves to. */
 export async function openWithPrecision(profile: ModelProfile, file: string, runtime: RuntimeOptions): Promise<OpenedSession> {
   const requested = profile.precision;
+  if (requested !== 'int8' && INT8_FILE.test(file)) {
+    // The graph chosen for this component is an int8 export (a folder shipping no float graph, or
+    // a catalog naming it): it runs as int8 whatever was asked, and the load info says so.
+    const reason = `${basename(file)} is an int8 export; no float graph was chosen for this component`;
+    return { created: await createSession(file, runtime), precision: { requested, effective: 'int8', graph: file, origin: 'shipped int8 graph', reason } };
+  }
   if (requested === 'fp32') {
     return { created: await createSession(file, runtime), precision: { requested, effective: 'fp32', graph: file, origin: 'float graph' } };
   }

@@ -15,6 +15,9 @@ export const Family = z.enum([
   'colbert',
   'token-classification',
   'gliner',
+  'ocr',
+  'clip',
+  'image-classification',
 ]);
 export type Family = z.infer<typeof Family>;
 

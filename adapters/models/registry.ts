@@ -1,9 +1,12 @@
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { colbert } from './colbert.js';
+import { clip } from './clip.js';
 import { crossEncoder } from './cross-encoder.js';
 import { dense } from './dense.js';
 import type { Evidence, FamilyAdapter } from './family.js';
 import { gliner } from './gliner.js';
+import { imageClassification } from './image-classification.js';
+import { ocr } from './ocr.js';
 import type { Family } from './profile.js';
 import { splade } from './splade.js';
 import { tokenClassification } from './token-classification.js';
@@ -19,6 +22,9 @@ const ADAPTERS: readonly FamilyAdapter[] = Object.freeze([
   colbert,
   gliner,
   tokenClassification,
+  ocr,
+  clip,
+  imageClassification,
 ]);
 
 const BY_NAME = new Map<Family, FamilyAdapter>(ADAPTERS.map((adapter) => [adapter.name, adapter]));

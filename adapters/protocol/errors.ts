@@ -8,6 +8,8 @@ export const ErrorCode = {
   INPUT_TOO_LARGE: 'INPUT_TOO_LARGE',
   UNAUTHORIZED: 'UNAUTHORIZED',
   MODEL_NOT_FOUND: 'MODEL_NOT_FOUND',
+  /** A job, route or other named resource (not a model) does not exist. */
+  NOT_FOUND: 'NOT_FOUND',
   MODEL_LOAD_FAILED: 'MODEL_LOAD_FAILED',
   MODEL_LOADING: 'MODEL_LOADING',
   MODEL_TOO_LARGE: 'MODEL_TOO_LARGE',
@@ -42,6 +44,7 @@ export const ERROR_TRAITS: Readonly<Record<ErrorCode, ErrorTraits>> = Object.fre
   INPUT_TOO_LARGE: { httpStatus: 413, retryable: false, delivery: 'term' },
   UNAUTHORIZED: { httpStatus: 401, retryable: false, delivery: 'term' },
   MODEL_NOT_FOUND: { httpStatus: 404, retryable: false, delivery: 'term' },
+  NOT_FOUND: { httpStatus: 404, retryable: false, delivery: 'term' },
   MODEL_LOAD_FAILED: { httpStatus: 424, retryable: true, delivery: 'nak' },
   MODEL_LOADING: { httpStatus: 503, retryable: true, delivery: 'nak' },
   MODEL_TOO_LARGE: { httpStatus: 507, retryable: false, delivery: 'term' },

@@ -42,6 +42,8 @@ export const JobPart = z
     /** The primitive's request (its `model` equals the part's model); absent when payload_ref is set. */
     request: z.unknown().optional(),
     payload_ref: DataRef.optional(),
+    /** Index of the part's first item in the job's request: workers add it to result indexes. @default 0 */
+    offset: z.number().int().nonnegative().optional(),
     result: ResultTarget,
     submitted_at: z.string(),
   })
@@ -95,6 +97,8 @@ export const JobStatus = z.strictObject({
   items: z.number().int().nonnegative(),
   /** The first errors (bounded). */
   errors: z.array(WireError.extend({ part: z.number().int().nonnegative() })).max(20),
+  /** Parts already counted, as a base64 bitmap (bit i = part i): a redelivered part is counted once. */
+  counted_parts: z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/).optional(),
   result: ResultTarget,
   created_at: z.string(),
   updated_at: z.string(),
@@ -118,6 +122,17 @@ export const DEAD_LETTER_HEADERS = Object.freeze({
 });
 
 export { PrimitiveRequest };
+
+/** A worker's answer on the discovery subject (`natsNames().workers()`). */
+export const WorkerInfo = z.strictObject({
+  v: z.literal(WIRE_VERSION),
+  worker: z.string(),
+  /** Models it serves (pulls jobs for and answers requests on). */
+  serves: z.array(z.string()),
+  /** Models loaded now. */
+  resident: z.array(z.string()),
+});
+export type WorkerInfo = z.infer<typeof WorkerInfo>;
 
 /** What a client submits as one job (HTTP `POST /v1/jobs`, `shoal submit`); split into parts by the jobs client. */
 export const JobSubmission = z.strictObject({

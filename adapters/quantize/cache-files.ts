@@ -1,5 +1,4 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { createReadStream } from 'node:fs';
 import { mkdir, open, readFile, rename, rm, stat } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -19,9 +18,23 @@ export function quantizedCacheDir(env: NodeJS.ProcessEnv = process.env): string 
   return join(root, 'quantized');
 }
 
+/**
+ * SHA-256 of a file, read through one reused 1 MiB buffer: streaming a large graph through fresh
+ * chunks would leave tens of MB of garbage in the model thread's resident memory.
+ */
 export async function sha256File(path: string): Promise<string> {
   const hash = createHash('sha256');
-  for await (const chunk of createReadStream(path, { highWaterMark: 4 * 1024 * 1024 })) hash.update(chunk);
+  const buffer = Buffer.allocUnsafe(1024 * 1024);
+  const handle = await open(path, 'r');
+  try {
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+      if (bytesRead === 0) break;
+      hash.update(buffer.subarray(0, bytesRead));
+    }
+  } finally {
+    await handle.close();
+  }
   return hash.digest('hex');
 }
 
@@ -31,9 +44,9 @@ export function sha256Text(text: string): string {
 
 /** Writes `chunks` to `target` through a temporary file in the same folder and a rename. */
 export async function writeAtomically(target: string, chunks: readonly Uint8Array[]): Promise<void> {
-  await mkdir(dirname(target), { recursive: true });
   const temporary = `${target}.tmp-${process.pid}-${randomUUID()}`;
   try {
+    await mkdir(dirname(target), { recursive: true });
     const handle = await open(temporary, 'w');
     try {
       for (const chunk of chunks) await handle.write(chunk);
@@ -43,7 +56,8 @@ export async function writeAtomically(target: string, chunks: readonly Uint8Arra
     }
     await rename(temporary, target);
   } catch (error) {
-    await rm(temporary, { force: true });
+    // Clean-up only: when the folder itself is unusable there is no temporary file to remove.
+    await rm(temporary, { force: true }).catch(() => undefined);
     throw new ShoalError(ErrorCode.MODEL_LOAD_FAILED, `cannot write ${target} (set SHOAL_CACHE_DIR to a writable folder): ${String(error)}`, {
       cause: error,
     });

@@ -4,12 +4,14 @@ import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { parseWith } from '../protocol/validate.js';
 import type { Precision } from './file-selection.js';
+import { builtinModelDir } from './builtin-models.js';
 import { defaultHubCacheDir, inspectCachedSnapshot } from './hf-cache.js';
 import { downloadModel, type DownloadProgress, type HubOptions } from './hub-download.js';
 import { parseModelRef, type ModelRef } from './model-ref.js';
 
 /**
- * Turns a model reference into a local folder. Order for hub ids: the models directories
+ * Turns a model reference into a local folder. Order for hub ids: built-in models shipped in npm
+ * packages (builtin-models.ts, ids without `@revision`), the models directories
  * (SHOAL_MODEL_DIR, `org/name/` layout; only for ids without `@revision`), then the hub cache,
  * then a download from the hub into the cache (when allowed). A cached snapshot is used without
  * asking the hub whether the branch moved: pin a commit, or delete `refs/<branch>`, to update.
@@ -71,7 +73,7 @@ export function resolveSourceOptions(input: SourceOptionsInput = {}): SourceOpti
 export interface ResolvedSource {
   dir: string;
   ref: ModelRef;
-  origin: 'path' | 'models-dir' | 'hub-cache' | 'download';
+  origin: 'path' | 'builtin' | 'models-dir' | 'hub-cache' | 'download';
 }
 
 export interface ResolveExtras {
@@ -138,6 +140,8 @@ export async function resolveModelSource(raw: string, options: SourceOptions, ex
   const ref = parseModelRef(raw);
   if (ref.kind === 'path') return resolveLocal(ref, options);
   if (ref.revision === null) {
+    const builtin = builtinModelDir(ref.repo);
+    if (builtin !== null) return { dir: builtin, ref, origin: 'builtin' };
     const dir = await findInModelDirs(ref.repo, options.modelDirs);
     if (dir !== null) return { dir, ref, origin: 'models-dir' };
   }

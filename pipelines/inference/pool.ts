@@ -314,17 +314,18 @@ export class ModelPool {
       const { worker, loadMs } = await ModelWorker.start(profile, this.#options.runtime);
       const measured = Math.max(0, rss() - before);
       const charged = profile.memory.bytes ?? Math.max(predicted, measured);
-      entry.chargedBytes = charged;
-      if (this.residentBytes > this.budgetBytes) {
-        // Measured larger than predicted: make room among idle models rather than exceed the budget;
-        // if that is impossible, give the model back instead of staying over budget.
+      if (charged > entry.chargedBytes) {
+        // Measured larger than predicted: make room among idle models for the difference before
+        // charging it, so the accounted bytes never exceed the budget; if that is impossible, give
+        // the model back instead of staying over budget.
         try {
-          await this.#makeRoom(0, entry, timeout);
+          await this.#makeRoom(charged - entry.chargedBytes, entry, timeout);
         } catch (error) {
           await worker.close();
           throw error;
         }
       }
+      entry.chargedBytes = charged;
       const model: LoadedModel = {
         name: entry.name,
         profile,

@@ -6,7 +6,7 @@ import type { ItemId } from '../../adapters/protocol/requests.js';
 import { parseWith } from '../../adapters/protocol/validate.js';
 import { sourceOptionsFromEnv } from '../../adapters/sources/resolve.js';
 import { loadCatalog } from '../../pipelines/inference/catalog.js';
-import { InferenceEngine } from '../../pipelines/inference/engine.js';
+import { InferenceEngine, type EngineOptionsInput } from '../../pipelines/inference/engine.js';
 import { resolveCliConfig, type CliConfig } from './config.js';
 import { openSink, openSource } from './jsonl.js';
 import { streamLines, type LineJob } from './line-stream.js';
@@ -39,6 +39,9 @@ const GlobalFlagValues = z.object({
   quiet: z.boolean().optional(),
 });
 
+/** Engine options a command sets from its own flags (image sources for encode/extract). */
+export type EngineExtras = Pick<EngineOptionsInput, 'images'>;
+
 /** Where a line command reads and writes (already validated by the command). */
 export interface LineIo {
   input?: string | undefined;
@@ -62,10 +65,11 @@ export class CliApp {
     return new StderrProgress({ mode: config.progress, quiet: config.quiet, stream: this.io.stderr });
   }
 
-  /** Runs `body` with an engine configured from `config`; the engine is closed whatever happens. */
-  async withEngine<T>(config: CliConfig, progress: StderrProgress, body: (engine: InferenceEngine) => Promise<T>): Promise<T> {
+  /** Runs `body` with an engine configured from `config` (plus a command's `extra` options); the engine is closed whatever happens. */
+  async withEngine<T>(config: CliConfig, progress: StderrProgress, body: (engine: InferenceEngine) => Promise<T>, extra: EngineExtras = {}): Promise<T> {
     const catalog = config.catalog === null ? undefined : await loadCatalog(config.catalog);
     const engine = new InferenceEngine({
+      ...extra,
       ...(catalog === undefined ? {} : { catalog }),
       sources: { ...sourceOptionsFromEnv(this.io.env), modelDirs: [...config.modelDirs] },
       runtime: {
@@ -87,6 +91,7 @@ export class CliApp {
     command: Command,
     io: LineIo,
     makeJob: (engine: InferenceEngine) => LineJob<T>,
+    extra: EngineExtras = {},
   ): Promise<void> {
     const config = this.config(command);
     const source = await openSource(io.input, this.io.stdin);
@@ -108,7 +113,7 @@ export class CliApp {
           signal: this.io.signal,
           onProgress: (bytes, lines) => bar.update(bytes, lines),
         });
-      });
+      }, extra);
       progress.stop();
       await sink.finish();
     } catch (error) {

@@ -1,8 +1,10 @@
+import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { DEFAULT_LIMITS } from '../../adapters/protocol/limits.js';
 import { OutputType } from '../../adapters/protocol/requests.js';
+import type { ImagePolicyInput } from '../../adapters/sources/image-input.js';
 import type { LineIo } from './app.js';
 
 /**
@@ -59,6 +61,28 @@ export function parseFlags<S extends z.ZodType>(schema: S, command: Command): z.
     return `${typeof key === 'string' ? flagName(key) : 'options'}: ${issue.message}`;
   });
   throw new ShoalError(ErrorCode.INVALID_INPUT, `shoal ${command.name()}: ${problems.join('; ')} (see shoal ${command.name()} --help)`);
+}
+
+/** Zod shape of the flags `addImageOptions` declares (commander collects repeated flags into arrays). */
+export const ImageFlags = {
+  imageRoot: z.array(z.string().min(1)).default([]),
+  allowImageHost: z.array(z.string().min(1)).default([]),
+};
+
+function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}
+
+/** Where `{"image": ...}` lines may point: local folders and URL hosts. */
+export function addImageOptions(command: Command): Command {
+  return command
+    .option('--image-root <dir>', 'folder that image paths may point into; repeatable (the current folder is always allowed)', collect)
+    .option('--allow-image-host <host>', 'host that image URLs may be fetched from (exact, or *.example.com); repeatable (default: none)', collect);
+}
+
+/** The image policy of a line command: the current folder plus --image-root folders, and the allowed hosts. */
+export function imagePolicyFromFlags(flags: { imageRoot: string[]; allowImageHost: string[] }): ImagePolicyInput {
+  return { roots: [resolve('.'), ...flags.imageRoot.map((dir) => resolve(dir))], allowedHosts: flags.allowImageHost };
 }
 
 /** `--out` and its synonym `--output` must not disagree. */

@@ -2,11 +2,15 @@ import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { z } from 'zod';
 import type { CliApp } from './app.js';
+import { registerDev } from './commands/dev.js';
 import { registerEncode } from './commands/encode.js';
 import { registerExtract } from './commands/extract.js';
+import { registerGateway } from './commands/gateway.js';
 import { registerModels } from './commands/models.js';
 import { registerScore } from './commands/score.js';
+import { registerSubmit } from './commands/submit.js';
 import { registerTokenize } from './commands/tokenize.js';
+import { registerWorker } from './commands/worker.js';
 import { DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES } from './config.js';
 
 /**
@@ -83,5 +87,9 @@ export function buildProgram(app: CliApp): Command {
   registerExtract(program, app);
   registerTokenize(program, app);
   registerModels(program, app);
+  registerWorker(program, app);
+  registerSubmit(program, app);
+  registerGateway(program, app);
+  registerDev(program, app);
   return program;
 }

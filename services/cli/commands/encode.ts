@@ -1,10 +1,10 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
-import { ItemId, ModelRef, Role, TextItem, type EncodeRequest, type OutputType } from '../../../adapters/protocol/requests.js';
+import { ImageItem, ItemId, ModelRef, Role, TextItem, type EncodeRequest, type Item, type OutputType } from '../../../adapters/protocol/requests.js';
 import type { EncodedItem } from '../../../adapters/protocol/results.js';
 import type { CliApp } from '../app.js';
-import { addLineIoOptions, LineIoFlags, lineIo, parseFlags, parseOutputTypes } from '../line-options.js';
+import { addImageOptions, addLineIoOptions, ImageFlags, imagePolicyFromFlags, LineIoFlags, lineIo, parseFlags, parseOutputTypes } from '../line-options.js';
 
 /**
  * `shoal encode`: `{"id","text"}` lines → `{"id","dense"|"sparse"|"multivector"}` lines.
@@ -14,16 +14,21 @@ import { addLineIoOptions, LineIoFlags, lineIo, parseFlags, parseOutputTypes } f
  * `--out`, so the two meanings can never be confused silently.
  */
 
-const EncodeLine = z.object({
-  id: ItemId.optional(),
-  text: TextItem.shape.text,
-  /** Overrides --role for this line. */
-  role: Role.optional(),
-});
+const EncodeLine = z
+  .object({
+    id: ItemId.optional(),
+    text: TextItem.shape.text.optional(),
+    /** An image path (inside the image roots), http(s) URL (allowed hosts) or data: URL, for image models (CLIP...). */
+    image: ImageItem.shape.image.optional(),
+    /** Overrides --role for this line. */
+    role: Role.optional(),
+  })
+  .refine((line) => (line.text === undefined) !== (line.image === undefined), { message: 'a line needs "text" or "image" (exactly one)', path: ['text'] });
 type EncodeLine = z.infer<typeof EncodeLine>;
 
 const EncodeFlags = z.strictObject({
   ...LineIoFlags,
+  ...ImageFlags,
   model: ModelRef,
   output: z.string().optional(),
   outputTypes: z.string().optional(),
@@ -44,6 +49,7 @@ Examples:
   $ echo '{"id":1,"text":"hello world"}' | shoal encode --model sentence-transformers/all-MiniLM-L6-v2
   $ shoal encode --model naver/splade-v3 --output sparse -i docs.jsonl -o vectors.jsonl
   $ shoal encode --model colbert-ir/colbertv2.0 --output multivector --role query < queries.jsonl
+  $ echo '{"id":"cat","image":"photos/cat.jpg"}' | shoal encode --model Xenova/clip-vit-base-patch32
 
 --output LIST names the representations (as in the spec); write results to a file with --out FILE.`;
 
@@ -57,6 +63,11 @@ function outputTypes(flags: { output?: string | undefined; outputTypes?: string 
     throw new ShoalError(ErrorCode.INVALID_INPUT, `--output ${flags.output} and --output-types ${flags.outputTypes} disagree; give one`);
   }
   return fromOutput ?? fromTypes;
+}
+
+function lineItem(line: EncodeLine): Item {
+  const role = line.role === undefined ? {} : { role: line.role };
+  return line.image === undefined ? { text: line.text ?? '', ...role } : { image: line.image, ...role };
 }
 
 function resultLine(id: ItemId, item: EncodedItem | undefined): object {
@@ -83,6 +94,7 @@ export function registerEncode(program: Command, app: CliApp): void {
     .option('--normalize', 'L2-normalize dense vectors')
     .option('--no-normalize', "return dense vectors as pooled (default: the model's own configuration)");
   addLineIoOptions(command, { outputFlagIsFile: false });
+  addImageOptions(command);
   command.addHelpText('after', EXAMPLE);
   command.action(async (_options: unknown, self: Command) => {
     const flags = parseFlags(EncodeFlags, self);
@@ -93,7 +105,7 @@ export function registerEncode(program: Command, app: CliApp): void {
       run: async (lines, signal) => {
         const request: EncodeRequest = {
           model: flags.model,
-          items: lines.map(({ value }) => (value.role === undefined ? { text: value.text } : { text: value.text, role: value.role })),
+          items: lines.map(({ value }) => lineItem(value)),
           output_types: types,
           role: flags.role,
           prompt: flags.prompt,
@@ -107,6 +119,6 @@ export function registerEncode(program: Command, app: CliApp): void {
         const byIndex = new Map(result.items.map((item) => [item.index, item]));
         return lines.map((line, index) => resultLine(line.id, byIndex.get(index)));
       },
-    }));
+    }), { images: imagePolicyFromFlags(flags) });
   });
 }

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { ModelRef } from '../../../adapters/protocol/requests.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import type { CliApp } from '../app.js';
+import { registerModelsQuantize } from './models-quantize.js';
 
 /**
  * `shoal models inspect M`: what Shoal detected about a model and from which file (family, ONNX
@@ -45,6 +46,7 @@ export function registerModels(program: Command, app: CliApp): void {
         progress.stop();
       }
     });
+  registerModelsQuantize(models, app);
   models.action(() => {
     models.help({ error: true });
   });

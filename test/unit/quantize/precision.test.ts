@@ -1,4 +1,4 @@
-import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -105,6 +105,22 @@ describe('precision at load time', () => {
     const engine = engineWith({ default: { source: TINY, precision: 'int8' } });
     const precision = (await engine.inspect('default')).info.precision?.model;
     expect(precision).toMatchObject({ effective: 'fp32', reason: 'no MatMul/Gemm weight of 16384 elements or more to quantize in model.onnx' });
+  });
+
+  it('an unwritable cache costs int8, not the model: fp32 runs with a warning', async () => {
+    const blocker = join(root, 'not-a-folder');
+    writeFileSync(blocker, 'a file where the cache folder should be');
+    const saved = process.env.SHOAL_CACHE_DIR;
+    process.env.SHOAL_CACHE_DIR = blocker; // read by the model thread when it starts
+    try {
+      const engine = engineWith({ tiny: { source: TINY, precision: 'int8', quantization: SMALL } });
+      const precision = (await engine.inspect('tiny')).info.precision?.model;
+      expect(precision).toMatchObject({ effective: 'fp32', reason: 'quantization failed' });
+      expect(precision?.warning).toMatch(/^int8 refused, running fp32: cannot quantize model\.onnx \(cannot write .*SHOAL_CACHE_DIR/);
+      expect((await engine.encode({ model: 'tiny', items: TEXTS })).items).toHaveLength(2);
+    } finally {
+      process.env.SHOAL_CACHE_DIR = saved;
+    }
   });
 
   it('a shipped int8 graph is used as is when int8 is asked for, never rewritten', async () => {

@@ -1,0 +1,184 @@
+import { headers as natsHeaders, type MsgHdrs } from '@nats-io/transport-node';
+import type { ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+import { z } from 'zod';
+import type { Logger } from '../observability/logger.js';
+import { ErrorCode, ShoalError, serializeError, type SerializedError } from '../protocol/errors.js';
+import { DEAD_LETTER_HEADERS, JobPart } from '../protocol/jobs.js';
+import type { NatsNames } from '../protocol/subjects.js';
+import { JS_CODES, isJsApiCode, toNatsShoalError } from './nats-errors.js';
+import type { PartResults } from './part-results.js';
+import { decodeJson } from './rpc-wire.js';
+import type { StatusStore } from './status-store.js';
+import { advisoryNames } from './topology.js';
+
+/**
+ * Dead letters. A part that cannot succeed is copied, body unchanged, to
+ * `<prefix>.dlq.<primitive>.<model>` with the reason in headers (DEAD_LETTER_HEADERS), its job
+ * gets an error result and a failed count, and it leaves the work queue:
+ * - by the worker itself, on the last allowed delivery of a retryable failure (it knows why);
+ * - by the advisory handler, when a part ran out of deliveries without anyone acking it (workers
+ *   crashed, or ran past the ack wait). NATS 2.9 leaves such a message in the work-queue stream,
+ *   so the handler copies it and deletes it by sequence. The advisories are captured in a stream
+ *   (topology.ts), so one raised while no worker was connected is still handled later.
+ */
+
+/** The server's max-deliveries advisory (fields Shoal uses). */
+const MaxDeliveriesAdvisory = z.looseObject({
+  stream: z.string(),
+  consumer: z.string(),
+  stream_seq: z.number().int().positive(),
+  deliveries: z.number().int().nonnegative(),
+});
+
+/** What a dead letter is made of: a delivered message, or one read back from the stream. */
+export interface DeadSource {
+  subject: string;
+  data: Uint8Array;
+  headers?: MsgHdrs | undefined;
+  seq: number;
+  deliveries: number;
+}
+
+export function deadSourceOf(msg: JsMsg): DeadSource {
+  return { subject: msg.subject, data: msg.data, headers: msg.headers, seq: msg.seq, deliveries: msg.info.deliveryCount };
+}
+
+export interface DeadLettersOptions {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  names: NatsNames;
+  results: PartResults;
+  status: StatusStore;
+  logger?: Logger;
+}
+
+const IDLE_RETRY_MS = 1000;
+
+export class DeadLetters {
+  readonly #options: DeadLettersOptions;
+  #running: Promise<void> | null = null;
+  #stopped = false;
+  #fetch: ConsumerMessages | null = null;
+  #wake: (() => void) | null = null;
+
+  constructor(options: DeadLettersOptions) {
+    this.#options = options;
+  }
+
+  #deadSubject(subject: string): string {
+    const { prefix } = this.#options.names;
+    const jobs = `${prefix}.jobs.`;
+    return subject.startsWith(jobs) ? `${prefix}.dlq.${subject.slice(jobs.length)}` : `${prefix}.dlq.unknown`;
+  }
+
+  /** Copies a message to the dead-letter stream with the reason (idempotent per stream sequence). */
+  async bury(source: DeadSource, reason: SerializedError): Promise<void> {
+    const h = natsHeaders();
+    if (source.headers !== undefined) {
+      for (const [key, values] of source.headers) {
+        if (key.toLowerCase() === 'nats-msg-id') continue;
+        for (const value of values) h.append(key, value);
+      }
+    }
+    h.set(DEAD_LETTER_HEADERS.reason, reason.message.replace(/[\r\n]+/g, ' ').slice(0, 1024));
+    h.set(DEAD_LETTER_HEADERS.code, reason.code);
+    h.set(DEAD_LETTER_HEADERS.subject, source.subject);
+    h.set(DEAD_LETTER_HEADERS.sequence, String(source.seq));
+    h.set(DEAD_LETTER_HEADERS.deliveries, String(source.deliveries));
+    const { js, names } = this.#options;
+    try {
+      await js.publish(this.#deadSubject(source.subject), source.data, {
+        headers: h,
+        msgID: `${names.jobsStream}.${source.seq}`,
+        expect: { streamName: names.deadLetterStream },
+      });
+    } catch (error) {
+      throw toNatsShoalError(error, `dead-letter message ${source.seq}`);
+    }
+    this.#options.logger?.warn({ subject: source.subject, seq: source.seq, code: reason.code, reason: reason.message }, 'part dead-lettered');
+  }
+
+  /**
+   * Buries a part and settles its job: an error result and a failed count, unless the part was
+   * already counted (it finished; only its ack was lost), in which case nothing is buried.
+   */
+  async settle(source: DeadSource, failure: unknown): Promise<'buried' | 'finished-before'> {
+    const reason = serializeError(failure);
+    const decoded = decodeJson(source.data);
+    const part = decoded.ok ? JobPart.safeParse(decoded.value) : null;
+    if (part?.success === true && (await this.#options.status.isCounted(part.data.job_id, part.data.part))) return 'finished-before';
+    await this.bury(source, reason);
+    if (part?.success === true) await this.#options.results.failed(part.data, failure);
+    return 'buried';
+  }
+
+  /** Starts handling max-deliveries advisories (every worker runs one; each advisory reaches one). */
+  start(): void {
+    if (this.#running !== null) return;
+    this.#running = this.#loop();
+  }
+
+  async #loop(): Promise<void> {
+    const { js, names, logger } = this.#options;
+    const advisories = advisoryNames(names);
+    while (!this.#stopped) {
+      try {
+        const consumer = await js.consumers.get(advisories.stream, advisories.consumer);
+        const batch: JsMsg[] = [];
+        this.#fetch = await consumer.fetch({ max_messages: 16, expires: 5_000 });
+        for await (const m of this.#fetch) batch.push(m);
+        this.#fetch = null;
+        for (const m of batch) await this.#handleAdvisory(m);
+      } catch (error) {
+        this.#fetch = null;
+        if (this.#stopped) break;
+        logger?.warn({ err: String(error) }, 'dead-letter advisory handling failed; retrying');
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, IDLE_RETRY_MS);
+          this.#wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        this.#wake = null;
+      }
+    }
+  }
+
+  async #handleAdvisory(m: JsMsg): Promise<void> {
+    const { jsm, names } = this.#options;
+    const decoded = decodeJson(m.data);
+    const advisory = decoded.ok ? MaxDeliveriesAdvisory.safeParse(decoded.value) : null;
+    if (advisory?.success !== true || advisory.data.stream !== names.jobsStream) {
+      m.term();
+      return;
+    }
+    const { stream_seq: seq, deliveries } = advisory.data;
+    let stored;
+    try {
+      stored = await jsm.streams.getMessage(names.jobsStream, { seq });
+    } catch (error) {
+      if (!isJsApiCode(error, JS_CODES.NoMessageFound)) throw error;
+      stored = null;
+    }
+    if (stored !== null) {
+      const failure = new ShoalError(
+        ErrorCode.TIMEOUT,
+        `delivered ${deliveries} times without an ack (max_deliver): the workers holding it stopped, or ran past the ack wait`,
+      );
+      await this.settle({ subject: stored.subject, data: stored.data, headers: stored.header, seq, deliveries }, failure);
+      await jsm.streams.deleteMessage(names.jobsStream, seq).catch((error: unknown) => {
+        if (!isJsApiCode(error, JS_CODES.NoMessageFound)) throw error;
+      });
+    }
+    await m.ackAck();
+  }
+
+  /** Stops the advisory handler after the batch in hand. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    this.#wake?.();
+    await this.#fetch?.close();
+    await this.#running;
+  }
+}

@@ -1,0 +1,191 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { CallOptions, Engine } from '../protocol/engine.js';
+import { ErrorCode, ShoalError, deserializeError } from '../protocol/errors.js';
+import { REQUEST_SCHEMAS, RpcReply, WorkerInfo } from '../protocol/jobs.js';
+import type { EncodeRequest, ExtractRequest, ScoreRequest, TokenizeRequest } from '../protocol/requests.js';
+import { EncodeResult, ExtractResult, ScoreResult, type TokenizeResult } from '../protocol/results.js';
+import { DEFAULT_SUBJECT_PREFIX, natsNames, type NatsNames, type Primitive } from '../protocol/subjects.js';
+import { parseWith } from '../protocol/validate.js';
+import { isNoResponders, isTimeout, toNatsShoalError } from './nats-errors.js';
+import { decodeJson, encodeJson, jsonSafe, timeoutHeaders } from './rpc-wire.js';
+
+/**
+ * The Engine interface over core NATS request-reply, for the gateway's search path. A request
+ * goes first to `<prefix>.rpc.resident.<primitive>.<model>`, answered only by workers that hold
+ * the model, so queries never wait for a load while some worker has it; when nobody holds it
+ * (no responders), to `<prefix>.rpc.serving...`, answered by any worker that serves the model
+ * (it loads it). Workers run these requests in the interactive lane. No responders on both
+ * subjects and timeouts become UNAVAILABLE / TIMEOUT errors that say what to do.
+ */
+
+export interface NatsEngineOptions {
+  /** Subject prefix. @default 'shoal' */
+  prefix?: string;
+  /** Wait for a worker that holds the model. @default 10000 */
+  timeoutMs?: number;
+  /** Wait on the fallback subject, where the worker may have to load the model first. @default 120000 */
+  loadTimeoutMs?: number;
+  /** Largest request body; default: the server's max_payload. */
+  maxMessageBytes?: number;
+}
+
+export type RpcRoute = 'resident' | 'serving';
+
+export interface RpcCall<R> {
+  result: R;
+  /** The worker that answered. */
+  worker: string;
+  route: RpcRoute;
+}
+
+function cancelled(): ShoalError {
+  return new ShoalError(ErrorCode.CANCELLED, 'the request was cancelled');
+}
+
+/** Rejects when the signal aborts; the NATS request itself cannot be withdrawn, its reply is dropped. */
+function abortable<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return work;
+  if (signal.aborted) return Promise.reject(cancelled());
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(cancelled());
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
+export class NatsEngine implements Engine {
+  readonly names: NatsNames;
+  readonly #nc: NatsConnection;
+  readonly #timeoutMs: number;
+  readonly #loadTimeoutMs: number;
+  readonly #maxBytes: number | undefined;
+  #closed = false;
+
+  /** The connection stays the caller's: close() does not close it. */
+  constructor(nc: NatsConnection, options: NatsEngineOptions = {}) {
+    this.#nc = nc;
+    this.names = natsNames(options.prefix ?? DEFAULT_SUBJECT_PREFIX);
+    this.#timeoutMs = options.timeoutMs ?? 10_000;
+    this.#loadTimeoutMs = options.loadTimeoutMs ?? 120_000;
+    this.#maxBytes = options.maxMessageBytes;
+  }
+
+  async encode(request: EncodeRequest, options: CallOptions = {}): Promise<EncodeResult> {
+    return (await this.call('encode', request, options)).result;
+  }
+
+  async score(request: ScoreRequest, options: CallOptions = {}): Promise<ScoreResult> {
+    return (await this.call('score', request, options)).result;
+  }
+
+  async extract(request: ExtractRequest, options: CallOptions = {}): Promise<ExtractResult> {
+    return (await this.call('extract', request, options)).result;
+  }
+
+  tokenize(_request: TokenizeRequest, _options?: CallOptions): Promise<TokenizeResult> {
+    return Promise.reject(
+      new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, 'tokenize is not served over NATS; run it in-process (shoal tokenize, or a local engine)'),
+    );
+  }
+
+  /** One primitive call, with the worker that answered and the route it took. */
+  call(primitive: 'encode', input: EncodeRequest, options?: CallOptions): Promise<RpcCall<EncodeResult>>;
+  call(primitive: 'score', input: ScoreRequest, options?: CallOptions): Promise<RpcCall<ScoreResult>>;
+  call(primitive: 'extract', input: ExtractRequest, options?: CallOptions): Promise<RpcCall<ExtractResult>>;
+  async call(primitive: Primitive, input: unknown, options: CallOptions = {}): Promise<RpcCall<EncodeResult | ScoreResult | ExtractResult>> {
+    const reply = await this.#call(primitive, input, options);
+    const what = `${primitive} result from worker ${reply.worker}`;
+    const result =
+      primitive === 'encode'
+        ? parseWith(EncodeResult, reply.result, what, ErrorCode.INTERNAL)
+        : primitive === 'score'
+          ? parseWith(ScoreResult, reply.result, what, ErrorCode.INTERNAL)
+          : parseWith(ExtractResult, reply.result, what, ErrorCode.INTERNAL);
+    return { ...reply, result };
+  }
+
+  async #call(primitive: Primitive, input: unknown, options: CallOptions): Promise<RpcCall<unknown>> {
+    if (this.#closed) throw new ShoalError(ErrorCode.UNAVAILABLE, 'the NATS engine client is closed');
+    const request: { model: string } = parseWith(REQUEST_SCHEMAS[primitive], input, `${primitive} request`);
+    const body = encodeJson(jsonSafe(request));
+    const limit = this.#maxBytes ?? this.#nc.info?.max_payload ?? 1024 * 1024;
+    if (body.byteLength > limit) {
+      throw new ShoalError(
+        ErrorCode.INPUT_TOO_LARGE,
+        `the ${primitive} request is ${body.byteLength} bytes, over the NATS message limit of ${limit}; send fewer items, or submit a job (POST /v1/jobs, shoal submit)`,
+        { details: { bytes: body.byteLength, limit } },
+      );
+    }
+    const model = request.model;
+    const reply = await abortable(this.#route(primitive, model, body), options.signal);
+    const parsed = parseWith(RpcReply, reply.value, `reply of ${primitive} on ${model}`, ErrorCode.INTERNAL);
+    if (!parsed.ok) throw deserializeError(parsed.error);
+    return { result: parsed.result, worker: parsed.worker, route: reply.route };
+  }
+
+  async #route(primitive: Primitive, model: string, body: Uint8Array): Promise<{ value: unknown; route: RpcRoute }> {
+    const resident = this.names.resident(primitive, model);
+    try {
+      return { value: await this.#request(resident, body, this.#timeoutMs), route: 'resident' };
+    } catch (error) {
+      if (!isNoResponders(error)) throw this.#failure(error, primitive, model, resident, this.#timeoutMs);
+    }
+    const serving = this.names.serving(primitive, model);
+    try {
+      return { value: await this.#request(serving, body, this.#loadTimeoutMs), route: 'serving' };
+    } catch (error) {
+      throw this.#failure(error, primitive, model, serving, this.#loadTimeoutMs);
+    }
+  }
+
+  async #request(subject: string, body: Uint8Array, timeoutMs: number): Promise<unknown> {
+    const msg = await this.#nc.request(subject, body, { timeout: timeoutMs, headers: timeoutHeaders(timeoutMs) });
+    const decoded = decodeJson(msg.data);
+    if (!decoded.ok) throw new ShoalError(ErrorCode.INTERNAL, `the reply on ${subject} is not JSON: ${decoded.reason}`);
+    return decoded.value;
+  }
+
+  #failure(error: unknown, primitive: Primitive, model: string, subject: string, timeoutMs: number): ShoalError {
+    const details = { subject, model, primitive };
+    if (isNoResponders(error)) {
+      return new ShoalError(
+        ErrorCode.UNAVAILABLE,
+        `no worker serves ${primitive} for model "${model}" (nobody listens on ${subject}); start one with: shoal worker --models ${model}`,
+        { cause: error, details },
+      );
+    }
+    if (isTimeout(error)) {
+      return new ShoalError(ErrorCode.TIMEOUT, `no worker answered ${primitive} on model "${model}" within ${timeoutMs} ms (${subject})`, {
+        cause: error,
+        details,
+      });
+    }
+    return toNatsShoalError(error, `${primitive} request on model "${model}"`);
+  }
+
+  /** Every worker's answer on the discovery subject within `waitMs`. */
+  async workers(waitMs = 500): Promise<WorkerInfo[]> {
+    const out: WorkerInfo[] = [];
+    let replies: AsyncIterable<{ data: Uint8Array }>;
+    try {
+      replies = await this.#nc.requestMany(this.names.workers(), new Uint8Array(0), { maxWait: waitMs });
+    } catch (error) {
+      if (isNoResponders(error)) return out;
+      throw toNatsShoalError(error, 'list workers');
+    }
+    try {
+      for await (const msg of replies) {
+        const decoded = decodeJson(msg.data);
+        const info = decoded.ok ? WorkerInfo.safeParse(decoded.value) : null;
+        if (info?.success === true) out.push(info.data);
+      }
+    } catch (error) {
+      if (!isNoResponders(error)) throw toNatsShoalError(error, 'list workers');
+    }
+    return out;
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+  }
+}

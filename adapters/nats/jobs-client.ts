@@ -1,0 +1,191 @@
+import { randomUUID } from 'node:crypto';
+import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import {
+  JobPartResult,
+  JobSubmission,
+  PrimitiveResult,
+  REQUEST_SCHEMAS,
+  WIRE_VERSION,
+  type JobPart,
+  type JobsApi,
+  type JobStatus,
+  type SubmittedJob,
+} from '../protocol/jobs.js';
+import { checkJobId } from '../protocol/subjects.js';
+import { parseWith } from '../protocol/validate.js';
+import { JS_CODES, isJsApiCode, toNatsShoalError } from './nats-errors.js';
+import { PayloadStore, getJson } from './payloads.js';
+import { jsonSafe } from './rpc-wire.js';
+import { StatusStore, TERMINAL_STATES, initialStatus } from './status-store.js';
+import { ensureJobConsumer, ensureTopology, type ConsumerSettingsInput, type Topology, type TopologySettingsInput } from './topology.js';
+
+/**
+ * JobsApi over JetStream, for the gateway and `shoal submit`: validates a submission, splits its
+ * items into parts (one message each, by reference when over the message limit), creates the
+ * job's status, makes sure the model's consumer exists (KEDA scales on it, even with no worker
+ * running) and publishes the parts with `Nats-Msg-Id` = `<job>.<part>`, so resubmitting a job
+ * with the same id inside the dedupe window adds nothing. Also waits for jobs and reads results.
+ */
+
+/** Items per part when the submission does not say: results of 384-dim embeddings stay well under 1 MB. */
+export const DEFAULT_PART_ITEMS = 64;
+/** Room left for headers and the subject under the server's max_payload. */
+const MESSAGE_HEADROOM = 4096;
+const DEFAULT_PUBLISH_WINDOW = 256;
+const RESULT_READ_WINDOW = 32;
+
+export interface JobsClientOptions {
+  topology?: TopologySettingsInput;
+  /** Settings of consumers this client creates when a model has none yet (an existing one is left as the workers set it). */
+  consumer?: ConsumerSettingsInput;
+  /** @default 64 */
+  partItems?: number;
+  /** Largest message body; default: the server's max_payload. Parts over it travel by reference. */
+  maxMessageBytes?: number;
+  /** Part publishes awaiting their ack at once. @default 256 */
+  publishWindow?: number;
+  /** Folders results written to `file://` targets may be read back from. @default [] */
+  fileRoots?: readonly string[];
+}
+
+export interface WaitOptions {
+  /** Fail with TIMEOUT after this long. */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+/** A part's result with `result` filled in (read from the store when the message held a reference). */
+export type ResolvedPartResult = JobPartResult;
+
+function utf8(text: string): Uint8Array {
+  return Buffer.from(text, 'utf8');
+}
+
+export class JobsClient implements JobsApi {
+  readonly topology: Topology;
+  readonly #js: JetStreamClient;
+  readonly #status: StatusStore;
+  readonly #payloads: PayloadStore;
+  readonly #options: JobsClientOptions;
+  readonly #maxBytes: number;
+  readonly #consumers = new Map<string, Promise<string>>();
+
+  private constructor(nc: NatsConnection, topology: Topology, status: StatusStore, options: JobsClientOptions) {
+    this.topology = topology;
+    this.#js = jetstream(nc);
+    this.#status = status;
+    this.#payloads = new PayloadStore(nc, { bucket: topology.names.payloadBucket, fileRoots: options.fileRoots ?? [] });
+    this.#options = options;
+    this.#maxBytes = (options.maxMessageBytes ?? nc.info?.max_payload ?? 1024 * 1024) - MESSAGE_HEADROOM;
+  }
+
+  /** Sets up the topology (idempotent) and opens the status bucket. The connection stays the caller's. */
+  static async open(nc: NatsConnection, options: JobsClientOptions = {}): Promise<JobsClient> {
+    const topology = await ensureTopology(nc, options.topology ?? {});
+    const status = await StatusStore.open(nc, topology.names.statusBucket);
+    return new JobsClient(nc, topology, status, options);
+  }
+
+  #ensureConsumer(primitive: JobPart['primitive'], model: string): Promise<string> {
+    const key = `${primitive} ${model}`;
+    let ensured = this.#consumers.get(key);
+    if (ensured === undefined) {
+      ensured = ensureJobConsumer(this.topology, primitive, model, this.#options.consumer ?? {}, true);
+      ensured.catch(() => this.#consumers.delete(key));
+      this.#consumers.set(key, ensured);
+    }
+    return ensured;
+  }
+
+  async submit(input: JobSubmission): Promise<SubmittedJob> {
+    const submission = parseWith(JobSubmission, input, 'job submission');
+    const jobId = checkJobId(submission.job_id ?? randomUUID());
+    const request = parseWith(REQUEST_SCHEMAS[submission.primitive], submission.request, `${submission.primitive} request`);
+    const { items, ...shared } = request;
+    const model = request.model;
+    const size = submission.part_items ?? this.#options.partItems ?? DEFAULT_PART_ITEMS;
+    const parts = Math.ceil(items.length / size);
+    const submittedAt = new Date().toISOString();
+    const envelope = { v: WIRE_VERSION, job_id: jobId, parts, primitive: submission.primitive, model, result: submission.result } as const;
+
+    const status = await this.#status.create(initialStatus(envelope, items.length));
+    await this.#ensureConsumer(submission.primitive, model);
+    const subject = this.topology.names.jobs(submission.primitive, model);
+    const window = this.#options.publishWindow ?? DEFAULT_PUBLISH_WINDOW;
+    const inFlight = new Set<Promise<void>>();
+    for (let part = 0; part < parts; part++) {
+      const offset = part * size;
+      const partRequest = jsonSafe({ ...shared, items: items.slice(offset, offset + size) });
+      const publish = this.#publishPart(subject, { ...envelope, part, offset, submitted_at: submittedAt }, partRequest);
+      const tracked: Promise<void> = publish.finally(() => inFlight.delete(tracked));
+      inFlight.add(tracked);
+      if (inFlight.size >= window) await Promise.race(inFlight);
+    }
+    await Promise.all(inFlight);
+    return { job_id: jobId, parts, items: items.length, status };
+  }
+
+  async #publishPart(subject: string, part: Omit<JobPart, 'request' | 'payload_ref'>, request: unknown): Promise<void> {
+    let body = utf8(JSON.stringify({ ...part, request }));
+    if (body.byteLength > this.#maxBytes) {
+      const ref = await this.#payloads.put(`jobs/${part.job_id}/${part.part}.json`, utf8(JSON.stringify(request)));
+      body = utf8(JSON.stringify({ ...part, payload_ref: ref }));
+    }
+    try {
+      await this.#js.publish(subject, body, { msgID: `${part.job_id}.${part.part}`, expect: { streamName: this.topology.names.jobsStream } });
+    } catch (error) {
+      throw toNatsShoalError(error, `publish part ${part.part} of job ${part.job_id}`);
+    }
+  }
+
+  status(jobId: string): Promise<JobStatus | null> {
+    return this.#status.get(checkJobId(jobId));
+  }
+
+  /** Resolves with the status once the job is completed, failed or partial. */
+  async wait(jobId: string, options: WaitOptions = {}): Promise<JobStatus> {
+    checkJobId(jobId);
+    const signals = [options.signal, options.timeoutMs === undefined ? undefined : AbortSignal.timeout(options.timeoutMs)].filter(
+      (s): s is AbortSignal => s !== undefined,
+    );
+    const signal = signals.length === 0 ? undefined : AbortSignal.any(signals);
+    let last: JobStatus | null = null;
+    for await (const status of this.#status.watch(jobId, signal)) {
+      last = status;
+      if (TERMINAL_STATES.has(status.state)) return status;
+    }
+    if (options.signal?.aborted === true) throw new ShoalError(ErrorCode.CANCELLED, `stopped waiting for job ${jobId}`);
+    const progress = last === null ? 'no status yet' : `${last.parts_done + last.parts_failed} of ${last.parts} parts finished`;
+    throw new ShoalError(ErrorCode.TIMEOUT, `job ${jobId} did not finish within ${options.timeoutMs ?? 0} ms (${progress})`);
+  }
+
+  /** The latest result of one part, or null when it has none yet. */
+  async partResult(jobId: string, part: number, resolve = true): Promise<ResolvedPartResult | null> {
+    const { jsm, names } = this.topology;
+    let stored;
+    try {
+      stored = await jsm.streams.getMessage(names.resultsStream, { last_by_subj: names.results(jobId, part) });
+    } catch (error) {
+      if (isJsApiCode(error, JS_CODES.NoMessageFound)) return null;
+      throw toNatsShoalError(error, `read result ${part} of job ${jobId}`);
+    }
+    if (stored === null) return null;
+    const result = parseWith(JobPartResult, stored.json(), `result ${part} of job ${jobId}`, ErrorCode.INTERNAL);
+    if (!resolve || result.result !== undefined || result.result_ref === undefined) return result;
+    const body = await getJson(this.#payloads, result.result_ref);
+    return { ...result, result: parseWith(PrimitiveResult, body, `stored result ${result.result_ref}`, ErrorCode.INTERNAL) };
+  }
+
+  /** Every part's result in part order (parts without a result yet are skipped). */
+  async *results(jobId: string, options: { resolve?: boolean } = {}): AsyncGenerator<ResolvedPartResult> {
+    const status = await this.status(jobId);
+    if (status === null) throw new ShoalError(ErrorCode.INVALID_INPUT, `job ${jobId} does not exist (or its status expired)`);
+    for (let start = 0; start < status.parts; start += RESULT_READ_WINDOW) {
+      const indexes = Array.from({ length: Math.min(RESULT_READ_WINDOW, status.parts - start) }, (_, i) => start + i);
+      const batch = await Promise.all(indexes.map((part) => this.partResult(jobId, part, options.resolve ?? true)));
+      for (const result of batch) if (result !== null) yield result;
+    }
+  }
+}

@@ -1,0 +1,141 @@
+import type { JsMsg } from '@nats-io/jetstream';
+import type { Logger } from '../observability/logger.js';
+import type { Engine } from '../protocol/engine.js';
+import { ERROR_TRAITS, ErrorCode, ShoalError, serializeError, toShoalError } from '../protocol/errors.js';
+import { JobPart } from '../protocol/jobs.js';
+import type { NatsNames } from '../protocol/subjects.js';
+import { parseWith } from '../protocol/validate.js';
+import { deadSourceOf, type DeadLetters } from './dead-letter.js';
+import { itemCount, runPrimitive, shiftIndexes } from './dispatch.js';
+import type { PartResults } from './part-results.js';
+import { getJson, type PayloadStore } from './payloads.js';
+import { decodeJson } from './rpc-wire.js';
+import { bitmapHas, type StatusStore } from './status-store.js';
+
+/**
+ * What happens to one delivered job part. The message is acked only after its result is durably
+ * published and counted; the error table (ERROR_TRAITS.delivery) decides the rest:
+ * - term: an error result, then term() (invalid input never succeeds on a retry);
+ * - nak: nak with a growing delay, until the last allowed delivery, which dead-letters it;
+ * - a part whose model is still loading here is nak'ed with a delay, leaving it to a worker that
+ *   holds the model; a part interrupted by shutdown is nak'ed at once for another worker.
+ * A message that is not a job part at all is dead-lettered and terminated.
+ */
+
+export type ModelState = 'ready' | 'loading' | 'absent';
+export type Disposition = 'ack' | 'nak' | 'term' | 'dead';
+
+export interface PartHandlerOptions {
+  engine: Engine;
+  names: NatsNames;
+  results: PartResults;
+  status: StatusStore;
+  payloads: PayloadStore;
+  deadLetters: DeadLetters;
+  /** Deliveries allowed by the consumer (max_deliver). */
+  maxDeliver: number;
+  /** First redelivery delay of a retryable failure; doubles per delivery up to maxRetryDelayMs. @default 1000 */
+  retryDelayMs?: number;
+  /** @default 30000 */
+  maxRetryDelayMs?: number;
+  /** Delay for a part whose model is loading on this worker. @default 2000 */
+  loadingDelayMs?: number;
+  /** A part running longer fails with TIMEOUT (and is retried). @default 600000 */
+  partTimeoutMs?: number;
+  modelState?: (model: string) => ModelState;
+  logger?: Logger;
+}
+
+export class PartHandler {
+  readonly #options: PartHandlerOptions;
+
+  constructor(options: PartHandlerOptions) {
+    this.#options = options;
+  }
+
+  #retryDelay(deliveries: number): number {
+    const first = this.#options.retryDelayMs ?? 1000;
+    return Math.min(this.#options.maxRetryDelayMs ?? 30_000, first * 2 ** Math.max(0, deliveries - 1));
+  }
+
+  #decode(msg: JsMsg): JobPart {
+    const decoded = decodeJson(msg.data);
+    if (!decoded.ok) throw new ShoalError(ErrorCode.INVALID_INPUT, `the job message is not JSON: ${decoded.reason}`);
+    const part = parseWith(JobPart, decoded.value, 'job part');
+    const expected = this.#options.names.jobs(part.primitive, part.model);
+    if (msg.subject !== expected) {
+      throw new ShoalError(ErrorCode.INVALID_INPUT, `a ${part.primitive} part for model "${part.model}" was published on ${msg.subject}, not ${expected}`);
+    }
+    return part;
+  }
+
+  /** Handles one delivery; `signal` aborts when the worker shuts down. Never throws for the part's own failures. */
+  async handle(msg: JsMsg, signal: AbortSignal): Promise<Disposition> {
+    let part: JobPart;
+    try {
+      part = this.#decode(msg);
+    } catch (error) {
+      await this.#options.deadLetters.bury(deadSourceOf(msg), serializeError(error));
+      msg.term();
+      return 'term';
+    }
+    const deliveries = msg.info.deliveryCount;
+    const status = await this.#options.status.get(part.job_id);
+    if (status !== null && bitmapHas(status.counted_parts, part.part)) {
+      // Finished by an earlier delivery whose ack was lost.
+      await msg.ackAck();
+      return 'ack';
+    }
+    if (this.#options.modelState?.(part.model) === 'loading' && deliveries < this.#options.maxDeliver) {
+      msg.nak(this.#options.loadingDelayMs ?? 2000);
+      return 'nak';
+    }
+    const timeoutMs = this.#options.partTimeoutMs ?? 600_000;
+    const timeout = AbortSignal.timeout(timeoutMs);
+    try {
+      const request = part.request ?? (part.payload_ref === undefined ? undefined : await getJson(this.#options.payloads, part.payload_ref));
+      if (status === null || status.state === 'queued') await this.#options.status.markRunning(part, itemCount(request));
+      const result = await runPrimitive(this.#options.engine, {
+        primitive: part.primitive,
+        model: part.model,
+        request,
+        priority: 'bulk',
+        signal: AbortSignal.any([signal, timeout]),
+      });
+      await this.#options.results.ok(part, shiftIndexes(result, part.offset ?? 0));
+      await msg.ackAck();
+      return 'ack';
+    } catch (error) {
+      if (signal.aborted) {
+        // Shutting down: someone else takes it now, without counting against it as a failure.
+        msg.nak();
+        return 'nak';
+      }
+      const failure = timeout.aborted ? new ShoalError(ErrorCode.TIMEOUT, `the part ran longer than ${timeoutMs} ms`, { cause: error }) : toShoalError(error);
+      return this.#fail(msg, part, failure, deliveries);
+    }
+  }
+
+  async #fail(msg: JsMsg, part: JobPart, failure: ShoalError, deliveries: number): Promise<Disposition> {
+    const log = { job: part.job_id, part: part.part, code: failure.code, deliveries };
+    switch (ERROR_TRAITS[failure.code].delivery) {
+      case 'term':
+        this.#options.logger?.warn({ ...log, err: failure.message }, 'part failed for good');
+        await this.#options.results.failed(part, failure);
+        msg.term();
+        return 'term';
+      case 'ack':
+        await msg.ackAck();
+        return 'ack';
+      case 'nak':
+        if (deliveries >= this.#options.maxDeliver) {
+          await this.#options.deadLetters.settle(deadSourceOf(msg), failure);
+          msg.term();
+          return 'dead';
+        }
+        this.#options.logger?.info({ ...log, err: failure.message }, 'part failed; redelivering later');
+        msg.nak(this.#retryDelay(deliveries));
+        return 'nak';
+    }
+  }
+}

@@ -1,0 +1,111 @@
+import type { JetStreamClient, JetStreamManager, PubAck } from '@nats-io/jetstream';
+import { serializeError, type SerializedError } from '../protocol/errors.js';
+import { JobPartResult, WIRE_VERSION, type JobPart } from '../protocol/jobs.js';
+import type { NatsNames } from '../protocol/subjects.js';
+import type { AnyResult } from './dispatch.js';
+import { toNatsShoalError } from './nats-errors.js';
+import type { PayloadStore } from './payloads.js';
+import { encodeJson } from './rpc-wire.js';
+import type { PartRecord, StatusStore } from './status-store.js';
+
+/**
+ * Finishing a part, the one place that does it (worker and dead-letter handler alike): publish
+ * its result (ok or error) on the results stream with `Nats-Msg-Id` = `<job>.<part>`, so a
+ * redelivered part adds no second message, then count it in the job status (once). A result over
+ * the message limit, or for a store target, is written to the store and published as a reference.
+ */
+
+const MESSAGE_HEADROOM = 4096;
+
+export interface PartResultsOptions {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  names: NatsNames;
+  payloads: PayloadStore;
+  status: StatusStore;
+  workerId: string;
+  /** Largest message body (the server's max_payload). */
+  maxMessageBytes: number;
+}
+
+type ResultHeader = Pick<JobPartResult, 'v' | 'job_id' | 'part' | 'parts' | 'primitive' | 'model' | 'worker' | 'finished_at'>;
+
+export class PartResults {
+  readonly #options: PartResultsOptions;
+
+  constructor(options: PartResultsOptions) {
+    this.#options = options;
+  }
+
+  #header(part: JobPart): ResultHeader {
+    return {
+      v: WIRE_VERSION,
+      job_id: part.job_id,
+      part: part.part,
+      parts: part.parts,
+      primitive: part.primitive,
+      model: part.model,
+      worker: this.#options.workerId,
+      finished_at: new Date().toISOString(),
+    };
+  }
+
+  async #publish(part: JobPart, message: JobPartResult): Promise<PubAck> {
+    const { js, names } = this.#options;
+    const body = encodeJson(message);
+    try {
+      return await js.publish(names.results(part.job_id, part.part), body, {
+        msgID: `${part.job_id}.${part.part}`,
+        expect: { streamName: names.resultsStream },
+      });
+    } catch (error) {
+      throw toNatsShoalError(error, `publish the result of part ${part.part} of job ${part.job_id}`);
+    }
+  }
+
+  /** Publishes a successful result (stored by reference when it must be) and counts the part done. */
+  async ok(part: JobPart, result: AnyResult): Promise<PartRecord> {
+    const header = this.#header(part);
+    const { payloads } = this.#options;
+    let message: JobPartResult;
+    if (part.result.kind === 'store') {
+      const ref = await payloads.write(part.result.uri, `${part.job_id}/part-${part.part}.jsonl`, encodeJson(result));
+      message = { ...header, status: 'ok', result_ref: ref };
+    } else {
+      message = { ...header, status: 'ok', result };
+      if (encodeJson(message).byteLength > this.#options.maxMessageBytes - MESSAGE_HEADROOM) {
+        const ref = await payloads.put(`results/${part.job_id}/${part.part}.json`, encodeJson(result));
+        message = { ...header, status: 'ok', result_ref: ref };
+      }
+    }
+    await this.#publish(part, message);
+    return this.#options.status.recordPart(part, { ok: true, items: result.usage.items });
+  }
+
+  /**
+   * Publishes an error result and counts the part failed, unless an earlier delivery already
+   * published a successful result (crashed before its ack): then that success is what counts.
+   */
+  async failed(part: JobPart, failure: unknown): Promise<PartRecord> {
+    const error: SerializedError = serializeError(failure);
+    const ack = await this.#publish(part, { ...this.#header(part), status: 'error', error });
+    if (ack.duplicate) {
+      const earlier = await this.#stored(part);
+      if (earlier?.status === 'ok') return this.#options.status.recordPart(part, { ok: true, items: earlier.result?.usage.items ?? 0 });
+    }
+    return this.#options.status.recordPart(part, { ok: false, error });
+  }
+
+  async #stored(part: JobPart): Promise<JobPartResult | null> {
+    const { jsm, names } = this.#options;
+    try {
+      const stored = await jsm.streams.getMessage(names.resultsStream, { last_by_subj: names.results(part.job_id, part.part) });
+      if (stored === null) return null;
+      const parsed = JobPartResult.safeParse(stored.json());
+      return parsed.success ? parsed.data : null;
+    } catch (error) {
+      throw toNatsShoalError(error, `read the earlier result of part ${part.part} of job ${part.job_id}`);
+    }
+  }
+}
+

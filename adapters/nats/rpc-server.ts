@@ -1,0 +1,148 @@
+import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
+import type { Logger } from '../observability/logger.js';
+import type { Engine } from '../protocol/engine.js';
+import { ErrorCode, ShoalError, serializeError } from '../protocol/errors.js';
+import { WIRE_VERSION, type RpcReply, type WorkerInfo } from '../protocol/jobs.js';
+import type { NatsNames, Primitive } from '../protocol/subjects.js';
+import { runPrimitive } from './dispatch.js';
+import { callerTimeout, decodeJson, encodeJson } from './rpc-wire.js';
+
+/**
+ * The worker side of request-reply. Every worker joins one queue group on
+ * - `serving.<primitive>.<model>` for each model it serves (it loads the model if needed), and
+ * - `resident.<primitive>.<model>` for each model it holds right now (kept in step with the pool
+ *   through setResident), so a caller's first try reaches a worker that will not load anything;
+ * and answers the discovery subject with what it serves and holds. Requests run in the engine's
+ * interactive lane, aborted when the caller's timeout (a header) has passed.
+ */
+
+export interface Route {
+  primitive: Primitive;
+  model: string;
+}
+
+export interface RpcServerOptions {
+  nc: NatsConnection;
+  names: NatsNames;
+  engine: Engine;
+  workerId: string;
+  routes: readonly Route[];
+  /** Models resident now, for discovery answers. */
+  resident: () => readonly string[];
+  /** Longest a request may run, whatever the caller's timeout. @default 120000 */
+  maxRequestMs?: number;
+  logger?: Logger;
+}
+
+export class RpcServer {
+  readonly #options: RpcServerOptions;
+  readonly #serving: Subscription[] = [];
+  readonly #resident = new Map<string, Subscription>();
+  readonly #inFlight = new Set<Promise<void>>();
+  readonly #stopping = new AbortController();
+  #discovery: Subscription | null = null;
+  #started = false;
+  #draining = false;
+
+  constructor(options: RpcServerOptions) {
+    this.#options = options;
+  }
+
+  start(): void {
+    if (this.#started) return;
+    this.#started = true;
+    const { nc, names } = this.#options;
+    for (const route of this.#options.routes) {
+      this.#serving.push(this.#subscribe(names.serving(route.primitive, route.model), route));
+    }
+    this.#discovery = nc.subscribe(names.workers(), {
+      callback: (error, msg) => {
+        if (error === null) msg.respond(encodeJson(this.info()));
+      },
+    });
+  }
+
+  info(): WorkerInfo {
+    const serves = [...new Set(this.#options.routes.map((r) => r.model))];
+    return { v: WIRE_VERSION, worker: this.#options.workerId, serves, resident: [...this.#options.resident()] };
+  }
+
+  /** Follows the pool: joins `resident` subjects of models just loaded, leaves those of models evicted. */
+  setResident(models: Iterable<string>): void {
+    if (!this.#started || this.#draining) return;
+    const held = new Set(models);
+    for (const route of this.#options.routes) {
+      const subject = this.#options.names.resident(route.primitive, route.model);
+      const existing = this.#resident.get(subject);
+      if (held.has(route.model) && existing === undefined) this.#resident.set(subject, this.#subscribe(subject, route));
+      if (!held.has(route.model) && existing !== undefined) {
+        this.#resident.delete(subject);
+        // drain(): a request already delivered to this subscription is still answered.
+        void existing.drain().catch(() => undefined);
+      }
+    }
+  }
+
+  #subscribe(subject: string, route: Route): Subscription {
+    return this.#options.nc.subscribe(subject, {
+      queue: this.#options.names.workerQueue,
+      callback: (error, msg) => {
+        if (error !== null) {
+          this.#options.logger?.error({ subject, err: error.message }, 'request subscription failed');
+          return;
+        }
+        const work = this.#handle(msg, route);
+        this.#inFlight.add(work);
+        void work.finally(() => this.#inFlight.delete(work));
+      },
+    });
+  }
+
+  async #handle(msg: Msg, route: Route): Promise<void> {
+    const worker = this.#options.workerId;
+    let reply: RpcReply;
+    try {
+      const decoded = decodeJson(msg.data);
+      if (!decoded.ok) throw new ShoalError(ErrorCode.INVALID_INPUT, `the ${route.primitive} request is not JSON: ${decoded.reason}`);
+      const capMs = this.#options.maxRequestMs ?? 120_000;
+      const timeoutMs = callerTimeout(msg.headers, capMs) ?? capMs;
+      const signal = AbortSignal.any([AbortSignal.timeout(timeoutMs), this.#stopping.signal]);
+      const result = await runPrimitive(this.#options.engine, { ...route, request: decoded.value, priority: 'interactive', signal });
+      reply = { ok: true, result, worker };
+    } catch (error) {
+      reply = { ok: false, error: serializeError(error), worker };
+    }
+    this.#respond(msg, reply);
+  }
+
+  #respond(msg: Msg, reply: RpcReply): void {
+    if (msg.reply === undefined || msg.reply === '') return;
+    let body = encodeJson(reply);
+    const limit = this.#options.nc.info?.max_payload ?? 1024 * 1024;
+    if (body.byteLength > limit) {
+      const error = new ShoalError(
+        ErrorCode.INPUT_TOO_LARGE,
+        `the result is ${body.byteLength} bytes, over the NATS message limit of ${limit}; ask for fewer items or outputs, or submit a job`,
+      );
+      body = encodeJson({ ok: false, error: serializeError(error), worker: reply.worker });
+    }
+    try {
+      msg.respond(body);
+    } catch (error) {
+      this.#options.logger?.warn({ err: String(error) }, 'could not send a reply');
+    }
+  }
+
+  /** Stops taking requests and answers those already received (aborting them when `force`). */
+  async drain(force = false): Promise<void> {
+    this.#draining = true;
+    const subscriptions = [...this.#serving, ...this.#resident.values()];
+    this.#serving.length = 0;
+    this.#resident.clear();
+    if (this.#discovery !== null) subscriptions.push(this.#discovery);
+    this.#discovery = null;
+    await Promise.all(subscriptions.map((s) => s.drain().catch(() => undefined)));
+    if (force) this.#stopping.abort();
+    await Promise.all([...this.#inFlight]);
+  }
+}

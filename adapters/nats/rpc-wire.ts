@@ -1,0 +1,48 @@
+import { headers as natsHeaders, type MsgHdrs } from '@nats-io/transport-node';
+
+/**
+ * What the request-reply client and the workers agree on besides the zod schemas: header names
+ * and JSON encoding (image bytes become base64, since JSON cannot carry them).
+ */
+
+export const RPC_HEADERS = Object.freeze({
+  /** How long the caller waits: the worker drops work the caller has given up on. */
+  timeoutMs: 'Shoal-Timeout-Ms',
+});
+
+/** Values JSON cannot carry, made JSON-safe: Uint8Array image bytes → `{base64}`. */
+export function jsonSafe(value: unknown): unknown {
+  if (value instanceof Uint8Array) return { base64: Buffer.from(value).toString('base64') };
+  if (Array.isArray(value)) return value.map(jsonSafe);
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, jsonSafe(v)]));
+  }
+  return value;
+}
+
+export function encodeJson(value: unknown): Uint8Array {
+  return Buffer.from(JSON.stringify(value), 'utf8');
+}
+
+/** Parses a message body as JSON; null when it is not JSON (the caller decides what that means). */
+export function decodeJson(data: Uint8Array): { ok: true; value: unknown } | { ok: false; reason: string } {
+  try {
+    return { ok: true, value: JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8')) };
+  } catch (error) {
+    return { ok: false, reason: error instanceof Error ? error.message : String(error) };
+  }
+}
+
+export function timeoutHeaders(timeoutMs: number): MsgHdrs {
+  const h = natsHeaders();
+  h.set(RPC_HEADERS.timeoutMs, String(Math.round(timeoutMs)));
+  return h;
+}
+
+/** The caller's timeout from the headers, capped; null when absent or not a number. */
+export function callerTimeout(h: MsgHdrs | undefined, capMs: number): number | null {
+  const raw = h?.get(RPC_HEADERS.timeoutMs);
+  if (raw === undefined || raw === '') return null;
+  const ms = Number(raw);
+  return Number.isFinite(ms) && ms > 0 ? Math.min(ms, capMs) : null;
+}

@@ -1,0 +1,208 @@
+import { Kvm, type KV, type KvEntry } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { ErrorCode, ShoalError, type SerializedError } from '../protocol/errors.js';
+import { JobStatus, WIRE_VERSION, type JobPart, type JobState } from '../protocol/jobs.js';
+import { parseWith } from '../protocol/validate.js';
+import { JS_CODES, isJsApiCode, toNatsShoalError } from './nats-errors.js';
+
+/**
+ * Job status in the KV bucket (key = job id), changed only with compare-and-set so concurrent
+ * workers never overwrite each other. A part is counted once: the status carries a bitmap of
+ * counted parts, checked and set in the same CAS write as the counters, so a part redelivered
+ * after a crash (result already published, ack lost) leaves the counters alone.
+ */
+
+/** CAS retries before giving up; contention is between the few workers finishing parts of one job. */
+const MAX_CAS_ATTEMPTS = 100;
+const MAX_ERRORS = 20;
+
+export const TERMINAL_STATES: ReadonlySet<JobState> = new Set<JobState>(['completed', 'failed', 'partial']);
+
+export function bitmapHas(bitmap: string | undefined, index: number): boolean {
+  if (bitmap === undefined || bitmap === '') return false;
+  const bytes = Buffer.from(bitmap, 'base64');
+  const byte = bytes[index >> 3];
+  return byte !== undefined && (byte & (1 << (index & 7))) !== 0;
+}
+
+export function bitmapSet(bitmap: string | undefined, index: number, size: number): string {
+  const bytes = Buffer.alloc(Math.ceil(size / 8));
+  if (bitmap !== undefined && bitmap !== '') Buffer.from(bitmap, 'base64').copy(bytes);
+  bytes[index >> 3] = (bytes[index >> 3] ?? 0) | (1 << (index & 7));
+  return bytes.toString('base64');
+}
+
+function decode(entry: KvEntry, key: string): JobStatus {
+  let data: unknown;
+  try {
+    data = entry.json();
+  } catch (error) {
+    throw new ShoalError(ErrorCode.INTERNAL, `status of job ${key} is not JSON`, { cause: error });
+  }
+  return parseWith(JobStatus, data, `status of job ${key}`, ErrorCode.INTERNAL);
+}
+
+function isLive(entry: KvEntry | null): entry is KvEntry {
+  return entry !== null && entry.operation === 'PUT';
+}
+
+/** What finishing one part did to the status. */
+export interface PartRecord {
+  /** False when the part had already been counted (a redelivery). */
+  counted: boolean;
+  status: JobStatus;
+}
+
+export type PartOutcome = { ok: true; items: number } | { ok: false; error: SerializedError };
+
+/** A new status for a job, `queued`, nothing counted. */
+export function initialStatus(part: Pick<JobPart, 'job_id' | 'primitive' | 'model' | 'parts' | 'result'>, items: number, now = new Date()): JobStatus {
+  const at = now.toISOString();
+  return {
+    v: WIRE_VERSION,
+    job_id: part.job_id,
+    state: 'queued',
+    primitive: part.primitive,
+    model: part.model,
+    parts: part.parts,
+    parts_done: 0,
+    parts_failed: 0,
+    items,
+    errors: [],
+    result: part.result,
+    created_at: at,
+    updated_at: at,
+  };
+}
+
+function finalState(status: JobStatus): JobState {
+  if (status.parts_done + status.parts_failed < status.parts) return 'running';
+  if (status.parts_failed === 0) return 'completed';
+  return status.parts_done === 0 ? 'failed' : 'partial';
+}
+
+export class StatusStore {
+  readonly #kv: KV;
+
+  private constructor(kv: KV) {
+    this.#kv = kv;
+  }
+
+  /** Opens the bucket (ensureTopology creates it). */
+  static async open(nc: NatsConnection, bucket: string): Promise<StatusStore> {
+    try {
+      return new StatusStore(await new Kvm(nc).open(bucket));
+    } catch (error) {
+      throw toNatsShoalError(error, `open the job status bucket ${bucket}`);
+    }
+  }
+
+  async #entry(jobId: string): Promise<KvEntry | null> {
+    try {
+      return await this.#kv.get(jobId);
+    } catch (error) {
+      throw toNatsShoalError(error, `read status of job ${jobId}`);
+    }
+  }
+
+  async get(jobId: string): Promise<JobStatus | null> {
+    const entry = await this.#entry(jobId);
+    return isLive(entry) ? decode(entry, jobId) : null;
+  }
+
+  /** Creates the status unless the job already has one (a resubmission); returns what is stored. */
+  async create(status: JobStatus): Promise<JobStatus> {
+    try {
+      await this.#kv.create(status.job_id, JSON.stringify(status));
+      return status;
+    } catch (error) {
+      if (!isJsApiCode(error, JS_CODES.StreamWrongLastSequence)) throw toNatsShoalError(error, `create status of job ${status.job_id}`);
+    }
+    const existing = await this.get(status.job_id);
+    if (existing === null) throw new ShoalError(ErrorCode.UNAVAILABLE, `status of job ${status.job_id} changed while it was created; retry`);
+    return existing;
+  }
+
+  /**
+   * Applies `change` with compare-and-set, retrying on conflicts; `change` returns null to leave
+   * the status as it is. A missing status is started from `missing()` (a part published without a
+   * status, or a status that expired).
+   */
+  async #update(jobId: string, missing: () => JobStatus, change: (current: JobStatus) => JobStatus | null): Promise<{ status: JobStatus; changed: boolean }> {
+    for (let attempt = 0; attempt < MAX_CAS_ATTEMPTS; attempt++) {
+      const entry = await this.#entry(jobId);
+      const current = isLive(entry) ? decode(entry, jobId) : missing();
+      const next = change(current);
+      if (next === null) return { status: current, changed: false };
+      try {
+        const body = JSON.stringify(next);
+        // A deleted key (tombstone) is recreated like a missing one.
+        if (entry === null || !isLive(entry)) await this.#kv.create(jobId, body);
+        else await this.#kv.update(jobId, body, entry.revision);
+        return { status: next, changed: true };
+      } catch (error) {
+        if (!isJsApiCode(error, JS_CODES.StreamWrongLastSequence)) throw toNatsShoalError(error, `update status of job ${jobId}`);
+      }
+    }
+    throw new ShoalError(ErrorCode.UNAVAILABLE, `status of job ${jobId} kept changing during ${MAX_CAS_ATTEMPTS} attempts to update it`);
+  }
+
+  /** queued → running, the first time a worker starts a part. */
+  async markRunning(part: JobPart, items: number): Promise<void> {
+    await this.#update(
+      part.job_id,
+      () => initialStatus(part, items),
+      (current) => (current.state === 'queued' ? { ...current, state: 'running', updated_at: new Date().toISOString() } : null),
+    );
+  }
+
+  /** Counts a finished part (done or failed) once; a part already counted changes nothing. */
+  async recordPart(part: JobPart, outcome: PartOutcome): Promise<PartRecord> {
+    const { status, changed } = await this.#update(
+      part.job_id,
+      () => initialStatus(part, outcome.ok ? outcome.items : 0),
+      (current) => {
+        if (part.part >= current.parts || bitmapHas(current.counted_parts, part.part)) return null;
+        const next: JobStatus = {
+          ...current,
+          counted_parts: bitmapSet(current.counted_parts, part.part, current.parts),
+          updated_at: new Date().toISOString(),
+        };
+        if (outcome.ok) next.parts_done = current.parts_done + 1;
+        else {
+          next.parts_failed = current.parts_failed + 1;
+          if (current.errors.length < MAX_ERRORS) next.errors = [...current.errors, { ...outcome.error, part: part.part }];
+        }
+        next.state = finalState(next);
+        return next;
+      },
+    );
+    return { counted: changed, status };
+  }
+
+  /** Whether a part is already counted (a redelivery of finished work). */
+  async isCounted(jobId: string, part: number): Promise<boolean> {
+    const status = await this.get(jobId);
+    return status !== null && bitmapHas(status.counted_parts, part);
+  }
+
+  /** Status changes of one job, starting with the current one; ends when `signal` aborts. */
+  async *watch(jobId: string, signal?: AbortSignal): AsyncGenerator<JobStatus> {
+    let watcher;
+    try {
+      watcher = await this.#kv.watch({ key: jobId });
+    } catch (error) {
+      throw toNatsShoalError(error, `watch status of job ${jobId}`);
+    }
+    const stop = (): void => watcher.stop();
+    signal?.addEventListener('abort', stop, { once: true });
+    try {
+      for await (const entry of watcher) {
+        if (isLive(entry)) yield decode(entry, jobId);
+      }
+    } finally {
+      signal?.removeEventListener('abort', stop);
+      watcher.stop();
+    }
+  }
+}

@@ -1,0 +1,242 @@
+import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, jetstreamManager, type JetStreamManager, type StreamConfig } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { Objm } from '@nats-io/obj';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { z } from 'zod';
+import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { natsNames, type NatsNames, type Primitive } from '../protocol/subjects.js';
+import { parseWith } from '../protocol/validate.js';
+import { JS_CODES, isJsApiCode, toNatsShoalError } from './nats-errors.js';
+
+/**
+ * Creates, idempotently, everything Shoal needs on the JetStream server (docs/nats.md):
+ * - `<P>_JOBS`: work-queue stream of job parts, `<prefix>.jobs.<primitive>.<model-token>`;
+ * - one durable pull consumer per primitive and model, filtered on its exact subject;
+ * - `<P>_RESULTS`: results per part, deduplicated by `Nats-Msg-Id` = `<job>.<part>`;
+ * - `<P>_DLQ`: dead letters (original body, reason headers);
+ * - `<P>_JOBS_MAX_DELIVERIES`: the server's max-deliveries advisories for the jobs stream, kept
+ *   durably so a dead letter is handled even when no worker was connected when it happened;
+ * - KV bucket of job status, object store of payloads and results over the message limit.
+ * Every service calls `ensureTopology` at start; settings that differ from the server's are updated.
+ */
+
+const SECOND_NS = 1_000_000_000;
+const DAY_S = 86_400;
+
+export const TopologySettings = z
+  .strictObject({
+    /** Subject prefix; names derive from it (natsNames). @default 'shoal' */
+    prefix: z.string().default('shoal'),
+    /** @default 'file' */
+    storage: z.enum(['file', 'memory']).default('file'),
+    /** Stream replicas (clustered JetStream). @default 1 */
+    replicas: z.number().int().min(1).max(5).default(1),
+    /** How long results stay in the results stream. @default 7 days */
+    resultsMaxAgeSeconds: z.number().int().min(60).default(7 * DAY_S),
+    /** How long job status stays in the KV bucket. @default 7 days */
+    statusMaxAgeSeconds: z.number().int().min(60).default(7 * DAY_S),
+    /** How long payloads and large results stay in the object store. @default 7 days */
+    payloadMaxAgeSeconds: z.number().int().min(60).default(7 * DAY_S),
+    /** How long dead letters are kept. @default 30 days */
+    deadLetterMaxAgeSeconds: z.number().int().min(60).default(30 * DAY_S),
+    /** Publish dedupe window of the jobs and results streams: resubmitting a job, or redelivering a part, inside it adds nothing. @default 1 hour */
+    duplicateWindowSeconds: z.number().int().min(1).default(3600),
+  })
+  .refine((s) => s.duplicateWindowSeconds <= s.resultsMaxAgeSeconds, 'duplicateWindowSeconds must not exceed resultsMaxAgeSeconds');
+export type TopologySettings = z.output<typeof TopologySettings>;
+export type TopologySettingsInput = z.input<typeof TopologySettings>;
+
+export const ConsumerSettings = z.strictObject({
+  /** Time a worker has to ack a part before it is redelivered; workers extend it with working(). @default 30000 */
+  ackWaitMs: z.number().int().min(500).max(3_600_000).default(30_000),
+  /** Deliveries of a part before it is dead-lettered. @default 5 */
+  maxDeliver: z.number().int().min(1).max(1000).default(5),
+  /** Parts delivered and not yet acked, over all workers of one consumer. @default 10000 */
+  maxAckPending: z.number().int().min(1).default(10_000),
+});
+export type ConsumerSettings = z.output<typeof ConsumerSettings>;
+export type ConsumerSettingsInput = z.input<typeof ConsumerSettings>;
+
+export function resolveTopologySettings(input: TopologySettingsInput = {}): TopologySettings {
+  return Object.freeze(parseWith(TopologySettings, input, 'NATS topology settings', ErrorCode.CONFIG_INVALID));
+}
+
+export function resolveConsumerSettings(input: ConsumerSettingsInput = {}): ConsumerSettings {
+  return Object.freeze(parseWith(ConsumerSettings, input, 'NATS consumer settings', ErrorCode.CONFIG_INVALID));
+}
+
+/** Names this module adds to natsNames: the stream and durable consumer of max-deliveries advisories. */
+export function advisoryNames(names: NatsNames): { stream: string; subject: string; consumer: string } {
+  return {
+    stream: `${names.jobsStream}_MAX_DELIVERIES`,
+    subject: `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${names.jobsStream}.*`,
+    consumer: 'dead_letters',
+  };
+}
+
+type StreamSpec = Pick<StreamConfig, 'name' | 'subjects' | 'retention' | 'max_age' | 'duplicate_window' | 'storage' | 'num_replicas' | 'discard'>;
+
+/** Settings an existing stream must have; the server refuses to change retention, so that is an error. */
+async function ensureStream(jsm: JetStreamManager, spec: StreamSpec): Promise<void> {
+  let existing: StreamConfig | null = null;
+  try {
+    existing = (await jsm.streams.info(spec.name)).config;
+  } catch (error) {
+    if (!isJsApiCode(error, JS_CODES.StreamNotFound)) throw toNatsShoalError(error, `read stream ${spec.name}`);
+  }
+  if (existing === null) {
+    try {
+      await jsm.streams.add(spec);
+      return;
+    } catch (error) {
+      // Another service created it a moment ago: fall through and compare.
+      if (!isJsApiCode(error, JS_CODES.StreamNameInUse)) throw toNatsShoalError(error, `create stream ${spec.name}`);
+      existing = (await jsm.streams.info(spec.name)).config;
+    }
+  }
+  if (existing.retention !== spec.retention) {
+    throw new ShoalError(
+      ErrorCode.CONFIG_INVALID,
+      `stream ${spec.name} exists with retention ${existing.retention}, Shoal needs ${spec.retention}; delete it (nats stream rm ${spec.name}) or use another subject prefix`,
+    );
+  }
+  const sameSubjects = [...existing.subjects].sort().join(' ') === [...spec.subjects].sort().join(' ');
+  if (sameSubjects && existing.max_age === spec.max_age && existing.duplicate_window === spec.duplicate_window) return;
+  try {
+    await jsm.streams.update(spec.name, { ...existing, subjects: spec.subjects, max_age: spec.max_age, duplicate_window: spec.duplicate_window });
+  } catch (error) {
+    throw toNatsShoalError(error, `update stream ${spec.name}`);
+  }
+}
+
+/** KV and object-store buckets are streams too: their age limit follows the settings. */
+async function ensureMaxAge(jsm: JetStreamManager, stream: string, maxAgeNs: number): Promise<void> {
+  const info = await jsm.streams.info(stream);
+  if (info.config.max_age === maxAgeNs) return;
+  await jsm.streams.update(stream, { ...info.config, max_age: maxAgeNs });
+}
+
+export interface Topology {
+  readonly names: NatsNames;
+  readonly settings: TopologySettings;
+  readonly jsm: JetStreamManager;
+}
+
+export async function ensureTopology(nc: NatsConnection, input: TopologySettingsInput | TopologySettings = {}): Promise<Topology> {
+  const settings = resolveTopologySettings(input);
+  const names = natsNames(settings.prefix);
+  const jsm = await jetstreamManager(nc).catch((error: unknown) => {
+    throw toNatsShoalError(error, 'JetStream is not available on this NATS server (start it with -js)');
+  });
+  const storage = settings.storage === 'file' ? StorageType.File : StorageType.Memory;
+  const common = { storage, num_replicas: settings.replicas, discard: DiscardPolicy.Old };
+  const duplicateWindow = settings.duplicateWindowSeconds * SECOND_NS;
+  const advisories = advisoryNames(names);
+  try {
+    await ensureStream(jsm, {
+      ...common,
+      name: names.jobsStream,
+      subjects: [names.allJobs()],
+      retention: RetentionPolicy.Workqueue,
+      max_age: 0,
+      duplicate_window: duplicateWindow,
+    });
+    await ensureStream(jsm, {
+      ...common,
+      name: names.resultsStream,
+      subjects: [names.allResults()],
+      retention: RetentionPolicy.Limits,
+      max_age: settings.resultsMaxAgeSeconds * SECOND_NS,
+      duplicate_window: duplicateWindow,
+    });
+    await ensureStream(jsm, {
+      ...common,
+      name: names.deadLetterStream,
+      subjects: [names.allDeadLetters()],
+      retention: RetentionPolicy.Limits,
+      max_age: settings.deadLetterMaxAgeSeconds * SECOND_NS,
+      duplicate_window: Math.min(duplicateWindow, settings.deadLetterMaxAgeSeconds * SECOND_NS),
+    });
+    await ensureStream(jsm, {
+      ...common,
+      name: advisories.stream,
+      subjects: [advisories.subject],
+      retention: RetentionPolicy.Workqueue,
+      max_age: settings.deadLetterMaxAgeSeconds * SECOND_NS,
+      duplicate_window: 60 * SECOND_NS,
+    });
+    await ensureConsumer(jsm, advisories.stream, {
+      durable_name: advisories.consumer,
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.All,
+      ack_wait: 30 * SECOND_NS,
+      max_deliver: -1,
+    });
+    const kvm = new Kvm(nc);
+    await kvm.create(names.statusBucket, { history: 1, ttl: settings.statusMaxAgeSeconds * 1000, storage, replicas: settings.replicas });
+    await ensureMaxAge(jsm, `KV_${names.statusBucket}`, settings.statusMaxAgeSeconds * SECOND_NS);
+    const objm = new Objm(nc);
+    await objm.create(names.payloadBucket, { ttl: settings.payloadMaxAgeSeconds * SECOND_NS, storage, replicas: settings.replicas });
+    await ensureMaxAge(jsm, `OBJ_${names.payloadBucket}`, settings.payloadMaxAgeSeconds * SECOND_NS);
+  } catch (error) {
+    throw toNatsShoalError(error, 'set up the NATS topology');
+  }
+  return Object.freeze({ names, settings, jsm });
+}
+
+interface ConsumerSpec {
+  durable_name: string;
+  filter_subject?: string;
+  ack_policy: AckPolicy;
+  deliver_policy: DeliverPolicy;
+  ack_wait: number;
+  max_deliver: number;
+  max_ack_pending?: number;
+}
+
+async function ensureConsumer(jsm: JetStreamManager, stream: string, spec: ConsumerSpec, createOnly = false): Promise<void> {
+  try {
+    const info = await jsm.consumers.info(stream, spec.durable_name);
+    if (createOnly) return;
+    const c = info.config;
+    const same = c.ack_wait === spec.ack_wait && c.max_deliver === spec.max_deliver && (spec.max_ack_pending === undefined || c.max_ack_pending === spec.max_ack_pending);
+    if (same) return;
+    const update: { ack_wait: number; max_deliver: number; max_ack_pending?: number } = { ack_wait: spec.ack_wait, max_deliver: spec.max_deliver };
+    if (spec.max_ack_pending !== undefined) update.max_ack_pending = spec.max_ack_pending;
+    await jsm.consumers.update(stream, spec.durable_name, update);
+    return;
+  } catch (error) {
+    if (!isJsApiCode(error, JS_CODES.ConsumerNotFound)) throw toNatsShoalError(error, `read consumer ${spec.durable_name}`);
+  }
+  try {
+    // Adding an identical durable consumer is a no-op on the server, so a concurrent add is harmless.
+    await jsm.consumers.add(stream, spec);
+  } catch (error) {
+    throw toNatsShoalError(error, `create consumer ${spec.durable_name} on ${stream}`);
+  }
+}
+
+/**
+ * The durable pull consumer of one primitive and model: created when missing; its limits updated
+ * to `input` unless `createOnly` (clients create it for KEDA, but the workers own its settings).
+ */
+export async function ensureJobConsumer(
+  topology: Topology,
+  primitive: Primitive,
+  model: string,
+  input: ConsumerSettingsInput | ConsumerSettings = {},
+  createOnly = false,
+): Promise<string> {
+  const settings = resolveConsumerSettings(input);
+  const name = topology.names.consumer(primitive, model);
+  await ensureConsumer(topology.jsm, topology.names.jobsStream, {
+    durable_name: name,
+    filter_subject: topology.names.jobs(primitive, model),
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    ack_wait: settings.ackWaitMs * 1_000_000,
+    max_deliver: settings.maxDeliver,
+    max_ack_pending: settings.maxAckPending,
+  }, createOnly);
+  return name;
+}

@@ -1,0 +1,144 @@
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { createLogger } from '../../../adapters/observability/logger.js';
+import { ShoalMetrics } from '../../../adapters/observability/metrics.js';
+import type { ModelCard } from '../../gateway/app.js';
+import type { GatewayHandle } from '../../gateway/main.js';
+import type { ShoalWorker } from '../../worker/worker.js';
+import type { CliApp } from '../app.js';
+import { CommaListFlag, parseFlags } from '../line-options.js';
+import { startLocalNats, type LocalNats } from '../local-nats.js';
+import { addGatewayOptions, gatewayConfig, interrupted } from './gateway.js';
+
+/**
+ * `shoal dev`: everything on one machine with one command. Starts a private nats-server (temp
+ * store, free port), a worker serving every model it can resolve (catalog entries, else every
+ * model under --model-dir / SHOAL_MODEL_DIR) and the gateway on 127.0.0.1:8080, prints where they
+ * listen, and on Ctrl-C stops them in order: HTTP intake and in-flight requests, then the worker
+ * (in-flight job parts finish and are acked), then nats-server, whose store is removed.
+ * The TEI routes default to the first dense embedder and the first pair reranker served.
+ */
+
+const DevFlags = z.looseObject({
+  models: CommaListFlag.optional(),
+});
+
+const EXAMPLE = `
+Examples:
+  $ SHOAL_MODEL_DIR=./models shoal dev
+  $ shoal dev --port 9090 --models BAAI/bge-small-en-v1.5,cross-encoder/ms-marco-MiniLM-L6-v2
+  $ curl -s localhost:8080/v1/embeddings -H 'content-type: application/json' \\
+      -d '{"model": "BAAI/bge-small-en-v1.5", "input": ["hello"]}'`;
+
+/** Runs the cleanups in order; each runs even when an earlier one failed; the first error is rethrown. */
+async function stopAll(steps: ReadonlyArray<() => Promise<void>>): Promise<void> {
+  let first: unknown = null;
+  for (const step of steps) {
+    try {
+      await step();
+    } catch (error) {
+      first ??= error;
+    }
+  }
+  if (first !== null) throw first;
+}
+
+interface ServedModel {
+  id: string;
+  family: string;
+  primitives: string[];
+  denseEncoder: boolean;
+  pairScorer: boolean;
+}
+
+async function servedModels(worker: ShoalWorker): Promise<ServedModel[]> {
+  const { getFamily } = await import('../../../adapters/models/registry.js');
+  const primitives = new Map<string, string[]>();
+  for (const route of worker.routes) primitives.set(route.model, [...(primitives.get(route.model) ?? []), route.primitive]);
+  const out: ServedModel[] = [];
+  for (const [id, list] of primitives) {
+    const family = (await worker.engine.profile(id)).family;
+    const capabilities = getFamily(family).capabilities;
+    out.push({ id, family, primitives: list, denseEncoder: capabilities.encode.includes('dense'), pairScorer: capabilities.score === 'pairs' });
+  }
+  return out;
+}
+
+function modelCards(worker: ShoalWorker, served: readonly ServedModel[]): () => Promise<readonly ModelCard[]> {
+  return async () => {
+    const resident = new Set(worker.engine.models().models.filter((m) => m.state === 'ready').map((m) => m.name));
+    return served.map((m) => ({ id: m.id, family: m.family, primitives: m.primitives, resident: resident.has(m.id) }));
+  };
+}
+
+export function registerDev(program: Command, app: CliApp): void {
+  const command = program
+    .command('dev')
+    .summary('local stack in one process: private nats-server, worker and HTTP gateway')
+    .description('Start a private nats-server, a worker serving every model it can resolve and the HTTP gateway; Ctrl-C stops all of them.');
+  addGatewayOptions(command, { host: '127.0.0.1' })
+    .option('--models <list>', 'models to serve, comma-separated (default: every catalog entry, else every model under --model-dir)')
+    .addHelpText('after', EXAMPLE)
+    .action(async (_options: unknown, self: Command) => {
+      const flags = parseFlags(DevFlags, self);
+      const cli = app.config(self);
+      const level = cli.quiet ? 'error' : (app.io.env.SHOAL_LOG_LEVEL ?? 'warn');
+      const baseConfig = await gatewayConfig(self, app, { host: '127.0.0.1' });
+      const [{ resolveNatsSettings }, { mergeWorkerInput, parseWorkerConfig, workerConfigFromEnv }, { ShoalWorker }, { startGateway }] = await Promise.all([
+        import('../../../adapters/nats/connection.js'),
+        import('../../worker/config.js'),
+        import('../../worker/worker.js'),
+        import('../../gateway/main.js'),
+      ]);
+      const metrics = new ShoalMetrics({ defaultLabels: { service: 'dev' } });
+      let nats: LocalNats | null = null;
+      let worker: ShoalWorker | null = null;
+      let gateway: GatewayHandle | null = null;
+      const stop = (): Promise<void> =>
+        stopAll([
+          async () => gateway?.close(),
+          async () => worker?.drain(),
+          async () => nats?.stop(),
+        ]);
+      try {
+        nats = await startLocalNats({ env: app.io.env });
+        const local = { servers: [nats.url], retryFirstConnect: false };
+        const merged = mergeWorkerInput(workerConfigFromEnv(app.io.env), {
+          engine: {
+            ...(cli.catalog === null ? {} : { catalog: cli.catalog }),
+            ...(cli.modelDirs.length === 0 ? {} : { modelDirs: [...cli.modelDirs] }),
+            ...(cli.threads === null ? {} : { threads: cli.threads }),
+            providers: [...cli.providers],
+            ...(cli.batchTokens === null ? {} : { batchTokens: cli.batchTokens }),
+          },
+          topology: { prefix: baseConfig.natsPrefix },
+          models: flags.models,
+          workerId: 'dev',
+        });
+        // The private server has no credentials: NATS_* variables of the environment are not for it.
+        const workerConfig = parseWorkerConfig({ ...merged, nats: { ...local, name: 'shoal-dev-worker' } });
+        worker = await ShoalWorker.start(workerConfig, { logger: createLogger('worker', level), metrics, env: app.io.env });
+        const served = await servedModels(worker);
+        const config = {
+          ...baseConfig,
+          nats: resolveNatsSettings({ ...local, name: 'shoal-dev-gateway' }),
+          embedModel: baseConfig.embedModel ?? served.find((m) => m.denseEncoder)?.id ?? null,
+          rerankModel: baseConfig.rerankModel ?? served.find((m) => m.pairScorer)?.id ?? null,
+        };
+        gateway = await startGateway({ config, logger: createLogger('gateway', level), metrics, models: modelCards(worker, served) });
+        const out = app.io.stdout;
+        out.write(`shoal dev is running\n`);
+        out.write(`  HTTP     ${gateway.url}  (/v1/encode /v1/score /v1/extract /v1/jobs, OpenAI /v1/embeddings, TEI /embed /rerank)\n`);
+        out.write(`  metrics  ${gateway.url}/metrics\n`);
+        out.write(`  NATS     ${nats.url}  (nats-server pid ${nats.pid}, store ${nats.storeDir})\n`);
+        out.write(`  models   ${served.map((m) => `${m.id} (${m.family})`).join(', ')}\n`);
+        out.write(`  TEI      /embed → ${config.embedModel ?? 'none'}, /rerank → ${config.rerankModel ?? 'none'}\n`);
+        out.write(`Press Ctrl-C to stop.\n`);
+        await interrupted(app.io.signal);
+        if (!cli.quiet) app.io.stderr.write('shoal dev: stopping (draining requests and jobs)\n');
+      } finally {
+        await stop();
+      }
+      if (!cli.quiet) app.io.stderr.write('shoal dev: stopped\n');
+    });
+}

@@ -1,0 +1,147 @@
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { connectNats, natsSettingsFromEnv } from '../../../adapters/nats/connection.js';
+import { JobsClient } from '../../../adapters/nats/jobs-client.js';
+import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
+import { DataRef, JobId, PrimitiveSchema, type JobStatus } from '../../../adapters/protocol/jobs.js';
+import { ImageSource, ItemId, ModelRef, Role, TextItem } from '../../../adapters/protocol/requests.js';
+import { PRIMITIVES } from '../../../adapters/protocol/subjects.js';
+import type { CliApp } from '../app.js';
+import { openSource, readLineChunks } from '../jsonl.js';
+import { parseLine } from '../line-stream.js';
+import { CommaListFlag, PositiveIntFlag, parseFlags } from '../line-options.js';
+
+/**
+ * `shoal submit <primitive>`: publishes one asynchronous job to NATS JetStream from JSON Lines
+ * items (`{"id","text"}` or `{"id","image"}`), prints `{"job_id","parts","items","state"}`, and
+ * with --wait waits for the job to finish and prints its final status. Workers (`shoal worker`)
+ * do the work; results land on the results stream, or under --result-uri.
+ */
+
+const SubmitLine = z.union([
+  z.object({ id: ItemId.optional(), text: TextItem.shape.text, role: Role.optional() }),
+  z.object({ id: ItemId.optional(), image: ImageSource, role: Role.optional() }),
+]);
+type SubmitLine = z.infer<typeof SubmitLine>;
+
+const JsonObject = z
+  .string()
+  .transform((text, ctx) => {
+    try {
+      const value: unknown = JSON.parse(text);
+      return value;
+    } catch {
+      ctx.addIssue({ code: 'custom', message: 'must be a JSON object' });
+      return z.NEVER;
+    }
+  })
+  .pipe(z.record(z.string(), z.unknown()));
+
+const SubmitFlags = z.strictObject({
+  model: ModelRef,
+  input: z.string().min(1).optional(),
+  query: z.string().optional(),
+  labels: CommaListFlag.optional(),
+  options: JsonObject.optional(),
+  jobId: JobId.optional(),
+  partItems: PositiveIntFlag(100_000).optional(),
+  resultUri: DataRef.optional(),
+  wait: z.boolean().optional(),
+  timeout: PositiveIntFlag(86_400_000).optional(),
+  nats: CommaListFlag.optional(),
+  prefix: z.string().min(1).optional(),
+});
+
+const EXAMPLE = `
+Input lines: {"id": "a", "text": "..."} (or {"id": "a", "image": "path-or-url"}), one item each.
+
+Examples:
+  $ shoal submit encode --model sentence-transformers/all-MiniLM-L6-v2 -i docs.jsonl --wait
+  $ shoal submit score --model cross-encoder/ms-marco-MiniLM-L6-v2 --query "what is nats" -i passages.jsonl
+  $ shoal submit extract --model urchade/gliner_small-v2.1 --labels person,organization -i news.jsonl \\
+      --result-uri obj://shoal_payloads/results
+  $ shoal submit encode --model BAAI/bge-m3 --options '{"output_types":["dense","sparse"]}' -i docs.jsonl`;
+
+async function readItems(app: CliApp, input: string | undefined): Promise<SubmitLine[]> {
+  const source = await openSource(input, app.io.stdin);
+  const items: SubmitLine[] = [];
+  try {
+    for await (const chunk of readLineChunks(source, 1024)) {
+      for (const raw of chunk) {
+        if (raw.text.trim() === '') continue;
+        items.push(parseLine(raw, SubmitLine, source.name).value);
+      }
+    }
+  } finally {
+    if (source.name !== 'stdin') source.stream.destroy();
+  }
+  if (items.length === 0) throw new ShoalError(ErrorCode.INVALID_INPUT, `no items in ${source.name}: give JSON Lines like {"id": 1, "text": "..."}`);
+  return items;
+}
+
+function summary(status: JobStatus): string {
+  const { job_id, state, parts, parts_done, parts_failed, items, errors } = status;
+  return `${JSON.stringify({ job_id, state, parts, parts_done, parts_failed, items, errors })}\n`;
+}
+
+export function registerSubmit(program: Command, app: CliApp): void {
+  program
+    .command('submit')
+    .summary('publish an asynchronous job to NATS (done by shoal worker)')
+    .description('Publish the JSON Lines items as one job for the workers; print the job id (and, with --wait, the final status).')
+    .argument('<primitive>', `one of ${PRIMITIVES.join(', ')}`)
+    .requiredOption('-m, --model <model>', 'model the workers serve (catalog name or hub id)')
+    .option('-i, --input <file>', 'read JSON Lines items from FILE (default: stdin)')
+    .option('--query <text>', 'the query (score)')
+    .option('--labels <list>', 'entity types, comma-separated (extract with zero-shot models)')
+    .option('--options <json>', 'more request fields as a JSON object, e.g. {"output_types":["sparse"]}')
+    .option('--job-id <id>', 'job id (resubmitting the same id adds nothing); default: a random one')
+    .option('--part-items <n>', 'items per part (default 64)')
+    .option('--result-uri <uri>', 'write results under obj://bucket/prefix or file:///dir instead of the results stream')
+    .option('--wait', 'wait until the job finishes and print its final status')
+    .option('--timeout <ms>', 'with --wait: give up after this long')
+    .option('--nats <urls>', 'NATS server URLs, comma-separated (env NATS_URL; default nats://127.0.0.1:4222)')
+    .option('--prefix <prefix>', 'subject prefix (env SHOAL_SUBJECT_PREFIX; default shoal)')
+    .addHelpText('after', EXAMPLE)
+    .action(async (primitiveArg: unknown, _options: unknown, self: Command) => {
+      const primitive = PrimitiveSchema.safeParse(primitiveArg);
+      if (!primitive.success) throw new ShoalError(ErrorCode.INVALID_INPUT, `shoal submit: the primitive must be one of ${PRIMITIVES.join(', ')}`);
+      const flags = parseFlags(SubmitFlags, self);
+      if (primitive.data === 'score' && flags.query === undefined && flags.options?.query === undefined) {
+        throw new ShoalError(ErrorCode.INVALID_INPUT, 'shoal submit score: give --query TEXT');
+      }
+      const items = await readItems(app, flags.input);
+      const request: Record<string, unknown> = { ...flags.options, model: flags.model, items };
+      if (flags.query !== undefined) request.query = flags.query;
+      if (flags.labels !== undefined) request.labels = flags.labels;
+      const env = natsSettingsFromEnv(app.io.env);
+      const nc = await connectNats({ ...env, ...(flags.nats === undefined ? {} : { servers: flags.nats }), retryFirstConnect: false, name: 'shoal submit' });
+      try {
+        const prefix = flags.prefix ?? app.io.env.SHOAL_SUBJECT_PREFIX;
+        const client = await JobsClient.open(nc, prefix === undefined || prefix === '' ? {} : { topology: { prefix } });
+        const submitted = await client.submit({
+          primitive: primitive.data,
+          request,
+          ...(flags.jobId === undefined ? {} : { job_id: flags.jobId }),
+          ...(flags.partItems === undefined ? {} : { part_items: flags.partItems }),
+          result: flags.resultUri === undefined ? { kind: 'stream' } : { kind: 'store', uri: flags.resultUri },
+        });
+        if (flags.wait !== true) {
+          app.io.stdout.write(`${JSON.stringify({ job_id: submitted.job_id, parts: submitted.parts, items: submitted.items, state: submitted.status.state })}\n`);
+          return;
+        }
+        const waitOptions = flags.timeout === undefined ? { signal: app.io.signal } : { signal: app.io.signal, timeoutMs: flags.timeout };
+        const final = await client.wait(submitted.job_id, waitOptions);
+        app.io.stdout.write(summary(final));
+        if (final.state !== 'completed') {
+          const first = final.errors[0];
+          throw new ShoalError(
+            first?.code ?? ErrorCode.INTERNAL,
+            `job ${final.job_id} ended ${final.state}: ${final.parts_failed} of ${final.parts} parts failed${first === undefined ? '' : ` (first: ${first.message})`}`,
+          );
+        }
+      } finally {
+        await nc.close();
+      }
+    });
+}

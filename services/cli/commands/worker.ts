@@ -1,0 +1,90 @@
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { createLogger } from '../../../adapters/observability/logger.js';
+import { mergeWorkerInput, parseWorkerConfig, workerConfigFromEnv } from '../../worker/config.js';
+import { runWorker } from '../../worker/main.js';
+import type { CliApp } from '../app.js';
+import { CommaListFlag, PositiveIntFlag, parseFlags } from '../line-options.js';
+
+/**
+ * `shoal worker`: pulls job parts from NATS JetStream for the models it serves and answers
+ * request-reply calls for them, until SIGTERM/SIGINT, then drains (docs/nats.md). Settings come
+ * from flags, then SHOAL_* / NATS_* variables, then defaults; the global --catalog, --model-dir,
+ * --threads, --providers and --batch-tokens configure its engine.
+ */
+
+const WorkerFlags = z.strictObject({
+  models: CommaListFlag.optional(),
+  preload: CommaListFlag.optional(),
+  nats: CommaListFlag.optional(),
+  prefix: z.string().min(1).optional(),
+  concurrency: PositiveIntFlag(1024).optional(),
+  ackWait: PositiveIntFlag(3_600_000).optional(),
+  maxDeliver: PositiveIntFlag(1000).optional(),
+  memoryBudget: z.string().min(1).optional(),
+  drainTimeout: PositiveIntFlag(3_600_000).optional(),
+  workerId: z.string().min(1).optional(),
+  fileRoot: z.array(z.string().min(1)).optional(),
+});
+
+const EXAMPLE = `
+Environment (flags win): NATS_URL, NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_CREDS, NATS_TLS_CA,
+  NATS_TLS_CERT, NATS_TLS_KEY, SHOAL_MODELS, SHOAL_PRELOAD, SHOAL_SUBJECT_PREFIX, SHOAL_CONCURRENCY,
+  SHOAL_ACK_WAIT_MS, SHOAL_MAX_DELIVER, SHOAL_MEMORY_BUDGET, SHOAL_DRAIN_TIMEOUT_MS, SHOAL_WORKER_ID,
+  SHOAL_FILE_ROOTS, SHOAL_LOG_LEVEL.
+
+Examples:
+  $ shoal worker --models sentence-transformers/all-MiniLM-L6-v2 --nats nats://nats:4222
+  $ SHOAL_MODEL_DIR=/models shoal worker --preload BAAI/bge-small-en-v1.5 --concurrency 16`;
+
+function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}
+
+export function registerWorker(program: Command, app: CliApp): void {
+  program
+    .command('worker')
+    .summary('serve models from NATS: JetStream jobs and request-reply')
+    .description('Pull job parts for the served models from NATS JetStream and answer request-reply calls, until SIGTERM/SIGINT (then drain).')
+    .option('--models <list>', 'models to serve, comma-separated (default: every catalog entry, else every model under --model-dir)')
+    .option('--preload <list>', 'models to load at start and keep resident')
+    .option('--nats <urls>', 'NATS server URLs, comma-separated (env NATS_URL; default nats://127.0.0.1:4222)')
+    .option('--prefix <prefix>', 'subject prefix (env SHOAL_SUBJECT_PREFIX; default shoal)')
+    .option('--concurrency <n>', 'job parts in flight at once (default 8)')
+    .option('--ack-wait <ms>', 'ack wait of the job consumers, in ms (default 30000)')
+    .option('--max-deliver <n>', 'deliveries of a part before it is dead-lettered (default 5)')
+    .option('--memory-budget <size>', 'memory for models: bytes, 2GiB, 60% (default: half the RAM)')
+    .option('--drain-timeout <ms>', 'longest graceful drain on SIGTERM, in ms (default 30000)')
+    .option('--worker-id <id>', 'name in results and logs (default: host-pid)')
+    .option('--file-root <dir>', 'folder file:// payloads and results may use; repeatable (default: none)', collect)
+    .addHelpText('after', EXAMPLE)
+    .action(async (_options: unknown, self: Command) => {
+      const flags = parseFlags(WorkerFlags, self);
+      const cli = app.config(self);
+      const fromFlags: Record<string, unknown> = {
+        engine: {
+          ...(cli.catalog === null ? {} : { catalog: cli.catalog }),
+          ...(cli.modelDirs.length === 0 ? {} : { modelDirs: [...cli.modelDirs] }),
+          ...(cli.threads === null ? {} : { threads: cli.threads }),
+          providers: [...cli.providers],
+          ...(cli.batchTokens === null ? {} : { batchTokens: cli.batchTokens }),
+          ...(flags.memoryBudget === undefined ? {} : { memoryBudget: flags.memoryBudget }),
+        },
+        nats: flags.nats === undefined ? undefined : { servers: flags.nats },
+        topology: flags.prefix === undefined ? undefined : { prefix: flags.prefix },
+        consumer: {
+          ...(flags.ackWait === undefined ? {} : { ackWaitMs: flags.ackWait }),
+          ...(flags.maxDeliver === undefined ? {} : { maxDeliver: flags.maxDeliver }),
+        },
+        models: flags.models,
+        preload: flags.preload,
+        concurrency: flags.concurrency,
+        drainTimeoutMs: flags.drainTimeout,
+        workerId: flags.workerId,
+        fileRoots: flags.fileRoot,
+      };
+      const config = parseWorkerConfig(mergeWorkerInput(workerConfigFromEnv(app.io.env), fromFlags));
+      const logger = createLogger('worker', cli.quiet ? 'error' : (app.io.env.SHOAL_LOG_LEVEL ?? 'info'));
+      await runWorker(config, { signal: app.io.signal, logger, env: app.io.env });
+    });
+}

@@ -1,0 +1,130 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { constants } from 'node:fs';
+import { access, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+
+/**
+ * A private nats-server for `shoal dev`: JetStream on, bound to 127.0.0.1 on a port the server
+ * picks (`-p -1`), its store in a fresh temporary folder. It runs in its own process group so a
+ * terminal's Ctrl-C reaches only Shoal, which stops the server itself after draining the gateway
+ * and the worker; stop() then removes the store. The URL is read from the server's own log line.
+ */
+
+const SEARCH_EXTRA = ['/usr/sbin', '/usr/local/sbin', '/usr/local/bin', '/opt/homebrew/bin'];
+/** How long the server may take to say it is ready. */
+const START_TIMEOUT_MS = 20_000;
+/** How long it may take to exit after SIGTERM before it is killed. */
+const STOP_TIMEOUT_MS = 10_000;
+const LISTENING = /Listening for client connections on (\S+):(\d+)/;
+const READY = /Server is ready/;
+
+const INSTALL_HINT =
+  'install nats-server (Debian/Ubuntu: sudo apt-get install nats-server; macOS: brew install nats-server; ' +
+  'or a release binary from github.com/nats-io/nats-server/releases) or set SHOAL_NATS_SERVER to its path';
+
+async function isExecutable(path: string): Promise<boolean> {
+  try {
+    await access(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** SHOAL_NATS_SERVER, else `nats-server` on PATH or in the usual sbin/bin folders. */
+export async function findNatsServer(env: NodeJS.ProcessEnv = process.env): Promise<string> {
+  const explicit = env.SHOAL_NATS_SERVER?.trim();
+  if (explicit !== undefined && explicit !== '') {
+    if (await isExecutable(explicit)) return explicit;
+    throw new ShoalError(ErrorCode.CONFIG_INVALID, `SHOAL_NATS_SERVER=${explicit} is not an executable file; ${INSTALL_HINT}`);
+  }
+  const folders = [...(env.PATH ?? '').split(delimiter).filter((dir) => dir !== ''), ...SEARCH_EXTRA];
+  for (const folder of folders) {
+    const candidate = join(folder, 'nats-server');
+    if (await isExecutable(candidate)) return candidate;
+  }
+  throw new ShoalError(ErrorCode.UNAVAILABLE, `nats-server was not found on PATH or in ${SEARCH_EXTRA.join(', ')}: ${INSTALL_HINT}`);
+}
+
+export interface LocalNats {
+  url: string;
+  pid: number;
+  storeDir: string;
+  /** Stops the server (SIGTERM, then SIGKILL after a while) and removes its store; idempotent. */
+  stop(): Promise<void>;
+}
+
+function waitForReady(child: ChildProcess, binary: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let log = '';
+    let url: string | null = null;
+    const fail = (message: string): void => {
+      cleanup();
+      reject(new ShoalError(ErrorCode.UNAVAILABLE, `${message}; last output of ${binary}:\n${log.slice(-2000)}`));
+    };
+    const onData = (chunk: Buffer): void => {
+      log += chunk.toString('utf8');
+      const listening = LISTENING.exec(log);
+      if (listening !== null) url = `nats://${listening[1] ?? '127.0.0.1'}:${listening[2] ?? ''}`;
+      if (url !== null && READY.test(log)) {
+        cleanup();
+        resolve(url);
+      }
+    };
+    const onExit = (code: number | null, signal: NodeJS.Signals | null): void => fail(`nats-server exited during start (code ${code}, signal ${signal})`);
+    const onError = (error: Error): void => fail(`cannot run ${binary}: ${error.message}`);
+    const timer = setTimeout(() => fail(`nats-server did not become ready within ${START_TIMEOUT_MS} ms`), START_TIMEOUT_MS);
+    function cleanup(): void {
+      clearTimeout(timer);
+      child.stderr?.off('data', onData);
+      child.off('exit', onExit);
+      child.off('error', onError);
+    }
+    child.stderr?.on('data', onData);
+    child.once('exit', onExit);
+    child.once('error', onError);
+  });
+}
+
+function waitForExit(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => child.once('exit', () => resolve()));
+}
+
+export async function startLocalNats(options: { env?: NodeJS.ProcessEnv } = {}): Promise<LocalNats> {
+  const binary = await findNatsServer(options.env);
+  const storeDir = await mkdtemp(join(tmpdir(), 'shoal-dev-nats-'));
+  const child = spawn(binary, ['-js', '-a', '127.0.0.1', '-p', '-1', '-sd', storeDir], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    detached: true,
+  });
+  // If Shoal itself exits without stop() (an uncaught error), the server must not outlive it.
+  const killOnExit = (): void => {
+    child.kill('SIGKILL');
+  };
+  process.once('exit', killOnExit);
+  let stopping: Promise<void> | null = null;
+  const stop = (): Promise<void> => {
+    stopping ??= (async () => {
+      const exited = waitForExit(child);
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
+      await exited;
+      clearTimeout(timer);
+      process.off('exit', killOnExit);
+      await rm(storeDir, { recursive: true, force: true });
+    })();
+    return stopping;
+  };
+  try {
+    const url = await waitForReady(child, binary);
+    // Keep reading its log so a full pipe never blocks the server; it is not shown.
+    child.stderr?.resume();
+    return { url, pid: child.pid ?? -1, storeDir, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}

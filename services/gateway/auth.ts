@@ -1,0 +1,65 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyRequest } from 'fastify';
+import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+
+/**
+ * Optional bearer-token authentication. Tokens are compared as SHA-256 digests with
+ * timingSafeEqual, against every configured token without stopping at a match, so neither the
+ * length of a token nor which one matched shows in the response time. Probes (/healthz, /readyz)
+ * are always open: orchestrators call them without credentials. /metrics is open unless
+ * configured otherwise (Prometheus scrapers are often set up without tokens).
+ */
+
+export interface AuthOptions {
+  /** Accepted tokens; empty = authentication off. */
+  tokens: readonly string[];
+  /** Require a token on /metrics too. */
+  protectMetrics: boolean;
+}
+
+const ALWAYS_OPEN: ReadonlySet<string> = new Set(['/healthz', '/readyz']);
+
+function digest(value: string): Buffer {
+  return createHash('sha256').update(value, 'utf8').digest();
+}
+
+/** The token of an `Authorization: Bearer <token>` header, or null. */
+function bearerToken(header: string | undefined): string | null {
+  if (header === undefined) return null;
+  const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
+  return match?.[1] ?? null;
+}
+
+export class BearerAuth {
+  readonly #digests: readonly Buffer[];
+  readonly #open: ReadonlySet<string>;
+
+  constructor(options: AuthOptions) {
+    this.#digests = options.tokens.map(digest);
+    this.#open = options.protectMetrics ? ALWAYS_OPEN : new Set([...ALWAYS_OPEN, '/metrics']);
+  }
+
+  get enabled(): boolean {
+    return this.#digests.length > 0;
+  }
+
+  /** Whether `token` is one of the configured tokens, in time independent of which (or whether). */
+  accepts(token: string): boolean {
+    const candidate = digest(token);
+    let matched = false;
+    for (const known of this.#digests) matched = timingSafeEqual(candidate, known) || matched;
+    return matched;
+  }
+
+  /** Throws UNAUTHORIZED unless the request may pass. CORS preflights carry no credentials by design. */
+  check(request: FastifyRequest): void {
+    if (!this.enabled || request.method === 'OPTIONS') return;
+    const path = request.url.split('?', 1)[0] ?? request.url;
+    if (this.#open.has(path)) return;
+    const token = bearerToken(request.headers.authorization);
+    if (token === null) {
+      throw new ShoalError(ErrorCode.UNAUTHORIZED, 'this gateway requires a token: send Authorization: Bearer <token>');
+    }
+    if (!this.accepts(token)) throw new ShoalError(ErrorCode.UNAUTHORIZED, 'the bearer token is not valid');
+  }
+}

@@ -1,0 +1,53 @@
+import type { FastifyInstance } from 'fastify';
+import type { z } from 'zod';
+import type { CallOptions, Engine } from '../../../adapters/protocol/engine.js';
+import { EncodeRequest, ExtractRequest, ScoreRequest, TokenizeRequest, type Priority } from '../../../adapters/protocol/requests.js';
+import { parseWith } from '../../../adapters/protocol/validate.js';
+import type { RouteContext } from '../app.js';
+import { OTHER_MODEL, type TrackedPrimitive } from '../request-metrics.js';
+
+/**
+ * POST /v1/encode | /v1/score | /v1/extract | /v1/tokenize: the wire request of the primitive in,
+ * its result out, synchronously. One function registers all four, so validation, metrics,
+ * cancellation and the deadline are the same code for each.
+ */
+
+type Wire = z.ZodType<{ model: string; priority?: Priority | undefined }>;
+
+interface PrimitiveRoute<S extends Wire> {
+  path: string;
+  primitive: TrackedPrimitive;
+  what: string;
+  schema: S;
+  invoke(engine: Engine, request: z.output<S>, options: CallOptions): Promise<unknown>;
+}
+
+function addPrimitiveRoute<S extends Wire>(app: FastifyInstance, context: RouteContext, definition: PrimitiveRoute<S>): void {
+  const { path, primitive, what, schema, invoke } = definition;
+  app.post(path, async (request, reply) => {
+    // Tracked before parsing so invalid requests are counted too (under the model label `other`).
+    context.metrics.track(request, { primitive, model: OTHER_MODEL });
+    const parsed = parseWith(schema, request.body, what);
+    context.metrics.track(request, { primitive, model: parsed.model, lane: parsed.priority });
+    return context.call(reply)((signal) => invoke(context.deps.engine, parsed, { signal }));
+  });
+}
+
+export function registerPrimitiveRoutes(app: FastifyInstance, context: RouteContext): void {
+  addPrimitiveRoute(app, context, { path: '/v1/encode', primitive: 'encode', what: 'encode request', schema: EncodeRequest, invoke: (e, r, o) => e.encode(r, o) });
+  addPrimitiveRoute(app, context, { path: '/v1/score', primitive: 'score', what: 'score request', schema: ScoreRequest, invoke: (e, r, o) => e.score(r, o) });
+  addPrimitiveRoute(app, context, {
+    path: '/v1/extract',
+    primitive: 'extract',
+    what: 'extract request',
+    schema: ExtractRequest,
+    invoke: (e, r, o) => e.extract(r, o),
+  });
+  addPrimitiveRoute(app, context, {
+    path: '/v1/tokenize',
+    primitive: 'tokenize',
+    what: 'tokenize request',
+    schema: TokenizeRequest,
+    invoke: (e, r, o) => e.tokenize(r, o),
+  });
+}

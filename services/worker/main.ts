@@ -1,0 +1,63 @@
+import { pathToFileURL } from 'node:url';
+import { createLogger, type Logger } from '../../adapters/observability/logger.js';
+import { toShoalError } from '../../adapters/protocol/errors.js';
+import { parseWorkerConfig, workerConfigFromEnv, type WorkerConfig } from './config.js';
+import { ShoalWorker, type WorkerDeps } from './worker.js';
+
+/**
+ * Composition root of the worker: runs a ShoalWorker until `signal` aborts, then drains it within
+ * the configured deadline. `shoal worker` (services/cli) calls runWorker with its own signal; run
+ * directly (`node --import tsx services/worker/main.ts`, containers), this file reads the
+ * configuration from the environment and turns SIGTERM/SIGINT into that signal. A second signal
+ * during the drain stops at once (in-flight parts are nak'ed, never lost).
+ */
+
+export interface RunWorkerOptions extends WorkerDeps {
+  signal: AbortSignal;
+  /** Called once the worker takes work (tests, readiness). */
+  onReady?: (worker: ShoalWorker) => void;
+}
+
+export async function runWorker(config: WorkerConfig, options: RunWorkerOptions): Promise<void> {
+  const worker = await ShoalWorker.start(config, options);
+  options.onReady?.(worker);
+  if (!options.signal.aborted) {
+    await new Promise<void>((resolve) => options.signal.addEventListener('abort', () => resolve(), { once: true }));
+  }
+  await worker.drain();
+}
+
+function installSignals(logger: Logger, onSecond: () => void): AbortSignal {
+  const controller = new AbortController();
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (!controller.signal.aborted) {
+      logger.info({ signal }, 'stopping: draining in-flight work');
+      controller.abort();
+      return;
+    }
+    logger.warn({ signal }, 'second signal: stopping now');
+    onSecond();
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  return controller.signal;
+}
+
+async function main(): Promise<number> {
+  const logger = createLogger('worker');
+  let worker: ShoalWorker | null = null;
+  const signal = installSignals(logger, () => void worker?.close());
+  try {
+    const config = parseWorkerConfig(workerConfigFromEnv(process.env));
+    await runWorker(config, { signal, logger, onReady: (w) => (worker = w) });
+    return 0;
+  } catch (error) {
+    const shoal = toShoalError(error);
+    logger.fatal({ code: shoal.code, err: shoal.message }, 'worker failed');
+    return 1;
+  }
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  process.exit(await main());
+}

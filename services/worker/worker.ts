@@ -1,0 +1,230 @@
+import { jetstream } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { connectNats } from '../../adapters/nats/connection.js';
+import { DeadLetters } from '../../adapters/nats/dead-letter.js';
+import { JobConsumer, type PulledRoute } from '../../adapters/nats/job-consumer.js';
+import { PartHandler, type ModelState } from '../../adapters/nats/part-handler.js';
+import { PartResults } from '../../adapters/nats/part-results.js';
+import { PayloadStore } from '../../adapters/nats/payloads.js';
+import { RpcServer, type Route } from '../../adapters/nats/rpc-server.js';
+import { StatusStore } from '../../adapters/nats/status-store.js';
+import { ensureJobConsumer, ensureTopology, type Topology } from '../../adapters/nats/topology.js';
+import { createLogger, type Logger } from '../../adapters/observability/logger.js';
+import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
+import { sourceOptionsFromEnv } from '../../adapters/sources/resolve.js';
+import { loadCatalog } from '../../pipelines/inference/catalog.js';
+import { InferenceEngine } from '../../pipelines/inference/engine.js';
+import type { EngineOptionsInput } from '../../pipelines/inference/engine-options.js';
+import type { PoolHooks, PoolSnapshot } from '../../pipelines/inference/pool.js';
+import { poolMetrics, schedulerMetrics } from '../../pipelines/inference/telemetry.js';
+import type { WorkerConfig } from './config.js';
+import { routesFor, servedModels } from './served-models.js';
+
+/**
+ * `shoal worker`: an in-process engine fed from NATS. Composes the connection, the topology, the
+ * job pull loop (bulk lane), the request-reply server (interactive lane) and the dead-letter
+ * handler around one InferenceEngine, and owns their order of shutdown:
+ * stop intake (requests, pulls) → finish in-flight parts (results published, acked) → stop the
+ * dead-letter handler → release sessions → drain the connection; all within the drain deadline,
+ * after which in-flight work is aborted and nak'ed for another worker.
+ */
+
+export type WorkerState = 'starting' | 'running' | 'draining' | 'stopped';
+
+export interface WorkerDeps {
+  logger?: Logger;
+  metrics?: ShoalMetrics;
+  /** Environment for model sources (HF cache, token, offline). @default process.env */
+  env?: NodeJS.ProcessEnv;
+}
+
+function residentModels(snapshot: PoolSnapshot): string[] {
+  return snapshot.models.filter((m) => m.state === 'ready').map((m) => m.name);
+}
+
+function engineHooks(deps: WorkerDeps, onPool: (snapshot: PoolSnapshot) => void, queued: () => number): NonNullable<EngineOptionsInput['hooks']> {
+  const metrics = deps.metrics === undefined ? undefined : poolMetrics(deps.metrics);
+  const pool: PoolHooks = {
+    ...metrics,
+    onChange: (snapshot) => {
+      metrics?.onChange?.(snapshot);
+      onPool(snapshot);
+    },
+  };
+  return deps.metrics === undefined ? { pool } : { pool, scheduler: schedulerMetrics(deps.metrics, queued) };
+}
+
+export class ShoalWorker {
+  readonly id: string;
+  readonly engine: InferenceEngine;
+  readonly routes: readonly Route[];
+  readonly #config: WorkerConfig;
+  readonly #logger: Logger;
+  readonly #nc: NatsConnection;
+  readonly #rpc: RpcServer;
+  readonly #consumer: JobConsumer;
+  readonly #deadLetters: DeadLetters;
+  #state: WorkerState = 'starting';
+  #stopping: Promise<void> | null = null;
+
+  private constructor(parts: {
+    config: WorkerConfig;
+    logger: Logger;
+    engine: InferenceEngine;
+    routes: Route[];
+    nc: NatsConnection;
+    rpc: RpcServer;
+    consumer: JobConsumer;
+    deadLetters: DeadLetters;
+  }) {
+    this.id = parts.config.workerId;
+    this.#config = parts.config;
+    this.#logger = parts.logger;
+    this.engine = parts.engine;
+    this.routes = parts.routes;
+    this.#nc = parts.nc;
+    this.#rpc = parts.rpc;
+    this.#consumer = parts.consumer;
+    this.#deadLetters = parts.deadLetters;
+  }
+
+  get state(): WorkerState {
+    return this.#state;
+  }
+
+  static async start(config: WorkerConfig, deps: WorkerDeps = {}): Promise<ShoalWorker> {
+    const logger = deps.logger ?? createLogger('worker');
+    const catalog = config.engine.catalog === null ? null : await loadCatalog(config.engine.catalog);
+    let rpc: RpcServer | null = null;
+    let engine: InferenceEngine | null = null;
+    const onPool = (snapshot: PoolSnapshot): void => rpc?.setResident(residentModels(snapshot));
+    engine = new InferenceEngine({
+      ...(catalog === null ? {} : { catalog }),
+      sources: { ...sourceOptionsFromEnv(deps.env ?? process.env), modelDirs: [...config.engine.modelDirs] },
+      runtime: { providers: [...config.engine.providers], ...(config.engine.threads === null ? {} : { intraOpThreads: config.engine.threads }) },
+      ...(config.engine.batchTokens === null ? {} : { maxBatchTokens: config.engine.batchTokens }),
+      ...(config.engine.memoryBudget === undefined ? {} : { memoryBudget: config.engine.memoryBudget }),
+      preload: [...config.preload],
+      hooks: engineHooks(deps, onPool, () => engine?.scheduler.queuedItems ?? 0),
+    });
+    let nc: NatsConnection | null = null;
+    try {
+      const models = await servedModels(config.models, catalog, config.engine.modelDirs);
+      const routes = await routesFor(engine, models);
+      nc = await connectNats(config.nats, { logger, name: `shoal-worker ${config.workerId}` });
+      const connection = nc;
+      const topology = await ensureTopology(connection, config.topology);
+      const pulled = await ensureConsumers(topology, routes, config);
+      const js = jetstream(connection);
+      const status = await StatusStore.open(connection, topology.names.statusBucket);
+      const payloads = new PayloadStore(connection, { bucket: topology.names.payloadBucket, fileRoots: config.fileRoots });
+      const maxMessageBytes = connection.info?.max_payload ?? 1024 * 1024;
+      const results = new PartResults({ js, jsm: topology.jsm, names: topology.names, payloads, status, workerId: config.workerId, maxMessageBytes });
+      const deadLetters = new DeadLetters({ js, jsm: topology.jsm, names: topology.names, results, status, logger });
+      const ready = engine;
+      const modelState = (model: string): ModelState => ready.models().models.find((m) => m.name === model)?.state ?? 'absent';
+      const handler = new PartHandler({
+        engine: ready,
+        names: topology.names,
+        results,
+        status,
+        payloads,
+        deadLetters,
+        maxDeliver: config.consumer.maxDeliver,
+        retryDelayMs: config.retryDelayMs,
+        maxRetryDelayMs: config.maxRetryDelayMs,
+        partTimeoutMs: config.partTimeoutMs,
+        modelState,
+        logger,
+      });
+      await ready.ready();
+      rpc = new RpcServer({
+        nc: connection,
+        names: topology.names,
+        engine: ready,
+        workerId: config.workerId,
+        routes,
+        resident: () => residentModels(ready.models()),
+        maxRequestMs: config.maxRequestMs,
+        logger,
+      });
+      rpc.start();
+      rpc.setResident(residentModels(ready.models()));
+      const consumer = new JobConsumer({
+        js,
+        jsm: topology.jsm,
+        stream: topology.names.jobsStream,
+        routes: pulled,
+        concurrency: config.concurrency,
+        ackWaitMs: config.consumer.ackWaitMs,
+        handle: (msg, signal) => handler.handle(msg, signal),
+        modelState,
+        hasCapacity: () => ready.scheduler.hasCapacity(1),
+        affinityWaitMs: config.affinityWaitMs,
+        recover: async () => {
+          await ensureConsumers(await ensureTopology(connection, config.topology), routes, config);
+        },
+        logger,
+      });
+      consumer.start();
+      deadLetters.start();
+      const worker = new ShoalWorker({ config, logger, engine: ready, routes, nc: connection, rpc, consumer, deadLetters });
+      worker.#state = 'running';
+      logger.info({ worker: config.workerId, routes: routes.map((r) => `${r.primitive}:${r.model}`), concurrency: config.concurrency }, 'worker started');
+      return worker;
+    } catch (error) {
+      await rpc?.drain(true).catch(() => undefined);
+      await engine.close().catch(() => undefined);
+      await nc?.close().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /**
+   * Graceful stop (SIGTERM): no new requests or parts; parts in flight finish, publish and ack;
+   * past `timeoutMs` they are aborted and nak'ed. Idempotent: later calls share the first.
+   */
+  drain(timeoutMs: number = this.#config.drainTimeoutMs): Promise<void> {
+    this.#stopping ??= this.#drain(timeoutMs);
+    return this.#stopping;
+  }
+
+  /** Stops at once: in-flight parts are nak'ed for other workers. */
+  close(): Promise<void> {
+    return this.drain(0);
+  }
+
+  async #drain(timeoutMs: number): Promise<void> {
+    this.#state = 'draining';
+    const started = Date.now();
+    this.#logger.info({ inFlight: this.#consumer.inFlight, timeoutMs }, 'worker draining');
+    const force = (): void => {
+      this.#logger.warn({ inFlight: this.#consumer.inFlight }, 'drain deadline passed; aborting in-flight work');
+      void this.#rpc.drain(true);
+      void this.#consumer.drain(true);
+    };
+    const deadline = setTimeout(force, timeoutMs);
+    try {
+      await Promise.all([this.#rpc.drain(timeoutMs === 0), this.#consumer.drain(timeoutMs === 0)]);
+    } finally {
+      clearTimeout(deadline);
+    }
+    await this.#deadLetters.stop().catch((error: unknown) => this.#logger.warn({ err: String(error) }, 'stopping the dead-letter handler failed'));
+    await this.engine.close();
+    // drain() flushes the acks and naks still buffered; a broker that is gone must not hold the exit.
+    const left = Math.max(1000, timeoutMs - (Date.now() - started));
+    await Promise.race([this.#nc.drain().catch(() => undefined), new Promise((resolve) => setTimeout(resolve, left).unref())]);
+    await this.#nc.close().catch(() => undefined);
+    this.#state = 'stopped';
+    this.#logger.info({ ms: Date.now() - started }, 'worker stopped');
+  }
+}
+
+async function ensureConsumers(topology: Topology, routes: readonly Route[], config: WorkerConfig): Promise<PulledRoute[]> {
+  const pulled: PulledRoute[] = [];
+  for (const route of routes) {
+    const consumer = await ensureJobConsumer(topology, route.primitive, route.model, config.consumer);
+    pulled.push({ ...route, consumer });
+  }
+  return pulled;
+}

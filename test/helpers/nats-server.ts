@@ -1,0 +1,128 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/**
+ * A private nats-server with JetStream for one test file: free ports, a temporary store folder,
+ * stopped (and its folder removed) by `stop()`. `restart()` stops it and starts it again on the
+ * same ports and store, as a broker restart in production would. Readiness is the server's own
+ * "Server is ready" line, not a sleep.
+ */
+
+export const NATS_SERVER_BIN = process.env.SHOAL_NATS_SERVER ?? '/usr/sbin/nats-server';
+
+export function natsServerAvailable(): boolean {
+  return existsSync(NATS_SERVER_BIN);
+}
+
+export const NATS_SERVER_MISSING = `skipped: ${NATS_SERVER_BIN} not found (apt-get install nats-server, or set SHOAL_NATS_SERVER)`;
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface NatsServerHandle {
+  readonly url: string;
+  readonly port: number;
+  readonly monitorPort: number;
+  readonly storeDir: string;
+  /** Stops the server (SIGTERM, waits for exit) and starts it again on the same ports and store. */
+  restart(): Promise<void>;
+  /** Stops the server without removing the store (for restart later with start()). */
+  halt(): Promise<void>;
+  start(): Promise<void>;
+  /** Stops the server and removes its store. */
+  stop(): Promise<void>;
+}
+
+function waitReady(child: ChildProcess, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let output = '';
+    const onData = (chunk: Buffer): void => {
+      output += chunk.toString('utf8');
+      if (output.includes('Server is ready')) {
+        child.stderr?.off('data', onData);
+        resolve();
+      }
+    };
+    child.stderr?.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`nats-server on port ${port} exited with ${String(code)} before it was ready:\n${output.slice(-2000)}`)));
+    child.once('error', reject);
+  });
+}
+
+function waitExit(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => child.once('exit', () => resolve()));
+}
+
+export async function startNatsServer(): Promise<NatsServerHandle> {
+  const port = await freePort();
+  const monitorPort = await freePort();
+  const storeDir = mkdtempSync(join(tmpdir(), 'shoal-nats-'));
+  let child: ChildProcess | null = null;
+
+  const start = async (): Promise<void> => {
+    const proc = spawn(NATS_SERVER_BIN, ['-js', '-a', '127.0.0.1', '-p', String(port), '-m', String(monitorPort), '-sd', storeDir], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    child = proc;
+    await waitReady(proc, port);
+    // Keep draining stderr so the server never blocks on a full pipe.
+    proc.stderr?.on('data', () => undefined);
+  };
+  const halt = async (): Promise<void> => {
+    const proc = child;
+    child = null;
+    if (proc === null) return;
+    proc.kill('SIGTERM');
+    await waitExit(proc);
+  };
+
+  await start();
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    port,
+    monitorPort,
+    storeDir,
+    start,
+    halt,
+    restart: async () => {
+      await halt();
+      await start();
+    },
+    stop: async () => {
+      await halt();
+      rmSync(storeDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * Re-runs `check` until it stops throwing, for state another process settles a moment after the
+ * event a test waits on (a term() sent just after the dead letter it follows). Polls every 20 ms;
+ * the last failure is thrown after `timeoutMs`.
+ */
+export async function eventually(check: () => Promise<void>, timeoutMs = 10_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await check();
+      return;
+    } catch (error) {
+      if (Date.now() > until) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+}

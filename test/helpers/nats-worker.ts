@@ -1,0 +1,57 @@
+import { join } from 'node:path';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { connectNats } from '../../adapters/nats/connection.js';
+import { createLogger } from '../../adapters/observability/logger.js';
+import { InferenceEngine } from '../../pipelines/inference/engine.js';
+import { resolveWorkerConfig, type WorkerConfigInput } from '../../services/worker/config.js';
+import { ShoalWorker } from '../../services/worker/worker.js';
+import { FIXTURES_DIR } from './shared.js';
+
+/**
+ * Workers, clients and a reference engine for the NATS integration tests, all on the committed
+ * fixture models (test/fixtures/models, served by name through the models dir) and one ORT
+ * thread per model (the test machine has two cores).
+ */
+
+export const FIXTURE_MODELS_DIR = join(FIXTURES_DIR, 'models');
+export const TINY_MEAN = 'tiny-bert-mean';
+export const TINY_CROSS = 'tiny-cross-encoder';
+export const TINY_NER = 'tiny-ner';
+
+export const quietLogger = (): ReturnType<typeof createLogger> => createLogger('test', process.env.SHOAL_TEST_LOG_LEVEL ?? 'silent');
+
+/** A worker config for tests: fixture models, one thread, fast retries; `overrides` win. */
+export function testWorkerConfig(url: string, prefix: string, overrides: Partial<WorkerConfigInput> = {}): WorkerConfigInput {
+  return {
+    nats: { servers: [url], reconnectWaitMs: 50, reconnectMaxWaitMs: 500 },
+    topology: { prefix },
+    engine: { modelDirs: [FIXTURE_MODELS_DIR], threads: 1, memoryBudget: '2GiB' },
+    models: [TINY_MEAN],
+    consumer: { ackWaitMs: 5_000, maxDeliver: 3 },
+    retryDelayMs: 20,
+    maxRetryDelayMs: 100,
+    affinityWaitMs: 0,
+    drainTimeoutMs: 10_000,
+    ...overrides,
+  };
+}
+
+export async function startTestWorker(url: string, prefix: string, overrides: Partial<WorkerConfigInput> = {}): Promise<ShoalWorker> {
+  return ShoalWorker.start(resolveWorkerConfig(testWorkerConfig(url, prefix, overrides)), { logger: quietLogger() });
+}
+
+export function testConnection(url: string): Promise<NatsConnection> {
+  return connectNats({ servers: [url], retryFirstConnect: false, reconnectWaitMs: 50, reconnectMaxWaitMs: 500 });
+}
+
+/** The in-process engine the NATS results are compared with. */
+export function referenceEngine(): InferenceEngine {
+  return new InferenceEngine({ sources: { modelDirs: [FIXTURE_MODELS_DIR], allowDownload: false }, runtime: { intraOpThreads: 1 }, memoryBudget: '1GiB' });
+}
+
+let counter = 0;
+/** A prefix no other test in the run uses (one topology per test). */
+export function uniquePrefix(name: string): string {
+  counter++;
+  return `${name}${counter}x${process.pid}`;
+}

@@ -1,0 +1,164 @@
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { connectNats } from '../../adapters/nats/connection.js';
+import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { EncodeResult } from '../../adapters/protocol/results.js';
+import { expectAllClose } from '../helpers/conformance.js';
+import { NATS_SERVER_MISSING, natsServerAvailable } from '../helpers/nats-server.js';
+import { FIXTURES_DIR } from '../helpers/shared.js';
+import { SHOAL_BIN } from '../helpers/shoal-cli.js';
+import { l2Normalize, loadTinyModel, meanPool, tokenOutputs } from '../helpers/tiny-model.js';
+
+/**
+ * `shoal dev` as a user runs it: a real child process (bin/shoal.js) on a free port with
+ * SHOAL_MODEL_DIR=test/fixtures/models. It must print where it listens, answer /v1/encode with
+ * the fixture's vectors, run a job to completion (polled through GET /v1/jobs/:id, results read
+ * back from its NATS), and on SIGINT exit 0 with its nats-server gone and its store removed.
+ */
+
+const ATOL = 2e-5;
+const bert = loadTinyModel('tiny-bert-mean');
+const wrap = (...tokens: string[]): string[] => ['[CLS]', ...tokens, '[SEP]'];
+const embedding = (tokens: string[]): number[] => l2Normalize(meanPool(tokenOutputs(bert, { ids: bert.ids(tokens) })));
+const TEXTS = ['a dog', 'the cat sat on the mat.', 'a cat'];
+const EXPECTED = [embedding(wrap('a', 'dog')), embedding(wrap('the', 'cat', 'sat', 'on', 'the', 'mat', '.')), embedding(wrap('a', 'cat'))];
+
+const JobState = z.looseObject({ state: z.string(), parts: z.number(), parts_done: z.number(), items: z.number() });
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+interface DevOutput {
+  http: string;
+  nats: string;
+  natsPid: number;
+  store: string;
+}
+
+/** Resolves with the printed addresses once `shoal dev` says it runs; rejects if it exits first. */
+function whenRunning(child: ChildProcessWithoutNullStreams, stderr: () => string): Promise<DevOutput> {
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString('utf8');
+      if (!out.includes('Press Ctrl-C to stop.')) return;
+      const http = /HTTP\s+(http:\/\/\S+)/.exec(out)?.[1];
+      const nats = /NATS\s+(nats:\/\/\S+)\s+\(nats-server pid (\d+), store (\S+)\)/.exec(out);
+      if (http === undefined || nats === null) reject(new Error(`unexpected output:\n${out}`));
+      else resolve({ http, nats: nats[1] ?? '', natsPid: Number(nats[2]), store: nats[3] ?? '' });
+    });
+    child.once('exit', (code) => reject(new Error(`shoal dev exited with ${String(code)} before it was ready:\n${out}\n${stderr()}`)));
+  });
+}
+
+describe.skipIf(!natsServerAvailable())(`shoal dev ${natsServerAvailable() ? '' : NATS_SERVER_MISSING}`, () => {
+  let child: ChildProcessWithoutNullStreams;
+  let dev: DevOutput;
+  let port: number;
+  let stderr = '';
+  let exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+
+  beforeAll(async () => {
+    port = await freePort();
+    child = spawn(process.execPath, [SHOAL_BIN, 'dev', '--port', String(port)], {
+      cwd: tmpdir(),
+      env: { ...process.env, SHOAL_FROM_SOURCE: '1', SHOAL_THREADS: '1', HF_HUB_OFFLINE: '1', SHOAL_MODEL_DIR: join(FIXTURES_DIR, 'models') },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString('utf8');
+    });
+    exit = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    dev = await whenRunning(child, () => stderr);
+  }, 120_000);
+
+  afterAll(async () => {
+    // Only when a test failed before the SIGINT test ran.
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL');
+      await exit;
+    }
+  });
+
+  it('prints the HTTP address on the requested port and its private NATS server', () => {
+    expect(dev.http).toBe(`http://127.0.0.1:${port}`);
+    expect(dev.nats).toMatch(/^nats:\/\/127\.0\.0\.1:\d+$/);
+    expect(isRunning(dev.natsPid)).toBe(true);
+    expect(existsSync(dev.store)).toBe(true);
+  });
+
+  it('answers /v1/encode with the fixture model vectors', async () => {
+    const response = await fetch(`${dev.http}/v1/encode`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'tiny-bert-mean', items: TEXTS }),
+    });
+    expect(response.status).toBe(200);
+    const result = EncodeResult.parse(await response.json());
+    result.items.forEach((item, i) => expectAllClose(item.dense ?? [], EXPECTED[i] ?? [], ATOL, TEXTS[i]));
+  });
+
+  it('runs a job to completion: POST /v1/jobs, GET /v1/jobs/:id until completed, results on its NATS', async () => {
+    const submitted = await fetch(`${dev.http}/v1/jobs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ primitive: 'encode', request: { model: 'tiny-bert-mean', items: TEXTS }, part_items: 2 }),
+    });
+    expect(submitted.status).toBe(202);
+    const { job_id: jobId } = z.looseObject({ job_id: z.string() }).parse(await submitted.json());
+    const deadline = Date.now() + 60_000;
+    let status = JobState.parse(await (await fetch(`${dev.http}/v1/jobs/${jobId}`)).json());
+    while (status.state !== 'completed' && status.state !== 'failed' && Date.now() < deadline) {
+      // A poll interval, as an HTTP client of the job API has to use.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      status = JobState.parse(await (await fetch(`${dev.http}/v1/jobs/${jobId}`)).json());
+    }
+    expect(status).toMatchObject({ state: 'completed', parts: 2, parts_done: 2, items: 3 });
+
+    const nc = await connectNats({ servers: [dev.nats], retryFirstConnect: false });
+    try {
+      const jobs = await JobsClient.open(nc);
+      const vectors: number[][] = [];
+      for await (const part of jobs.results(jobId)) {
+        const result = EncodeResult.parse(part.result);
+        for (const item of result.items) vectors[item.index] = item.dense ?? [];
+      }
+      expect(vectors).toHaveLength(3);
+      vectors.forEach((vector, i) => expectAllClose(vector, EXPECTED[i] ?? [], ATOL, `job item ${i}`));
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it('stops on SIGINT: exit code 0, nats-server gone, its store removed', async () => {
+    child.kill('SIGINT');
+    const { code, signal } = await exit;
+    expect({ code, signal }).toEqual({ code: 0, signal: null });
+    expect(stderr).toContain('shoal dev: stopped');
+    expect(isRunning(dev.natsPid)).toBe(false);
+    expect(existsSync(dev.store)).toBe(false);
+  }, 60_000);
+});

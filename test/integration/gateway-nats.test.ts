@@ -1,0 +1,117 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { ShoalMetrics } from '../../adapters/observability/metrics.js';
+import { EncodeResult, ScoreResult } from '../../adapters/protocol/results.js';
+import { resolveGatewayConfig } from '../../services/gateway/config.js';
+import { startGateway, type GatewayHandle } from '../../services/gateway/main.js';
+import type { ShoalWorker } from '../../services/worker/worker.js';
+import { expectAllClose } from '../helpers/conformance.js';
+import { NATS_SERVER_MISSING, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
+import { TINY_CROSS, TINY_MEAN, quietLogger, startTestWorker, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
+import { firstTokenLogit, hiddenStates, l2Normalize, loadTinyModel, meanPool, sigmoid, tokenOutputs } from '../helpers/tiny-model.js';
+
+/**
+ * The gateway as deployed: startGateway (config → NATS engine and jobs clients → HTTP) against a
+ * private nats-server and a worker on the fixture models. Sync calls go over request-reply, jobs
+ * over JetStream, /v1/models comes from worker discovery, and close() lets in-flight requests end.
+ */
+
+const ATOL = 2e-5;
+const bert = loadTinyModel('tiny-bert-mean');
+const cross = loadTinyModel('tiny-cross-encoder');
+const wrap = (...tokens: string[]): string[] => ['[CLS]', ...tokens, '[SEP]'];
+const embedding = (tokens: string[]): number[] => l2Normalize(meanPool(tokenOutputs(bert, { ids: bert.ids(tokens) })));
+const EXPECTED = [embedding(wrap('a', 'dog')), embedding(wrap('a', 'cat'))];
+function rerank(query: string, passage: string): number {
+  const first = wrap(...query.split(' '));
+  const second = [...passage.split(' '), '[SEP]'];
+  const types = [...first.map(() => 0), ...second.map(() => 1)];
+  return sigmoid(firstTokenLogit(cross, hiddenStates(cross, { ids: cross.ids([...first, ...second]), types })));
+}
+
+const ErrorBody = z.strictObject({ error: z.looseObject({ code: z.string(), message: z.string() }) });
+
+function post(base: string, path: string, body: unknown): Promise<Response> {
+  return fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+}
+
+describe.skipIf(!natsServerAvailable())(`gateway over NATS ${natsServerAvailable() ? '' : NATS_SERVER_MISSING}`, () => {
+  let server: NatsServerHandle;
+  let worker: ShoalWorker;
+  let gateway: GatewayHandle;
+  let nc: NatsConnection;
+  const prefix = uniquePrefix('gw');
+
+  beforeAll(async () => {
+    server = await startNatsServer();
+    worker = await startTestWorker(server.url, prefix, { models: [TINY_MEAN, TINY_CROSS] });
+    const config = resolveGatewayConfig({ host: '127.0.0.1', port: '0', natsUrl: server.url, natsPrefix: prefix, embedModel: TINY_MEAN }, {});
+    gateway = await startGateway({ config, logger: quietLogger(), metrics: new ShoalMetrics({ processMetrics: false }) });
+    nc = await testConnection(server.url);
+  }, 120_000);
+
+  afterAll(async () => {
+    await gateway?.close();
+    await nc?.close();
+    await worker?.drain();
+    await server?.stop();
+  });
+
+  it('is ready when NATS answers, and lists the models the workers serve', async () => {
+    expect((await fetch(`${gateway.url}/readyz`)).status).toBe(200);
+    const models = z.looseObject({ data: z.array(z.looseObject({ id: z.string(), object: z.literal('model') })) }).parse(await (await fetch(`${gateway.url}/v1/models`)).json());
+    expect(models.data.map((m) => m.id)).toEqual([TINY_MEAN, TINY_CROSS]);
+  });
+
+  it('serves /v1/encode and /v1/score through request-reply with the fixture outputs', async () => {
+    const encoded = EncodeResult.parse(await (await post(gateway.url, '/v1/encode', { model: TINY_MEAN, items: ['a dog', 'a cat'] })).json());
+    encoded.items.forEach((item, i) => expectAllClose(item.dense ?? [], EXPECTED[i] ?? [], ATOL, `item ${i}`));
+    const passages = ['the dog runs in the park', 'cats live in houses'];
+    const scored = ScoreResult.parse(await (await post(gateway.url, '/v1/score', { model: TINY_CROSS, query: 'where do cats live', items: passages })).json());
+    for (const s of scored.scores) expect(Math.abs(s.score - rerank('where do cats live', passages[s.index] ?? ''))).toBeLessThanOrEqual(ATOL);
+  });
+
+  it('serves the openai client and TEI /embed over NATS', async () => {
+    const client = new OpenAI({ apiKey: 'unused', baseURL: `${gateway.url}/v1`, maxRetries: 0 });
+    const result = await client.embeddings.create({ model: TINY_MEAN, input: ['a dog', 'a cat'] });
+    result.data.forEach((d, i) => expectAllClose(d.embedding, EXPECTED[i] ?? [], ATOL, `openai ${i}`));
+    const tei = z.array(z.array(z.number())).parse(await (await post(gateway.url, '/embed', { inputs: 'a cat' })).json());
+    expectAllClose(tei[0] ?? [], EXPECTED[1] ?? [], ATOL, 'tei');
+  });
+
+  it('maps NATS failures to codes: a model no worker serves is 503 UNAVAILABLE with Retry-After', async () => {
+    const response = await post(gateway.url, '/v1/encode', { model: 'tiny-splade', items: ['x'] });
+    expect([response.status, response.headers.get('retry-after')]).toEqual([503, '5']);
+    const body = ErrorBody.parse(await response.json());
+    expect(body.error.code).toBe('UNAVAILABLE');
+    expect(body.error.message).toContain('no worker serves encode for model "tiny-splade"');
+  });
+
+  it('queues a job on JetStream and the worker completes it', async () => {
+    const response = await post(gateway.url, '/v1/jobs', { job_id: 'gw-job-1', primitive: 'encode', request: { model: TINY_MEAN, items: ['a dog', 'a cat'] }, part_items: 1 });
+    expect(response.status).toBe(202);
+    const jobs = await JobsClient.open(nc, { topology: { prefix } });
+    const done = await jobs.wait('gw-job-1', { timeoutMs: 30_000 });
+    expect(done).toMatchObject({ state: 'completed', parts: 2, parts_done: 2 });
+    const status = await (await fetch(`${gateway.url}/v1/jobs/gw-job-1`)).json();
+    expect(status).toMatchObject({ state: 'completed', items: 2, results: { kind: 'stream', subject: `${prefix}.results.gw-job-1.*` } });
+  });
+
+  it('close() lets a request that is already running finish, then refuses new connections', async () => {
+    const running = post(gateway.url, '/v1/encode', { model: TINY_MEAN, items: ['a dog'] });
+    // The request is on the wire before the drain starts: wait until the server has accepted it.
+    await new Promise<void>((resolve) => gateway.app.server.once('request', () => resolve()));
+    const closing = gateway.close();
+    const response = await running;
+    expect(response.status).toBe(200);
+    expectAllClose(EncodeResult.parse(await response.json()).items[0]?.dense ?? [], EXPECTED[0] ?? [], ATOL, 'in-flight');
+    const started = Date.now();
+    await closing;
+    // Well inside the 30 s shutdown timeout: nothing waited for idle keep-alive connections.
+    expect(Date.now() - started).toBeLessThan(5_000);
+    await expect(fetch(`${gateway.url}/healthz`)).rejects.toThrow();
+  });
+});

@@ -1,0 +1,158 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { jetstream } from '@nats-io/jetstream';
+import { Objm } from '@nats-io/obj';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { EncodeResult, ScoreResult } from '../../adapters/protocol/results.js';
+import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
+import type { InferenceEngine } from '../../pipelines/inference/engine.js';
+import type { ShoalWorker } from '../../services/worker/worker.js';
+import { expectAllClose } from '../helpers/conformance.js';
+import { NATS_SERVER_MISSING, eventually, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
+import { TINY_CROSS, TINY_MEAN, referenceEngine, startTestWorker, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
+
+/**
+ * Jobs end to end against a private nats-server: a worker on the fixture models, jobs submitted
+ * through JobsClient, results compared with the in-process engine on the same items.
+ */
+
+const TEXTS = Array.from({ length: 10 }, (_, i) => `sentence number ${i} about ${i % 2 === 0 ? 'cats' : 'the stock market'}`);
+
+describe.skipIf(!natsServerAvailable())(`NATS jobs ${natsServerAvailable() ? '' : NATS_SERVER_MISSING}`, () => {
+  let server: NatsServerHandle;
+  let nc: NatsConnection;
+  let worker: ShoalWorker;
+  let reference: InferenceEngine;
+  const prefix = uniquePrefix('jobs');
+  const storeDir = mkdtempSync(join(tmpdir(), 'shoal-results-'));
+
+  beforeAll(async () => {
+    server = await startNatsServer();
+    worker = await startTestWorker(server.url, prefix, { models: [TINY_MEAN, TINY_CROSS], fileRoots: [storeDir] });
+    nc = await testConnection(server.url);
+    reference = referenceEngine();
+  });
+
+  afterAll(async () => {
+    await worker?.drain();
+    await nc?.close();
+    await reference?.close();
+    await server?.stop();
+    rmSync(storeDir, { recursive: true, force: true });
+  });
+
+  it('runs an encode job split into parts: results published, status completed, vectors as in-process', async () => {
+    const jobs = await JobsClient.open(nc, { topology: { prefix } });
+    const items = TEXTS.map((text, i) => ({ id: `doc-${i}`, text }));
+    const submitted = await jobs.submit({ primitive: 'encode', request: { model: TINY_MEAN, items }, part_items: 3 });
+    expect(submitted.parts).toBe(4);
+    expect(submitted.items).toBe(10);
+
+    const status = await jobs.wait(submitted.job_id, { timeoutMs: 30_000 });
+    expect(status).toMatchObject({ state: 'completed', parts: 4, parts_done: 4, parts_failed: 0, items: 10, errors: [] });
+
+    const results = [];
+    for await (const part of jobs.results(submitted.job_id)) results.push(part);
+    expect(results.map((r) => r.part)).toEqual([0, 1, 2, 3]);
+    expect(results.every((r) => r.status === 'ok' && r.v === WIRE_VERSION && r.worker === worker.id)).toBe(true);
+    const encoded = results.flatMap((r) => EncodeResult.parse(r.result).items);
+    expect(encoded.map((item) => item.index)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(encoded.map((item) => item.id)).toEqual(items.map((item) => item.id));
+
+    const expected = await reference.encode({ model: TINY_MEAN, items });
+    for (const [i, item] of encoded.entries()) expectAllClose(item.dense ?? [], expected.items[i]?.dense ?? [], 1e-6, `item ${i}`);
+  });
+
+  it('runs a score job: indexes cover the whole request and scores match in-process', async () => {
+    const jobs = await JobsClient.open(nc, { topology: { prefix } });
+    const request = { model: TINY_CROSS, query: 'which animals purr', items: TEXTS };
+    const submitted = await jobs.submit({ primitive: 'score', request, part_items: 4 });
+    const status = await jobs.wait(submitted.job_id, { timeoutMs: 30_000 });
+    expect(status).toMatchObject({ state: 'completed', parts: 3, parts_done: 3 });
+    const scores = [];
+    for await (const part of jobs.results(submitted.job_id)) scores.push(...ScoreResult.parse(part.result).scores);
+    scores.sort((a, b) => a.index - b.index);
+    expect(scores.map((s) => s.index)).toEqual([...TEXTS.keys()]);
+    const expected = (await reference.score(request)).scores.sort((a, b) => a.index - b.index);
+    expectAllClose(
+      scores.map((s) => s.score),
+      expected.map((s) => s.score),
+      1e-6,
+      'scores',
+    );
+  });
+
+  it('sends parts over the message limit by reference through the object store', async () => {
+    const jobs = await JobsClient.open(nc, { topology: { prefix }, maxMessageBytes: 4096 + 600 });
+    const items = TEXTS.map((text) => ({ text: `${text} ${'padding '.repeat(40)}` }));
+    const submitted = await jobs.submit({ primitive: 'encode', request: { model: TINY_MEAN, items }, part_items: 5 });
+    const status = await jobs.wait(submitted.job_id, { timeoutMs: 30_000 });
+    expect(status).toMatchObject({ state: 'completed', parts_done: 2 });
+    const store = await new Objm(nc).open(jobs.topology.names.payloadBucket);
+    const stored = await store.getBlob(`jobs/${submitted.job_id}/0.json`);
+    expect(stored).not.toBeNull();
+    const expected = await reference.encode({ model: TINY_MEAN, items });
+    const encoded = [];
+    for await (const part of jobs.results(submitted.job_id)) encoded.push(...EncodeResult.parse(part.result).items);
+    for (const [i, item] of encoded.entries()) expectAllClose(item.dense ?? [], expected.items[i]?.dense ?? [], 1e-6, `item ${i}`);
+  });
+
+  it('writes results to a file:// store target and publishes references', async () => {
+    const jobs = await JobsClient.open(nc, { topology: { prefix }, fileRoots: [storeDir] });
+    const uri = `file://${storeDir}/out`;
+    const submitted = await jobs.submit({ primitive: 'encode', request: { model: TINY_MEAN, items: TEXTS.slice(0, 4) }, part_items: 2, result: { kind: 'store', uri } });
+    await jobs.wait(submitted.job_id, { timeoutMs: 30_000 });
+    const first = await jobs.partResult(submitted.job_id, 1, false);
+    expect(first?.result).toBeUndefined();
+    expect(first?.result_ref).toBe(`${uri}/${submitted.job_id}/part-1.jsonl`);
+    const file = EncodeResult.parse(JSON.parse(readFileSync(fileURLToPath(first?.result_ref ?? ''), 'utf8')));
+    expect(file.items.map((item) => item.index)).toEqual([2, 3]);
+    const resolved = await jobs.partResult(submitted.job_id, 1);
+    expect(EncodeResult.parse(resolved?.result)).toEqual(file);
+  });
+
+  it('answers invalid input in a part with an error result, term() and a failed status', async () => {
+    const jobs = await JobsClient.open(nc, { topology: { prefix } });
+    const names = jobs.topology.names;
+    const part = {
+      v: WIRE_VERSION,
+      job_id: 'bad-input-job',
+      part: 0,
+      parts: 1,
+      primitive: 'encode',
+      model: TINY_MEAN,
+      request: { model: TINY_MEAN, items: [] },
+      result: { kind: 'stream' },
+      submitted_at: new Date().toISOString(),
+    };
+    await jetstream(nc).publish(names.jobs('encode', TINY_MEAN), JSON.stringify(part));
+    const status = await jobs.wait('bad-input-job', { timeoutMs: 30_000 });
+    expect(status).toMatchObject({ state: 'failed', parts_done: 0, parts_failed: 1 });
+    expect(status.errors[0]).toMatchObject({ code: 'INVALID_INPUT', part: 0 });
+    expect(status.errors[0]?.message).toMatch(/items must not be empty/);
+    const result = await jobs.partResult('bad-input-job', 0);
+    expect(result).toMatchObject({ status: 'error', error: { code: 'INVALID_INPUT' } });
+    await eventually(async () => {
+      const consumer = await jobs.topology.jsm.consumers.info(names.jobsStream, names.consumer('encode', TINY_MEAN));
+      expect(consumer.num_pending + consumer.num_ack_pending).toBe(0);
+    });
+    const dead = await jobs.topology.jsm.streams.info(names.deadLetterStream);
+    expect(dead.state.messages).toBe(0);
+  });
+
+  it('makes resubmission with the same job id publish nothing new', async () => {
+    const jobs = await JobsClient.open(nc, { topology: { prefix } });
+    const submission = { job_id: 'same-id', primitive: 'encode', request: { model: TINY_MEAN, items: TEXTS.slice(0, 3) }, part_items: 1 } as const;
+    await jobs.submit(submission);
+    await jobs.wait('same-id', { timeoutMs: 30_000 });
+    const before = await jobs.topology.jsm.streams.info(jobs.topology.names.jobsStream);
+    const again = await jobs.submit(submission);
+    expect(again.status.state).toBe('completed');
+    const after = await jobs.topology.jsm.streams.info(jobs.topology.names.jobsStream);
+    expect(after.state.last_seq).toBe(before.state.last_seq);
+  });
+});

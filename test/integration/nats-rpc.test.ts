@@ -1,0 +1,131 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NatsEngine } from '../../adapters/nats/engine-client.js';
+import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import { natsNames } from '../../adapters/protocol/subjects.js';
+import type { InferenceEngine } from '../../pipelines/inference/engine.js';
+import type { ShoalWorker } from '../../services/worker/worker.js';
+import { expectAllClose } from '../helpers/conformance.js';
+import { NATS_SERVER_MISSING, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
+import { TINY_CROSS, TINY_MEAN, referenceEngine, startTestWorker, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
+
+/**
+ * Request-reply against a private nats-server with two workers: `holder` has the embedder
+ * resident (preloaded), `spare` serves it too but has not loaded it, and alone serves the
+ * cross-encoder. Calls go to the worker holding the model; a model nobody holds is loaded by a
+ * serving worker; no responders and timeouts are clear errors.
+ */
+
+async function failure(work: Promise<unknown>): Promise<ShoalError> {
+  const error: unknown = await work.then(
+    () => null,
+    (e: unknown) => e,
+  );
+  if (!(error instanceof ShoalError)) throw new Error(`expected a ShoalError, got ${String(error)}`);
+  return error;
+}
+
+function residentNames(worker: ShoalWorker): string[] {
+  return worker.engine
+    .models()
+    .models.filter((m) => m.state === 'ready')
+    .map((m) => m.name);
+}
+
+describe.skipIf(!natsServerAvailable())(`NATS request-reply ${natsServerAvailable() ? '' : NATS_SERVER_MISSING}`, () => {
+  let server: NatsServerHandle;
+  let nc: NatsConnection;
+  let holder: ShoalWorker;
+  let spare: ShoalWorker;
+  let reference: InferenceEngine;
+  let engine: NatsEngine;
+  const prefix = uniquePrefix('rpc');
+
+  beforeAll(async () => {
+    server = await startNatsServer();
+    holder = await startTestWorker(server.url, prefix, { workerId: 'holder', models: [TINY_MEAN], preload: [TINY_MEAN] });
+    spare = await startTestWorker(server.url, prefix, { workerId: 'spare', models: [TINY_MEAN, TINY_CROSS] });
+    nc = await testConnection(server.url);
+    engine = new NatsEngine(nc, { prefix, timeoutMs: 10_000 });
+    reference = referenceEngine();
+  });
+
+  afterAll(async () => {
+    await holder?.drain();
+    await spare?.drain();
+    await nc?.close();
+    await reference?.close();
+    await server?.stop();
+  });
+
+  it('routes every call to the worker that holds the model, with in-process results', async () => {
+    const items = [{ id: 'q', text: 'how do cats purr', role: 'query' as const }, 'the stock market fell'];
+    const expected = await reference.encode({ model: TINY_MEAN, items });
+    for (let i = 0; i < 8; i++) {
+      const call = await engine.call('encode', { model: TINY_MEAN, items });
+      expect(call).toMatchObject({ worker: 'holder', route: 'resident' });
+      expect(call.result.items.map((item) => item.index)).toEqual([0, 1]);
+      expect(call.result.items[0]?.id).toBe('q');
+      for (const [j, item] of call.result.items.entries()) expectAllClose(item.dense ?? [], expected.items[j]?.dense ?? [], 1e-6, `item ${j}`);
+    }
+    const viaInterface = await engine.encode({ model: TINY_MEAN, items: ['hello'] });
+    expect(viaInterface.usage.items).toBe(1);
+    // The spare worker never had to load the model.
+    expect(residentNames(spare)).not.toContain(TINY_MEAN);
+  });
+
+  it('falls back to a worker that serves a model nobody holds, which then answers as resident', async () => {
+    const request = { model: TINY_CROSS, query: 'purring cats', items: ['cats purr when content', 'stocks fell sharply'] };
+    const first = await engine.call('score', request);
+    expect(first).toMatchObject({ worker: 'spare', route: 'serving' });
+    const second = await engine.call('score', request);
+    expect(second).toMatchObject({ worker: 'spare', route: 'resident' });
+    const expected = await reference.score(request);
+    expect(second.result.scores.map((s) => s.index)).toEqual(expected.scores.map((s) => s.index));
+    expectAllClose(
+      second.result.scores.map((s) => s.score),
+      expected.scores.map((s) => s.score),
+      1e-6,
+      'scores',
+    );
+  });
+
+  it('relays worker-side errors with their code', async () => {
+    const error = await failure(engine.encode({ model: TINY_MEAN, items: ['x'], output_types: ['sparse'] }));
+    expect(error.code).toBe(ErrorCode.UNSUPPORTED_OPERATION);
+    expect(error.message).toMatch(/cannot encode sparse/);
+  });
+
+  it('turns no responders into UNAVAILABLE naming the subject and the fix', async () => {
+    const error = await failure(engine.encode({ model: 'nobody/serves-this', items: ['x'] }));
+    expect(error.code).toBe(ErrorCode.UNAVAILABLE);
+    expect(error.message).toContain('no worker serves encode for model "nobody/serves-this"');
+    expect(error.message).toContain('shoal worker --models nobody/serves-this');
+    // An extract route the embedder does not have is not subscribed either.
+    expect((await failure(engine.extract({ model: TINY_MEAN, items: ['x'] }))).code).toBe(ErrorCode.UNAVAILABLE);
+  });
+
+  it('turns a worker that never answers into TIMEOUT', async () => {
+    const silent = nc.subscribe(natsNames(prefix).resident('encode', 'silent/model'), { callback: () => undefined });
+    await nc.flush();
+    const quick = new NatsEngine(nc, { prefix, timeoutMs: 300 });
+    const error = await failure(quick.encode({ model: 'silent/model', items: ['x'] }));
+    silent.unsubscribe();
+    expect(error.code).toBe(ErrorCode.TIMEOUT);
+    expect(error.message).toMatch(/no worker answered encode on model "silent\/model" within 300 ms/);
+  });
+
+  it('refuses a request over the message limit before sending it', async () => {
+    const small = new NatsEngine(nc, { prefix, maxMessageBytes: 1000 });
+    const error = await failure(small.encode({ model: TINY_MEAN, items: ['x'.repeat(2000)] }));
+    expect(error.code).toBe(ErrorCode.INPUT_TOO_LARGE);
+  });
+
+  it('lists the workers with what they serve and hold', async () => {
+    const workers = (await engine.workers(300)).sort((a, b) => a.worker.localeCompare(b.worker));
+    expect(workers.map((w) => w.worker)).toEqual(['holder', 'spare']);
+    expect(workers[0]).toMatchObject({ serves: [TINY_MEAN], resident: [TINY_MEAN] });
+    expect(workers[1]?.serves).toEqual([TINY_MEAN, TINY_CROSS]);
+    expect(workers[1]?.resident).toEqual([TINY_CROSS]);
+  });
+});

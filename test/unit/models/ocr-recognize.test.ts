@@ -1,0 +1,87 @@
+import { describe, expect, it } from 'vitest';
+import { checkCharset, ctcDecode, isUpsideDown, parseCharset, widthBatches } from '../../../adapters/models/ocr-recognize.js';
+import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
+
+/** One row of per-step probabilities: at each step `best` gets `p`, the rest share what is left. */
+function steps(classes: number, picks: [best: number, p: number][]): Float32Array {
+  const out = new Float32Array(picks.length * classes);
+  picks.forEach(([best, p], t) => {
+    for (let c = 0; c < classes; c++) out[t * classes + c] = c === best ? p : (1 - p) / (classes - 1);
+  });
+  return out;
+}
+
+describe('charset', () => {
+  it('puts the CTC blank first and the space last; a final newline and a BOM are not characters', () => {
+    expect(parseCharset('\uFEFFa\r\nb\nc\n', { space: true }).classes).toEqual(['', 'a', 'b', 'c', ' ']);
+    expect(parseCharset('a\nb', { space: false }).classes).toEqual(['', 'a', 'b']);
+  });
+
+  it('keeps a line holding a space as a character (some charsets list it)', () => {
+    expect(parseCharset('a\n \nb\n', { space: false }).classes).toEqual(['', 'a', ' ', 'b']);
+  });
+
+  it('refuses a charset that does not match the recognizer output', () => {
+    const charset = parseCharset('a\nb\n', { space: true });
+    expect(() => checkCharset(charset, 4, 'm')).not.toThrow();
+    expect(() => checkCharset(charset, null, 'm')).not.toThrow();
+    try {
+      checkCharset(charset, 6625, 'm');
+      throw new Error('expected a failure');
+    } catch (error) {
+      expect(error instanceof ShoalError && error.code).toBe(ErrorCode.MODEL_LOAD_FAILED);
+    }
+    expect(() => parseCharset('', { space: true })).toThrow(/empty/);
+  });
+});
+
+describe('CTC greedy decoding', () => {
+  const charset = parseCharset('a\nb\nc\n', { space: true }); // classes: blank a b c space
+  const C = charset.classes.length;
+
+  it('merges repeats, keeps a repeat split by a blank, drops blanks', () => {
+    const probs = steps(C, [[1, 0.9], [1, 0.8], [0, 0.9], [1, 0.7], [2, 0.6], [2, 0.9], [4, 0.5], [3, 1], [0, 0.9]]);
+    const read = ctcDecode(probs, 0, 9, charset);
+    expect(read.text).toBe('aab c');
+    // Each kept character scores the probability at the step it was emitted.
+    expect(read.score).toBeCloseTo((0.9 + 0.7 + 0.6 + 0.5 + 1) / 5, 6);
+  });
+
+  it('reads the requested row of a batch', () => {
+    const rows = new Float32Array([...steps(C, [[3, 0.9], [0, 1]]), ...steps(C, [[2, 0.8], [1, 0.6]])]);
+    expect(ctcDecode(rows, 0, 2, charset).text).toBe('c');
+    expect(ctcDecode(rows, 1, 2, charset)).toEqual({ text: 'ba', score: expect.closeTo(0.7, 6) });
+  });
+
+  it('gives an empty reading score 0', () => {
+    expect(ctcDecode(steps(C, [[0, 1], [0, 1]]), 0, 2, charset)).toEqual({ text: '', score: 0 });
+  });
+});
+
+describe('angle classifier verdict', () => {
+  const probs = new Float32Array([0.95, 0.05, 0.02, 0.98, 0.1, 0.9, 0.2, 0.8]);
+  it('averages the 180° probability over a strip\'s windows', () => {
+    expect(isUpsideDown(probs, [1, 2], 0.9)).toBe(true); // mean 0.94
+    expect(isUpsideDown(probs, [1, 3], 0.9)).toBe(false); // mean 0.89
+    expect(isUpsideDown(probs, [0], 0.5)).toBe(false);
+    expect(isUpsideDown(probs, [], 0.5)).toBe(false);
+  });
+});
+
+describe('width batches', () => {
+  it('groups strips of similar width, widest first, padded to at least the minimum width', () => {
+    const widths = [100, 900, 850, 300, 320, 2000];
+    const batches = widthBatches(widths, { maxItems: 2, maxColumns: 10_000, minWidth: 320, minFill: 0.6 });
+    expect(batches).toEqual([
+      { indices: [5], width: 2000 }, // 900 fills less than 60 % of 2000
+      { indices: [1, 2], width: 900 },
+      { indices: [4, 3], width: 320 },
+      { indices: [0], width: 320 },
+    ]);
+  });
+
+  it('caps a batch by padded columns', () => {
+    const batches = widthBatches([500, 500, 500], { maxItems: 8, maxColumns: 1000, minWidth: 320, minFill: 0.5 });
+    expect(batches.map((b) => b.indices)).toEqual([[0, 1], [2]]);
+  });
+});
