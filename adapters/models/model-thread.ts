@@ -54,6 +54,8 @@ async function handle(message: ModelRequest): Promise<HandlerResult<ModelRespons
       if (reference !== undefined) outputs = outputs.map((output) => ({ score: similarity(output, reference) }));
       return { body: { type: 'ran', outputs, runMs: performance.now() - started } };
     }
+    case 'ping':
+      return { body: { type: 'pong' } };
     case 'release': {
       const current = runner;
       runner = null;

@@ -16,6 +16,59 @@ export interface RunResult {
   runMs: number;
 }
 
+/**
+ * Model threads, with warm spares: starting a thread and importing the model families, onnxruntime
+ * and sharp takes several hundred milliseconds, more than creating a small model's session. A
+ * spare thread that has already done it makes a cold model load that much faster; a new spare is
+ * started in the background each time one is taken.
+ */
+export class ModelThreads {
+  readonly #spares: number;
+  readonly #ready: Promise<ThreadClient<ModelRequest, ModelResponse> | null>[] = [];
+  #closed = false;
+
+  constructor(spares = 1) {
+    this.#spares = Math.max(0, spares);
+    for (let i = 0; i < this.#spares; i++) this.#ready.push(this.#spawnWarm());
+  }
+
+  #spawn(): ThreadClient<ModelRequest, ModelResponse> {
+    const raw = spawnThread(siblingModule(import.meta.url, 'model-thread'), { name: 'shoal-model' });
+    return new ThreadClient<ModelRequest, ModelResponse>(raw, { name: 'model thread' });
+  }
+
+  async #spawnWarm(): Promise<ThreadClient<ModelRequest, ModelResponse> | null> {
+    const thread = this.#spawn();
+    try {
+      await thread.request({ type: 'ping' });
+      return thread;
+    } catch {
+      // A spare that failed to start is simply not used; take() starts a fresh thread instead.
+      await thread.close();
+      return null;
+    }
+  }
+
+  /** A thread for a model: a warm spare when one is ready, else a new one. */
+  async take(name: string): Promise<ThreadClient<ModelRequest, ModelResponse>> {
+    let thread: ThreadClient<ModelRequest, ModelResponse> | null = null;
+    const spare = this.#ready.shift();
+    if (spare !== undefined && !this.#closed) {
+      this.#ready.push(this.#spawnWarm());
+      thread = await spare;
+    }
+    if (thread === null || !thread.alive) thread = this.#spawn();
+    thread.rename(`model thread for ${name}`);
+    return thread;
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    const spares = this.#ready.splice(0);
+    await Promise.all(spares.map(async (spare) => (await spare)?.close()));
+  }
+}
+
 export class ModelWorker {
   readonly profile: ModelProfile;
   readonly #thread: ThreadClient<ModelRequest, ModelResponse>;
@@ -27,9 +80,14 @@ export class ModelWorker {
     this.#thread = thread;
   }
 
-  static async start(profile: ModelProfile, runtime: RuntimeOptions): Promise<{ worker: ModelWorker; loadMs: number }> {
-    const raw = spawnThread(siblingModule(import.meta.url, 'model-thread'), { name: `shoal-model-${profile.id}` });
-    const thread = new ThreadClient<ModelRequest, ModelResponse>(raw, { name: `model thread for ${profile.id}` });
+  static async start(profile: ModelProfile, runtime: RuntimeOptions, threads?: ModelThreads): Promise<{ worker: ModelWorker; loadMs: number }> {
+    let thread: ThreadClient<ModelRequest, ModelResponse>;
+    if (threads !== undefined) {
+      thread = await threads.take(profile.id);
+    } else {
+      const raw = spawnThread(siblingModule(import.meta.url, 'model-thread'), { name: `shoal-model-${profile.id}` });
+      thread = new ThreadClient<ModelRequest, ModelResponse>(raw, { name: `model thread for ${profile.id}` });
+    }
     const worker = new ModelWorker(profile, thread);
     try {
       const response = await thread.request({ type: 'load', profile, runtime });

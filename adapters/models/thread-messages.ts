@@ -33,9 +33,12 @@ export interface CompareTo {
 export type ModelRequest =
   | { type: 'load'; profile: ModelProfile; runtime: RuntimeOptions }
   | { type: 'run'; batch: Prepared[]; options: RunOptions; compareTo?: CompareTo }
-  | { type: 'release' };
+  | { type: 'release' }
+  /** Answered once the thread's modules are imported: a spare thread is ready for a load. */
+  | { type: 'ping' };
 
 export type ModelResponse =
   | { type: 'loaded'; info: RunnerInfo; loadMs: number }
   | { type: 'ran'; outputs: ItemOutput[]; runMs: number }
-  | { type: 'released' };
+  | { type: 'released' }
+  | { type: 'pong' };

@@ -144,6 +144,11 @@ export class JobsClient implements JobsApi {
     return this.#status.get(checkJobId(jobId));
   }
 
+  /** Status changes of a job as they happen, starting with the current status; ends when `signal` aborts. */
+  watch(jobId: string, signal?: AbortSignal): AsyncGenerator<JobStatus> {
+    return this.#status.watch(checkJobId(jobId), signal);
+  }
+
   /** Resolves with the status once the job is completed, failed or partial. */
   async wait(jobId: string, options: WaitOptions = {}): Promise<JobStatus> {
     checkJobId(jobId);

@@ -34,7 +34,7 @@ export interface ThreadClientOptions {
 
 export class ThreadClient<Req, Res> {
   readonly #worker: Worker;
-  readonly #name: string;
+  #name: string;
   readonly #pending = new Map<number, Pending<Res>>();
   #nextId = 1;
   #dead: ShoalError | null = null;
@@ -55,6 +55,11 @@ export class ThreadClient<Req, Res> {
         resolve();
       });
     });
+  }
+
+  /** Renames the thread in error messages (a spare thread gets its model's name when it is used). */
+  rename(name: string): void {
+    this.#name = name;
   }
 
   get alive(): boolean {

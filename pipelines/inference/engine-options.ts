@@ -47,6 +47,8 @@ export const EngineOptions = z.strictObject({
   interactiveThreads: z.number().int().min(1).max(1024).optional(),
   /** Requests without a priority and at most this many items use the interactive lane. @default 32 */
   interactiveMaxItems: z.number().int().min(0).default(32),
+  /** Model threads kept started and idle, so a cold load skips thread start-up. @default 1 */
+  spareThreads: z.number().int().min(0).max(8).default(1),
   /** Models to load at start and keep resident (never evicted). */
   preload: z.array(z.string()).default([]),
   /** Where image items may come from and how large they may be (local roots, URL hosts, bytes, pixels). */

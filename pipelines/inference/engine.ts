@@ -32,6 +32,7 @@ import {
   type RunOptions,
   type Task,
 } from '../../adapters/models/family.js';
+import { ModelThreads } from '../../adapters/models/model-worker.js';
 import { PrepPool } from '../../adapters/models/prep-pool.js';
 import type { ModelProfile } from '../../adapters/models/profile.js';
 import { getFamily } from '../../adapters/models/registry.js';
@@ -91,6 +92,7 @@ export class InferenceEngine implements Engine {
   readonly #prep: PrepPool;
   readonly #pool: ModelPool;
   readonly #scheduler: Scheduler;
+  readonly #threads: ModelThreads;
   /** Detected profiles by model name: tokenize needs no ONNX session. */
   readonly #profiles = new Map<string, Promise<ModelProfile>>();
   readonly #resolve: (name: string) => Promise<ModelProfile>;
@@ -120,7 +122,9 @@ export class InferenceEngine implements Engine {
     });
     const providers = options.runtime.providers;
     const poolHooks = hooks?.pool;
+    this.#threads = new ModelThreads(options.spareThreads);
     this.#pool = new ModelPool({
+      threads: this.#threads,
       resolve: (name) => this.profile(name),
       runtime: options.runtime,
       interactiveRuntime: options.interactiveRuntime,
@@ -481,6 +485,7 @@ export class InferenceEngine implements Engine {
     this.#closed = true;
     this.#scheduler.close();
     await this.#pool.close();
+    await this.#threads.close();
     await this.#prep.close();
   }
 }

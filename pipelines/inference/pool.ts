@@ -1,6 +1,6 @@
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
 import type { RuntimeOptions } from '../../adapters/runtime/ort-session.js';
-import { ModelWorker } from '../../adapters/models/model-worker.js';
+import { ModelWorker, type ModelThreads } from '../../adapters/models/model-worker.js';
 import type { ModelProfile } from '../../adapters/models/profile.js';
 import { formatBytes } from './memory.js';
 
@@ -77,6 +77,8 @@ export interface ModelPoolOptions {
   /** How long a load waits for models in use to free memory before failing with OVERLOADED. */
   admissionTimeoutMs?: number;
   hooks?: PoolHooks;
+  /** Where model threads come from (warm spares make cold loads faster). */
+  threads?: ModelThreads;
 }
 
 interface Entry {
@@ -244,7 +246,7 @@ export class ModelPool {
       if (!(await this.#makeRoom(extra, entry, 0))) return false;
       entry.chargedBytes += extra;
       try {
-        const { worker } = await ModelWorker.start(model.profile, runtime);
+        const { worker } = await ModelWorker.start(model.profile, runtime, this.#options.threads);
         model.interactive = worker;
         this.#emitChange();
         return true;
@@ -311,7 +313,7 @@ export class ModelPool {
       this.#emitChange();
       const before = rss();
       const started = performance.now();
-      const { worker, loadMs } = await ModelWorker.start(profile, this.#options.runtime);
+      const { worker, loadMs } = await ModelWorker.start(profile, this.#options.runtime, this.#options.threads);
       const measured = Math.max(0, rss() - before);
       const charged = profile.memory.bytes ?? Math.max(predicted, measured);
       if (charged > entry.chargedBytes) {
