@@ -5,6 +5,7 @@ import { serveThread, type HandlerResult } from '../runtime/thread-rpc.js';
 import type { Runner } from './family.js';
 import { openWithPrecision, type PrecisionInfo } from './precision.js';
 import type { ModelProfile } from './profile.js';
+import { measureBudgets, type TuningPoint } from './batch-tuning.js';
 import { getFamily } from './registry.js';
 import { similarity } from './similarity.js';
 import type { ModelRequest, ModelResponse } from './thread-messages.js';
@@ -15,6 +16,12 @@ import type { ModelRequest, ModelResponse } from './thread-messages.js';
  */
 
 let runner: Runner | null = null;
+/** What the runner was created from, to recreate it after tuning. */
+let loaded: { profile: ModelProfile; runtime: RuntimeOptions } | null = null;
+
+function createRunner(profile: ModelProfile, runtime: RuntimeOptions, precision: Record<string, PrecisionInfo>): Promise<Runner> {
+  return getFamily(profile.family).createRunner({ profile, runtime, openSession: openSessionFor(profile, runtime, precision) });
+}
 
 /** Opens a component's session in the profile's precision, recording what was chosen in `precision`. */
 function openSessionFor(profile: ModelProfile, runtime: RuntimeOptions, precision: Record<string, PrecisionInfo>) {
@@ -37,13 +44,9 @@ async function handle(message: ModelRequest): Promise<HandlerResult<ModelRespons
     case 'load': {
       if (runner !== null) throw new ShoalError(ErrorCode.INTERNAL, 'model thread already holds a model');
       const started = performance.now();
-      const family = getFamily(message.profile.family);
       const precision: Record<string, PrecisionInfo> = {};
-      runner = await family.createRunner({
-        profile: message.profile,
-        runtime: message.runtime,
-        openSession: openSessionFor(message.profile, message.runtime, precision),
-      });
+      runner = await createRunner(message.profile, message.runtime, precision);
+      loaded = { profile: message.profile, runtime: message.runtime };
       return { body: { type: 'loaded', info: { ...runner.info, precision }, loadMs: performance.now() - started } };
     }
     case 'run': {
@@ -56,6 +59,20 @@ async function handle(message: ModelRequest): Promise<HandlerResult<ModelRespons
     }
     case 'ping':
       return { body: { type: 'pong' } };
+    case 'tune': {
+      if (runner === null || loaded === null) throw new ShoalError(ErrorCode.INTERNAL, 'model thread has no model loaded');
+      const points: TuningPoint[] = [];
+      for (const length of message.lengths) {
+        for (const point of await measureBudgets(runner, loaded.profile, message.budgets, length, message.rounds)) points.push({ ...point, length });
+      }
+      // The session's memory arena now holds what the largest trial batch needed; a fresh session
+      // only grows to the budget actually chosen.
+      const tuned = runner;
+      runner = null;
+      await tuned.release();
+      runner = await createRunner(loaded.profile, loaded.runtime, {});
+      return { body: { type: 'tuned', points } };
+    }
     case 'release': {
       const current = runner;
       runner = null;

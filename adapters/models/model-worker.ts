@@ -2,6 +2,7 @@ import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import type { RuntimeOptions } from '../runtime/ort-session.js';
 import { siblingModule, spawnThread } from '../runtime/spawn.js';
 import { ThreadClient } from '../runtime/thread-rpc.js';
+import type { TuningPoint } from './batch-tuning.js';
 import type { ItemOutput, Prepared, RunOptions, RunnerInfo } from './family.js';
 import type { ModelProfile } from './profile.js';
 import type { CompareTo, ModelRequest, ModelResponse } from './thread-messages.js';
@@ -19,8 +20,9 @@ export interface RunResult {
 /**
  * Model threads, with warm spares: starting a thread and importing the model families, onnxruntime
  * and sharp takes several hundred milliseconds, more than creating a small model's session. A
- * spare thread that has already done it makes a cold model load that much faster; a new spare is
- * started in the background each time one is taken.
+ * spare thread that has already done it makes a cold model load that much faster. Taking a spare
+ * does not start the next one: the pool calls replenish() after it has measured the load's memory,
+ * so a starting thread's imports are not charged to the model being loaded.
  */
 export class ModelThreads {
   readonly #spares: number;
@@ -53,13 +55,15 @@ export class ModelThreads {
   async take(name: string): Promise<ThreadClient<ModelRequest, ModelResponse>> {
     let thread: ThreadClient<ModelRequest, ModelResponse> | null = null;
     const spare = this.#ready.shift();
-    if (spare !== undefined && !this.#closed) {
-      this.#ready.push(this.#spawnWarm());
-      thread = await spare;
-    }
+    if (spare !== undefined && !this.#closed) thread = await spare;
     if (thread === null || !thread.alive) thread = this.#spawn();
     thread.rename(`model thread for ${name}`);
     return thread;
+  }
+
+  /** Starts spares until the configured number are ready or starting. */
+  replenish(): void {
+    while (!this.#closed && this.#ready.length < this.#spares) this.#ready.push(this.#spawnWarm());
   }
 
   async close(): Promise<void> {
@@ -80,10 +84,15 @@ export class ModelWorker {
     this.#thread = thread;
   }
 
-  static async start(profile: ModelProfile, runtime: RuntimeOptions, threads?: ModelThreads): Promise<{ worker: ModelWorker; loadMs: number }> {
+  /** Loads the model in `thread` (e.g. from ModelThreads.take), or in a new thread. */
+  static async start(
+    profile: ModelProfile,
+    runtime: RuntimeOptions,
+    given?: ThreadClient<ModelRequest, ModelResponse>,
+  ): Promise<{ worker: ModelWorker; loadMs: number }> {
     let thread: ThreadClient<ModelRequest, ModelResponse>;
-    if (threads !== undefined) {
-      thread = await threads.take(profile.id);
+    if (given !== undefined) {
+      thread = given;
     } else {
       const raw = spawnThread(siblingModule(import.meta.url, 'model-thread'), { name: `shoal-model-${profile.id}` });
       thread = new ThreadClient<ModelRequest, ModelResponse>(raw, { name: `model thread for ${profile.id}` });
@@ -121,6 +130,13 @@ export class ModelWorker {
     const response = await this.#thread.request(message);
     if (response.type !== 'ran') throw new ShoalError(ErrorCode.INTERNAL, `model thread answered ${response.type} to run`);
     return { outputs: response.outputs, runMs: response.runMs };
+  }
+
+  /** Times the model at each batch budget (see batch-tuning.ts). */
+  async tune(budgets: number[], lengths: number[], rounds: number): Promise<TuningPoint[]> {
+    const response = await this.#thread.request({ type: 'tune', budgets, lengths, rounds });
+    if (response.type !== 'tuned') throw new ShoalError(ErrorCode.INTERNAL, `model thread answered ${response.type} to tune`);
+    return response.points;
   }
 
   /** Releases the sessions in the thread, then stops it. Idempotent. */

@@ -69,6 +69,8 @@ export type OcrOptions = z.infer<typeof OcrOptions>;
 const REC_HEIGHT = 48;
 /** Strips are padded to at least the width the recognizer was trained on. */
 const REC_MIN_WIDTH = 320;
+/** Padded columns a recognizer batch may hold per item (so a batch of very long lines stays small). */
+const REC_COLUMNS_PER_ITEM = 640;
 const CLS_HEIGHT = 48;
 const CLS_WIDTH = 192;
 /** Windows the angle classifier sees of one strip. */
@@ -164,27 +166,27 @@ class OcrRunner implements Runner {
 
   /**
    * Which strips the angle classifier finds upside down. Each strip is judged on up to
-   * CLS_WINDOWS windows of the classifier's width, at the recognizer's scale.
+   * CLS_WINDOWS windows of the classifier's width, at the classifier's height.
    */
-  async #upsideDown(strips: readonly RgbPixels[]): Promise<boolean[]> {
-    const verdicts = strips.map(() => false);
-    if (this.#cls === null || !this.#options.useAngleCls) return verdicts;
+  async #upsideDown(image: RgbPixels, quads: readonly Quad[], strips: readonly RgbPixels[]): Promise<boolean[]> {
+    if (this.#cls === null || !this.#options.useAngleCls) return strips.map(() => false);
     const windows: { strip: number; pixels: RgbPixels }[] = [];
     strips.forEach((strip, index) => {
-      const scaled = strip.height === CLS_HEIGHT ? strip : null;
-      if (scaled === null) return;
-      for (const pixels of stripWindows(scaled, CLS_WIDTH, CLS_WINDOWS)) windows.push({ strip: index, pixels });
+      const quad = quads[index];
+      // Recognizer strips are reused when the two graphs share a height (PP-OCR: 48).
+      const sized = strip.height === CLS_HEIGHT || quad === undefined ? strip : cropStrip(image, quad, stripWidth(quad, CLS_HEIGHT, this.#options.recMaxWidth), CLS_HEIGHT);
+      for (const pixels of stripWindows(sized, CLS_WIDTH, CLS_WINDOWS)) windows.push({ strip: index, pixels });
     });
-    const rowsOf = new Map<number, number[]>();
+    const rowsOf = strips.map((): number[] => []);
     const probs = new Float32Array(windows.length * 2);
     for (let start = 0; start < windows.length; start += CLS_BATCH) {
       const chunk = windows.slice(start, start + CLS_BATCH);
       const tensor = stripsTensor(chunk.map((w) => w.pixels), CLS_HEIGHT, CLS_WIDTH);
       const out = await this.#runOne(this.#cls, tensor, [chunk.length, 3, CLS_HEIGHT, CLS_WIDTH], 'cls');
       probs.set(out.data.subarray(0, chunk.length * 2), start * 2);
-      chunk.forEach((w, k) => rowsOf.set(w.strip, [...(rowsOf.get(w.strip) ?? []), start + k]));
+      chunk.forEach((w, k) => rowsOf[w.strip]?.push(start + k));
     }
-    return verdicts.map((_, index) => isUpsideDown(probs, rowsOf.get(index) ?? [], this.#options.clsThresh));
+    return rowsOf.map((rows) => isUpsideDown(probs, rows, this.#options.clsThresh));
   }
 
   async #recognize(strips: readonly RgbPixels[]): Promise<Recognized[]> {
@@ -192,7 +194,7 @@ class OcrRunner implements Runner {
     const results: Recognized[] = strips.map(() => ({ text: '', score: 0 }));
     const batches = widthBatches(
       strips.map((strip) => strip.width),
-      { maxItems: this.#options.recBatchItems, maxColumns: this.#options.recBatchItems * 640, minWidth: REC_MIN_WIDTH, minFill: 0.6 },
+      { maxItems: this.#options.recBatchItems, maxColumns: this.#options.recBatchItems * REC_COLUMNS_PER_ITEM, minWidth: REC_MIN_WIDTH, minFill: 0.6 },
     );
     for (const batch of batches) {
       const chunk = batch.indices.map((index) => strips[index]).filter((strip): strip is RgbPixels => strip !== undefined);
@@ -211,11 +213,9 @@ class OcrRunner implements Runner {
    */
   async #readBoxes(image: RgbPixels, boxes: readonly Quad[]): Promise<Recognized[]> {
     const height = this.#recHeight;
-    const strips = boxes.map((box) => {
-      const quad = padQuad(uprightQuad(box), this.#options.cropPadding);
-      return cropStrip(image, quad, stripWidth(quad, height, this.#options.recMaxWidth), height);
-    });
-    const turned = await this.#upsideDown(strips);
+    const quads = boxes.map((box) => padQuad(uprightQuad(box), this.#options.cropPadding));
+    const strips = quads.map((quad) => cropStrip(image, quad, stripWidth(quad, height, this.#options.recMaxWidth), height));
+    const turned = await this.#upsideDown(image, quads, strips);
     const candidates = strips.map((strip, index) => (turned[index] === true ? turnStrip(strip) : strip));
     const alternates = strips.filter((_, index) => turned[index] === true);
     const read = await this.#recognize([...candidates, ...alternates]);

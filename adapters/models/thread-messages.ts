@@ -1,5 +1,6 @@
 import type { RuntimeOptions } from '../runtime/ort-session.js';
 import type { ItemOutput, Prepared, PrepareRequest, RunOptions, RunnerInfo } from './family.js';
+import type { TuningPoint } from './batch-tuning.js';
 import type { ModelProfile, ProfileOverrides } from './profile.js';
 
 /** Messages between the main thread and prep / model threads (discriminated unions, plain data). */
@@ -35,10 +36,13 @@ export type ModelRequest =
   | { type: 'run'; batch: Prepared[]; options: RunOptions; compareTo?: CompareTo }
   | { type: 'release' }
   /** Answered once the thread's modules are imported: a spare thread is ready for a load. */
-  | { type: 'ping' };
+  | { type: 'ping' }
+  /** Times the runner at each batch budget on synthetic items of `length` tokens. */
+  | { type: 'tune'; budgets: number[]; lengths: number[]; rounds: number };
 
 export type ModelResponse =
   | { type: 'loaded'; info: RunnerInfo; loadMs: number }
   | { type: 'ran'; outputs: ItemOutput[]; runMs: number }
   | { type: 'released' }
-  | { type: 'pong' };
+  | { type: 'pong' }
+  | { type: 'tuned'; points: TuningPoint[] };

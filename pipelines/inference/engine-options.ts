@@ -23,8 +23,12 @@ export const EngineOptions = z.strictObject({
   runtime: RuntimeOptions.optional(),
   /** Prep (tokenization) threads. @default 1 */
   prepThreads: z.number().int().min(1).max(64).default(1),
-  /** Padded tokens per batch (longest × items); a model's catalog `options.maxBatchTokens` overrides it. @default 4096 */
-  maxBatchTokens: z.number().int().min(1).default(DEFAULT_SCHEDULER_OPTIONS.maxBatchTokens),
+  /**
+   * Padded tokens per batch (longest × items); a model's catalog `options.maxBatchTokens` overrides it.
+   * 'auto' measures the best budget of each model on this machine once (cached in $SHOAL_CACHE_DIR/tuning).
+   * @default 2048
+   */
+  maxBatchTokens: z.union([z.number().int().min(1), z.literal('auto')]).default(DEFAULT_SCHEDULER_OPTIONS.maxBatchTokens),
   /** @default 256 */
   maxBatchItems: z.number().int().min(1).default(DEFAULT_SCHEDULER_OPTIONS.maxBatchItems),
   /** Longest wait to fill a bulk batch while more items are being prepared. @default 2 */
@@ -63,7 +67,11 @@ export type EngineOptionsInput = z.input<typeof EngineOptions> & {
   hooks?: { pool?: PoolHooks; scheduler?: SchedulerHooks };
 };
 
-export interface ResolvedEngineOptions extends Omit<z.output<typeof EngineOptions>, 'memoryBudget' | 'sources' | 'runtime' | 'maxConcurrentBatches' | 'images'> {
+export interface ResolvedEngineOptions
+  extends Omit<z.output<typeof EngineOptions>, 'memoryBudget' | 'sources' | 'runtime' | 'maxConcurrentBatches' | 'images' | 'maxBatchTokens'> {
+  /** The fixed budget, or the fallback while tuning is impossible (untunable families). */
+  maxBatchTokens: number;
+  autoBatchTokens: boolean;
   sources: SourceOptions;
   images: ImagePolicy;
   runtime: RuntimeOptions;
@@ -77,9 +85,11 @@ export function resolveEngineOptions(input: Omit<EngineOptionsInput, 'catalog' |
   const runtime = options.runtime ?? RuntimeOptions.parse({});
   const cpuOnly = runtime.providers.every((p) => p === 'cpu');
   const interactiveThreads = options.interactiveThreads ?? Math.max(1, Math.floor(availableParallelism() / 2));
-  const { memoryBudget, sources, maxConcurrentBatches, images, ...rest } = options;
+  const { memoryBudget, sources, maxConcurrentBatches, images, maxBatchTokens, ...rest } = options;
   return Object.freeze({
     ...rest,
+    maxBatchTokens: maxBatchTokens === 'auto' ? DEFAULT_SCHEDULER_OPTIONS.maxBatchTokens : maxBatchTokens,
+    autoBatchTokens: maxBatchTokens === 'auto',
     images: images ?? ImagePolicy.parse({}),
     sources: sources ?? resolveSourceOptions(sourceOptionsFromEnv()),
     runtime,

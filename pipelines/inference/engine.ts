@@ -32,12 +32,13 @@ import {
   type RunOptions,
   type Task,
 } from '../../adapters/models/family.js';
-import { ModelThreads } from '../../adapters/models/model-worker.js';
+import { ModelThreads, type ModelWorker } from '../../adapters/models/model-worker.js';
 import { PrepPool } from '../../adapters/models/prep-pool.js';
 import type { ModelProfile } from '../../adapters/models/profile.js';
 import { getFamily } from '../../adapters/models/registry.js';
 import type { CompareTo } from '../../adapters/models/thread-messages.js';
 import { checkImageSource } from '../../adapters/sources/image-input.js';
+import { tunedBudget } from './batch-tuning.js';
 import { EMPTY_CATALOG } from './catalog.js';
 import { resolveEngineOptions, type EngineOptionsInput, type ResolvedEngineOptions } from './engine-options.js';
 import { predictModelBytes } from './memory.js';
@@ -125,6 +126,7 @@ export class InferenceEngine implements Engine {
     this.#threads = new ModelThreads(options.spareThreads);
     this.#pool = new ModelPool({
       threads: this.#threads,
+      ...(options.autoBatchTokens ? { tune: (worker: ModelWorker) => tunedBudget(worker, options.runtime) } : {}),
       resolve: (name) => this.profile(name),
       runtime: options.runtime,
       interactiveRuntime: options.interactiveRuntime,

@@ -26,6 +26,8 @@ export interface LoadedModel {
   readonly loadMs: number;
   readonly predictedBytes: number;
   readonly measuredBytes: number;
+  /** Batch token budget measured for this model on this machine (maxBatchTokens 'auto'), else null. */
+  readonly batchTokens: number | null;
 }
 
 export interface ModelLease {
@@ -79,6 +81,8 @@ export interface ModelPoolOptions {
   hooks?: PoolHooks;
   /** Where model threads come from (warm spares make cold loads faster). */
   threads?: ModelThreads;
+  /** Called in the load, after the session exists: returns the model's tuned batch budget, or null. */
+  tune?: (worker: ModelWorker) => Promise<number | null>;
 }
 
 interface Entry {
@@ -246,7 +250,9 @@ export class ModelPool {
       if (!(await this.#makeRoom(extra, entry, 0))) return false;
       entry.chargedBytes += extra;
       try {
-        const { worker } = await ModelWorker.start(model.profile, runtime, this.#options.threads);
+        const thread = await this.#options.threads?.take(model.name);
+        const { worker } = await ModelWorker.start(model.profile, runtime, thread);
+        this.#options.threads?.replenish();
         model.interactive = worker;
         this.#emitChange();
         return true;
@@ -311,10 +317,21 @@ export class ModelPool {
       await this.#makeRoom(predicted, entry, timeout);
       entry.chargedBytes = predicted;
       this.#emitChange();
+      // The thread is taken before RSS is sampled: a spare still importing its modules is not
+      // charged to the model.
+      const thread = await this.#options.threads?.take(profile.id);
       const before = rss();
       const started = performance.now();
-      const { worker, loadMs } = await ModelWorker.start(profile, this.#options.runtime, this.#options.threads);
+      const { worker, loadMs } = await ModelWorker.start(profile, this.#options.runtime, thread);
+      let batchTokens: number | null = null;
+      try {
+        batchTokens = (await this.#options.tune?.(worker)) ?? null;
+      } catch (error) {
+        await worker.close();
+        throw error;
+      }
       const measured = Math.max(0, rss() - before);
+      this.#options.threads?.replenish();
       const charged = profile.memory.bytes ?? Math.max(predicted, measured);
       if (charged > entry.chargedBytes) {
         // Measured larger than predicted: make room among idle models for the difference before
@@ -337,6 +354,7 @@ export class ModelPool {
         loadMs,
         predictedBytes: predicted,
         measuredBytes: measured,
+        batchTokens,
       };
       entry.model = model;
       entry.state = 'ready';

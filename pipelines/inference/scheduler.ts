@@ -38,7 +38,7 @@ export interface SchedulerOptions {
 }
 
 export const DEFAULT_SCHEDULER_OPTIONS: SchedulerOptions = Object.freeze({
-  maxBatchTokens: 4096,
+  maxBatchTokens: 2048,
   maxBatchItems: 256,
   maxWaitMs: 2,
   maxConcurrentBatches: 1,
@@ -264,6 +264,7 @@ export class Scheduler {
   }
 
   #budgetFor(model: LoadedModel): number {
+    if (model.batchTokens !== null) return model.batchTokens;
     const override = model.profile.options.maxBatchTokens;
     return typeof override === 'number' && override > 0 ? override : this.#options.maxBatchTokens;
   }

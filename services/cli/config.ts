@@ -49,7 +49,7 @@ const RawConfig = z.strictObject({
   'model-dir': z.string().optional(),
   threads: PositiveInt(1024).optional(),
   providers: CommaList.pipe(z.array(ExecutionProvider).min(1, 'name at least one provider')).optional(),
-  'batch-tokens': PositiveInt(1 << 24).optional(),
+  'batch-tokens': z.union([z.literal('auto'), PositiveInt(1 << 24)]).optional(),
   'chunk-lines': PositiveInt(100_000).optional(),
   progress: ProgressMode,
   quiet: z.boolean(),
@@ -75,7 +75,7 @@ export interface CliConfig {
   /** Execution providers in order of preference (--providers, SHOAL_PROVIDERS); CPU is the fallback. */
   readonly providers: readonly ExecutionProvider[];
   /** Padded tokens per model batch (--batch-tokens, SHOAL_BATCH_TOKENS); null: the engine's default. */
-  readonly batchTokens: number | null;
+  readonly batchTokens: number | 'auto' | null;
   /** Input lines per engine call (--chunk-lines, SHOAL_CHUNK_LINES). */
   readonly chunkLines: number;
   readonly progress: ProgressMode;

@@ -75,7 +75,7 @@ export function buildProgram(app: CliApp): Command {
     .option('--model-dir <dirs>', "folders holding models as org/name/, ':'-separated (env SHOAL_MODEL_DIR)")
     .option('--threads <n>', 'onnxruntime intra-op threads per model (env SHOAL_THREADS; default: all cores)')
     .option('--providers <list>', 'execution providers by preference, e.g. cuda,cpu or webgpu (env SHOAL_PROVIDERS; default: cpu; CPU is always the fallback)')
-    .option('--batch-tokens <n>', `padded tokens (longest input × inputs) per model batch (env SHOAL_BATCH_TOKENS; default: ${DEFAULT_BATCH_TOKENS}, or the catalog's per-model value)`)
+    .option('--batch-tokens <n>', `padded tokens (longest input × inputs) per model batch (env SHOAL_BATCH_TOKENS; default: ${DEFAULT_BATCH_TOKENS}, or the catalog's per-model value; 'auto' measures the best budget per model on this machine once)`)
     .option('--chunk-lines <n>', `input lines handed to the engine at a time (env SHOAL_CHUNK_LINES; default: ${DEFAULT_CHUNK_LINES})`)
     .option('--progress', 'always draw progress bars on stderr (default: only when stderr is a terminal and the input is a file)')
     .option('--no-progress', 'never draw progress bars')
