@@ -94,7 +94,7 @@ export function resolveEngineOptions(input: Omit<EngineOptionsInput, 'catalog' |
     sources: sources ?? resolveSourceOptions(sourceOptionsFromEnv()),
     runtime,
     interactiveRuntime: { ...runtime, intraOpThreads: interactiveThreads },
-    memoryBudgetBytes: memoryBudget === undefined ? defaultMemoryBudget() : typeof memoryBudget === 'number' ? memoryBudget : parseBytes(memoryBudget),
+    memoryBudgetBytes: memoryBudget === undefined ? defaultMemoryBudget(runtime.providers) : typeof memoryBudget === 'number' ? memoryBudget : parseBytes(memoryBudget),
     maxConcurrentBatches: maxConcurrentBatches ?? (cpuOnly ? 1 : 2),
   });
 }

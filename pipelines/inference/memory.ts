@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { readdir, stat } from 'node:fs/promises';
 import { freemem, totalmem } from 'node:os';
@@ -77,7 +78,34 @@ export function containerMemoryLimit(): number | null {
 /** Share of the machine's (or container's) memory given to models when no budget is configured. */
 export const DEFAULT_BUDGET_SHARE = 0.5;
 
-export function defaultMemoryBudget(): number {
+/** Share of a GPU's memory given to models when a GPU provider is configured (the rest: CUDA context, workspace). */
+export const DEFAULT_GPU_BUDGET_SHARE = 0.8;
+
+/** Total memory of the first NVIDIA GPU (nvidia-smi), or null when there is none or it cannot be read. */
+export function gpuMemoryBytes(): number | null {
+  try {
+    const out = execFileSync('nvidia-smi', ['--query-gpu=memory.total', '--format=csv,noheader,nounits'], {
+      encoding: 'utf8',
+      timeout: 5000,
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    const mib = Number(out.trim().split('\n')[0]);
+    return Number.isFinite(mib) && mib > 0 ? mib * 1024 * 1024 : null;
+  } catch {
+    // No driver or no GPU: the caller falls back to host memory.
+    return null;
+  }
+}
+
+/**
+ * The budget when none is configured: 80 % of the GPU's memory for GPU providers (model weights
+ * and activations live there), else 50 % of the host's or container's memory.
+ */
+export function defaultMemoryBudget(providers: readonly string[] = ['cpu']): number {
+  if (providers.some((p) => p === 'cuda' || p === 'tensorrt')) {
+    const gpu = gpuMemoryBytes();
+    if (gpu !== null) return Math.floor(gpu * DEFAULT_GPU_BUDGET_SHARE);
+  }
   const limit = containerMemoryLimit();
   const total = limit === null ? totalmem() : Math.min(limit, totalmem());
   return Math.floor(total * DEFAULT_BUDGET_SHARE);
