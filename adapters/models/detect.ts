@@ -6,7 +6,7 @@ import type { Evidence } from './family.js';
 import { HfConfig, ModelFolder, SentenceBertConfig, StConfig, StModules } from './model-files.js';
 import { positionOffsetFor, positionRuleFor } from './model-types.js';
 import { ModelProfile, type ProfileOverrides } from './profile.js';
-import { detectFamily, getFamily } from './registry.js';
+import { allFamilies, detectFamily, getFamily } from './registry.js';
 
 /**
  * Builds a ModelProfile from a model folder: family, ONNX graphs, max length, prompts, padding,
@@ -75,7 +75,7 @@ export async function describeModel(id: string, dir: string, overrides: ProfileO
     ].join('; ');
     throw new ShoalError(
       ErrorCode.MODEL_LOAD_FAILED,
-      `cannot tell which model family ${id} is (${seen}); set "family" for it in the catalog (one of: dense, cross-encoder, splade, colbert, token-classification, gliner)`,
+      `cannot tell which model family ${id} is (${seen}); set "family" for it in the catalog (one of: ${allFamilies().map((f) => f.name).join(', ')})`,
     );
   }
   evidence.push(overrides.family !== undefined ? `family ${adapter.name}: from catalog` : `family ${adapter.name}: detected`);

@@ -152,8 +152,12 @@ function usesGpu(providers: readonly string[]): boolean {
   return providers.some((p) => p !== 'cpu');
 }
 
+/** Activation workspace of image models (CLIP vision, classifiers, OCR): their batches are few large tensors. */
+const IMAGE_ACTIVATION_BYTES = 128 * 1024 * 1024;
+
 /** Bytes of activations for one full batch of `tokens` padded tokens. */
 export function activationBytes(profile: ModelProfile, tokens: number): number {
+  if (profile.tokenizer === null) return IMAGE_ACTIVATION_BYTES;
   const hidden = profile.dims.hidden ?? 768;
   const heads = profile.dims.heads ?? 12;
   const perToken = hidden * 100 + heads * Math.min(profile.maxLength, 8192) * 12;

@@ -13,6 +13,7 @@ import type { InferenceEngine } from '../../pipelines/inference/engine.js';
 import type { ShoalWorker } from '../../services/worker/worker.js';
 import { expectAllClose } from '../helpers/conformance.js';
 import { NATS_SERVER_MISSING, eventually, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
+import { jsonl, runShoal } from '../helpers/shoal-cli.js';
 import { TINY_CROSS, TINY_MEAN, referenceEngine, startTestWorker, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
 
 /**
@@ -144,6 +145,26 @@ describe.skipIf(!natsServerAvailable())(`NATS jobs ${natsServerAvailable() ? '' 
     expect(dead.state.messages).toBe(0);
   });
 
+  it("refuses payload references outside the worker's file roots", async () => {
+    const jobs = await JobsClient.open(nc, { topology: { prefix } });
+    const part = {
+      v: WIRE_VERSION,
+      job_id: 'outside-roots',
+      part: 0,
+      parts: 1,
+      primitive: 'encode',
+      model: TINY_MEAN,
+      payload_ref: 'file:///etc/hostname',
+      result: { kind: 'stream' },
+      submitted_at: new Date().toISOString(),
+    };
+    await jetstream(nc).publish(jobs.topology.names.jobs('encode', TINY_MEAN), JSON.stringify(part));
+    const status = await jobs.wait('outside-roots', { timeoutMs: 30_000 });
+    expect(status.state).toBe('failed');
+    expect(status.errors[0]).toMatchObject({ code: 'INVALID_INPUT' });
+    expect(status.errors[0]?.message).toContain('/etc/hostname is outside the allowed file roots');
+  });
+
   it('makes resubmission with the same job id publish nothing new', async () => {
     const jobs = await JobsClient.open(nc, { topology: { prefix } });
     const submission = { job_id: 'same-id', primitive: 'encode', request: { model: TINY_MEAN, items: TEXTS.slice(0, 3) }, part_items: 1 } as const;
@@ -154,5 +175,27 @@ describe.skipIf(!natsServerAvailable())(`NATS jobs ${natsServerAvailable() ? '' 
     expect(again.status.state).toBe('completed');
     const after = await jobs.topology.jsm.streams.info(jobs.topology.names.jobsStream);
     expect(after.state.last_seq).toBe(before.state.last_seq);
+  });
+
+  it('shoal submit publishes a job from JSON Lines and --wait prints the final status', async () => {
+    const lines = jsonl(TEXTS.slice(0, 5).map((text, i) => ({ id: i, text })));
+    const run = await runShoal(['submit', 'encode', '--model', TINY_MEAN, '--nats', server.url, '--prefix', prefix, '--job-id', 'from-cli', '--part-items', '2', '--wait'], {
+      stdin: lines,
+    });
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({ job_id: 'from-cli', state: 'completed', parts: 3, parts_done: 3, items: 5 });
+    const jobs = await JobsClient.open(nc, { topology: { prefix } });
+    const ids = [];
+    for await (const part of jobs.results('from-cli')) ids.push(...EncodeResult.parse(part.result).items.map((item) => item.id));
+    expect(ids).toEqual([0, 1, 2, 3, 4]);
+  });
+
+  it('shoal submit without a worker for the model reports the job as queued', async () => {
+    const run = await runShoal(['submit', 'score', '--model', 'nobody/serves-this', '--query', 'q', '--nats', server.url, '--prefix', prefix, '--job-id', 'queued-cli'], {
+      stdin: jsonl([{ text: 'a' }]),
+    });
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout)).toEqual({ job_id: 'queued-cli', parts: 1, items: 1, state: 'queued' });
   });
 });

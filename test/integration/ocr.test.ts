@@ -144,12 +144,30 @@ describe('OCR input errors', () => {
  * Pages of the shared PDFs and the highest CER each may have (measured with these settings, plus
  * a small margin for onnxruntime and libvips versions). See the README's OCR section for the figures.
  */
-const PAGES: { pdf: string; page: number; maxCer: number }[] = [];
+const PAGES: { pdf: string; page: number; maxCer: number }[] = [
+  // Clean text pages (measured 0 – 2.4 %; target ≤ 5 %).
+  { pdf: '001-trivial__minimal-document', page: 1, maxCer: 0.01 }, // 0.34 %
+  { pdf: '002-trivial-libre-office-writer__002-trivial-libre-office-writer', page: 1, maxCer: 0.01 }, // 0.00 %
+  { pdf: '004-pdflatex-4-pages__pdflatex-4-pages', page: 1, maxCer: 0.01 }, // 0.36 %
+  { pdf: '011-google-doc-document__google-doc-document', page: 1, maxCer: 0.03 }, // 1.55 % (flag emoji, footnote marks)
+  { pdf: '021-pdfa__crazyones-pdfa', page: 1, maxCer: 0.01 }, // 0.00 %
+  { pdf: '026-latex-multicolumn__multicolumn', page: 1, maxCer: 0.03 }, // 1.56 % (two columns)
+  { pdf: 'pdfplumber__cupertino_usd_4-6-16', page: 1, maxCer: 0.04 }, // 2.36 %
+  // Harder pages, honest figures: 8-pt three-column print whose en dashes and curly quotes are not
+  // in the recognizer's charset and whose spaces after punctuation it drops (10.7 %); a transcript
+  // whose "- - - - x" rules are not read as text (11.9 %).
+  { pdf: 'pdfplumber__federal-register-2020-17221', page: 1, maxCer: 0.125 },
+  { pdf: 'pdfplumber__scotus-transcript-p1', page: 1, maxCer: 0.13 },
+];
 
 const pdfsReady = sharedAvailable(PDF_DIR) && hasTool('pdftoppm') && hasTool('pdftotext');
 const pdfSkipReason = !sharedAvailable(PDF_DIR) ? missingReason(PDF_DIR) : 'skipped: pdftoppm / pdftotext (poppler-utils) are not installed';
 
-describe.skipIf(!pdfsReady)('OCR of real PDF pages against their text layer', () => {
+describe('OCR of real PDF pages against their text layer', () => {
+  if (!pdfsReady) {
+    it.skip(pdfSkipReason, () => undefined);
+    return;
+  }
   for (const { pdf, page, maxCer } of PAGES) {
     it(`${pdf} page ${page}: CER ≤ ${(maxCer * 100).toFixed(1)} %`, async () => {
       const file = join(PDF_DIR, `${pdf}.pdf`);
@@ -160,13 +178,8 @@ describe.skipIf(!pdfsReady)('OCR of real PDF pages against their text layer', ()
       expect(text.status).toBe(0);
       const item = await read(`${stem}.png`);
       const result = characterErrorRate(item.text ?? '', text.stdout);
-      console.log(`OCR ${pdf} p${page}: CER ${(result.cer * 100).toFixed(2)} % (${result.distance}/${result.referenceLength})`);
       expect(result.referenceLength).toBeGreaterThan(300);
       expect(result.cer).toBeLessThanOrEqual(maxCer);
     });
   }
-});
-
-describe.skipIf(pdfsReady)('OCR of real PDF pages', () => {
-  it.skip(pdfSkipReason, () => undefined);
 });

@@ -6,6 +6,7 @@ import {
   stripsTensor,
   stripWidth,
   stripWindows,
+  padQuad,
   turnQuad,
   turnStrip,
   uprightQuad,
@@ -85,6 +86,14 @@ describe('perspective crop', () => {
     expect(windows.map((w) => pixel(w, 0, 0)[0])).toEqual([0, 30, 60]);
     expect(windows.every((w) => w.width === 40 && w.height === 4)).toBe(true);
     expect(stripWindows(strip, 120, 3)).toEqual([strip]);
+  });
+
+  it('adds a margin of a share of the box height on every side, along the box\'s own edges', () => {
+    expect(padQuad([[10, 20], [110, 20], [110, 40], [10, 40]], 0.1)).toEqual([[8, 18], [112, 18], [112, 42], [8, 42]]);
+    // A box tilted by 90°: the margin follows its edges, so the padded box is tilted the same way.
+    const padded = padQuad([[50, 10], [50, 110], [30, 110], [30, 10]], 0.5);
+    expect(padded.map(([x, y]) => [Math.round(x), Math.round(y)])).toEqual([[60, 0], [60, 120], [20, 120], [20, 0]]);
+    expect(padQuad([[0, 0], [1, 0], [1, 1], [0, 1]], 0)).toEqual([[0, 0], [1, 0], [1, 1], [0, 1]]);
   });
 
   it('sizes strips by aspect ratio within the cap', () => {

@@ -1,0 +1,193 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+import { connectNats } from '../adapters/nats/connection.js';
+import { NatsEngine } from '../adapters/nats/engine-client.js';
+import { JobsClient } from '../adapters/nats/jobs-client.js';
+import { createLogger } from '../adapters/observability/logger.js';
+import { loadCatalog } from '../pipelines/inference/catalog.js';
+import { InferenceEngine } from '../pipelines/inference/engine.js';
+import { resolveWorkerConfig } from '../services/worker/config.js';
+import { ShoalWorker } from '../services/worker/worker.js';
+import { startNatsServer } from '../test/helpers/nats-server.js';
+
+/**
+ * What NATS adds on top of the in-process engine, measured in one run on one machine with
+ * bench-minilm-l6 (../shared/conformance) and a private nats-server:
+ * - request-reply latency: single-query encodes, NatsEngine → worker (interactive lane) vs
+ *   engine.encode in-process, calls interleaved one by one; p50/p95 and the added p50
+ *   (target ≤ 2 ms);
+ * - bulk throughput: one job of N SciFact passages through JetStream (submit → parts pulled by
+ *   the worker → results published → status completed) vs one in-process bulk encode of the same
+ *   items, rounds interleaved; items/s and their ratio (target ≥ 0.95).
+ * The worker runs in this process with its own engine, configured like the in-process one.
+ *
+ *   npx tsx bench/nats.ts [--items 4000] [--rounds 3] [--calls 300] [--part-items 64]
+ *                         [--concurrency 8] [--threads N] [--out result.json]
+ *
+ * Prints a table on stderr and the JSON result on stdout (and into --out).
+ */
+
+const HERE = fileURLToPath(new URL('.', import.meta.url));
+const SHARED = process.env.SHOAL_SHARED_DIR ?? resolve(HERE, '..', '..', 'shared');
+const MODEL_DIR = join(SHARED, 'conformance', 'bench-minilm-l6');
+const DATA = join(SHARED, 'data', 'scifact');
+const MODEL = 'minilm';
+
+const { values: args } = parseArgs({
+  options: {
+    items: { type: 'string', default: '4000' },
+    rounds: { type: 'string', default: '3' },
+    calls: { type: 'string', default: '300' },
+    'part-items': { type: 'string', default: '64' },
+    concurrency: { type: 'string', default: '8' },
+    threads: { type: 'string' },
+    out: { type: 'string' },
+  },
+});
+
+const Doc = z.looseObject({ title: z.string(), text: z.string() });
+const Query = z.looseObject({ text: z.string() });
+
+function jsonl<T>(file: string, schema: z.ZodType<T>): T[] {
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => schema.parse(JSON.parse(line)));
+}
+
+function passages(count: number): string[] {
+  const docs = jsonl(join(DATA, 'corpus.jsonl'), Doc);
+  return Array.from({ length: count }, (_, i) => {
+    const doc = docs[i % docs.length];
+    return `${doc?.title ?? ''} ${doc?.text ?? ''}`;
+  });
+}
+
+function percentile(values: readonly number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[at] ?? Number.NaN;
+}
+
+const median = (values: readonly number[]): number => percentile(values, 50);
+const round2 = (x: number): number => Math.round(x * 100) / 100;
+
+async function main(): Promise<void> {
+  const threads = args.threads === undefined ? null : Number(args.threads);
+  const rounds = Number(args.rounds);
+  const items = passages(Number(args.items));
+  const queries = jsonl(join(DATA, 'queries.jsonl'), Query).map((q) => q.text);
+  const calls = Number(args.calls);
+  const partItems = Number(args['part-items']);
+  const work = mkdtempSync(join(tmpdir(), 'shoal-nats-bench-'));
+  const catalogFile = join(work, 'catalog.json');
+  writeFileSync(catalogFile, JSON.stringify({ models: { [MODEL]: { source: MODEL_DIR } } }));
+  const server = await startNatsServer();
+  const load = loadavg()[0] ?? 0;
+  const local = new InferenceEngine({
+    catalog: await loadCatalog(catalogFile),
+    runtime: threads === null ? {} : { intraOpThreads: threads },
+    preload: [MODEL],
+  });
+  const worker = await ShoalWorker.start(
+    resolveWorkerConfig({
+      nats: { servers: [server.url] },
+      topology: { prefix: 'bench' },
+      engine: { catalog: catalogFile, threads },
+      models: [MODEL],
+      preload: [MODEL],
+      concurrency: Number(args.concurrency),
+    }),
+    { logger: createLogger('bench', 'warn') },
+  );
+  const nc = await connectNats({ servers: [server.url], retryFirstConnect: false });
+  const remote = new NatsEngine(nc, { prefix: 'bench' });
+  const jobs = await JobsClient.open(nc, { topology: { prefix: 'bench' }, partItems });
+  try {
+    await local.ready();
+    // Warm up both paths (interactive sessions, JIT, first batches).
+    for (let i = 0; i < 20; i++) {
+      await local.encode({ model: MODEL, items: [queries[i] ?? 'q'], priority: 'interactive' });
+      await remote.encode({ model: MODEL, items: [queries[i] ?? 'q'] });
+    }
+    const warm = await jobs.submit({ primitive: 'encode', request: { model: MODEL, items: items.slice(0, 512) } });
+    await jobs.wait(warm.job_id, { timeoutMs: 600_000 });
+    await local.encode({ model: MODEL, items: items.slice(0, 512), priority: 'bulk' });
+
+    const localMs: number[] = [];
+    const natsMs: number[] = [];
+    for (let i = 0; i < calls; i++) {
+      const request = { model: MODEL, items: [queries[i % queries.length] ?? 'q'] };
+      let t = performance.now();
+      await local.encode({ ...request, priority: 'interactive' });
+      localMs.push(performance.now() - t);
+      t = performance.now();
+      await remote.encode(request);
+      natsMs.push(performance.now() - t);
+    }
+
+    const localRate: number[] = [];
+    const natsRate: number[] = [];
+    for (let r = 0; r < rounds; r++) {
+      let t = performance.now();
+      await local.encode({ model: MODEL, items, priority: 'bulk' });
+      localRate.push(items.length / ((performance.now() - t) / 1000));
+      t = performance.now();
+      const job = await jobs.submit({ primitive: 'encode', request: { model: MODEL, items } });
+      const status = await jobs.wait(job.job_id, { timeoutMs: 600_000 });
+      if (status.state !== 'completed') throw new Error(`bench job ended ${status.state}`);
+      natsRate.push(items.length / ((performance.now() - t) / 1000));
+    }
+
+    const result = {
+      bench: 'nats',
+      model: 'bench-minilm-l6',
+      machine: { cores: availableParallelism(), loadavg1: round2(load), threads: threads ?? 'all' },
+      latency: {
+        calls,
+        inProcessMs: { p50: round2(median(localMs)), p95: round2(percentile(localMs, 95)) },
+        natsMs: { p50: round2(median(natsMs)), p95: round2(percentile(natsMs, 95)) },
+        addedP50Ms: round2(median(natsMs) - median(localMs)),
+        targetAddedP50Ms: 2,
+      },
+      throughput: {
+        items: items.length,
+        rounds,
+        partItems,
+        concurrency: Number(args.concurrency),
+        inProcessItemsPerSecond: Math.round(median(localRate)),
+        natsItemsPerSecond: Math.round(median(natsRate)),
+        ratio: round2(median(natsRate) / median(localRate)),
+        perRound: localRate.map((rate, i) => ({ inProcess: Math.round(rate), nats: Math.round(natsRate[i] ?? 0) })),
+        targetRatio: 0.95,
+      },
+    };
+    const l = result.latency;
+    const tp = result.throughput;
+    process.stderr.write(
+      [
+        `NATS vs in-process, bench-minilm-l6, ${result.machine.cores} cores, load ${result.machine.loadavg1}`,
+        `                         in-process        NATS`,
+        `latency p50 (ms)         ${String(l.inProcessMs.p50).padEnd(18)}${l.natsMs.p50}   added ${l.addedP50Ms} (target <= 2)`,
+        `latency p95 (ms)         ${String(l.inProcessMs.p95).padEnd(18)}${l.natsMs.p95}`,
+        `bulk items/s             ${String(tp.inProcessItemsPerSecond).padEnd(18)}${tp.natsItemsPerSecond}   ratio ${tp.ratio} (target >= 0.95)`,
+        '',
+      ].join('\n'),
+    );
+    const json = `${JSON.stringify(result, null, 2)}\n`;
+    process.stdout.write(json);
+    if (args.out !== undefined) writeFileSync(args.out, json);
+  } finally {
+    await worker.drain();
+    await nc.close();
+    await local.close();
+    await server.stop();
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+await main();

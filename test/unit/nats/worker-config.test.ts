@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest';
+import { resolveNatsSettings } from '../../../adapters/nats/connection.js';
+import { mergeWorkerInput, parseWorkerConfig, workerConfigFromEnv } from '../../../services/worker/config.js';
+
+describe('worker configuration', () => {
+  it('reads NATS_* and SHOAL_* variables, flags win, nested sections merge', () => {
+    const env = {
+      NATS_URL: 'nats://a:4222, nats://b:4222',
+      NATS_USER: 'shoal',
+      NATS_PASSWORD: 'secret',
+      SHOAL_MODELS: 'org/a, org/b',
+      SHOAL_CONCURRENCY: '3',
+      SHOAL_ACK_WAIT_MS: '9000',
+      SHOAL_SUBJECT_PREFIX: 'acme',
+      SHOAL_MODEL_DIR: '/m1:/m2',
+    };
+    const config = parseWorkerConfig(mergeWorkerInput(workerConfigFromEnv(env), { concurrency: 5, consumer: { maxDeliver: 2 } }));
+    expect(config.nats.servers).toEqual(['nats://a:4222', 'nats://b:4222']);
+    expect(config.nats).toMatchObject({ user: 'shoal', pass: 'secret', retryFirstConnect: true });
+    expect(config.models).toEqual(['org/a', 'org/b']);
+    expect(config.concurrency).toBe(5);
+    expect(config.consumer).toEqual({ ackWaitMs: 9000, maxDeliver: 2, maxAckPending: 10_000 });
+    expect(config.topology.prefix).toBe('acme');
+    expect(config.engine.modelDirs).toEqual(['/m1', '/m2']);
+    expect(Object.isFrozen(config)).toBe(true);
+  });
+
+  it('names the bad field', () => {
+    expect(() => parseWorkerConfig(workerConfigFromEnv({ SHOAL_CONCURRENCY: 'lots' }))).toThrow(/concurrency/);
+    expect(() => parseWorkerConfig({ nats: {}, consumer: { ackWaitMs: 10 } })).toThrow(/consumer\.ackWaitMs/);
+  });
+
+  it('refuses half or conflicting NATS credentials', () => {
+    expect(() => resolveNatsSettings({ user: 'u' })).toThrow(/user and pass go together/);
+    expect(() => resolveNatsSettings({ token: 't', credsFile: '/x.creds' })).toThrow(/one of user\/pass, token or credsFile/);
+    expect(resolveNatsSettings({}).servers).toEqual(['nats://127.0.0.1:4222']);
+  });
+});
