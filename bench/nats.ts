@@ -20,13 +20,14 @@ import { startNatsServer } from '../test/helpers/nats-server.js';
  * - request-reply latency: single-query encodes, NatsEngine → worker (interactive lane) vs
  *   engine.encode in-process, calls interleaved one by one; p50/p95 and the added p50
  *   (target ≤ 2 ms);
- * - bulk throughput: one job of N SciFact passages through JetStream (submit → parts pulled by
+ * - bulk throughput: one job of N SciFact titles (or passages) through JetStream (submit → parts pulled by
  *   the worker → results published → status completed) vs one in-process bulk encode of the same
- *   items, rounds interleaved; items/s and their ratio (target ≥ 0.95).
+ *   items, rounds interleaved (ABBA); items/s and their ratio (target ≥ 0.95), and CPU seconds per
+ *   1000 items of each path (steadier than wall time on a machine shared with other work).
  * The worker runs in this process with its own engine, configured like the in-process one.
  *
- *   npx tsx bench/nats.ts [--items 4000] [--rounds 3] [--calls 300] [--part-items 64]
- *                         [--concurrency 8] [--threads N] [--out result.json]
+ *   npx tsx bench/nats.ts [--items 4000] [--rounds 4] [--calls 300] [--part-items 64]
+ *                         [--concurrency 32] [--text title|passage] [--threads N] [--out result.json]
  *
  * Prints a table on stderr and the JSON result on stdout (and into --out).
  */
@@ -40,10 +41,11 @@ const MODEL = 'minilm';
 const { values: args } = parseArgs({
   options: {
     items: { type: 'string', default: '4000' },
-    rounds: { type: 'string', default: '3' },
+    rounds: { type: 'string', default: '4' },
     calls: { type: 'string', default: '300' },
     'part-items': { type: 'string', default: '64' },
-    concurrency: { type: 'string', default: '8' },
+    concurrency: { type: 'string', default: '32' },
+    text: { type: 'string', default: 'title' },
     threads: { type: 'string' },
     out: { type: 'string' },
   },
@@ -59,11 +61,12 @@ function jsonl<T>(file: string, schema: z.ZodType<T>): T[] {
     .map((line) => schema.parse(JSON.parse(line)));
 }
 
-function passages(count: number): string[] {
+/** SciFact titles (about 20 tokens: NATS overhead weighs most) or whole passages (up to the model's 256). */
+function corpus(count: number, kind: string): string[] {
   const docs = jsonl(join(DATA, 'corpus.jsonl'), Doc);
   return Array.from({ length: count }, (_, i) => {
     const doc = docs[i % docs.length];
-    return `${doc?.title ?? ''} ${doc?.text ?? ''}`;
+    return kind === 'passage' ? `${doc?.title ?? ''} ${doc?.text ?? ''}` : (doc?.title ?? '');
   });
 }
 
@@ -73,13 +76,33 @@ function percentile(values: readonly number[], p: number): number {
   return sorted[at] ?? Number.NaN;
 }
 
+/** CPU seconds used so far by this process (all its threads) and by the nats-server process (Linux /proc; 0 elsewhere). */
+function cpuSample(serverPid: number | null): { process: NodeJS.CpuUsage; server: number } {
+  return { process: process.cpuUsage(), server: serverCpu(serverPid) };
+}
+
+function serverCpu(pid: number | null): number {
+  if (pid === null) return 0;
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    return (Number(fields[11] ?? 0) + Number(fields[12] ?? 0)) / 100;
+  } catch {
+    return 0;
+  }
+}
+
+function cpuSince(sample: { process: NodeJS.CpuUsage; server: number }, serverPid: number | null): number {
+  const used = process.cpuUsage(sample.process);
+  return (used.user + used.system) / 1e6 + (serverCpu(serverPid) - sample.server);
+}
+
 const median = (values: readonly number[]): number => percentile(values, 50);
 const round2 = (x: number): number => Math.round(x * 100) / 100;
 
 async function main(): Promise<void> {
   const threads = args.threads === undefined ? null : Number(args.threads);
   const rounds = Number(args.rounds);
-  const items = passages(Number(args.items));
+  const items = corpus(Number(args.items), args.text);
   const queries = jsonl(join(DATA, 'queries.jsonl'), Query).map((q) => q.text);
   const calls = Number(args.calls);
   const partItems = Number(args['part-items']);
@@ -132,15 +155,33 @@ async function main(): Promise<void> {
 
     const localRate: number[] = [];
     const natsRate: number[] = [];
-    for (let r = 0; r < rounds; r++) {
-      let t = performance.now();
+    const localCpu: number[] = [];
+    const natsCpu: number[] = [];
+    const runLocal = async (): Promise<void> => {
+      const sample = cpuSample(server.pid());
+      const t = performance.now();
       await local.encode({ model: MODEL, items, priority: 'bulk' });
       localRate.push(items.length / ((performance.now() - t) / 1000));
-      t = performance.now();
+      localCpu.push(cpuSince(sample, server.pid()) / (items.length / 1000));
+    };
+    const runNats = async (): Promise<void> => {
+      const sample = cpuSample(server.pid());
+      const t = performance.now();
       const job = await jobs.submit({ primitive: 'encode', request: { model: MODEL, items } });
       const status = await jobs.wait(job.job_id, { timeoutMs: 600_000 });
       if (status.state !== 'completed') throw new Error(`bench job ended ${status.state}`);
       natsRate.push(items.length / ((performance.now() - t) / 1000));
+      natsCpu.push(cpuSince(sample, server.pid()) / (items.length / 1000));
+    };
+    // ABBA order: a machine whose load drifts during the run favours neither side.
+    for (let r = 0; r < rounds; r++) {
+      if (r % 2 === 0) {
+        await runLocal();
+        await runNats();
+      } else {
+        await runNats();
+        await runLocal();
+      }
     }
 
     const result = {
@@ -156,6 +197,7 @@ async function main(): Promise<void> {
       },
       throughput: {
         items: items.length,
+        text: args.text,
         rounds,
         partItems,
         concurrency: Number(args.concurrency),
@@ -164,6 +206,9 @@ async function main(): Promise<void> {
         ratio: round2(median(natsRate) / median(localRate)),
         perRound: localRate.map((rate, i) => ({ inProcess: Math.round(rate), nats: Math.round(natsRate[i] ?? 0) })),
         targetRatio: 0.95,
+        /** CPU seconds per 1000 items (this process: client, worker, both engines' threads; plus nats-server): less sensitive to other load on the machine. */
+        cpuSecondsPer1000Items: { inProcess: round2(median(localCpu)), nats: round2(median(natsCpu)) },
+        cpuRatio: round2(median(localCpu) / median(natsCpu)),
       },
     };
     const l = result.latency;
@@ -175,6 +220,7 @@ async function main(): Promise<void> {
         `latency p50 (ms)         ${String(l.inProcessMs.p50).padEnd(18)}${l.natsMs.p50}   added ${l.addedP50Ms} (target <= 2)`,
         `latency p95 (ms)         ${String(l.inProcessMs.p95).padEnd(18)}${l.natsMs.p95}`,
         `bulk items/s             ${String(tp.inProcessItemsPerSecond).padEnd(18)}${tp.natsItemsPerSecond}   ratio ${tp.ratio} (target >= 0.95)`,
+        `bulk CPU s / 1000 items  ${String(tp.cpuSecondsPer1000Items.inProcess).padEnd(18)}${tp.cpuSecondsPer1000Items.nats}   efficiency ${tp.cpuRatio}`,
         '',
       ].join('\n'),
     );

@@ -50,9 +50,9 @@ export class PartResults {
     };
   }
 
-  async #publish(part: JobPart, message: JobPartResult): Promise<PubAck> {
+  /** `body` is the message already encoded, when the caller had to encode it to measure it. */
+  async #publish(part: JobPart, message: JobPartResult, body: Uint8Array = encodeJson(message)): Promise<PubAck> {
     const { js, names } = this.#options;
-    const body = encodeJson(message);
     try {
       return await js.publish(names.results(part.job_id, part.part), body, {
         msgID: `${part.job_id}.${part.part}`,
@@ -68,17 +68,21 @@ export class PartResults {
     const header = this.#header(part);
     const { payloads } = this.#options;
     let message: JobPartResult;
+    let body: Uint8Array | undefined;
     if (part.result.kind === 'store') {
       const ref = await payloads.write(part.result.uri, `${part.job_id}/part-${part.part}.jsonl`, encodeJson(result));
       message = { ...header, status: 'ok', result_ref: ref };
     } else {
       message = { ...header, status: 'ok', result };
-      if (encodeJson(message).byteLength > this.#options.maxMessageBytes - MESSAGE_HEADROOM) {
+      // Encoded once: serializing large vectors is the costliest step of publishing.
+      body = encodeJson(message);
+      if (body.byteLength > this.#options.maxMessageBytes - MESSAGE_HEADROOM) {
         const ref = await payloads.put(`results/${part.job_id}/${part.part}.json`, encodeJson(result));
         message = { ...header, status: 'ok', result_ref: ref };
+        body = undefined;
       }
     }
-    await this.#publish(part, message);
+    await this.#publish(part, message, body);
     return this.#options.status.recordPart(part, { ok: true, items: result.usage.items });
   }
 

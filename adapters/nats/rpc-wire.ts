@@ -24,7 +24,7 @@ export function encodeJson(value: unknown): Uint8Array {
   return Buffer.from(JSON.stringify(value), 'utf8');
 }
 
-/** Parses a message body as JSON; null when it is not JSON (the caller decides what that means). */
+/** Parses a message body as JSON; when it is not JSON, says why (the caller decides what that means). */
 export function decodeJson(data: Uint8Array): { ok: true; value: unknown } | { ok: false; reason: string } {
   try {
     return { ok: true, value: JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8')) };

@@ -21,7 +21,7 @@ async function isDir(path: string): Promise<boolean> {
 }
 
 async function looksLikeModel(dir: string): Promise<boolean> {
-  const entries = await readdir(dir).catch(() => [] as string[]);
+  const entries = await readdir(dir).catch((): string[] => []);
   return entries.some((name) => MODEL_FILES.includes(name) || name.endsWith('.onnx'));
 }
 

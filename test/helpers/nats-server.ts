@@ -37,6 +37,8 @@ export interface NatsServerHandle {
   readonly port: number;
   readonly monitorPort: number;
   readonly storeDir: string;
+  /** Process id of the running server (null while stopped), for CPU accounting in benches. */
+  pid(): number | null;
   /** Stops the server (SIGTERM, waits for exit) and starts it again on the same ports and store. */
   restart(): Promise<void>;
   /** Stops the server without removing the store (for restart later with start()). */
@@ -96,6 +98,7 @@ export async function startNatsServer(): Promise<NatsServerHandle> {
     port,
     monitorPort,
     storeDir,
+    pid: () => child?.pid ?? null,
     start,
     halt,
     restart: async () => {

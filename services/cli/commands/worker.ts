@@ -50,7 +50,7 @@ export function registerWorker(program: Command, app: CliApp): void {
     .option('--preload <list>', 'models to load at start and keep resident')
     .option('--nats <urls>', 'NATS server URLs, comma-separated (env NATS_URL; default nats://127.0.0.1:4222)')
     .option('--prefix <prefix>', 'subject prefix (env SHOAL_SUBJECT_PREFIX; default shoal)')
-    .option('--concurrency <n>', 'job parts in flight at once (default 8)')
+    .option('--concurrency <n>', 'job parts in flight at once (default 32)')
     .option('--ack-wait <ms>', 'ack wait of the job consumers, in ms (default 30000)')
     .option('--max-deliver <n>', 'deliveries of a part before it is dead-lettered (default 5)')
     .option('--memory-budget <size>', 'memory for models: bytes, 2GiB, 60% (default: half the RAM)')
