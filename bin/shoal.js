@@ -16,7 +16,7 @@ const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 function reexecWithMallocTrim() {
   const child = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), ...process.argv.slice(2)], {
     stdio: 'inherit',
-    env: { ...process.env, MALLOC_TRIM_THRESHOLD_: '0' },
+    env: { ...process.env, MALLOC_TRIM_THRESHOLD_: '0', SHOAL_PARENT_PID: String(process.pid) },
   });
   // A terminal's Ctrl-C reaches the whole process group (child included); the CLI treats a
   // repeat within a second as the same interrupt, so forwarding is safe and covers `kill <pid>`.
@@ -49,5 +49,22 @@ async function start() {
   await import(new URL('services/cli/main.ts', root).href);
 }
 
+// A child started by reexecWithMallocTrim must not outlive its parent: if the parent is killed
+// outright (SIGKILL, OOM killer), the child is re-parented; it then stops as on SIGTERM (drain).
+function watchParent() {
+  const parent = Number(process.env.SHOAL_PARENT_PID);
+  if (!Number.isInteger(parent) || parent <= 0) return;
+  const timer = setInterval(() => {
+    if (process.ppid !== parent) {
+      clearInterval(timer);
+      process.kill(process.pid, 'SIGTERM');
+    }
+  }, 1000);
+  timer.unref();
+}
+
 if (process.env.MALLOC_TRIM_THRESHOLD_ === undefined) reexecWithMallocTrim();
-else await start();
+else {
+  watchParent();
+  await start();
+}
