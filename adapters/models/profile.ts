@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { RuntimeOptions } from '../runtime/ort-session.js';
+import { RuntimeOverrides } from '../runtime/ort-session.js';
 import { QuantizationOverrides, QuantizationSettings } from '../quantize/settings.js';
 
 /**
@@ -76,7 +76,7 @@ export const ModelProfile = z.strictObject({
   /** Catalog memory override for the pool (see ProfileOverrides.memory). */
   memory: z.strictObject({ bytes: z.number().int().positive().optional(), factor: z.number().positive().optional() }),
   /** Runtime options for this model (providers, threads), over the engine's defaults. */
-  runtime: RuntimeOptions.partial(),
+  runtime: RuntimeOverrides,
   /** Family-specific options, validated by the family adapter. */
   options: z.record(z.string(), z.unknown()),
   /** What was detected from which file: shown by `shoal models inspect`. */
@@ -99,7 +99,7 @@ export const ProfileOverrides = z.strictObject({
   quantization: QuantizationOverrides.optional(),
   /** Memory the pool charges for this model: exact bytes, or a factor over its graph files. */
   memory: z.strictObject({ bytes: z.number().int().positive().optional(), factor: z.number().positive().optional() }).optional(),
-  runtime: RuntimeOptions.partial().optional(),
+  runtime: RuntimeOverrides.optional(),
   options: z.record(z.string(), z.unknown()).optional(),
 });
 export type ProfileOverrides = z.infer<typeof ProfileOverrides>;

@@ -1,4 +1,4 @@
-import { availableParallelism } from 'node:os';
+import { availableParallelism, getPriority, setPriority } from 'node:os';
 import * as ort from 'onnxruntime-node';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
@@ -28,9 +28,37 @@ export const RuntimeOptions = z.strictObject({
   cpuMemArena: z.boolean().default(true),
   /** Let idle ORT threads spin: lower latency, but burns CPU other models could use. */
   spinning: z.boolean().default(false),
+  /**
+   * Nice value (0-19) of the thread creating the session; onnxruntime's intra-op threads inherit
+   * it (Linux scheduling priority is per thread). Bulk sessions run at a higher nice value so a
+   * query's session gets the cores first while both run. 0 = the process's own priority.
+   */
+  nice: z.number().int().min(0).max(19).default(0),
 });
 export type RuntimeOptions = z.output<typeof RuntimeOptions>;
 export type RuntimeOptionsInput = z.input<typeof RuntimeOptions>;
+
+/**
+ * Per-model overrides of the engine's runtime options (catalog, profiles): every key optional and
+ * WITHOUT defaults — `RuntimeOptions.partial()` keeps the inner defaults in zod 4, which would
+ * silently replace the engine's own settings (providers, nice...) with the defaults.
+ */
+const runtimeShape = RuntimeOptions.shape;
+export const RuntimeOverrides = z.strictObject({
+  providers: runtimeShape.providers.unwrap().optional(),
+  allowCpuFallback: runtimeShape.allowCpuFallback.unwrap().optional(),
+  intraOpThreads: runtimeShape.intraOpThreads,
+  interOpThreads: runtimeShape.interOpThreads,
+  graphOptimization: runtimeShape.graphOptimization.unwrap().optional(),
+  cpuMemArena: runtimeShape.cpuMemArena.unwrap().optional(),
+  spinning: runtimeShape.spinning.unwrap().optional(),
+  nice: runtimeShape.nice.unwrap().optional(),
+});
+export type RuntimeOverrides = z.infer<typeof RuntimeOverrides>;
+/** Fails to compile when RuntimeOptions gains a setting that cannot be overridden per model. */
+type UncoveredRuntimeKeys = Exclude<keyof RuntimeOptions, keyof RuntimeOverrides>;
+const runtimeOverridesCoverAll: [UncoveredRuntimeKeys] extends [never] ? true : never = true;
+void runtimeOverridesCoverAll;
 
 export function resolveRuntimeOptions(input: RuntimeOptionsInput = {}): RuntimeOptions {
   return Object.freeze(RuntimeOptions.parse(input));
@@ -63,7 +91,19 @@ function providerOrder(options: RuntimeOptions): ExecutionProvider[] {
   return order;
 }
 
+/** Lowers this thread's scheduling priority (never raises it: that needs privileges). */
+export function applyThreadNice(nice: number): void {
+  if (nice <= 0) return;
+  try {
+    // pid 0 = the calling thread on Linux; threads it creates afterwards inherit the value.
+    if (getPriority(0) < nice) setPriority(0, nice);
+  } catch {
+    // Platforms without per-thread priorities: run at the process's priority.
+  }
+}
+
 export async function createSession(file: string | Uint8Array, options: RuntimeOptions): Promise<CreatedSession> {
+  applyThreadNice(options.nice);
   const skipped: { provider: ExecutionProvider; reason: string }[] = [];
   for (const provider of providerOrder(options)) {
     try {

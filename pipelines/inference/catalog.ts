@@ -5,7 +5,6 @@ import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { parseWith } from '../../adapters/protocol/validate.js';
 import { ProfileOverrides } from '../../adapters/models/profile.js';
-import { RuntimeOptions } from '../../adapters/runtime/ort-session.js';
 import { parseModelRef } from '../../adapters/sources/model-ref.js';
 
 /**
@@ -21,29 +20,7 @@ const MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}$/;
 const MODEL_NAME_RULE = 'model names use letters, digits and . _ : @ / - (starting with a letter or digit, at most 200 characters)';
 const ModelName = z.string().regex(MODEL_NAME, MODEL_NAME_RULE);
 
-/**
- * Runtime settings a catalog entry overrides, with no defaults of their own: `{intraOpThreads: 2}`
- * must change the thread count only, not reset the engine's providers to the schema's ['cpu']
- * (the model thread spreads these over the engine's options). ProfileOverrides' own
- * `RuntimeOptions.partial()` keeps the inner defaults, hence this replacement.
- */
-const runtime = RuntimeOptions.shape;
-const RuntimeOverrides = z.strictObject({
-  providers: runtime.providers.unwrap().optional(),
-  allowCpuFallback: runtime.allowCpuFallback.unwrap().optional(),
-  intraOpThreads: runtime.intraOpThreads,
-  interOpThreads: runtime.interOpThreads,
-  graphOptimization: runtime.graphOptimization.unwrap().optional(),
-  cpuMemArena: runtime.cpuMemArena.unwrap().optional(),
-  spinning: runtime.spinning.unwrap().optional(),
-});
-/** Fails to compile when RuntimeOptions gains a setting the catalog cannot override yet. */
-type UncoveredRuntimeKeys = Exclude<keyof RuntimeOptions, keyof z.infer<typeof RuntimeOverrides>>;
-const runtimeOverridesCoverAll: [UncoveredRuntimeKeys] extends [never] ? true : never = true;
-void runtimeOverridesCoverAll;
-
 export const CatalogEntry = ProfileOverrides.extend({
-  runtime: RuntimeOverrides.optional(),
   /** Model reference: hub id `org/name[@rev]` or a local folder. Defaults to the entry's name. */
   source: z.string().min(1).optional(),
   description: z.string().optional(),

@@ -49,6 +49,12 @@ export const EngineOptions = z.strictObject({
   interactiveSessions: z.boolean().default(true),
   /** Intra-op threads of interactive sessions; default half the cores. */
   interactiveThreads: z.number().int().min(1).max(1024).optional(),
+  /**
+   * Nice value of bulk model threads (Linux per-thread priority, inherited by onnxruntime's threads):
+   * while a query runs on its interactive session beside a bulk batch, the query gets the cores.
+   * 0 disables. @default 10
+   */
+  bulkNice: z.number().int().min(0).max(19).default(10),
   /** Requests without a priority and at most this many items use the interactive lane. @default 32 */
   interactiveMaxItems: z.number().int().min(0).default(32),
   /** Model threads kept started and idle, so a cold load skips thread start-up. @default 1 */
@@ -82,7 +88,9 @@ export interface ResolvedEngineOptions
 
 export function resolveEngineOptions(input: Omit<EngineOptionsInput, 'catalog' | 'onDownloadProgress' | 'hooks'>): ResolvedEngineOptions {
   const options = parseWith(EngineOptions, input, 'engine options', ErrorCode.CONFIG_INVALID);
-  const runtime = options.runtime ?? RuntimeOptions.parse({});
+  const configured = options.runtime ?? RuntimeOptions.parse({});
+  // Primary sessions serve bulk batches: they yield the cores to interactive sessions.
+  const runtime = { ...configured, nice: Math.max(configured.nice, options.interactiveSessions ? options.bulkNice : 0) };
   const cpuOnly = runtime.providers.every((p) => p === 'cpu');
   const interactiveThreads = options.interactiveThreads ?? Math.max(1, Math.floor(availableParallelism() / 2));
   const { memoryBudget, sources, maxConcurrentBatches, images, maxBatchTokens, ...rest } = options;
@@ -93,7 +101,7 @@ export function resolveEngineOptions(input: Omit<EngineOptionsInput, 'catalog' |
     images: images ?? ImagePolicy.parse({}),
     sources: sources ?? resolveSourceOptions(sourceOptionsFromEnv()),
     runtime,
-    interactiveRuntime: { ...runtime, intraOpThreads: interactiveThreads },
+    interactiveRuntime: { ...configured, intraOpThreads: interactiveThreads },
     memoryBudgetBytes: memoryBudget === undefined ? defaultMemoryBudget(runtime.providers) : typeof memoryBudget === 'number' ? memoryBudget : parseBytes(memoryBudget),
     maxConcurrentBatches: maxConcurrentBatches ?? (cpuOnly ? 1 : 2),
   });

@@ -28,7 +28,7 @@ async function until(check: () => boolean, ms: number): Promise<boolean> {
 
 describe('bin/shoal.js re-execution', () => {
   it('stops the child when the parent is killed with SIGKILL', async () => {
-    const env = { ...process.env, SHOAL_FROM_SOURCE: '1' };
+    const env: NodeJS.ProcessEnv = { ...process.env, SHOAL_FROM_SOURCE: '1' };
     delete env.MALLOC_TRIM_THRESHOLD_;
     const parent = spawn(process.execPath, [join(REPO_ROOT, 'bin', 'shoal.js'), 'encode', '--model', join(FIXTURES_DIR, 'models', 'tiny-bert-mean')], {
       env,
