@@ -101,8 +101,10 @@ interface ModelState {
   name: string;
   model: LoadedModel;
   queue: ModelWorkQueue<WorkItem>;
-  /** Batches running on the primary session. */
-  primaryBusy: boolean;
+  /** Batches sent to the primary session and not finished (one running, at most one queued behind it). */
+  primaryInFlight: number;
+  /** When an interactive item of this model last arrived (epoch ms). */
+  lastInteractiveAt: number;
   interactiveBusy: boolean;
   /** Virtual time for fair share: tokens served, normalized. */
   served: number;
@@ -112,6 +114,11 @@ interface ModelState {
   budget: number;
   timer: NodeJS.Timeout | null;
 }
+
+/** Batches a primary session may hold: the running one and one queued behind it. */
+const PIPELINE_DEPTH = 2;
+/** Interactive traffic this recent on a model without an interactive session disables queuing ahead. */
+const INTERACTIVE_RECENT_MS = 10_000;
 
 function optionsKey(submission: Submission, id: number): string {
   // Items scored against a reference can only share a batch with that request's items.
@@ -236,7 +243,7 @@ export class Scheduler {
   /** Forgets a model's queue state (after eviction); its queue must be empty. */
   forget(name: string): void {
     const state = this.#models.get(name);
-    if (state !== undefined && state.queue.bulkSize === 0 && state.queue.interactiveSize === 0 && !state.primaryBusy) {
+    if (state !== undefined && state.queue.bulkSize === 0 && state.queue.interactiveSize === 0 && state.primaryInFlight === 0) {
       if (state.timer !== null) clearTimeout(state.timer);
       this.#models.delete(name);
     }
@@ -251,7 +258,8 @@ export class Scheduler {
         name: model.name,
         model,
         queue: state?.queue ?? new ModelWorkQueue<WorkItem>(),
-        primaryBusy: false,
+        primaryInFlight: 0,
+        lastInteractiveAt: state?.lastInteractiveAt ?? 0,
         interactiveBusy: false,
         served,
         preparing: state?.preparing ?? 0,
@@ -287,7 +295,10 @@ export class Scheduler {
     for (const payload of items) {
       const queued: Queued<WorkItem> = { payload, cost: preparedCost(payload.prepared), key, enqueuedAt: now, gone: false };
       request.queued.add(queued);
-      if (request.submission.lane === 'interactive') state.queue.addInteractive(queued);
+      if (request.submission.lane === 'interactive') {
+        state.queue.addInteractive(queued);
+        state.lastInteractiveAt = now;
+      }
       else state.queue.addBulk(queued);
       this.#queuedItems++;
     }
@@ -318,12 +329,12 @@ export class Scheduler {
       if (dedicated !== null && !state.interactiveBusy) {
         const batch = state.queue.cutInteractive(this.#cutOptions(state));
         if (batch !== null) this.#start(state, batch, 'interactive', dedicated);
-      } else if (dedicated === null && !state.primaryBusy && this.#running < this.#options.maxConcurrentBatches) {
+      } else if (dedicated === null && state.primaryInFlight === 0 && this.#busyWorkers() < this.#options.maxConcurrentBatches) {
         const batch = state.queue.cutInteractive(this.#cutOptions(state));
         if (batch !== null) this.#start(state, batch, 'interactive', state.model.worker);
       }
     }
-    while (this.#running < this.#options.maxConcurrentBatches) {
+    for (;;) {
       const state = this.#nextBulkModel();
       if (state === null) break;
       const batch = state.queue.cutBulk(this.#cutOptions(state), Date.now());
@@ -336,13 +347,38 @@ export class Scheduler {
   #nextBulkModel(): ModelState | null {
     let best: ModelState | null = null;
     const now = Date.now();
+    // A model waiting for a slot keeps running models from queuing ahead (fair share first).
+    let waiting = false;
     for (const state of this.#models.values()) {
-      if (state.primaryBusy || state.queue.bulkSize === 0) continue;
+      if (state.queue.bulkSize > 0 && state.primaryInFlight === 0) waiting = true;
+    }
+    for (const state of this.#models.values()) {
+      if (state.queue.bulkSize === 0 || !this.#canStartBulk(state, now)) continue;
+      if (waiting && state.primaryInFlight > 0) continue;
       if (state.queue.interactiveSize > 0 && state.model.interactive === null) continue;
       if (!this.#bulkReady(state, now)) continue;
       if (best === null || state.served < best.served) best = state;
     }
     return best;
+  }
+
+  /** Models whose primary session has batches in flight: each holds one of the concurrent slots. */
+  #busyWorkers(): number {
+    let busy = 0;
+    for (const state of this.#models.values()) if (state.primaryInFlight > 0) busy++;
+    return busy;
+  }
+
+  /**
+   * A bulk batch may start on an idle primary session if a slot is free, or be queued one batch
+   * ahead of the running one (so the model thread never waits for the next batch) — unless the
+   * model serves recent interactive traffic on its primary session, which must then wait behind at
+   * most the batch already running.
+   */
+  #canStartBulk(state: ModelState, now: number): boolean {
+    if (state.primaryInFlight === 0) return this.#busyWorkers() < this.#options.maxConcurrentBatches;
+    const interactiveOnPrimary = state.model.interactive === null && now - state.lastInteractiveAt < INTERACTIVE_RECENT_MS;
+    return !interactiveOnPrimary && state.primaryInFlight < PIPELINE_DEPTH;
   }
 
   /** Whether a bulk batch of this model should go now rather than wait to fill up. */
@@ -388,9 +424,9 @@ export class Scheduler {
     if (first === undefined) return;
     const { options, compareTo } = first.request.submission;
     const usesPrimary = worker === state.model.worker;
+    this.#running++;
     if (usesPrimary) {
-      state.primaryBusy = true;
-      this.#running++;
+      state.primaryInFlight++;
     } else {
       state.interactiveBusy = true;
     }
@@ -410,9 +446,9 @@ export class Scheduler {
       )
       .finally(() => {
         const runMs = performance.now() - started;
+        this.#running--;
         if (usesPrimary) {
-          state.primaryBusy = false;
-          this.#running--;
+          state.primaryInFlight--;
         } else {
           state.interactiveBusy = false;
         }
