@@ -20,8 +20,12 @@ export const WorkerEngineSettings = z.strictObject({
   /** ORT intra-op threads per model; null = all cores. */
   threads: z.number().int().min(1).max(1024).nullable().default(null),
   providers: z.array(ExecutionProvider).min(1).default(['cpu']),
-  /** Padded tokens per batch; null = the engine's default. */
-  batchTokens: z.number().int().min(1).nullable().default(null),
+  /** Padded tokens per batch, or 'auto' (measured per model on this machine); null = the engine's default. */
+  batchTokens: z.union([z.number().int().min(1), z.literal('auto')]).nullable().default(null),
+  /** Folders image items may name by path (SHOAL_IMAGE_ROOTS); empty = images travel as bytes/base64 only. */
+  imageRoots: z.array(z.string().min(1)).default([]),
+  /** Hosts image URLs may be fetched from (SHOAL_IMAGE_HOSTS, exact or *.example.com); empty = none. */
+  imageHosts: z.array(z.string().min(1)).default([]),
   /** Memory for models: bytes, "2GiB", "60%"; default: the engine's (half the RAM). */
   memoryBudget: z.union([z.number().int().positive(), z.string().min(1)]).optional(),
 });
@@ -119,6 +123,8 @@ export function workerConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Recor
   if (set(env, 'SHOAL_THREADS') !== undefined) engine.threads = int(set(env, 'SHOAL_THREADS'));
   if (set(env, 'SHOAL_PROVIDERS') !== undefined) engine.providers = list(set(env, 'SHOAL_PROVIDERS'));
   if (set(env, 'SHOAL_BATCH_TOKENS') !== undefined) engine.batchTokens = int(set(env, 'SHOAL_BATCH_TOKENS'));
+  if (set(env, 'SHOAL_IMAGE_ROOTS') !== undefined) engine.imageRoots = list(set(env, 'SHOAL_IMAGE_ROOTS'), delimiter);
+  if (set(env, 'SHOAL_IMAGE_HOSTS') !== undefined) engine.imageHosts = list(set(env, 'SHOAL_IMAGE_HOSTS'));
   if (set(env, 'SHOAL_MEMORY_BUDGET') !== undefined) engine.memoryBudget = set(env, 'SHOAL_MEMORY_BUDGET');
   if (Object.keys(engine).length > 0) out.engine = engine;
   if (set(env, 'SHOAL_MODELS') !== undefined) out.models = list(set(env, 'SHOAL_MODELS'));

@@ -104,6 +104,7 @@ export class ShoalWorker {
       runtime: { providers: [...config.engine.providers], ...(config.engine.threads === null ? {} : { intraOpThreads: config.engine.threads }) },
       ...(config.engine.batchTokens === null ? {} : { maxBatchTokens: config.engine.batchTokens }),
       ...(config.engine.memoryBudget === undefined ? {} : { memoryBudget: config.engine.memoryBudget }),
+      images: { roots: [...config.engine.imageRoots], allowedHosts: [...config.engine.imageHosts] },
       preload: [...config.preload],
       hooks: engineHooks(deps, onPool, () => engine?.scheduler.queuedItems ?? 0),
     });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { resolveNatsSettings } from '../../../adapters/nats/connection.js';
-import { mergeWorkerInput, parseWorkerConfig, workerConfigFromEnv } from '../../../services/worker/config.js';
+import { WorkerEngineSettings, mergeWorkerInput, parseWorkerConfig, workerConfigFromEnv } from '../../../services/worker/config.js';
 
 describe('worker configuration', () => {
   it('reads NATS_* and SHOAL_* variables, flags win, nested sections merge', () => {
@@ -34,5 +34,15 @@ describe('worker configuration', () => {
     expect(() => resolveNatsSettings({ user: 'u' })).toThrow(/user and pass go together/);
     expect(() => resolveNatsSettings({ token: 't', credsFile: '/x.creds' })).toThrow(/one of user\/pass, token or credsFile/);
     expect(resolveNatsSettings({}).servers).toEqual(['nats://127.0.0.1:4222']);
+  });
+});
+
+describe('worker image policy and batch tokens from the environment', () => {
+  it('reads SHOAL_IMAGE_ROOTS, SHOAL_IMAGE_HOSTS and SHOAL_BATCH_TOKENS=auto', () => {
+    const raw = workerConfigFromEnv({ NATS_URL: 'nats://127.0.0.1:4222', SHOAL_IMAGE_ROOTS: '/a:/b', SHOAL_IMAGE_HOSTS: 'cdn.example.com, *.img.example.com', SHOAL_BATCH_TOKENS: 'auto' });
+    expect(raw.engine).toMatchObject({ imageRoots: ['/a', '/b'], imageHosts: ['cdn.example.com', '*.img.example.com'], batchTokens: 'auto' });
+    const engine = WorkerEngineSettings.parse(raw.engine);
+    expect(engine.batchTokens).toBe('auto');
+    expect(WorkerEngineSettings.parse({}).imageHosts).toEqual([]);
   });
 });
