@@ -1,11 +1,13 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { parseCatalog } from '../pipelines/inference/catalog.js';
+import { BENCH_MODEL, mixedCorpus } from './lib/corpora.js';
+import { measurePeer } from './lib/peer.js';
 import { InferenceEngine } from '../pipelines/inference/engine.js';
 
 /**
@@ -15,52 +17,25 @@ import { InferenceEngine } from '../pipelines/inference/engine.js';
  * interleaved (so machine load hits both alike); plus cosine(int8, fp32) of every embedding and
  * the resident memory of a process holding each model (measured in separate child processes).
  *
- *   npx tsx bench/quantize.ts [--rounds 5] [--threads N] [--items 1600] [--out result.json]
+ *   npx tsx bench/quantize.ts [--rounds 5] [--threads N] [--items 1600] [--no-peer] [--out result.json]
+ *
+ * Also measures the transformers.js peer (fp32) on the same corpus for the int8-Shoal-vs-peer ratio.
  *
  * Prints a table on stderr and the JSON result on stdout (and into --out).
  */
 
-const HERE = fileURLToPath(new URL('.', import.meta.url));
-const SHARED = process.env.SHOAL_SHARED_DIR ?? resolve(HERE, '..', '..', 'shared');
-const MODEL_DIR = join(SHARED, 'conformance', 'bench-minilm-l6');
-const DATA = join(SHARED, 'data');
+const MODEL_DIR = BENCH_MODEL;
 
 const { values: args } = parseArgs({
   options: {
     rounds: { type: 'string', default: '5' },
     threads: { type: 'string' },
     items: { type: 'string', default: '1600' },
+    'no-peer': { type: 'boolean', default: false },
     out: { type: 'string' },
     'child-rss': { type: 'string' },
   },
 });
-
-const Doc = z.looseObject({ title: z.string(), text: z.string() });
-const Query = z.looseObject({ text: z.string() });
-const Product = z.looseObject({ title: z.string() });
-
-function jsonl<T>(file: string, schema: z.ZodType<T>): T[] {
-  return readFileSync(file, 'utf8')
-    .split('\n')
-    .filter((line) => line.trim() !== '')
-    .map((line) => schema.parse(JSON.parse(line)));
-}
-
-function mixedCorpus(count: number): string[] {
-  const docs = jsonl(join(DATA, 'scifact', 'corpus.jsonl'), Doc);
-  const queries = jsonl(join(DATA, 'scifact', 'queries.jsonl'), Query);
-  const products = jsonl(join(DATA, 'products', 'flipkart-1050.jsonl'), Product);
-  const items: string[] = [];
-  for (let group = 0; items.length < count; group++) {
-    const doc = docs[group % docs.length];
-    const product = products[group % products.length];
-    items.push(`${doc?.title ?? ''} ${doc?.text ?? ''}`);
-    items.push(queries[(2 * group) % queries.length]?.text ?? '');
-    items.push(product?.title ?? '');
-    items.push(queries[(2 * group + 1) % queries.length]?.text ?? '');
-  }
-  return items.slice(0, count);
-}
 
 function engineFor(threads: number | undefined): InferenceEngine {
   const catalog = parseCatalog(
@@ -162,7 +137,18 @@ async function main(): Promise<void> {
     });
     const fp32 = throughput('fp32');
     const int8 = throughput('int8');
+    // The pool's own view: bytes predicted before each load and RSS growth measured over it.
+    const poolMemory = Object.fromEntries(
+      (['fp32', 'int8'] as const).map((p) => {
+        const entry = engine.models().models.find((m) => m.name === `minilm.${p}`);
+        return [p, { predictedMB: entry?.predictedBytes == null ? null : Math.round(entry.predictedBytes / 1e6), measuredMB: entry?.measuredBytes == null ? null : Math.round(entry.measuredBytes / 1e6) }];
+      }),
+    );
     await engine.close();
+    // The peer on fp32 (transformers.js feature-extraction as its docs show), same corpus and
+    // thread count, after the engine has closed so the two never share the cores.
+    const peer = args['no-peer'] ? undefined : await measurePeer(MODEL_DIR, items, tokens, threads ?? availableParallelism());
+    const peerTokensPerSecond = peer === undefined ? undefined : Math.round(peer.tokensPerSecond);
     const rss = { fp32: await measureRss('fp32', cacheDir), int8: await measureRss('int8', cacheDir) };
     const mb = (bytes: number): number => Math.round(bytes / 1e6);
     const result = {
@@ -181,8 +167,17 @@ async function main(): Promise<void> {
         median: Number((int8.medianTokensPerSecond / fp32.medianTokensPerSecond).toFixed(2)),
         best: Number((int8.bestTokensPerSecond / fp32.bestTokensPerSecond).toFixed(2)),
       },
+      peer:
+        peerTokensPerSecond === undefined
+          ? null
+          : {
+              fp32TokensPerSecond: peerTokensPerSecond,
+              int8ShoalOverPeer: Number((int8.medianTokensPerSecond / peerTokensPerSecond).toFixed(2)),
+              fp32ShoalOverPeer: Number((fp32.medianTokensPerSecond / peerTokensPerSecond).toFixed(2)),
+            },
       cosine: { min: sortedCos[0], p1: sortedCos[Math.floor(sortedCos.length / 100)], mean: cosines.reduce((a, b) => a + b, 0) / cosines.length },
       quantization: { ...precision, loadMs: Math.round(int8Load.loadMs), fp32LoadMs: Math.round(fp32Load.loadMs) },
+      poolMemory,
       rssMB: {
         fp32: { loaded: mb(rss.fp32.loaded - rss.fp32.before), afterBatch: mb(rss.fp32.afterBatch - rss.fp32.before), processTotal: mb(rss.fp32.afterBatch) },
         int8: { loaded: mb(rss.int8.loaded - rss.int8.before), afterBatch: mb(rss.int8.afterBatch - rss.int8.before), processTotal: mb(rss.int8.afterBatch), origin: rss.int8.origin },
@@ -194,6 +189,10 @@ async function main(): Promise<void> {
       `fp32      | ${fp32.medianTokensPerSecond} | ${fp32.bestTokensPerSecond} | ${result.rssMB.fp32.loaded} | ${result.rssMB.fp32.afterBatch}`,
       `int8      | ${int8.medianTokensPerSecond} | ${int8.bestTokensPerSecond} | ${result.rssMB.int8.loaded} | ${result.rssMB.int8.afterBatch}`,
       `speedup: ${result.speedup.pairedMedian}× (median of per-round ratios), ${result.speedup.median}× (medians), ${result.speedup.best}× (bests); cosine(int8, fp32): min ${result.cosine.min?.toFixed(5)}, p1 ${result.cosine.p1?.toFixed(5)}, mean ${result.cosine.mean.toFixed(5)}`,
+      result.peer === null
+        ? 'peer: skipped (--no-peer)'
+        : `peer (transformers.js fp32, batches of 32): ${result.peer.fp32TokensPerSecond} tok/s; int8 Shoal / peer ${result.peer.int8ShoalOverPeer}×, fp32 Shoal / peer ${result.peer.fp32ShoalOverPeer}×`,
+      `pool memory (MB, predicted / measured): fp32 ${poolMemory.fp32?.predictedMB} / ${poolMemory.fp32?.measuredMB}, int8 ${poolMemory.int8?.predictedMB} / ${poolMemory.int8?.measuredMB}`,
       `graph: ${precision.bytes?.source ?? 0} → ${precision.bytes?.quantized ?? 0} bytes, ${precision.rewritten ?? 0} matmuls int8, built in ${precision.quantizeMs ?? 0} ms (fidelity gate min cosine ${precision.fidelity?.minCosine.toFixed(5) ?? '?'})`,
     ].join('\n');
     process.stderr.write(`${table}\n`);

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { InferenceEngine } from '../pipelines/inference/engine.js';
+import { generator } from '../test/fixtures/build/random.js';
 import { abstracts, queries, SHARED_DIR } from './lib/corpora.js';
 import { percentile, printTable, writeResult } from './lib/report.js';
 
@@ -12,7 +13,7 @@ import { percentile, printTable, writeResult } from './lib/report.js';
  * the largest resident bytes seen against the budget, RSS at the end, phase-2 throughput as a ratio
  * of phase 1 (same request mix, same process), and cold-load times of bench-minilm-l6.
  *
- *   npx tsx bench/soak.ts [--minutes 10] [--baseline-minutes 2] [--concurrency 4]
+ *   npx tsx bench/soak.ts [--minutes 10] [--baseline-minutes 2] [--concurrency 4] [--no-thread-reuse]
  * (re-executes itself with MALLOC_TRIM_THRESHOLD_=0, as bin/shoal.js does, so freed memory is returned)
  */
 
@@ -31,6 +32,7 @@ const { values: args } = parseArgs({
     concurrency: { type: 'string', default: '4' },
     threads: { type: 'string', default: '2' },
     seed: { type: 'string', default: '7' },
+    'no-thread-reuse': { type: 'boolean', default: false },
   },
 });
 
@@ -46,18 +48,6 @@ const MODELS: { name: string; kind: Kind; labels?: string[] }[] = [
   { name: 'bert-token-classification', kind: 'extract' },
   { name: 'gliner-span', kind: 'extract', labels: ['person', 'organization', 'location'] },
 ];
-
-/** Deterministic pseudo-random numbers (mulberry32), so both phases see the same request mix. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const docs = abstracts().slice(0, 2000);
 const qs = queries();
@@ -96,6 +86,7 @@ async function phase(budgetBytes: number, minutes: number, predictedOnly = false
     runtime: { intraOpThreads: Number(args.threads) },
     memoryBudget: budgetBytes,
     interactiveSessions: false,
+    reuseModelThreads: !args['no-thread-reuse'],
     hooks: {
       pool: {
         onChange: (snapshot) => {
@@ -123,7 +114,8 @@ async function phase(budgetBytes: number, minutes: number, predictedOnly = false
       // The budget that fits the three largest models (so any three fit).
       return (sizes[0] ?? 0) + (sizes[1] ?? 0) + (sizes[2] ?? 0);
     }
-    const next = random(Number(args.seed));
+    // Deterministic pseudo-random numbers (mulberry32): both phases see the same request mix.
+    const next = generator(Number(args.seed));
     const deadline = performance.now() + minutes * 60_000;
     const errors: string[] = [];
     let requests = 0;

@@ -1,4 +1,6 @@
 import { join } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import type { RuntimeOptions } from '../runtime/ort-session.js';
 import { serveThread, type HandlerResult } from '../runtime/thread-rpc.js';
@@ -14,6 +16,21 @@ import type { ModelRequest, ModelResponse } from './thread-messages.js';
  * Model thread: owns one model's ONNX session(s) and runs its family's Runner. session.run blocks
  * the thread it is called on, which is why this is never the main thread.
  */
+
+/**
+ * A full garbage collection, when V8 lets us have one. A released model's last tensors are
+ * external ArrayBuffers that V8 frees only when it collects; this thread is reused for the next
+ * model (ModelThreads), so waiting for V8 to get round to it would keep that memory resident.
+ */
+const collectGarbage: (() => void) | null = (() => {
+  try {
+    setFlagsFromString('--expose-gc');
+    const gc: unknown = runInNewContext('gc');
+    return typeof gc === 'function' ? () => void gc() : null;
+  } catch {
+    return null;
+  }
+})();
 
 let runner: Runner | null = null;
 /** What the runner was created from, to recreate it after tuning. */
@@ -77,6 +94,8 @@ async function handle(message: ModelRequest): Promise<HandlerResult<ModelRespons
       const current = runner;
       runner = null;
       if (current !== null) await current.release();
+      loaded = null;
+      collectGarbage?.();
       return { body: { type: 'released' } };
     }
     default:

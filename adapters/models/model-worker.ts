@@ -23,15 +23,26 @@ export interface RunResult {
  * spare thread that has already done it makes a cold model load that much faster. Taking a spare
  * does not start the next one: the pool calls replenish() after it has measured the load's memory,
  * so a starting thread's imports are not charged to the model being loaded.
+ *
+ * Threads are recycled: a model evicted to make room for another releases its sessions and gives
+ * its thread back, kept as a spare while at most `spares` others are ready (else stopped). A pool that swaps models all
+ * the time then reuses threads instead of starting one per load. A thread remembers the nice
+ * value its sessions ran at: nice can be raised but not lowered again without privileges, so a
+ * load at nice N only reuses a thread at nice ≤ N.
  */
+interface ReadyThread {
+  thread: Promise<ThreadClient<ModelRequest, ModelResponse> | null>;
+  nice: number;
+}
+
 export class ModelThreads {
   readonly #spares: number;
-  readonly #ready: Promise<ThreadClient<ModelRequest, ModelResponse> | null>[] = [];
+  readonly #ready: ReadyThread[] = [];
   #closed = false;
 
   constructor(spares = 1) {
     this.#spares = Math.max(0, spares);
-    for (let i = 0; i < this.#spares; i++) this.#ready.push(this.#spawnWarm());
+    for (let i = 0; i < this.#spares; i++) this.#ready.push({ thread: this.#spawnWarm(), nice: 0 });
   }
 
   #spawn(): ThreadClient<ModelRequest, ModelResponse> {
@@ -51,44 +62,80 @@ export class ModelThreads {
     }
   }
 
-  /** A thread for a model: a warm spare when one is ready, else a new one. */
-  async take(name: string): Promise<ThreadClient<ModelRequest, ModelResponse>> {
+  /** Threads ready now (started or recycled), for tests and metrics. */
+  get readyCount(): number {
+    return this.#ready.length;
+  }
+
+  /**
+   * A thread for a model whose sessions run at `nice`: a ready thread at exactly that nice value
+   * (a recycled one), else one at a lower value, else a new one.
+   */
+  async take(name: string, nice = 0): Promise<ThreadClient<ModelRequest, ModelResponse>> {
     let thread: ThreadClient<ModelRequest, ModelResponse> | null = null;
-    const spare = this.#ready.shift();
-    if (spare !== undefined && !this.#closed) thread = await spare;
+    const exact = this.#ready.findIndex((ready) => ready.nice === nice);
+    const index = exact >= 0 ? exact : this.#ready.findIndex((ready) => ready.nice <= nice);
+    const ready = index >= 0 ? this.#ready.splice(index, 1)[0] : undefined;
+    if (ready !== undefined && !this.#closed) thread = await ready.thread;
     if (thread === null || !thread.alive) thread = this.#spawn();
     thread.rename(`model thread for ${name}`);
     return thread;
   }
 
+  /** Takes back the thread of a closed model (its sessions released): kept as a spare, or stopped. */
+  async give(thread: ThreadClient<ModelRequest, ModelResponse>, nice: number): Promise<void> {
+    // One over the spare count: a thread handed back is ready now, while a replenished spare may
+    // still be starting, and the next load (an eviction is usually followed by one) should not wait.
+    if (this.#closed || !thread.alive || this.#ready.length > this.#spares) {
+      await thread.close();
+      return;
+    }
+    thread.rename('model thread (spare)');
+    this.#ready.push({ thread: Promise.resolve(thread), nice });
+  }
+
+  /** The recycle callback for ModelWorker.start of a model whose sessions run at `nice`. */
+  recycler(nice: number): RecycleThread {
+    return (thread) => this.give(thread, nice);
+  }
+
   /** Starts spares until the configured number are ready or starting. */
   replenish(): void {
-    while (!this.#closed && this.#ready.length < this.#spares) this.#ready.push(this.#spawnWarm());
+    while (!this.#closed && this.#ready.length < this.#spares) this.#ready.push({ thread: this.#spawnWarm(), nice: 0 });
   }
 
   async close(): Promise<void> {
     this.#closed = true;
     const spares = this.#ready.splice(0);
-    await Promise.all(spares.map(async (spare) => (await spare)?.close()));
+    await Promise.all(spares.map(async (spare) => (await spare.thread)?.close()));
   }
 }
+
+/** Where a closed model's thread goes once its sessions are released (ModelThreads.give). */
+export type RecycleThread = (thread: ThreadClient<ModelRequest, ModelResponse>) => Promise<void>;
 
 export class ModelWorker {
   readonly profile: ModelProfile;
   readonly #thread: ThreadClient<ModelRequest, ModelResponse>;
+  readonly #recycle: RecycleThread | undefined;
   #info: RunnerInfo | null = null;
   #closing: Promise<void> | null = null;
 
-  private constructor(profile: ModelProfile, thread: ThreadClient<ModelRequest, ModelResponse>) {
+  private constructor(profile: ModelProfile, thread: ThreadClient<ModelRequest, ModelResponse>, recycle: RecycleThread | undefined) {
     this.profile = profile;
     this.#thread = thread;
+    this.#recycle = recycle;
   }
 
-  /** Loads the model in `thread` (e.g. from ModelThreads.take), or in a new thread. */
+  /**
+   * Loads the model in `thread` (e.g. from ModelThreads.take), or in a new thread. With
+   * `recycle`, close() hands the thread back once the sessions are released instead of stopping it.
+   */
   static async start(
     profile: ModelProfile,
     runtime: RuntimeOptions,
     given?: ThreadClient<ModelRequest, ModelResponse>,
+    recycle?: RecycleThread,
   ): Promise<{ worker: ModelWorker; loadMs: number }> {
     let thread: ThreadClient<ModelRequest, ModelResponse>;
     if (given !== undefined) {
@@ -97,7 +144,7 @@ export class ModelWorker {
       const raw = spawnThread(siblingModule(import.meta.url, 'model-thread'), { name: `shoal-model-${profile.id}` });
       thread = new ThreadClient<ModelRequest, ModelResponse>(raw, { name: `model thread for ${profile.id}` });
     }
-    const worker = new ModelWorker(profile, thread);
+    const worker = new ModelWorker(profile, thread, recycle);
     try {
       const response = await thread.request({ type: 'load', profile, runtime });
       if (response.type !== 'loaded') throw new ShoalError(ErrorCode.INTERNAL, `model thread answered ${response.type} to load`);
@@ -139,13 +186,20 @@ export class ModelWorker {
     return response.points;
   }
 
-  /** Releases the sessions in the thread, then stops it. Idempotent. */
-  close(): Promise<void> {
+  /**
+   * Releases the sessions in the thread, then stops it, or with `reuseThread` gives it back (to the
+   * recycle callback) for the next model. A reused thread keeps some of the freed memory in its
+   * allocator, so reuse is for evictions that make room for another load. Idempotent.
+   */
+  close(options: { reuseThread?: boolean } = {}): Promise<void> {
     this.#closing ??= (async () => {
+      let released = false;
       try {
-        if (this.#thread.alive) await this.#thread.request({ type: 'release' });
+        if (this.#thread.alive) released = (await this.#thread.request({ type: 'release' })).type === 'released';
       } finally {
-        await this.#thread.close();
+        // Only a thread that released cleanly and has nothing in flight is reused.
+        if (options.reuseThread === true && released && this.#recycle !== undefined && this.#thread.alive && this.#thread.pendingCount === 0) await this.#recycle(this.#thread);
+        else await this.#thread.close();
       }
     })();
     return this.#closing;

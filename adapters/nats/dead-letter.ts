@@ -1,10 +1,11 @@
 import { headers as natsHeaders, type MsgHdrs } from '@nats-io/transport-node';
-import type { ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { z } from 'zod';
 import type { Logger } from '../observability/logger.js';
 import { ErrorCode, ShoalError, serializeError, type SerializedError } from '../protocol/errors.js';
 import { DEAD_LETTER_HEADERS, JobPart } from '../protocol/jobs.js';
 import type { NatsNames } from '../protocol/subjects.js';
+import { DurableFetchLoop } from './durable-fetch.js';
 import { JS_CODES, isJsApiCode, toNatsShoalError } from './nats-errors.js';
 import type { PartResults } from './part-results.js';
 import { decodeJson } from './rpc-wire.js';
@@ -56,10 +57,7 @@ const IDLE_RETRY_MS = 1000;
 
 export class DeadLetters {
   readonly #options: DeadLettersOptions;
-  #running: Promise<void> | null = null;
-  #stopped = false;
-  #fetch: ConsumerMessages | null = null;
-  #wake: (() => void) | null = null;
+  #loop: DurableFetchLoop | null = null;
 
   constructor(options: DeadLettersOptions) {
     this.#options = options;
@@ -114,35 +112,20 @@ export class DeadLetters {
 
   /** Starts handling max-deliveries advisories (every worker runs one; each advisory reaches one). */
   start(): void {
-    if (this.#running !== null) return;
-    this.#running = this.#loop();
-  }
-
-  async #loop(): Promise<void> {
-    const { js, names, logger } = this.#options;
-    const advisories = advisoryNames(names);
-    while (!this.#stopped) {
-      try {
-        const consumer = await js.consumers.get(advisories.stream, advisories.consumer);
-        const batch: JsMsg[] = [];
-        this.#fetch = await consumer.fetch({ max_messages: 16, expires: 5_000 });
-        for await (const m of this.#fetch) batch.push(m);
-        this.#fetch = null;
-        for (const m of batch) await this.#handleAdvisory(m);
-      } catch (error) {
-        this.#fetch = null;
-        if (this.#stopped) break;
-        logger?.warn({ err: String(error) }, 'dead-letter advisory handling failed; retrying');
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, IDLE_RETRY_MS);
-          this.#wake = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
-        this.#wake = null;
-      }
-    }
+    if (this.#loop !== null) return;
+    const advisories = advisoryNames(this.#options.names);
+    this.#loop = new DurableFetchLoop({
+      js: this.#options.js,
+      stream: advisories.stream,
+      consumer: advisories.consumer,
+      batch: 16,
+      expiresMs: 5_000,
+      retryMs: IDLE_RETRY_MS,
+      what: 'dead-letter advisory handling',
+      handle: (m) => this.#handleAdvisory(m),
+      logger: this.#options.logger,
+    });
+    this.#loop.start();
   }
 
   async #handleAdvisory(m: JsMsg): Promise<void> {
@@ -176,9 +159,6 @@ export class DeadLetters {
 
   /** Stops the advisory handler after the batch in hand. */
   async stop(): Promise<void> {
-    this.#stopped = true;
-    this.#wake?.();
-    await this.#fetch?.close();
-    await this.#running;
+    await this.#loop?.stop();
   }
 }

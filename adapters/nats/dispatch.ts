@@ -1,9 +1,9 @@
 import type { Engine } from '../protocol/engine.js';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { REQUEST_SCHEMAS } from '../protocol/jobs.js';
-import type { Priority } from '../protocol/requests.js';
-import type { EncodeResult, ExtractResult, ScoreResult } from '../protocol/results.js';
-import type { Primitive } from '../protocol/subjects.js';
+import { TokenizeRequest, type Priority } from '../protocol/requests.js';
+import type { EncodeResult, ExtractResult, ScoreResult, TokenizeResult } from '../protocol/results.js';
+import type { Primitive, RpcOperation } from '../protocol/subjects.js';
 import { parseWith } from '../protocol/validate.js';
 
 /**
@@ -54,6 +54,18 @@ export async function runPrimitive(engine: Engine, call: Dispatch): Promise<AnyR
       return engine.extract({ ...request, priority: call.priority }, options);
     }
   }
+}
+
+/** A request-reply call: a primitive, or tokenize (which has no job form). */
+export async function runOperation(
+  engine: Engine,
+  call: Omit<Dispatch, 'primitive'> & { operation: RpcOperation },
+): Promise<AnyResult | TokenizeResult> {
+  const { operation, ...rest } = call;
+  if (operation !== 'tokenize') return runPrimitive(engine, { ...rest, primitive: operation });
+  const request = parseWith(TokenizeRequest, call.request, 'tokenize request');
+  checkModel(request.model, call.model);
+  return engine.tokenize(request, { signal: call.signal });
 }
 
 /**

@@ -1,10 +1,10 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { CallOptions, Engine } from '../protocol/engine.js';
 import { ErrorCode, ShoalError, deserializeError } from '../protocol/errors.js';
-import { REQUEST_SCHEMAS, RpcReply, WorkerInfo } from '../protocol/jobs.js';
-import type { EncodeRequest, ExtractRequest, ScoreRequest, TokenizeRequest } from '../protocol/requests.js';
-import { EncodeResult, ExtractResult, ScoreResult, type TokenizeResult } from '../protocol/results.js';
-import { DEFAULT_SUBJECT_PREFIX, natsNames, type NatsNames, type Primitive } from '../protocol/subjects.js';
+import { REQUEST_SCHEMAS, RpcReplyEnvelope, WorkerInfo } from '../protocol/jobs.js';
+import { TokenizeRequest, type EncodeRequest, type ExtractRequest, type ScoreRequest } from '../protocol/requests.js';
+import { EncodeResult, ExtractResult, ScoreResult, TokenizeResult } from '../protocol/results.js';
+import { DEFAULT_SUBJECT_PREFIX, natsNames, type NatsNames, type Primitive, type RpcOperation } from '../protocol/subjects.js';
 import { parseWith } from '../protocol/validate.js';
 import { isNoResponders, isTimeout, toNatsShoalError } from './nats-errors.js';
 import { decodeJson, encodeJson, jsonSafe, timeoutHeaders } from './rpc-wire.js';
@@ -82,10 +82,9 @@ export class NatsEngine implements Engine {
     return (await this.call('extract', request, options)).result;
   }
 
-  tokenize(_request: TokenizeRequest, _options?: CallOptions): Promise<TokenizeResult> {
-    return Promise.reject(
-      new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, 'tokenize is not served over NATS; run it in-process (shoal tokenize, or a local engine)'),
-    );
+  async tokenize(request: TokenizeRequest, options: CallOptions = {}): Promise<TokenizeResult> {
+    const reply = await this.#call('tokenize', request, options);
+    return parseWith(TokenizeResult, reply.result, `tokenize result from worker ${reply.worker}`, ErrorCode.INTERNAL);
   }
 
   /** One primitive call, with the worker that answered and the route it took. */
@@ -104,9 +103,10 @@ export class NatsEngine implements Engine {
     return { ...reply, result };
   }
 
-  async #call(primitive: Primitive, input: unknown, options: CallOptions): Promise<RpcCall<unknown>> {
+  async #call(primitive: RpcOperation, input: unknown, options: CallOptions): Promise<RpcCall<unknown>> {
     if (this.#closed) throw new ShoalError(ErrorCode.UNAVAILABLE, 'the NATS engine client is closed');
-    const request: { model: string } = parseWith(REQUEST_SCHEMAS[primitive], input, `${primitive} request`);
+    const schema = primitive === 'tokenize' ? TokenizeRequest : REQUEST_SCHEMAS[primitive];
+    const request: { model: string } = parseWith(schema, input, `${primitive} request`);
     const body = encodeJson(jsonSafe(request));
     const limit = this.#maxBytes ?? this.#nc.info?.max_payload ?? 1024 * 1024;
     if (body.byteLength > limit) {
@@ -118,12 +118,12 @@ export class NatsEngine implements Engine {
     }
     const model = request.model;
     const reply = await abortable(this.#route(primitive, model, body), options.signal);
-    const parsed = parseWith(RpcReply, reply.value, `reply of ${primitive} on ${model}`, ErrorCode.INTERNAL);
+    const parsed = parseWith(RpcReplyEnvelope, reply.value, `reply of ${primitive} on ${model}`, ErrorCode.INTERNAL);
     if (!parsed.ok) throw deserializeError(parsed.error);
     return { result: parsed.result, worker: parsed.worker, route: reply.route };
   }
 
-  async #route(primitive: Primitive, model: string, body: Uint8Array): Promise<{ value: unknown; route: RpcRoute }> {
+  async #route(primitive: RpcOperation, model: string, body: Uint8Array): Promise<{ value: unknown; route: RpcRoute }> {
     const resident = this.names.resident(primitive, model);
     try {
       return { value: await this.#request(resident, body, this.#timeoutMs), route: 'resident' };
@@ -145,7 +145,7 @@ export class NatsEngine implements Engine {
     return decoded.value;
   }
 
-  #failure(error: unknown, primitive: Primitive, model: string, subject: string, timeoutMs: number): ShoalError {
+  #failure(error: unknown, primitive: RpcOperation, model: string, subject: string, timeoutMs: number): ShoalError {
     const details = { subject, model, primitive };
     if (isNoResponders(error)) {
       return new ShoalError(

@@ -3,8 +3,8 @@ import type { Logger } from '../observability/logger.js';
 import type { Engine } from '../protocol/engine.js';
 import { ErrorCode, ShoalError, serializeError } from '../protocol/errors.js';
 import { WIRE_VERSION, type RpcReply, type WorkerInfo } from '../protocol/jobs.js';
-import type { NatsNames, Primitive } from '../protocol/subjects.js';
-import { runPrimitive } from './dispatch.js';
+import type { NatsNames, Primitive, RpcOperation } from '../protocol/subjects.js';
+import { runOperation } from './dispatch.js';
 import { callerTimeout, decodeJson, encodeJson } from './rpc-wire.js';
 
 /**
@@ -13,11 +13,18 @@ import { callerTimeout, decodeJson, encodeJson } from './rpc-wire.js';
  * - `resident.<primitive>.<model>` for each model it holds right now (kept in step with the pool
  *   through setResident), so a caller's first try reaches a worker that will not load anything;
  * and answers the discovery subject with what it serves and holds. Requests run in the engine's
- * interactive lane, aborted when the caller's timeout (a header) has passed.
+ * interactive lane, aborted when the caller's timeout (a header) has passed. Besides the routes'
+ * primitives, every model served answers `tokenize` too (request-reply only: it has no job form).
  */
 
 export interface Route {
   primitive: Primitive;
+  model: string;
+}
+
+/** A subscription's operation and model. */
+interface RpcRoute {
+  operation: RpcOperation;
   model: string;
 }
 
@@ -36,6 +43,7 @@ export interface RpcServerOptions {
 
 export class RpcServer {
   readonly #options: RpcServerOptions;
+  readonly #routes: readonly RpcRoute[];
   readonly #serving: Subscription[] = [];
   readonly #resident = new Map<string, Subscription>();
   readonly #inFlight = new Set<Promise<void>>();
@@ -46,14 +54,19 @@ export class RpcServer {
 
   constructor(options: RpcServerOptions) {
     this.#options = options;
+    const models = [...new Set(options.routes.map((route) => route.model))];
+    this.#routes = [
+      ...options.routes.map((route) => ({ operation: route.primitive, model: route.model })),
+      ...models.map((model) => ({ operation: 'tokenize' as const, model })),
+    ];
   }
 
   start(): void {
     if (this.#started) return;
     this.#started = true;
     const { nc, names } = this.#options;
-    for (const route of this.#options.routes) {
-      this.#serving.push(this.#subscribe(names.serving(route.primitive, route.model), route));
+    for (const route of this.#routes) {
+      this.#serving.push(this.#subscribe(names.serving(route.operation, route.model), route));
     }
     this.#discovery = nc.subscribe(names.workers(), {
       callback: (error, msg) => {
@@ -71,8 +84,8 @@ export class RpcServer {
   setResident(models: Iterable<string>): void {
     if (!this.#started || this.#draining) return;
     const held = new Set(models);
-    for (const route of this.#options.routes) {
-      const subject = this.#options.names.resident(route.primitive, route.model);
+    for (const route of this.#routes) {
+      const subject = this.#options.names.resident(route.operation, route.model);
       const existing = this.#resident.get(subject);
       if (held.has(route.model) && existing === undefined) this.#resident.set(subject, this.#subscribe(subject, route));
       if (!held.has(route.model) && existing !== undefined) {
@@ -83,7 +96,7 @@ export class RpcServer {
     }
   }
 
-  #subscribe(subject: string, route: Route): Subscription {
+  #subscribe(subject: string, route: RpcRoute): Subscription {
     return this.#options.nc.subscribe(subject, {
       queue: this.#options.names.workerQueue,
       callback: (error, msg) => {
@@ -98,16 +111,16 @@ export class RpcServer {
     });
   }
 
-  async #handle(msg: Msg, route: Route): Promise<void> {
+  async #handle(msg: Msg, route: RpcRoute): Promise<void> {
     const worker = this.#options.workerId;
     let reply: RpcReply;
     try {
       const decoded = decodeJson(msg.data);
-      if (!decoded.ok) throw new ShoalError(ErrorCode.INVALID_INPUT, `the ${route.primitive} request is not JSON: ${decoded.reason}`);
+      if (!decoded.ok) throw new ShoalError(ErrorCode.INVALID_INPUT, `the ${route.operation} request is not JSON: ${decoded.reason}`);
       const capMs = this.#options.maxRequestMs ?? 120_000;
       const timeoutMs = callerTimeout(msg.headers, capMs) ?? capMs;
       const signal = AbortSignal.any([AbortSignal.timeout(timeoutMs), this.#stopping.signal]);
-      const result = await runPrimitive(this.#options.engine, { ...route, request: decoded.value, priority: 'interactive', signal });
+      const result = await runOperation(this.#options.engine, { ...route, request: decoded.value, priority: 'interactive', signal });
       reply = { ok: true, result, worker };
     } catch (error) {
       reply = { ok: false, error: serializeError(error), worker };

@@ -217,6 +217,21 @@ async function ensureConsumer(jsm: JetStreamManager, stream: string, spec: Consu
 }
 
 /**
+ * The durable consumer of a results sink on the results stream (every job's results, from the
+ * first message kept): created when missing; several sink processes with the same name share it.
+ */
+export async function ensureSinkConsumer(topology: Topology, durableName: string): Promise<void> {
+  await ensureConsumer(topology.jsm, topology.names.resultsStream, {
+    durable_name: durableName,
+    filter_subject: topology.names.allResults(),
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    ack_wait: 60 * SECOND_NS,
+    max_deliver: -1,
+  });
+}
+
+/**
  * The durable pull consumer of one primitive and model: created when missing; its limits updated
  * to `input` unless `createOnly` (clients create it for KEDA, but the workers own its settings).
  */

@@ -77,6 +77,12 @@ export class ShoalMetrics {
     buckets: BATCH_BUCKETS,
     registers: [this.registry],
   });
+  readonly jobParts = new Counter({
+    name: 'shoal_job_parts_total',
+    help: 'Job part deliveries handled by a worker, by outcome (ack: done, nak: retried later, term: failed for good, dead: dead-lettered)',
+    labelNames: ['primitive', 'model', 'outcome'] as const,
+    registers: [this.registry],
+  });
   readonly queuedItems = new Gauge({ name: 'shoal_queue_items', help: 'Items waiting in the scheduler', registers: [this.registry] });
   readonly requests = new Counter({
     name: 'shoal_requests_total',

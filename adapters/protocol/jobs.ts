@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ErrorCode } from './errors.js';
 import { EncodeRequest, ExtractRequest, ScoreRequest } from './requests.js';
-import { EncodeResult, ExtractResult, ScoreResult } from './results.js';
+import { EncodeResult, ExtractResult, ScoreResult, TokenizeResult } from './results.js';
 import { JOB_ID_PATTERN, PRIMITIVES } from './subjects.js';
 
 /**
@@ -107,10 +107,20 @@ export type JobStatus = z.infer<typeof JobStatus>;
 
 /** Request-reply answer (core NATS), for the sync path. */
 export const RpcReply = z.discriminatedUnion('ok', [
-  z.strictObject({ ok: z.literal(true), result: PrimitiveResult, worker: z.string() }),
+  z.strictObject({ ok: z.literal(true), result: z.union([PrimitiveResult, TokenizeResult]), worker: z.string() }),
   z.strictObject({ ok: z.literal(false), error: WireError, worker: z.string().optional() }),
 ]);
 export type RpcReply = z.infer<typeof RpcReply>;
+
+/**
+ * The reply as a client reads it: the envelope checked, the result left for the one schema of the
+ * operation the client called (checking it against every result schema first would parse the
+ * vectors twice on the latency path).
+ */
+export const RpcReplyEnvelope = z.discriminatedUnion('ok', [
+  z.strictObject({ ok: z.literal(true), result: z.unknown(), worker: z.string() }),
+  z.strictObject({ ok: z.literal(false), error: WireError, worker: z.string().optional() }),
+]);
 
 /** Headers on messages of the dead-letter stream (the body is the original message, unchanged). */
 export const DEAD_LETTER_HEADERS = Object.freeze({

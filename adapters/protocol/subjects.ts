@@ -10,6 +10,8 @@ import { ErrorCode, ShoalError } from './errors.js';
 
 export const PRIMITIVES = ['encode', 'score', 'extract'] as const;
 export type Primitive = (typeof PRIMITIVES)[number];
+/** What request-reply serves: the primitives, plus tokenize (request-reply only, never a job). */
+export type RpcOperation = Primitive | 'tokenize';
 
 export const DEFAULT_SUBJECT_PREFIX = 'shoal';
 
@@ -71,6 +73,8 @@ export interface NatsNames {
   payloadBucket: string;
   /** Queue group of workers answering requests. */
   workerQueue: string;
+  /** Durable consumer of the results sink on the results stream. */
+  resultsSink: string;
   jobs(primitive: Primitive, model: string): string;
   /** Every job subject (stream binding). */
   allJobs(): string;
@@ -82,9 +86,9 @@ export interface NatsNames {
   deadLetter(primitive: Primitive, model: string): string;
   allDeadLetters(): string;
   /** Request-reply, answered only by workers that have the model resident. */
-  resident(primitive: Primitive, model: string): string;
+  resident(operation: RpcOperation, model: string): string;
   /** Request-reply fallback, answered by any worker that serves the model (it loads it). */
-  serving(primitive: Primitive, model: string): string;
+  serving(operation: RpcOperation, model: string): string;
   /** Worker discovery: every worker answers with the models it serves and holds. */
   workers(): string;
 }
@@ -108,6 +112,7 @@ export function natsNames(prefix: string = DEFAULT_SUBJECT_PREFIX): NatsNames {
     statusBucket: `${lower}_jobs`,
     payloadBucket: `${lower}_payloads`,
     workerQueue: `${lower}_workers`,
+    resultsSink: `${lower}_results_sink`,
     jobs: (primitive: Primitive, model: string) => `${p}.jobs.${primitive}.${modelToken(model)}`,
     allJobs: () => `${p}.jobs.>`,
     consumer: (primitive: Primitive, model: string) => `${lower}_${primitive}_${modelToken(model)}`,
@@ -116,8 +121,8 @@ export function natsNames(prefix: string = DEFAULT_SUBJECT_PREFIX): NatsNames {
     jobResults: (jobId: string) => `${p}.results.${checkJobId(jobId)}.*`,
     deadLetter: (primitive: Primitive, model: string) => `${p}.dlq.${primitive}.${modelToken(model)}`,
     allDeadLetters: () => `${p}.dlq.>`,
-    resident: (primitive: Primitive, model: string) => `${p}.rpc.resident.${primitive}.${modelToken(model)}`,
-    serving: (primitive: Primitive, model: string) => `${p}.rpc.serving.${primitive}.${modelToken(model)}`,
+    resident: (operation: RpcOperation, model: string) => `${p}.rpc.resident.${operation}.${modelToken(model)}`,
+    serving: (operation: RpcOperation, model: string) => `${p}.rpc.serving.${operation}.${modelToken(model)}`,
     workers: () => `${p}.rpc.workers`,
   });
 }

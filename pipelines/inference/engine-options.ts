@@ -59,6 +59,13 @@ export const EngineOptions = z.strictObject({
   interactiveMaxItems: z.number().int().min(0).default(32),
   /** Model threads kept started and idle, so a cold load skips thread start-up. @default 1 */
   spareThreads: z.number().int().min(0).max(8).default(1),
+  /**
+   * A model evicted to make room for another hands its thread to that load (no thread start-up:
+   * a small model reloads in tens of ms instead of most of a second). Reused threads keep some
+   * freed native memory in their allocator arenas; false stops every evicted model's thread, for
+   * the lowest RSS when models are swapped all the time. @default true
+   */
+  reuseModelThreads: z.boolean().default(true),
   /** Models to load at start and keep resident (never evicted). */
   preload: z.array(z.string()).default([]),
   /** Where image items may come from and how large they may be (local roots, URL hosts, bytes, pixels). */

@@ -126,6 +126,7 @@ export class InferenceEngine implements Engine {
     this.#threads = new ModelThreads(options.spareThreads);
     this.#pool = new ModelPool({
       threads: this.#threads,
+      reuseThreads: options.reuseModelThreads,
       ...(options.autoBatchTokens ? { tune: (worker: ModelWorker) => tunedBudget(worker, options.runtime) } : {}),
       resolve: (name) => this.profile(name),
       runtime: options.runtime,

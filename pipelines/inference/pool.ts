@@ -81,6 +81,8 @@ export interface ModelPoolOptions {
   hooks?: PoolHooks;
   /** Where model threads come from (warm spares make cold loads faster). */
   threads?: ModelThreads;
+  /** Evictions for capacity hand their threads to the next load (ModelThreads.give). @default true */
+  reuseThreads?: boolean;
   /** Called in the load, after the session exists: returns the model's tuned batch budget, or null. */
   tune?: (worker: ModelWorker) => Promise<number | null>;
 }
@@ -250,8 +252,9 @@ export class ModelPool {
       if (!(await this.#makeRoom(extra, entry, 0))) return false;
       entry.chargedBytes += extra;
       try {
-        const thread = await this.#options.threads?.take(model.name);
-        const { worker } = await ModelWorker.start(model.profile, runtime, thread);
+        const threads = this.#options.threads;
+        const thread = await threads?.take(model.name, runtime.nice);
+        const { worker } = await ModelWorker.start(model.profile, runtime, thread, threads?.recycler(runtime.nice));
         this.#options.threads?.replenish();
         model.interactive = worker;
         this.#emitChange();
@@ -319,10 +322,12 @@ export class ModelPool {
       this.#emitChange();
       // The thread is taken before RSS is sampled: a spare still importing its modules is not
       // charged to the model.
-      const thread = await this.#options.threads?.take(profile.id);
+      const threads = this.#options.threads;
+      const runtime = this.#options.runtime;
+      const thread = await threads?.take(profile.id, runtime.nice);
       const before = rss();
       const started = performance.now();
-      const { worker, loadMs } = await ModelWorker.start(profile, this.#options.runtime, thread);
+      const { worker, loadMs } = await ModelWorker.start(profile, runtime, thread, threads?.recycler(runtime.nice));
       let batchTokens: number | null = null;
       try {
         batchTokens = (await this.#options.tune?.(worker)) ?? null;
@@ -419,7 +424,10 @@ export class ModelPool {
     try {
       const model = entry.model;
       if (model !== null) {
-        await Promise.all([model.worker.close(), model.interactive?.close()]);
+        // Evicted to make room for a load: its threads serve the next model (no thread start-up).
+        // Unloaded, idle or shutting down: its threads stop, so their memory goes back to the OS.
+        const reuse = reason === 'capacity' && this.#options.reuseThreads !== false;
+        await Promise.all([model.worker.close({ reuseThread: reuse }), model.interactive?.close({ reuseThread: reuse })]);
       }
     } finally {
       this.#releasingBytes -= bytes;

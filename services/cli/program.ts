@@ -8,6 +8,7 @@ import { registerExtract } from './commands/extract.js';
 import { registerGateway } from './commands/gateway.js';
 import { registerModels } from './commands/models.js';
 import { registerScore } from './commands/score.js';
+import { registerSink } from './commands/sink.js';
 import { registerSubmit } from './commands/submit.js';
 import { registerTokenize } from './commands/tokenize.js';
 import { registerWorker } from './commands/worker.js';
@@ -89,6 +90,7 @@ export function buildProgram(app: CliApp): Command {
   registerModels(program, app);
   registerWorker(program, app);
   registerSubmit(program, app);
+  registerSink(program, app);
   registerGateway(program, app);
   registerDev(program, app);
   return program;

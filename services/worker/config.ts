@@ -59,6 +59,10 @@ export const WorkerConfig = z.strictObject({
   affinityWaitMs: z.number().int().min(0).default(1000),
   /** Longest a request-reply call may run. @default 120000 */
   maxRequestMs: z.number().int().min(100).default(120_000),
+  /** Port of the worker's HTTP `/metrics`, `/healthz` and `/readyz` (SHOAL_METRICS_PORT); null = not served. */
+  metricsPort: z.number().int().min(0).max(65535).nullable().default(null),
+  /** Address the metrics port listens on (SHOAL_METRICS_HOST): all interfaces, for a scraper in another pod. @default 0.0.0.0 */
+  metricsHost: z.string().min(1).default('0.0.0.0'),
   /** Folders `file://` payload and result references may use; empty = refused. */
   fileRoots: z.array(z.string().min(1)).default([]),
 });
@@ -132,6 +136,8 @@ export function workerConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Recor
   if (set(env, 'SHOAL_CONCURRENCY') !== undefined) out.concurrency = int(set(env, 'SHOAL_CONCURRENCY'));
   if (set(env, 'SHOAL_DRAIN_TIMEOUT_MS') !== undefined) out.drainTimeoutMs = int(set(env, 'SHOAL_DRAIN_TIMEOUT_MS'));
   if (set(env, 'SHOAL_WORKER_ID') !== undefined) out.workerId = set(env, 'SHOAL_WORKER_ID');
+  if (set(env, 'SHOAL_METRICS_PORT') !== undefined) out.metricsPort = int(set(env, 'SHOAL_METRICS_PORT'));
+  if (set(env, 'SHOAL_METRICS_HOST') !== undefined) out.metricsHost = set(env, 'SHOAL_METRICS_HOST');
   if (set(env, 'SHOAL_FILE_ROOTS') !== undefined) out.fileRoots = list(set(env, 'SHOAL_FILE_ROOTS'), delimiter);
   return out;
 }

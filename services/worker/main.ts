@@ -1,7 +1,9 @@
 import { pathToFileURL } from 'node:url';
 import { createLogger, type Logger } from '../../adapters/observability/logger.js';
+import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { toShoalError } from '../../adapters/protocol/errors.js';
 import { parseWorkerConfig, workerConfigFromEnv, type WorkerConfig } from './config.js';
+import { startMetricsServer } from './metrics-server.js';
 import { ShoalWorker, type WorkerDeps } from './worker.js';
 
 /**
@@ -19,12 +21,24 @@ export interface RunWorkerOptions extends WorkerDeps {
 }
 
 export async function runWorker(config: WorkerConfig, options: RunWorkerOptions): Promise<void> {
-  const worker = await ShoalWorker.start(config, options);
-  options.onReady?.(worker);
-  if (!options.signal.aborted) {
-    await new Promise<void>((resolve) => options.signal.addEventListener('abort', () => resolve(), { once: true }));
+  // The metrics port opens first: /healthz answers while models preload, /readyz once work is taken.
+  const metrics = options.metrics ?? (config.metricsPort === null ? undefined : new ShoalMetrics({ defaultLabels: { service: 'worker', worker: config.workerId } }));
+  let worker: ShoalWorker | null = null;
+  const server =
+    config.metricsPort === null || metrics === undefined
+      ? null
+      : await startMetricsServer({ metrics, host: config.metricsHost, port: config.metricsPort, ready: () => worker?.state === 'running' });
+  if (server !== null) options.logger?.info({ url: server.url }, 'worker metrics: /metrics, /healthz, /readyz');
+  try {
+    worker = await ShoalWorker.start(config, { ...options, ...(metrics === undefined ? {} : { metrics }) });
+    options.onReady?.(worker);
+    if (!options.signal.aborted) {
+      await new Promise<void>((resolve) => options.signal.addEventListener('abort', () => resolve(), { once: true }));
+    }
+    await worker.drain();
+  } finally {
+    await server?.close();
   }
-  await worker.drain();
 }
 
 function installSignals(logger: Logger, onSecond: () => void): AbortSignal {

@@ -151,6 +151,7 @@ export class ShoalWorker {
       });
       rpc.start();
       rpc.setResident(residentModels(ready.models()));
+      const routeOfSubject = new Map(routes.map((route) => [topology.names.jobs(route.primitive, route.model), route]));
       const consumer = new JobConsumer({
         js,
         jsm: topology.jsm,
@@ -158,7 +159,12 @@ export class ShoalWorker {
         routes: pulled,
         concurrency: config.concurrency,
         ackWaitMs: config.consumer.ackWaitMs,
-        handle: (msg, signal) => handler.handle(msg, signal),
+        handle: async (msg, signal) => {
+          const outcome = await handler.handle(msg, signal);
+          const route = routeOfSubject.get(msg.subject);
+          deps.metrics?.jobParts.inc({ primitive: route?.primitive ?? 'unknown', model: route?.model ?? 'unknown', outcome });
+          return outcome;
+        },
         modelState,
         hasCapacity: () => ready.scheduler.hasCapacity(1),
         affinityWaitMs: config.affinityWaitMs,

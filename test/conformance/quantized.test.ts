@@ -34,6 +34,8 @@ interface Measured {
   maxRelativeDiff?: number;
   /** Share of labels or spans found identically in both precisions (extractors). */
   agreement?: number;
+  /** The pool's predicted and measured bytes of each precision (measured = RSS growth over the load). */
+  memory?: Record<'fp32' | 'int8', { predictedBytes: number | null; measuredBytes: number | null }>;
 }
 
 function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
@@ -254,8 +256,14 @@ for (const [name, suite] of Object.entries(SUITES)) {
     });
     it('post-processed outputs stay close to fp32 on the kit cases', async () => {
       const measured = await suite.measure(engine, model, (precision) => `${name}.${precision}`);
-      measuredTable[name] = measured;
+      const resident = (precision: 'fp32' | 'int8') => {
+        const entry = engine.models().models.find((m) => m.name === `${name}.${precision}`);
+        return { predictedBytes: entry?.predictedBytes ?? null, measuredBytes: entry?.measuredBytes ?? null };
+      };
+      measuredTable[name] = { ...measured, memory: { fp32: resident('fp32'), int8: resident('int8') } };
       suite.expect(measured);
+      // The int8 graph is predicted smaller than the float one (its MatMul weights take a quarter of the bytes).
+      expect(measuredTable[name]?.memory?.int8.predictedBytes).toBeLessThan(measuredTable[name]?.memory?.fp32.predictedBytes ?? 0);
     });
   });
 }

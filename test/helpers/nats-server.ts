@@ -19,7 +19,7 @@ export function natsServerAvailable(): boolean {
 
 export const NATS_SERVER_MISSING = `skipped: ${NATS_SERVER_BIN} not found (apt-get install nats-server, or set SHOAL_NATS_SERVER)`;
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.unref();

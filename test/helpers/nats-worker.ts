@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { connectNats } from '../../adapters/nats/connection.js';
 import { createLogger } from '../../adapters/observability/logger.js';
+import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { resolveWorkerConfig, type WorkerConfigInput } from '../../services/worker/config.js';
 import { ShoalWorker } from '../../services/worker/worker.js';
@@ -54,4 +55,19 @@ let counter = 0;
 export function uniquePrefix(name: string): string {
   counter++;
   return `${name}${counter}x${process.pid}`;
+}
+
+/** A job part the worker must refuse (no items): INVALID_INPUT, an error result, term(). */
+export function emptyEncodePart(jobId: string): Record<string, unknown> {
+  return {
+    v: WIRE_VERSION,
+    job_id: jobId,
+    part: 0,
+    parts: 1,
+    primitive: 'encode',
+    model: TINY_MEAN,
+    request: { model: TINY_MEAN, items: [] },
+    result: { kind: 'stream' },
+    submitted_at: new Date().toISOString(),
+  };
 }

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,7 +18,8 @@ import { l2Normalize, loadTinyModel, meanPool, tokenOutputs } from '../helpers/t
  * `shoal dev` as a user runs it: a real child process (bin/shoal.js) on a free port with
  * SHOAL_MODEL_DIR=test/fixtures/models. It must print where it listens, answer /v1/encode with
  * the fixture's vectors, run a job to completion (polled through GET /v1/jobs/:id, results read
- * back from its NATS), and on SIGINT exit 0 with its nats-server gone and its store removed.
+ * back from its NATS and written by its results sink into --results-dir), and on SIGINT exit 0
+ * with its nats-server gone and its store removed.
  */
 
 const ATOL = 2e-5;
@@ -80,10 +81,11 @@ describe.skipIf(!natsServerAvailable())(`shoal dev ${natsServerAvailable() ? '' 
   let port: number;
   let stderr = '';
   let exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  const resultsDir = mkdtempSync(join(tmpdir(), 'shoal-dev-results-'));
 
   beforeAll(async () => {
     port = await freePort();
-    child = spawn(process.execPath, [SHOAL_BIN, 'dev', '--port', String(port)], {
+    child = spawn(process.execPath, [SHOAL_BIN, 'dev', '--port', String(port), '--results-dir', resultsDir], {
       cwd: tmpdir(),
       env: { ...process.env, SHOAL_FROM_SOURCE: '1', SHOAL_THREADS: '1', HF_HUB_OFFLINE: '1', SHOAL_MODEL_DIR: join(FIXTURES_DIR, 'models') },
       stdio: ['pipe', 'pipe', 'pipe'],
@@ -101,6 +103,7 @@ describe.skipIf(!natsServerAvailable())(`shoal dev ${natsServerAvailable() ? '' 
       child.kill('SIGKILL');
       await exit;
     }
+    rmSync(resultsDir, { recursive: true, force: true });
   });
 
   it('prints the HTTP address on the requested port and its private NATS server', () => {
@@ -119,6 +122,17 @@ describe.skipIf(!natsServerAvailable())(`shoal dev ${natsServerAvailable() ? '' 
     expect(response.status).toBe(200);
     const result = EncodeResult.parse(await response.json());
     result.items.forEach((item, i) => expectAllClose(item.dense ?? [], EXPECTED[i] ?? [], ATOL, TEXTS[i]));
+  });
+
+  it('answers /v1/tokenize through its worker', async () => {
+    const response = await fetch(`${dev.http}/v1/tokenize`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'tiny-bert-mean', items: ['a dog'] }),
+    });
+    expect(response.status).toBe(200);
+    const body = z.looseObject({ items: z.array(z.looseObject({ tokens: z.array(z.string()) })) }).parse(await response.json());
+    expect(body.items[0]?.tokens).toEqual(wrap('a', 'dog'));
   });
 
   it('runs a job to completion: POST /v1/jobs, GET /v1/jobs/:id until completed, results on its NATS', async () => {
@@ -151,6 +165,16 @@ describe.skipIf(!natsServerAvailable())(`shoal dev ${natsServerAvailable() ? '' 
     } finally {
       await nc.close();
     }
+
+    // The sink wrote both parts as JSON Lines, one line per item, indexes over the whole job.
+    const folder = join(resultsDir, jobId);
+    await expect.poll(() => (existsSync(folder) ? readdirSync(folder).sort() : []), { timeout: 15_000 }).toEqual(['part-000000.jsonl', 'part-000001.jsonl']);
+    const Line = z.looseObject({ index: z.number(), dense: z.array(z.number()) });
+    const lines = ['part-000000.jsonl', 'part-000001.jsonl'].flatMap((name) =>
+      readFileSync(join(folder, name), 'utf8').trim().split('\n').map((line) => Line.parse(JSON.parse(line))),
+    );
+    expect(lines.map((line) => line.index)).toEqual([0, 1, 2]);
+    lines.forEach((line, i) => expectAllClose(line.dense, EXPECTED[i] ?? [], ATOL, `sink line ${i}`));
   });
 
   it('stops on SIGINT: exit code 0, nats-server gone, its store removed', async () => {

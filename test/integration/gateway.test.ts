@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import OpenAI from 'openai';
+import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
@@ -124,6 +125,34 @@ describe('primitives', () => {
     const response = await app.inject({ method: 'POST', url: '/v1/tokenize', payload: { model: 'tiny-bert-mean', items: ['a dog'] } });
     expect(response.statusCode).toBe(200);
     expect(response.json()).toMatchObject({ items: [{ index: 0, tokens: wrap('a', 'dog'), ids: bert.ids(wrap('a', 'dog')), truncated: false }] });
+  });
+
+  it('takes one raw image as the body of /v1/extract and /v1/encode, fields in the query string', async () => {
+    const png = await sharp({ create: { width: 40, height: 30, channels: 3, background: { r: 220, g: 30, b: 40 } } }).png().toBuffer();
+    const viaJson = await app.inject({
+      method: 'POST',
+      url: '/v1/extract',
+      payload: { model: 'tiny-image-classifier', top_k: 3, items: [{ id: 'photo', image: { base64: png.toString('base64') } }] },
+    });
+    expect(viaJson.statusCode).toBe(200);
+    const raw = await app.inject({ method: 'POST', url: '/v1/extract?model=tiny-image-classifier&top_k=3&id=photo', headers: { 'content-type': 'image/png' }, payload: png });
+    expect(raw.statusCode).toBe(200);
+    expect(raw.json()).toEqual(viaJson.json());
+    expect(z.looseObject({ items: z.array(z.looseObject({ id: z.string(), labels: z.array(z.unknown()) })) }).parse(raw.json()).items[0]?.labels).toHaveLength(3);
+
+    const encoded = await app.inject({ method: 'POST', url: '/v1/encode?model=tiny-clip', headers: { 'content-type': 'application/octet-stream' }, payload: png });
+    expect(encoded.statusCode).toBe(200);
+    const direct = await engine.encode({ model: 'tiny-clip', items: [{ image: new Uint8Array(png) }] });
+    expectAllClose(EncodeBody.parse(encoded.json()).items[0]?.dense ?? [], direct.items[0]?.dense ?? [], 1e-6, 'clip image');
+
+    const noModel = await app.inject({ method: 'POST', url: '/v1/extract?top_k=3', headers: { 'content-type': 'image/png' }, payload: png });
+    expect(noModel.statusCode).toBe(422);
+    expect(ErrorBody.parse(noModel.json()).error.message).toMatch(/query string[\s\S]*model/);
+    const empty = await app.inject({ method: 'POST', url: '/v1/extract?model=tiny-image-classifier', headers: { 'content-type': 'image/png' }, payload: Buffer.alloc(0) });
+    expect(empty.statusCode).toBe(422);
+    const corrupt = await app.inject({ method: 'POST', url: '/v1/extract?model=tiny-image-classifier', headers: { 'content-type': 'image/png' }, payload: Buffer.from('not a png at all') });
+    expect(corrupt.statusCode).toBe(422);
+    expect(ErrorBody.parse(corrupt.json()).error.code).toBe('INVALID_INPUT');
   });
 
   it('GET /v1/models lists the models in the OpenAI shape', async () => {

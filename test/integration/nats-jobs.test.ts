@@ -14,7 +14,7 @@ import type { ShoalWorker } from '../../services/worker/worker.js';
 import { expectAllClose } from '../helpers/conformance.js';
 import { NATS_SERVER_MISSING, eventually, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
 import { jsonl, runShoal } from '../helpers/shoal-cli.js';
-import { TINY_CROSS, TINY_MEAN, referenceEngine, startTestWorker, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
+import { TINY_CROSS, TINY_MEAN, emptyEncodePart, referenceEngine, startTestWorker, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
 
 /**
  * Jobs end to end against a private nats-server: a worker on the fixture models, jobs submitted
@@ -119,18 +119,7 @@ describe.skipIf(!natsServerAvailable())(`NATS jobs ${natsServerAvailable() ? '' 
   it('answers invalid input in a part with an error result, term() and a failed status', async () => {
     const jobs = await JobsClient.open(nc, { topology: { prefix } });
     const names = jobs.topology.names;
-    const part = {
-      v: WIRE_VERSION,
-      job_id: 'bad-input-job',
-      part: 0,
-      parts: 1,
-      primitive: 'encode',
-      model: TINY_MEAN,
-      request: { model: TINY_MEAN, items: [] },
-      result: { kind: 'stream' },
-      submitted_at: new Date().toISOString(),
-    };
-    await jetstream(nc).publish(names.jobs('encode', TINY_MEAN), JSON.stringify(part));
+    await jetstream(nc).publish(names.jobs('encode', TINY_MEAN), JSON.stringify(emptyEncodePart('bad-input-job')));
     const status = await jobs.wait('bad-input-job', { timeoutMs: 30_000 });
     expect(status).toMatchObject({ state: 'failed', parts_done: 0, parts_failed: 1 });
     expect(status.errors[0]).toMatchObject({ code: 'INVALID_INPUT', part: 0 });

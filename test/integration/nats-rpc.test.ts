@@ -90,6 +90,17 @@ describe.skipIf(!natsServerAvailable())(`NATS request-reply ${natsServerAvailabl
     );
   });
 
+  it('serves tokenize over request-reply, as the in-process engine tokenizes', async () => {
+    const request = { model: TINY_MEAN, items: [{ id: 't', text: 'the cat sat on the mat.' }, 'a dog'] };
+    const expected = await reference.tokenize(request);
+    const result = await engine.tokenize(request);
+    expect(result).toEqual(expected);
+    expect(result.items[0]?.tokens).toEqual(['[CLS]', 'the', 'cat', 'sat', 'on', 'the', 'mat', '.', '[SEP]']);
+    expect(result.items[0]?.id).toBe('t');
+    const bad = await failure(engine.tokenize({ model: TINY_MEAN, items: [] }));
+    expect(bad.code).toBe(ErrorCode.INVALID_INPUT);
+  });
+
   it('relays worker-side errors with their code', async () => {
     const error = await failure(engine.encode({ model: TINY_MEAN, items: ['x'], output_types: ['sparse'] }));
     expect(error.code).toBe(ErrorCode.UNSUPPORTED_OPERATION);

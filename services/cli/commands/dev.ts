@@ -4,23 +4,27 @@ import { createLogger } from '../../../adapters/observability/logger.js';
 import { ShoalMetrics } from '../../../adapters/observability/metrics.js';
 import type { ModelCard } from '../../gateway/app.js';
 import type { GatewayHandle } from '../../gateway/main.js';
+import type { SinkHandle } from '../../sink/main.js';
 import type { ShoalWorker } from '../../worker/worker.js';
 import type { CliApp } from '../app.js';
 import { CommaListFlag, parseFlags } from '../line-options.js';
 import { startLocalNats, type LocalNats } from '../local-nats.js';
 import { addGatewayOptions, gatewayConfig, interrupted } from './gateway.js';
+import { workerEngineFromCli } from './worker.js';
 
 /**
  * `shoal dev`: everything on one machine with one command. Starts a private nats-server (temp
  * store, free port), a worker serving every model it can resolve (catalog entries, else every
- * model under --model-dir / SHOAL_MODEL_DIR) and the gateway on 127.0.0.1:8080, prints where they
- * listen, and on Ctrl-C stops them in order: HTTP intake and in-flight requests, then the worker
- * (in-flight job parts finish and are acked), then nats-server, whose store is removed.
+ * model under --model-dir / SHOAL_MODEL_DIR), the results sink writing job results into
+ * ./shoal-results, and the gateway on 127.0.0.1:8080, prints where they listen, and on Ctrl-C
+ * stops them in order: HTTP intake and in-flight requests, then the worker (in-flight job parts
+ * finish and are acked), then the sink, then nats-server, whose store is removed.
  * The TEI routes default to the first dense embedder and the first pair reranker served.
  */
 
 const DevFlags = z.looseObject({
   models: CommaListFlag.optional(),
+  resultsDir: z.string().min(1).optional(),
 });
 
 const EXAMPLE = `
@@ -78,39 +82,39 @@ export function registerDev(program: Command, app: CliApp): void {
     .description('Start a private nats-server, a worker serving every model it can resolve and the HTTP gateway; Ctrl-C stops all of them.');
   addGatewayOptions(command, { host: '127.0.0.1' })
     .option('--models <list>', 'models to serve, comma-separated (default: every catalog entry, else every model under --model-dir)')
+    .option('--results-dir <dir>', 'folder the job results are written into (env SHOAL_RESULTS_DIR; default ./shoal-results)')
     .addHelpText('after', EXAMPLE)
     .action(async (_options: unknown, self: Command) => {
       const flags = parseFlags(DevFlags, self);
       const cli = app.config(self);
       const level = cli.quiet ? 'error' : (app.io.env.SHOAL_LOG_LEVEL ?? 'warn');
       const baseConfig = await gatewayConfig(self, app, { host: '127.0.0.1' });
-      const [{ resolveNatsSettings }, { mergeWorkerInput, parseWorkerConfig, workerConfigFromEnv }, { ShoalWorker }, { startGateway }] = await Promise.all([
-        import('../../../adapters/nats/connection.js'),
-        import('../../worker/config.js'),
-        import('../../worker/worker.js'),
-        import('../../gateway/main.js'),
-      ]);
+      const [{ resolveNatsSettings }, { mergeWorkerInput, parseWorkerConfig, workerConfigFromEnv }, { ShoalWorker }, { startGateway }, { resultsDirFrom, startSink }] =
+        await Promise.all([
+          import('../../../adapters/nats/connection.js'),
+          import('../../worker/config.js'),
+          import('../../worker/worker.js'),
+          import('../../gateway/main.js'),
+          import('../../sink/main.js'),
+        ]);
+      const resultsDir = resultsDirFrom(flags.resultsDir, app.io.env);
       const metrics = new ShoalMetrics({ defaultLabels: { service: 'dev' } });
       let nats: LocalNats | null = null;
       let worker: ShoalWorker | null = null;
       let gateway: GatewayHandle | null = null;
+      let sink: SinkHandle | null = null;
       const stop = (): Promise<void> =>
         stopAll([
           async () => gateway?.close(),
           async () => worker?.drain(),
+          async () => sink?.stop(),
           async () => nats?.stop(),
         ]);
       try {
         nats = await startLocalNats({ env: app.io.env });
         const local = { servers: [nats.url], retryFirstConnect: false };
         const merged = mergeWorkerInput(workerConfigFromEnv(app.io.env), {
-          engine: {
-            ...(cli.catalog === null ? {} : { catalog: cli.catalog }),
-            ...(cli.modelDirs.length === 0 ? {} : { modelDirs: [...cli.modelDirs] }),
-            ...(cli.threads === null ? {} : { threads: cli.threads }),
-            providers: [...cli.providers],
-            ...(cli.batchTokens === null ? {} : { batchTokens: cli.batchTokens }),
-          },
+          engine: workerEngineFromCli(cli),
           topology: { prefix: baseConfig.natsPrefix },
           models: flags.models,
           workerId: 'dev',
@@ -118,6 +122,7 @@ export function registerDev(program: Command, app: CliApp): void {
         // The private server has no credentials: NATS_* variables of the environment are not for it.
         const workerConfig = parseWorkerConfig({ ...merged, nats: { ...local, name: 'shoal-dev-worker' } });
         worker = await ShoalWorker.start(workerConfig, { logger: createLogger('worker', level), metrics, env: app.io.env });
+        sink = await startSink({ nats: { ...local, name: 'shoal-dev-sink' }, prefix: baseConfig.natsPrefix, dir: resultsDir, logger: createLogger('sink', level) });
         const served = await servedModels(worker);
         const config = {
           ...baseConfig,
@@ -131,6 +136,7 @@ export function registerDev(program: Command, app: CliApp): void {
         out.write(`  HTTP     ${gateway.url}  (/v1/encode /v1/score /v1/extract /v1/jobs, OpenAI /v1/embeddings, TEI /embed /rerank)\n`);
         out.write(`  metrics  ${gateway.url}/metrics\n`);
         out.write(`  NATS     ${nats.url}  (nats-server pid ${nats.pid}, store ${nats.storeDir})\n`);
+        out.write(`  results  ${sink.dir}/<job>/part-*.jsonl  (jobs: POST /v1/jobs or shoal submit --nats ${nats.url})\n`);
         out.write(`  models   ${served.map((m) => `${m.id} (${m.family})`).join(', ')}\n`);
         out.write(`  TEI      /embed → ${config.embedModel ?? 'none'}, /rerank → ${config.rerankModel ?? 'none'}\n`);
         out.write(`Press Ctrl-C to stop.\n`);

@@ -4,6 +4,7 @@ import { createLogger } from '../../../adapters/observability/logger.js';
 import { mergeWorkerInput, parseWorkerConfig, workerConfigFromEnv } from '../../worker/config.js';
 import { runWorker } from '../../worker/main.js';
 import type { CliApp } from '../app.js';
+import type { CliConfig } from '../config.js';
 import { CommaListFlag, PositiveIntFlag, parseFlags } from '../line-options.js';
 
 /**
@@ -25,17 +26,31 @@ const WorkerFlags = z.strictObject({
   drainTimeout: PositiveIntFlag(3_600_000).optional(),
   workerId: z.string().min(1).optional(),
   fileRoot: z.array(z.string().min(1)).optional(),
+  metricsPort: z.string().trim().regex(/^\d+$/, 'must be a port number').transform(Number).pipe(z.number().int().min(0).max(65535)).optional(),
+  metricsHost: z.string().min(1).optional(),
 });
 
 const EXAMPLE = `
 Environment (flags win): NATS_URL, NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_CREDS, NATS_TLS_CA,
   NATS_TLS_CERT, NATS_TLS_KEY, SHOAL_MODELS, SHOAL_PRELOAD, SHOAL_SUBJECT_PREFIX, SHOAL_CONCURRENCY,
   SHOAL_ACK_WAIT_MS, SHOAL_MAX_DELIVER, SHOAL_MEMORY_BUDGET, SHOAL_DRAIN_TIMEOUT_MS, SHOAL_WORKER_ID,
-  SHOAL_FILE_ROOTS, SHOAL_IMAGE_ROOTS (":"-separated), SHOAL_IMAGE_HOSTS, SHOAL_LOG_LEVEL.
+  SHOAL_FILE_ROOTS, SHOAL_METRICS_PORT, SHOAL_METRICS_HOST, SHOAL_IMAGE_ROOTS (":"-separated), SHOAL_IMAGE_HOSTS, SHOAL_LOG_LEVEL.
 
 Examples:
   $ shoal worker --models sentence-transformers/all-MiniLM-L6-v2 --nats nats://nats:4222
-  $ SHOAL_MODEL_DIR=/models shoal worker --preload BAAI/bge-small-en-v1.5 --concurrency 16`;
+  $ SHOAL_MODEL_DIR=/models shoal worker --preload BAAI/bge-small-en-v1.5 --concurrency 16
+  $ shoal worker --models BAAI/bge-small-en-v1.5 --metrics-port 9464   # Prometheus scrapes :9464/metrics`;
+
+/** The worker engine's settings the global flags set (catalog, model dirs, threads, providers, batch tokens); unset ones are left out. */
+export function workerEngineFromCli(cli: CliConfig): Record<string, unknown> {
+  return {
+    ...(cli.catalog === null ? {} : { catalog: cli.catalog }),
+    ...(cli.modelDirs.length === 0 ? {} : { modelDirs: [...cli.modelDirs] }),
+    ...(cli.threads === null ? {} : { threads: cli.threads }),
+    providers: [...cli.providers],
+    ...(cli.batchTokens === null ? {} : { batchTokens: cli.batchTokens }),
+  };
+}
 
 function collect(value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value];
@@ -57,17 +72,15 @@ export function registerWorker(program: Command, app: CliApp): void {
     .option('--drain-timeout <ms>', 'longest graceful drain on SIGTERM, in ms (default 30000)')
     .option('--worker-id <id>', 'name in results and logs (default: host-pid)')
     .option('--file-root <dir>', 'folder file:// payloads and results may use; repeatable (default: none)', collect)
+    .option('--metrics-port <port>', 'serve /metrics (Prometheus), /healthz and /readyz on this port (env SHOAL_METRICS_PORT; default: off)')
+    .option('--metrics-host <host>', 'address of the metrics port (env SHOAL_METRICS_HOST; default 0.0.0.0)')
     .addHelpText('after', EXAMPLE)
     .action(async (_options: unknown, self: Command) => {
       const flags = parseFlags(WorkerFlags, self);
       const cli = app.config(self);
       const fromFlags: Record<string, unknown> = {
         engine: {
-          ...(cli.catalog === null ? {} : { catalog: cli.catalog }),
-          ...(cli.modelDirs.length === 0 ? {} : { modelDirs: [...cli.modelDirs] }),
-          ...(cli.threads === null ? {} : { threads: cli.threads }),
-          providers: [...cli.providers],
-          ...(cli.batchTokens === null ? {} : { batchTokens: cli.batchTokens }),
+          ...workerEngineFromCli(cli),
           ...(flags.memoryBudget === undefined ? {} : { memoryBudget: flags.memoryBudget }),
         },
         nats: flags.nats === undefined ? undefined : { servers: flags.nats },
@@ -82,6 +95,8 @@ export function registerWorker(program: Command, app: CliApp): void {
         drainTimeoutMs: flags.drainTimeout,
         workerId: flags.workerId,
         fileRoots: flags.fileRoot,
+        metricsPort: flags.metricsPort,
+        metricsHost: flags.metricsHost,
       };
       const config = parseWorkerConfig(mergeWorkerInput(workerConfigFromEnv(app.io.env), fromFlags));
       const logger = createLogger('worker', cli.quiet ? 'error' : (app.io.env.SHOAL_LOG_LEVEL ?? 'info'));

@@ -5,11 +5,13 @@ import { EncodeRequest, ExtractRequest, ScoreRequest, TokenizeRequest, type Prio
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import type { RouteContext } from '../app.js';
 import { OTHER_MODEL, type TrackedPrimitive } from '../request-metrics.js';
+import { registerImageBodyParser, requestFromBody } from './image-body.js';
 
 /**
  * POST /v1/encode | /v1/score | /v1/extract | /v1/tokenize: the wire request of the primitive in,
  * its result out, synchronously. One function registers all four, so validation, metrics,
- * cancellation and the deadline are the same code for each.
+ * cancellation and the deadline are the same code for each. /v1/encode and /v1/extract also take
+ * one raw image as the body (image-body.ts).
  */
 
 type Wire = z.ZodType<{ model: string; priority?: Priority | undefined }>;
@@ -19,28 +21,40 @@ interface PrimitiveRoute<S extends Wire> {
   primitive: TrackedPrimitive;
   what: string;
   schema: S;
+  /** Accepts a raw image body (fields in the query string). */
+  imageBody?: 'encode' | 'extract';
   invoke(engine: Engine, request: z.output<S>, options: CallOptions): Promise<unknown>;
 }
 
 function addPrimitiveRoute<S extends Wire>(app: FastifyInstance, context: RouteContext, definition: PrimitiveRoute<S>): void {
-  const { path, primitive, what, schema, invoke } = definition;
+  const { path, primitive, what, schema, invoke, imageBody } = definition;
   app.post(path, async (request, reply) => {
     // Tracked before parsing so invalid requests are counted too (under the model label `other`).
     context.metrics.track(request, { primitive, model: OTHER_MODEL });
-    const parsed = parseWith(schema, request.body, what);
+    const body = imageBody === undefined ? request.body : requestFromBody(request, imageBody);
+    const parsed = parseWith(schema, body, what);
     context.metrics.track(request, { primitive, model: parsed.model, lane: parsed.priority });
     return context.call(reply)((signal) => invoke(context.deps.engine, parsed, { signal }));
   });
 }
 
 export function registerPrimitiveRoutes(app: FastifyInstance, context: RouteContext): void {
-  addPrimitiveRoute(app, context, { path: '/v1/encode', primitive: 'encode', what: 'encode request', schema: EncodeRequest, invoke: (e, r, o) => e.encode(r, o) });
+  registerImageBodyParser(app);
+  addPrimitiveRoute(app, context, {
+    path: '/v1/encode',
+    primitive: 'encode',
+    what: 'encode request',
+    schema: EncodeRequest,
+    imageBody: 'encode',
+    invoke: (e, r, o) => e.encode(r, o),
+  });
   addPrimitiveRoute(app, context, { path: '/v1/score', primitive: 'score', what: 'score request', schema: ScoreRequest, invoke: (e, r, o) => e.score(r, o) });
   addPrimitiveRoute(app, context, {
     path: '/v1/extract',
     primitive: 'extract',
     what: 'extract request',
     schema: ExtractRequest,
+    imageBody: 'extract',
     invoke: (e, r, o) => e.extract(r, o),
   });
   addPrimitiveRoute(app, context, {

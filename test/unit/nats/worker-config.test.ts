@@ -46,3 +46,12 @@ describe('worker image policy and batch tokens from the environment', () => {
     expect(WorkerEngineSettings.parse({}).imageHosts).toEqual([]);
   });
 });
+
+describe('worker metrics port from the environment', () => {
+  it('is off by default and read from SHOAL_METRICS_PORT / SHOAL_METRICS_HOST', () => {
+    expect(parseWorkerConfig(workerConfigFromEnv({})).metricsPort).toBeNull();
+    const config = parseWorkerConfig(workerConfigFromEnv({ SHOAL_METRICS_PORT: '9464', SHOAL_METRICS_HOST: '127.0.0.1' }));
+    expect(config).toMatchObject({ metricsPort: 9464, metricsHost: '127.0.0.1' });
+    expect(() => parseWorkerConfig(workerConfigFromEnv({ SHOAL_METRICS_PORT: '70000' }))).toThrow(/metricsPort/);
+  });
+});

@@ -1,0 +1,141 @@
+import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
+import type { z } from 'zod';
+import type { Logger } from '../observability/logger.js';
+import { ErrorCode, ShoalError, serializeError } from '../protocol/errors.js';
+import { JobPartResult, PrimitiveResult } from '../protocol/jobs.js';
+import { JOB_ID_PATTERN } from '../protocol/subjects.js';
+import { parseWith } from '../protocol/validate.js';
+import { DurableFetchLoop } from './durable-fetch.js';
+import { getJson, type PayloadStore } from './payloads.js';
+import { decodeJson } from './rpc-wire.js';
+import { ensureSinkConsumer, type Topology } from './topology.js';
+
+/**
+ * The results sink: a durable consumer on the results stream that writes every job's results
+ * into a local folder, so a job submitted with the default `stream` target ends up as files:
+ *
+ *   <dir>/<job>/part-000000.jsonl     one JSON line per item (encode/extract) or score, job-wide indexes
+ *   <dir>/<job>/part-000003.error.json   a part that failed: its error
+ *
+ * Each file is written beside and renamed, and a redelivered result rewrites the same file, so
+ * at-least-once delivery gives each part exactly one file. Results a job asked to store
+ * elsewhere (`{kind: "store", uri}`) are already where the caller wanted them and are skipped;
+ * results too large for a message are read back from the object store.
+ */
+
+export interface ResultSinkOptions {
+  js: JetStreamClient;
+  topology: Topology;
+  payloads: PayloadStore;
+  /** Folder the results are written into (created when missing). */
+  dir: string;
+  /** Durable consumer name; sinks sharing it share the work. @default `<prefix>_results_sink` */
+  durableName?: string;
+  logger?: Logger;
+  /** Called after a part's file is written (tests, progress). */
+  onWritten?: (event: { jobId: string; part: number; path: string; lines: number }) => void;
+}
+
+const FETCH_BATCH = 64;
+const IDLE_RETRY_MS = 1000;
+/** A write that failed (disk full, permissions) is tried again after this long. */
+const WRITE_RETRY_MS = 5000;
+
+function partFileName(part: number, failed: boolean): string {
+  return `part-${String(part).padStart(6, '0')}${failed ? '.error.json' : '.jsonl'}`;
+}
+
+/** One JSON line per result row: items for encode/extract, scores for score. */
+function resultLines(result: z.infer<typeof PrimitiveResult>): string[] {
+  const rows: readonly unknown[] = 'items' in result ? result.items : result.scores;
+  return rows.map((row) => JSON.stringify(row));
+}
+
+async function writeAtomically(path: string, text: string): Promise<void> {
+  const temporary = `${path}.${process.pid}.${Date.now()}.tmp`;
+  await writeFile(temporary, text);
+  await rename(temporary, path);
+}
+
+export class ResultSink {
+  readonly dir: string;
+  readonly durableName: string;
+  readonly #options: ResultSinkOptions;
+  #loop: DurableFetchLoop | null = null;
+
+  constructor(options: ResultSinkOptions) {
+    this.#options = options;
+    this.dir = resolve(options.dir);
+    this.durableName = options.durableName ?? options.topology.names.resultsSink;
+  }
+
+  /** Creates the folder and the durable consumer, then writes results until stop(). */
+  async start(): Promise<void> {
+    if (this.#loop !== null) return;
+    await mkdir(this.dir, { recursive: true });
+    await ensureSinkConsumer(this.#options.topology, this.durableName);
+    this.#loop = new DurableFetchLoop({
+      js: this.#options.js,
+      stream: this.#options.topology.names.resultsStream,
+      consumer: this.durableName,
+      batch: FETCH_BATCH,
+      expiresMs: 2_000,
+      retryMs: IDLE_RETRY_MS,
+      what: 'results sink: fetching',
+      handle: (m) => this.#handle(m),
+      logger: this.#options.logger,
+    });
+    this.#loop.start();
+  }
+
+  async #handle(m: JsMsg): Promise<void> {
+    const { logger } = this.#options;
+    const decoded = decodeJson(m.data);
+    const parsed = decoded.ok ? JobPartResult.safeParse(decoded.value) : null;
+    if (parsed?.success !== true || !JOB_ID_PATTERN.test(parsed.data.job_id)) {
+      logger?.warn({ subject: m.subject, seq: m.seq }, 'results sink: not a job part result; skipped');
+      m.term();
+      return;
+    }
+    const message = parsed.data;
+    try {
+      const written = await this.#write(message);
+      if (written !== null) this.#options.onWritten?.({ jobId: message.job_id, part: message.part, ...written });
+      await m.ackAck();
+    } catch (error) {
+      logger?.error({ job: message.job_id, part: message.part, err: String(error) }, 'results sink: writing failed; retrying later');
+      m.nak(WRITE_RETRY_MS);
+    }
+  }
+
+  async #write(message: JobPartResult): Promise<{ path: string; lines: number } | null> {
+    const folder = join(this.dir, message.job_id);
+    if (message.status === 'error') {
+      await mkdir(folder, { recursive: true });
+      const path = join(folder, partFileName(message.part, true));
+      const error = message.error ?? serializeError(new ShoalError(ErrorCode.INTERNAL, 'the part failed without an error'));
+      await writeAtomically(path, `${JSON.stringify({ job_id: message.job_id, part: message.part, model: message.model, worker: message.worker, error }, null, 2)}\n`);
+      return { path, lines: 0 };
+    }
+    let result = message.result;
+    if (result === undefined && message.result_ref !== undefined) {
+      // Only results this deployment stored for size are ours to copy; a job's own store target already has them.
+      if (!message.result_ref.startsWith(`obj://${this.#options.payloads.bucket}/`)) return null;
+      const body = await getJson(this.#options.payloads, message.result_ref);
+      result = parseWith(PrimitiveResult, body, `stored result ${message.result_ref}`, ErrorCode.INTERNAL);
+    }
+    if (result === undefined) throw new ShoalError(ErrorCode.INTERNAL, `result ${message.part} of job ${message.job_id} has neither a result nor a reference`);
+    const lines = resultLines(result);
+    await mkdir(folder, { recursive: true });
+    const path = join(folder, partFileName(message.part, false));
+    await writeAtomically(path, lines.length === 0 ? '' : `${lines.join('\n')}\n`);
+    return { path, lines: lines.length };
+  }
+
+  /** Stops after the batch in hand (its messages are written and acked, or redelivered later). */
+  async stop(): Promise<void> {
+    await this.#loop?.stop();
+  }
+}

@@ -1,0 +1,67 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
+
+/**
+ * The worker's small HTTP side door for operations: `/metrics` (Prometheus text), `/healthz`
+ * (the process answers) and `/readyz` (200 only while the worker takes work: not while it
+ * starts, e.g. preloading models, nor while it drains). Workers take their work from NATS, so
+ * this is the only HTTP they serve; it is off unless a port is configured.
+ */
+
+export interface MetricsServerOptions {
+  metrics: ShoalMetrics;
+  host: string;
+  /** 0 picks a free port (tests). */
+  port: number;
+  ready: () => boolean;
+}
+
+export interface MetricsServer {
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+export async function startMetricsServer(options: MetricsServerOptions): Promise<MetricsServer> {
+  const server: Server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.writeHead(405, { allow: 'GET, HEAD' }).end();
+      return;
+    }
+    if (path === '/metrics') {
+      options.metrics
+        .render()
+        .then(({ contentType, body }) => res.writeHead(200, { 'content-type': contentType }).end(body))
+        .catch((error: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(String(error)));
+      return;
+    }
+    if (path === '/healthz') {
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
+      return;
+    }
+    if (path === '/readyz') {
+      const ready = options.ready();
+      res.writeHead(ready ? 200 : 503, { 'content-type': 'text/plain' }).end(ready ? 'ready\n' : 'not ready\n');
+      return;
+    }
+    res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: the worker serves /metrics, /healthz and /readyz\n');
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return {
+    url: `http://${host}:${address.port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}

@@ -1,0 +1,82 @@
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ModelThreads, ModelWorker } from '../../../adapters/models/model-worker.js';
+import { PrepPool } from '../../../adapters/models/prep-pool.js';
+import { resolveRuntimeOptions } from '../../../adapters/runtime/ort-session.js';
+import { FIXTURES_DIR } from '../../helpers/shared.js';
+
+/**
+ * Model threads are reused: a closed model releases its session and gives its thread back, the
+ * next model loads in it (no thread start-up per load), and a thread whose sessions ran at a
+ * higher nice value is never handed to a load that must run at a lower one.
+ */
+
+const prep = new PrepPool();
+const threads = new ModelThreads(1);
+afterAll(async () => {
+  await threads.close();
+  await prep.close();
+});
+
+async function encodeOnce(worker: ModelWorker, text: string): Promise<number[]> {
+  const prepared = await prep.prepare(worker.profile, { task: 'encode', items: [{ text, role: 'document' }], maxLength: worker.profile.maxLength });
+  const { outputs } = await worker.run(prepared, { outputs: ['dense'] });
+  const first = outputs[0];
+  return first !== undefined && 'dense' in first && Array.isArray(first.dense) ? first.dense : [];
+}
+
+describe('model thread reuse', () => {
+  it('loads the next model in the thread of a closed one, with the same results as a fresh thread', async () => {
+    const runtime = resolveRuntimeOptions({ intraOpThreads: 1 });
+    const bert = await prep.describe('bert', join(FIXTURES_DIR, 'models', 'tiny-bert-mean'), {});
+    const roberta = await prep.describe('roberta', join(FIXTURES_DIR, 'models', 'tiny-roberta-mean'), {});
+    const give = threads.recycler(runtime.nice);
+
+    const first = await threads.take('bert', runtime.nice);
+    const { worker: bertWorker } = await ModelWorker.start(bert, runtime, first, give);
+    await encodeOnce(bertWorker, 'a dog');
+    const before = threads.readyCount;
+    await bertWorker.close({ reuseThread: true });
+    expect(threads.readyCount).toBe(before + 1);
+
+    // Same nice value: the thread given back is taken first, ahead of the fresh spare.
+    const reused = await threads.take('roberta', runtime.nice);
+    expect(reused).toBe(first);
+    const { worker: robertaWorker } = await ModelWorker.start(roberta, runtime, reused, give);
+    const { worker: fresh } = await ModelWorker.start(roberta, runtime);
+    try {
+      const inReused = await encodeOnce(robertaWorker, 'the cat sat');
+      expect(inReused.length).toBeGreaterThan(0);
+      expect(inReused).toEqual(await encodeOnce(fresh, 'the cat sat'));
+    } finally {
+      await fresh.close();
+      // Without reuseThread (an explicit unload), the thread stops.
+      await robertaWorker.close();
+      expect(reused.alive).toBe(false);
+    }
+  });
+
+  it('keeps at most one thread over the spare count and never lowers a thread nice value', async () => {
+    const bulk = resolveRuntimeOptions({ intraOpThreads: 1, nice: 10 });
+    const profile = await prep.describe('bert', join(FIXTURES_DIR, 'models', 'tiny-bert-mean'), {});
+    while (threads.readyCount > 0) await (await threads.take('drain')).close();
+
+    const a = await threads.take('a', 10);
+    const b = await threads.take('b', 10);
+    const c = await threads.take('c', 10);
+    const workers = await Promise.all([a, b, c].map(async (thread) => (await ModelWorker.start(profile, bulk, thread, threads.recycler(10))).worker));
+    for (const worker of workers) await worker.close({ reuseThread: true });
+    // Spare count 1: two kept (a, b), the third stopped.
+    expect(threads.readyCount).toBe(2);
+    expect(c.alive).toBe(false);
+
+    // A load at nice 0 does not get the nice-10 thread; a load at nice 10 does.
+    const interactive = await threads.take('interactive', 0);
+    expect([a, b]).not.toContain(interactive);
+    await interactive.close();
+    const again = await threads.take('bulk again', 10);
+    expect(again).toBe(a);
+    await again.close();
+    await (await threads.take('rest', 10)).close();
+  });
+});
