@@ -1,3 +1,4 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -24,10 +25,14 @@ import { startNatsServer } from '../test/helpers/nats-server.js';
  *   the worker → results published → status completed) vs one in-process bulk encode of the same
  *   items, rounds interleaved (ABBA); items/s and their ratio (target ≥ 0.95), and CPU seconds per
  *   1000 items of each path (steadier than wall time on a machine shared with other work).
- * The worker runs in this process with its own engine, configured like the in-process one.
+ * The worker runs as deployed: a `shoal worker` process of its own (compiled dist/, built first),
+ * configured like the in-process engine; `--worker inline` runs it inside this process instead
+ * (its event loop then shares this process's thread with the client). CPU figures count this
+ * process, the worker process and nats-server.
  *
  *   npx tsx bench/nats.ts [--items 4000] [--rounds 4] [--calls 300] [--part-items 64]
  *                         [--concurrency 32] [--text title|passage] [--threads N] [--out result.json]
+ *                         [--worker process|inline]
  *
  * Prints a table on stderr and the JSON result on stdout (and into --out).
  */
@@ -48,6 +53,7 @@ const { values: args } = parseArgs({
     text: { type: 'string', default: 'title' },
     threads: { type: 'string' },
     out: { type: 'string' },
+    worker: { type: 'string', default: 'process' },
   },
 });
 
@@ -76,12 +82,16 @@ function percentile(values: readonly number[], p: number): number {
   return sorted[at] ?? Number.NaN;
 }
 
-/** CPU seconds used so far by this process (all its threads) and by the nats-server process (Linux /proc; 0 elsewhere). */
-function cpuSample(serverPid: number | null): { process: NodeJS.CpuUsage; server: number } {
-  return { process: process.cpuUsage(), server: serverCpu(serverPid) };
+/** CPU seconds used so far by this process (all its threads) and by the other processes (nats-server, a worker; Linux /proc; 0 elsewhere). */
+function cpuSample(pids: readonly (number | null)[]): { process: NodeJS.CpuUsage; others: number } {
+  return { process: process.cpuUsage(), others: othersCpu(pids) };
 }
 
-function serverCpu(pid: number | null): number {
+function othersCpu(pids: readonly (number | null)[]): number {
+  return pids.reduce<number>((sum, pid) => sum + processCpu(pid), 0);
+}
+
+function processCpu(pid: number | null): number {
   if (pid === null) return 0;
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
@@ -91,9 +101,66 @@ function serverCpu(pid: number | null): number {
   }
 }
 
-function cpuSince(sample: { process: NodeJS.CpuUsage; server: number }, serverPid: number | null): number {
+function cpuSince(sample: { process: NodeJS.CpuUsage; others: number }, pids: readonly (number | null)[]): number {
   const used = process.cpuUsage(sample.process);
-  return (used.user + used.system) / 1e6 + (serverCpu(serverPid) - sample.server);
+  return (used.user + used.system) / 1e6 + (othersCpu(pids) - sample.others);
+}
+
+interface BenchWorker {
+  pid: number | null;
+  stop(): Promise<void>;
+}
+
+/** `shoal worker` in a process of its own, from the compiled sources, as it is deployed. */
+async function workerProcess(serverUrl: string, catalogFile: string, threads: number | null): Promise<BenchWorker> {
+  const root = fileURLToPath(new URL('../', import.meta.url));
+  const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit' });
+  if (build.status !== 0) throw new Error('npm run build failed; run with --worker inline to keep the worker in this process');
+  const argv = [join(root, 'bin', 'shoal.js'), '--catalog', catalogFile, ...(threads === null ? [] : ['--threads', String(threads)]), 'worker'];
+  argv.push('--nats', serverUrl, '--prefix', 'bench', '--models', MODEL, '--preload', MODEL, '--concurrency', args.concurrency ?? '32');
+  const child: ChildProcess = spawn(process.execPath, argv, {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { ...process.env, SHOAL_FROM_SOURCE: '0', SHOAL_LOG_LEVEL: 'warn', MALLOC_TRIM_THRESHOLD_: '0' },
+  });
+  const exited = new Promise<void>((done) => child.once('exit', () => done()));
+  // bin/shoal.js re-executes itself with MALLOC_TRIM_THRESHOLD_ set unless it is already set; setting
+  // it here keeps one process, so its pid is the one whose CPU is counted.
+  return {
+    pid: child.pid ?? null,
+    stop: async () => {
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+async function inlineWorker(serverUrl: string, catalogFile: string, threads: number | null): Promise<BenchWorker> {
+  const worker = await ShoalWorker.start(
+    resolveWorkerConfig({
+      nats: { servers: [serverUrl] },
+      topology: { prefix: 'bench' },
+      engine: { catalog: catalogFile, threads },
+      models: [MODEL],
+      preload: [MODEL],
+      concurrency: Number(args.concurrency),
+    }),
+    { logger: createLogger('bench', 'warn') },
+  );
+  return { pid: null, stop: () => worker.drain() };
+}
+
+/** Waits until the worker answers a request on the model (it has loaded it). */
+async function answering(remote: NatsEngine, timeoutMs: number): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    try {
+      await remote.encode({ model: MODEL, items: ['ready?'] });
+      return;
+    } catch (error) {
+      if (performance.now() > deadline) throw error;
+      await new Promise((wait) => setTimeout(wait, 200));
+    }
+  }
 }
 
 const median = (values: readonly number[]): number => percentile(values, 50);
@@ -116,22 +183,15 @@ async function main(): Promise<void> {
     runtime: threads === null ? {} : { intraOpThreads: threads },
     preload: [MODEL],
   });
-  const worker = await ShoalWorker.start(
-    resolveWorkerConfig({
-      nats: { servers: [server.url] },
-      topology: { prefix: 'bench' },
-      engine: { catalog: catalogFile, threads },
-      models: [MODEL],
-      preload: [MODEL],
-      concurrency: Number(args.concurrency),
-    }),
-    { logger: createLogger('bench', 'warn') },
-  );
+  if (args.worker !== 'process' && args.worker !== 'inline') throw new Error(`--worker is process or inline, not ${args.worker}`);
+  const worker = args.worker === 'process' ? await workerProcess(server.url, catalogFile, threads) : await inlineWorker(server.url, catalogFile, threads);
+  const pids = [server.pid(), worker.pid];
   const nc = await connectNats({ servers: [server.url], retryFirstConnect: false });
   const remote = new NatsEngine(nc, { prefix: 'bench' });
   const jobs = await JobsClient.open(nc, { topology: { prefix: 'bench' }, partItems });
   try {
     await local.ready();
+    await answering(remote, 120_000);
     // Warm up both paths (interactive sessions, JIT, first batches).
     for (let i = 0; i < 20; i++) {
       await local.encode({ model: MODEL, items: [queries[i] ?? 'q'], priority: 'interactive' });
@@ -158,20 +218,20 @@ async function main(): Promise<void> {
     const localCpu: number[] = [];
     const natsCpu: number[] = [];
     const runLocal = async (): Promise<void> => {
-      const sample = cpuSample(server.pid());
+      const sample = cpuSample(pids);
       const t = performance.now();
       await local.encode({ model: MODEL, items, priority: 'bulk' });
       localRate.push(items.length / ((performance.now() - t) / 1000));
-      localCpu.push(cpuSince(sample, server.pid()) / (items.length / 1000));
+      localCpu.push(cpuSince(sample, pids) / (items.length / 1000));
     };
     const runNats = async (): Promise<void> => {
-      const sample = cpuSample(server.pid());
+      const sample = cpuSample(pids);
       const t = performance.now();
       const job = await jobs.submit({ primitive: 'encode', request: { model: MODEL, items } });
       const status = await jobs.wait(job.job_id, { timeoutMs: 600_000 });
       if (status.state !== 'completed') throw new Error(`bench job ended ${status.state}`);
       natsRate.push(items.length / ((performance.now() - t) / 1000));
-      natsCpu.push(cpuSince(sample, server.pid()) / (items.length / 1000));
+      natsCpu.push(cpuSince(sample, pids) / (items.length / 1000));
     };
     // ABBA order: a machine whose load drifts during the run favours neither side.
     for (let r = 0; r < rounds; r++) {
@@ -188,6 +248,7 @@ async function main(): Promise<void> {
       bench: 'nats',
       model: 'bench-minilm-l6',
       machine: { cores: availableParallelism(), loadavg1: round2(load), threads: threads ?? 'all' },
+      worker: args.worker,
       latency: {
         calls,
         inProcessMs: { p50: round2(median(localMs)), p95: round2(percentile(localMs, 95)) },
@@ -215,7 +276,7 @@ async function main(): Promise<void> {
     const tp = result.throughput;
     process.stderr.write(
       [
-        `NATS vs in-process, bench-minilm-l6, ${result.machine.cores} cores, load ${result.machine.loadavg1}`,
+        `NATS vs in-process, bench-minilm-l6, worker ${result.worker}, ${result.machine.cores} cores, load ${result.machine.loadavg1}`,
         `                         in-process        NATS`,
         `latency p50 (ms)         ${String(l.inProcessMs.p50).padEnd(18)}${l.natsMs.p50}   added ${l.addedP50Ms} (target <= 2)`,
         `latency p95 (ms)         ${String(l.inProcessMs.p95).padEnd(18)}${l.natsMs.p95}`,
@@ -228,7 +289,7 @@ async function main(): Promise<void> {
     process.stdout.write(json);
     if (args.out !== undefined) writeFileSync(args.out, json);
   } finally {
-    await worker.drain();
+    await worker.stop();
     await nc.close();
     await local.close();
     await server.stop();

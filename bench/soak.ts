@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { InferenceEngine } from '../pipelines/inference/engine.js';
+import type { InferenceEngine } from '../pipelines/inference/engine.js';
 import { generator } from '../test/fixtures/build/random.js';
 import { abstracts, queries, SHARED_DIR } from './lib/corpora.js';
 import { percentile, printTable, writeResult } from './lib/report.js';
@@ -13,8 +13,13 @@ import { percentile, printTable, writeResult } from './lib/report.js';
  * the largest resident bytes seen against the budget, RSS at the end, phase-2 throughput as a ratio
  * of phase 1 (same request mix, same process), and cold-load times of bench-minilm-l6.
  *
- *   npx tsx bench/soak.ts [--minutes 10] [--baseline-minutes 2] [--concurrency 4] [--no-thread-reuse]
+ *   npx tsx bench/soak.ts [--minutes 10] [--baseline-minutes 2] [--concurrency 4] [--no-thread-reuse] [--from-source]
  * (re-executes itself with MALLOC_TRIM_THRESHOLD_=0, as bin/shoal.js does, so freed memory is returned)
+ *
+ * The engine runs from the compiled `dist/` (built first with `npm run build`), as `shoal` runs
+ * once built: every load in a tight pool may start a model thread, and a thread that imports the
+ * TypeScript sources through tsx starts 3-4 times slower than one on compiled JavaScript.
+ * `--from-source` measures the sources instead.
  */
 
 if (process.env.MALLOC_TRIM_THRESHOLD_ === undefined) {
@@ -33,8 +38,20 @@ const { values: args } = parseArgs({
     threads: { type: 'string', default: '2' },
     seed: { type: 'string', default: '7' },
     'no-thread-reuse': { type: 'boolean', default: false },
+    'from-source': { type: 'boolean', default: false },
   },
 });
+
+type EngineModule = typeof import('../pipelines/inference/engine.js');
+async function engineModule(): Promise<EngineModule> {
+  if (args['from-source']) return import('../pipelines/inference/engine.js');
+  const root = new URL('../', import.meta.url);
+  const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit' });
+  if (build.status !== 0) throw new Error('npm run build failed; run with --from-source to use the sources');
+  const compiled: EngineModule = await import(new URL('dist/pipelines/inference/engine.js', root).href);
+  return compiled;
+}
+const { InferenceEngine: Engine } = await engineModule();
 
 const KIT = join(SHARED_DIR, 'conformance');
 type Kind = 'encode' | 'score' | 'extract';
@@ -82,7 +99,7 @@ async function phase(budgetBytes: number, minutes: number, predictedOnly = false
   let evictions = 0;
   let loads = 0;
   const coldLoads: number[] = [];
-  const engine = new InferenceEngine({
+  const engine = new Engine({
     runtime: { intraOpThreads: Number(args.threads) },
     memoryBudget: budgetBytes,
     interactiveSessions: false,
@@ -184,4 +201,4 @@ printTable('targets: ratio ≥ 0.6, 0 errors, resident ≤ budget, RSS ≤ budge
     'cold load p50 s (minilm)': summary.coldLoadP50Seconds,
   },
 ]);
-console.log(`\nresults: ${writeResult('soak', { args, models: MODELS.map((m) => m.name), all, tight, summary })}`);
+console.log(`\nresults: ${writeResult('soak', { args, engineFrom: args['from-source'] ? 'sources (tsx)' : 'dist (compiled)', models: MODELS.map((m) => m.name), all, tight, summary })}`);

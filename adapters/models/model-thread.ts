@@ -8,7 +8,7 @@ import type { Runner } from './family.js';
 import { openWithPrecision, type PrecisionInfo } from './precision.js';
 import type { ModelProfile } from './profile.js';
 import { measureBudgets, type TuningPoint } from './batch-tuning.js';
-import { getFamily } from './registry.js';
+import { loadFamily } from './family-loaders.js';
 import { similarity } from './similarity.js';
 import type { ModelRequest, ModelResponse } from './thread-messages.js';
 
@@ -36,8 +36,8 @@ let runner: Runner | null = null;
 /** What the runner was created from, to recreate it after tuning. */
 let loaded: { profile: ModelProfile; runtime: RuntimeOptions } | null = null;
 
-function createRunner(profile: ModelProfile, runtime: RuntimeOptions, precision: Record<string, PrecisionInfo>): Promise<Runner> {
-  return getFamily(profile.family).createRunner({ profile, runtime, openSession: openSessionFor(profile, runtime, precision) });
+async function createRunner(profile: ModelProfile, runtime: RuntimeOptions, precision: Record<string, PrecisionInfo>): Promise<Runner> {
+  return (await loadFamily(profile.family)).createRunner({ profile, runtime, openSession: openSessionFor(profile, runtime, precision) });
 }
 
 /** Opens a component's session in the profile's precision, recording what was chosen in `precision`. */

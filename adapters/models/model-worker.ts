@@ -18,8 +18,9 @@ export interface RunResult {
 }
 
 /**
- * Model threads, with warm spares: starting a thread and importing the model families, onnxruntime
- * and sharp takes several hundred milliseconds, more than creating a small model's session. A
+ * Model threads, with warm spares: starting a thread and importing onnxruntime and zod takes
+ * 150 ms from compiled JavaScript (about 500 ms under tsx), more than creating a small model's
+ * session; the family's adapter is imported at load (family-loaders.ts). A
  * spare thread that has already done it makes a cold model load that much faster. Taking a spare
  * does not start the next one: the pool calls replenish() after it has measured the load's memory,
  * so a starting thread's imports are not charged to the model being loaded.

@@ -1,11 +1,13 @@
 import { basename } from 'node:path';
 import type { QuantizedGraph } from '../quantize/index.js';
-import { quantizeToCache, saveFidelity } from '../quantize/index.js';
 import { createSession, type CreatedSession, type RuntimeOptions } from '../runtime/ort-session.js';
 import { calibrationBatch } from './calibration.js';
 import { CALIBRATION_VERSION } from './calibration.js';
 import { measureFidelity } from './fidelity.js';
 import type { ModelProfile } from './profile.js';
+
+/** The quantizer (protobuf and graph rewriting), imported only by threads that open an int8 model. */
+const quantizer = (): Promise<typeof import('../quantize/index.js')> => import('../quantize/index.js');
 
 /**
  * Opens a component's ONNX session in the precision its profile asks for. Runs in the model
@@ -76,6 +78,7 @@ async function checkFidelity(profile: ModelProfile, file: string, graph: Quantiz
     candidate = await createSession(graph.path, runtime);
     const batch = calibrationBatch(profile, reference.session.inputNames, graph.record.inputVocab);
     const fidelity = await measureFidelity(reference.session, candidate.session, batch, profile.id);
+    const { saveFidelity } = await quantizer();
     return { graph: await saveFidelity(graph, fidelity), candidate };
   } catch (error) {
     if (candidate !== null) await candidate.session.release();
@@ -94,6 +97,7 @@ async function openInt8(profile: ModelProfile, file: string, runtime: RuntimeOpt
   });
   let graph: QuantizedGraph;
   try {
+    const { quantizeToCache } = await quantizer();
     graph = await quantizeToCache({ source: file, options: { minWeightElements: profile.quantization.minWeightElements } });
   } catch (error) {
     // An unwritable cache or an unreadable graph must not stop the model from serving in fp32.

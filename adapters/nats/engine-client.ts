@@ -7,7 +7,8 @@ import { EncodeResult, ExtractResult, ScoreResult, TokenizeResult } from '../pro
 import { DEFAULT_SUBJECT_PREFIX, natsNames, type NatsNames, type Primitive, type RpcOperation } from '../protocol/subjects.js';
 import { parseWith } from '../protocol/validate.js';
 import { isNoResponders, isTimeout, toNatsShoalError } from './nats-errors.js';
-import { decodeJson, encodeJson, jsonSafe, timeoutHeaders } from './rpc-wire.js';
+import { PACKED_FORMAT, PACKED_HEADERS, unpackReply } from './packed-vectors.js';
+import { decodeJson, encodeJson, jsonSafe, requestHeaders } from './rpc-wire.js';
 
 /**
  * The Engine interface over core NATS request-reply, for the gateway's search path. A request
@@ -139,7 +140,8 @@ export class NatsEngine implements Engine {
   }
 
   async #request(subject: string, body: Uint8Array, timeoutMs: number): Promise<unknown> {
-    const msg = await this.#nc.request(subject, body, { timeout: timeoutMs, headers: timeoutHeaders(timeoutMs) });
+    const msg = await this.#nc.request(subject, body, { timeout: timeoutMs, headers: requestHeaders(timeoutMs) });
+    if (msg.headers?.get(PACKED_HEADERS.body) === PACKED_FORMAT) return unpackReply(msg.data);
     const decoded = decodeJson(msg.data);
     if (!decoded.ok) throw new ShoalError(ErrorCode.INTERNAL, `the reply on ${subject} is not JSON: ${decoded.reason}`);
     return decoded.value;

@@ -1,4 +1,5 @@
 import { headers as natsHeaders, type MsgHdrs } from '@nats-io/transport-node';
+import { PACKED_FORMAT, PACKED_HEADERS } from './packed-vectors.js';
 
 /**
  * What the request-reply client and the workers agree on besides the zod schemas: header names
@@ -33,9 +34,11 @@ export function decodeJson(data: Uint8Array): { ok: true; value: unknown } | { o
   }
 }
 
-export function timeoutHeaders(timeoutMs: number): MsgHdrs {
+/** Request headers: the caller's timeout, and that it reads packed (float32) vector replies. */
+export function requestHeaders(timeoutMs: number): MsgHdrs {
   const h = natsHeaders();
   h.set(RPC_HEADERS.timeoutMs, String(Math.round(timeoutMs)));
+  h.set(PACKED_HEADERS.accept, PACKED_FORMAT);
   return h;
 }
 

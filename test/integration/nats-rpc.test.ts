@@ -1,6 +1,10 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NatsEngine } from '../../adapters/nats/engine-client.js';
+import { PACKED_FORMAT, PACKED_HEADERS, unpackReply } from '../../adapters/nats/packed-vectors.js';
+import { requestHeaders } from '../../adapters/nats/rpc-wire.js';
+import { RpcReplyEnvelope } from '../../adapters/protocol/jobs.js';
+import { EncodeResult } from '../../adapters/protocol/results.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { natsNames } from '../../adapters/protocol/subjects.js';
 import type { InferenceEngine } from '../../pipelines/inference/engine.js';
@@ -72,6 +76,28 @@ describe.skipIf(!natsServerAvailable())(`NATS request-reply ${natsServerAvailabl
     expect(viaInterface.usage.items).toBe(1);
     // The spare worker never had to load the model.
     expect(residentNames(spare)).not.toContain(TINY_MEAN);
+  });
+
+  it('answers float32-packed vectors to callers that ask for them, plain JSON to the others', async () => {
+    const subject = engine.names.resident('encode', TINY_MEAN);
+    const body = new TextEncoder().encode(JSON.stringify({ model: TINY_MEAN, items: ['purring cats', 'falling stocks'] }));
+    const packed = await nc.request(subject, body, { timeout: 10_000, headers: requestHeaders(10_000) });
+    expect(packed.headers?.get(PACKED_HEADERS.body)).toBe(PACKED_FORMAT);
+    const plain = await nc.request(subject, body, { timeout: 10_000 });
+    expect(plain.headers?.get(PACKED_HEADERS.body) ?? '').toBe('');
+    const dense = (value: unknown): number[][] => {
+      const reply = RpcReplyEnvelope.parse(value);
+      if (!reply.ok) throw new Error('error reply');
+      return EncodeResult.parse(reply.result).items.map((item) => item.dense ?? []);
+    };
+    const fromPacked = dense(unpackReply(packed.data));
+    const fromJson = dense(JSON.parse(new TextDecoder().decode(plain.data)));
+    expect(fromPacked).toHaveLength(2);
+    for (const [i, vector] of fromPacked.entries()) {
+      expect(vector.length).toBeGreaterThan(0);
+      expectAllClose(vector, fromJson[i] ?? [], 1e-6, `item ${i}`);
+    }
+    expect(packed.data.byteLength).toBeLessThan(plain.data.byteLength);
   });
 
   it('falls back to a worker that serves a model nobody holds, which then answers as resident', async () => {
