@@ -17,7 +17,10 @@ import { missingReason } from '../helpers/shared.js';
  * 32 wide, so these figures are a floor for real models (bench-minilm-l6 at real size: see
  * bench/quantize.ts); every bound asserted below was measured and holds with margin.
  * The kit's matrices (32×32 … 128×32) are all below the default 16K-element threshold, hence
- * `min_weight_elements: 0`.
+ * `min_weight_elements: 0`, except for SPLADE: its 32×30522 vocabulary head (97 % of its matmul
+ * weights) is the one matrix the default settings quantize, as they would a real SPLADE model's
+ * (whose 768-wide layers all pass the threshold); it is measured at the defaults, and once more
+ * with every 32-wide matrix forced to int8 (below the target there, reported, bounded at 0.995).
  */
 
 const Texts = z.looseObject({ texts: z.array(z.string()), prompt_name: z.string().optional() });
@@ -177,17 +180,28 @@ const measureGliner: Measure = async (engine, model, name) => {
 
 /**
  * Per kit model: how it is measured and the bounds asserted. Measured on the development machine
- * (AVX-512 VNNI): dense cosines 0.99980–0.99993, SPLADE 0.9974 (sparse vectors: the relu/log
- * cut-off turns tiny logit changes into terms appearing or vanishing), ColBERT per-token cosine
+ * (AVX-512 VNNI): dense cosines 0.99980–0.99993, SPLADE 0.99941 at the default settings and 0.9974
+ * with every 32-wide matrix forced (sparse vectors: the relu/log cut-off turns tiny logit changes
+ * into terms appearing or vanishing), ColBERT per-token cosine
  * 0.99943 and MaxSim within 0.8 % (0.18 absolute on sums of 32 similarities), cross-encoder
  * scores within 0.0021, NER and GLiNER: every entity found by both, scores within 0.023.
  */
-const SUITES: Record<string, { measure: Measure; expect: (m: Measured) => void }> = {
+interface Suite {
+  /** The kit folder, when the suite's name is not the folder's. */
+  kit?: string;
+  measure: Measure;
+  expect: (m: Measured) => void;
+  /** The catalog's quantization block for the int8 model. @default { min_weight_elements: 0 } */
+  quantization?: Record<string, unknown>;
+}
+
+const SUITES: Record<string, Suite> = {
   'bert-mean-embed': { measure: measureDense, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.999) },
   'bert-cls-embed': { measure: measureDense, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.999) },
   'xlmr-mean-embed': { measure: measureDense, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.999) },
   'qwen2-last-embed': { measure: measureDense, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.999) },
-  'bert-splade': { measure: measureSplade, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.995) },
+  'bert-splade': { measure: measureSplade, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.999), quantization: {} },
+  'bert-splade-every-matrix': { kit: 'bert-splade', measure: measureSplade, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.995) },
   'bert-colbert': {
     measure: measureColbert,
     expect: (m) => {
@@ -212,7 +226,8 @@ const SUITES: Record<string, { measure: Measure; expect: (m: Measured) => void }
   },
 };
 
-const available = Object.keys(SUITES).filter((name) => loadConformance(name) !== null);
+const kitOf = (name: string): string => SUITES[name]?.kit ?? name;
+const available = Object.keys(SUITES).filter((name) => loadConformance(kitOf(name)) !== null);
 const measuredTable: Record<string, Measured> = {};
 let engine: InferenceEngine;
 let cacheRoot: string;
@@ -223,8 +238,9 @@ beforeAll(() => {
   process.env.SHOAL_CACHE_DIR = cacheRoot;
   const models: Record<string, unknown> = {};
   for (const name of available) {
-    models[`${name}.fp32`] = { source: conformanceDir(name), precision: 'fp32' };
-    models[`${name}.int8`] = { source: conformanceDir(name), precision: 'int8', quantization: { min_weight_elements: 0 } };
+    const source = conformanceDir(kitOf(name));
+    models[`${name}.fp32`] = { source, precision: 'fp32' };
+    models[`${name}.int8`] = { source, precision: 'int8', quantization: SUITES[name]?.quantization ?? { min_weight_elements: 0 } };
   }
   engine = new InferenceEngine({ catalog: parseCatalog({ models }, 'quantized conformance') });
 });
@@ -237,10 +253,10 @@ afterAll(async () => {
 });
 
 for (const [name, suite] of Object.entries(SUITES)) {
-  const model = loadConformance(name);
+  const model = loadConformance(kitOf(name));
   describe(`int8 ${name}`, () => {
     if (model === null) {
-      it.skip(missingReason(conformanceDir(name)), () => undefined);
+      it.skip(missingReason(conformanceDir(kitOf(name))), () => undefined);
       return;
     }
     it('loads as a quantized int8 graph that passed the fidelity gate', async () => {
