@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { canReturnFreedMemory } from '../adapters/runtime/native-memory.js';
 import type { InferenceEngine } from '../pipelines/inference/engine.js';
 import { generator } from '../test/fixtures/build/random.js';
 import { abstracts, queries, SHARED_DIR } from './lib/corpora.js';
@@ -13,8 +14,9 @@ import { percentile, printTable, writeResult } from './lib/report.js';
  * the largest resident bytes seen against the budget, RSS at the end, phase-2 throughput as a ratio
  * of phase 1 (same request mix, same process), and cold-load times of bench-minilm-l6.
  *
- *   npx tsx bench/soak.ts [--minutes 10] [--baseline-minutes 2] [--concurrency 4] [--no-thread-reuse] [--from-source]
- * (re-executes itself with MALLOC_TRIM_THRESHOLD_=0, as bin/shoal.js does, so freed memory is returned)
+ *   npx tsx bench/soak.ts [--minutes 10] [--baseline-minutes 2] [--concurrency 4] [--no-thread-reuse] [--mem-arena] [--from-source]
+ * (freed memory goes back to the OS through malloc_trim after each unload, as in `shoal`; without the
+ * addon in native/ it re-executes itself with MALLOC_TRIM_THRESHOLD_=0, as bin/shoal.js does)
  *
  * The engine runs from the compiled `dist/` (built first with `npm run build`), as `shoal` runs
  * once built: every load in a tight pool may start a model thread, and a thread that imports the
@@ -22,7 +24,7 @@ import { percentile, printTable, writeResult } from './lib/report.js';
  * `--from-source` measures the sources instead.
  */
 
-if (process.env.MALLOC_TRIM_THRESHOLD_ === undefined) {
+if (!canReturnFreedMemory() && process.env.MALLOC_TRIM_THRESHOLD_ === undefined) {
   const child = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
     stdio: 'inherit',
     env: { ...process.env, MALLOC_TRIM_THRESHOLD_: '0' },
@@ -39,6 +41,7 @@ const { values: args } = parseArgs({
     seed: { type: 'string', default: '7' },
     'no-thread-reuse': { type: 'boolean', default: false },
     'from-source': { type: 'boolean', default: false },
+    'mem-arena': { type: 'boolean', default: false },
   },
 });
 
@@ -100,7 +103,7 @@ async function phase(budgetBytes: number, minutes: number, predictedOnly = false
   let loads = 0;
   const coldLoads: number[] = [];
   const engine = new Engine({
-    runtime: { intraOpThreads: Number(args.threads) },
+    runtime: { intraOpThreads: Number(args.threads), ...(args['mem-arena'] ? { cpuMemArena: true } : {}) },
     memoryBudget: budgetBytes,
     interactiveSessions: false,
     reuseModelThreads: !args['no-thread-reuse'],

@@ -2,11 +2,14 @@
 // The `shoal` command. Runs the compiled CLI (dist/services/cli/main.js) when it has been built,
 // otherwise the TypeScript sources through tsx; works from any working directory.
 //
-// glibc reads MALLOC_TRIM_THRESHOLD_ only when a process starts, and without it the native memory
-// onnxruntime frees when a model is unloaded is not returned to the OS (PLATFORM.md: 262 MB ->
-// 87 MB). So when the variable is missing, this script starts itself once more with it set and
-// passes the exit status (or the signal) through. SHOAL_FROM_SOURCE=1 runs the sources even when
-// dist/ exists (tests, development).
+// The native memory onnxruntime frees when a model is unloaded stays in glibc's arenas unless it is
+// handed back: Shoal calls malloc_trim after every unload through the addon in native/ (built by
+// `npm install` / `npm run build`). Without the addon (no C compiler at install time, or
+// SHOAL_NATIVE_TRIM=0), the fallback is MALLOC_TRIM_THRESHOLD_=0 (PLATFORM.md: 262 MB -> 87 MB),
+// which glibc reads only when a process starts and which costs about 20 % of inference
+// throughput: this script then starts itself once more with it set and passes the exit status (or
+// the signal) through. SHOAL_FROM_SOURCE=1 runs the sources even when dist/ exists (tests,
+// development).
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -63,7 +66,13 @@ function watchParent() {
   timer.unref();
 }
 
-if (process.env.MALLOC_TRIM_THRESHOLD_ === undefined) reexecWithMallocTrim();
+function needsTrimThreshold() {
+  if (process.platform !== 'linux' || process.env.MALLOC_TRIM_THRESHOLD_ !== undefined) return false;
+  if (process.env.SHOAL_NATIVE_TRIM === '0') return true;
+  return !existsSync(fileURLToPath(new URL('../native/build/malloc-trim.node', import.meta.url)));
+}
+
+if (needsTrimThreshold()) reexecWithMallocTrim();
 else {
   watchParent();
   await start();

@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { returnFreedMemory } from '../runtime/native-memory.js';
 import type { RuntimeOptions } from '../runtime/ort-session.js';
 import { serveThread, type HandlerResult } from '../runtime/thread-rpc.js';
 import type { Runner } from './family.js';
@@ -87,6 +88,7 @@ async function handle(message: ModelRequest): Promise<HandlerResult<ModelRespons
       const tuned = runner;
       runner = null;
       await tuned.release();
+      returnFreedMemory();
       runner = await createRunner(loaded.profile, loaded.runtime, {});
       return { body: { type: 'tuned', points } };
     }
@@ -96,6 +98,8 @@ async function handle(message: ModelRequest): Promise<HandlerResult<ModelRespons
       if (current !== null) await current.release();
       loaded = null;
       collectGarbage?.();
+      // What the sessions freed goes back to the OS now, not whenever glibc's heuristics decide.
+      returnFreedMemory();
       return { body: { type: 'released' } };
     }
     default:

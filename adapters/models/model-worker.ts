@@ -1,4 +1,5 @@
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { returnFreedMemory } from '../runtime/native-memory.js';
 import type { RuntimeOptions } from '../runtime/ort-session.js';
 import { siblingModule, spawnThread } from '../runtime/spawn.js';
 import { ThreadClient } from '../runtime/thread-rpc.js';
@@ -89,6 +90,8 @@ export class ModelThreads {
     // still be starting, and the next load (an eviction is usually followed by one) should not wait.
     if (this.#closed || !thread.alive || this.#ready.length > this.#spares) {
       await thread.close();
+      // The thread's own heap is gone with it; the allocator still holds the pages.
+      returnFreedMemory();
       return;
     }
     thread.rename('model thread (spare)');

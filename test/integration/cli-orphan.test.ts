@@ -4,7 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { FIXTURES_DIR, REPO_ROOT } from '../helpers/shared.js';
 
 /**
- * bin/shoal.js restarts itself with MALLOC_TRIM_THRESHOLD_=0; if that parent is killed outright,
+ * Without the malloc_trim addon (SHOAL_NATIVE_TRIM=0 here), bin/shoal.js restarts itself with
+ * MALLOC_TRIM_THRESHOLD_=0; if that parent is killed outright,
  * the child must not run on orphaned (a killed worker pod's replacement would share its work).
  */
 
@@ -28,7 +29,7 @@ async function until(check: () => boolean, ms: number): Promise<boolean> {
 
 describe('bin/shoal.js re-execution', () => {
   it('stops the child when the parent is killed with SIGKILL', async () => {
-    const env: NodeJS.ProcessEnv = { ...process.env, SHOAL_FROM_SOURCE: '1' };
+    const env: NodeJS.ProcessEnv = { ...process.env, SHOAL_FROM_SOURCE: '1', SHOAL_NATIVE_TRIM: '0' };
     delete env.MALLOC_TRIM_THRESHOLD_;
     const parent = spawn(process.execPath, [join(REPO_ROOT, 'bin', 'shoal.js'), 'encode', '--model', join(FIXTURES_DIR, 'models', 'tiny-bert-mean')], {
       env,

@@ -2,38 +2,52 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { canReturnFreedMemory } from '../../adapters/runtime/native-memory.js';
 import { conformanceDir } from '../helpers/conformance.js';
 import { REPO_ROOT, missingReason, sharedAvailable } from '../helpers/shared.js';
 
 /**
- * Eviction really frees memory: with MALLOC_TRIM_THRESHOLD_=0 (set by bin/shoal.js for every Shoal
- * process) the RSS of a process falls back after a model's sessions are released in its thread.
+ * Eviction really frees memory: the RSS of a process falls back after a model's sessions are
+ * released in its thread, both the default way (malloc_trim through the addon in native/, glibc's
+ * allocator otherwise untouched) and the fallback (MALLOC_TRIM_THRESHOLD_=0, no addon).
  */
 
 const model = conformanceDir('bench-minilm-l6');
-const Report = z.strictObject({ base: z.number(), loaded: z.number(), unloaded: z.number(), reloaded: z.number() });
+const Report = z.strictObject({ base: z.number(), loaded: z.number(), unloaded: z.number(), reloaded: z.number(), trim: z.boolean() });
 
 describe('memory after eviction', () => {
   if (!sharedAvailable(model)) {
     it.skip(missingReason(model), () => undefined);
     return;
   }
-  it('returns most of a model\'s memory to the OS when it is unloaded', () => {
-    const child = spawnSync(process.execPath, ['--import', 'tsx', join(REPO_ROOT, 'test', 'integration', 'scripts', 'rss-after-unload.ts'), model], {
-      env: { ...process.env, MALLOC_TRIM_THRESHOLD_: '0' },
-      encoding: 'utf8',
-      timeout: 120_000,
-    });
-    expect(child.status, child.stderr).toBe(0);
-    const line = child.stdout.trim().split('\n').at(-1) ?? '';
-    const report = Report.parse(JSON.parse(line));
-    const grown = report.loaded - report.base;
-    const kept = report.unloaded - report.base;
-    // A 91 MB fp32 model plus its batch workspace: hundreds of MB while loaded.
-    expect(grown).toBeGreaterThan(150e6);
-    // After unloading, at most a quarter of that growth is still resident.
-    expect(kept).toBeLessThan(grown * 0.25);
-    // And the model loads again after eviction.
-    expect(report.reloaded).toBeGreaterThan(report.unloaded);
+  const cases: { name: string; env: NodeJS.ProcessEnv }[] = [
+    { name: 'with malloc_trim after unload (the default)', env: {} },
+    { name: 'with MALLOC_TRIM_THRESHOLD_=0 (no addon)', env: { SHOAL_NATIVE_TRIM: '0', MALLOC_TRIM_THRESHOLD_: '0' } },
+  ];
+  it('has the malloc_trim addon built on Linux (npm install / npm run build)', () => {
+    if (process.platform === 'linux') expect(canReturnFreedMemory()).toBe(true);
   });
+  for (const { name, env } of cases) {
+    it(`returns most of a model's memory to the OS when it is unloaded, ${name}`, () => {
+      const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
+      if (env.MALLOC_TRIM_THRESHOLD_ === undefined) delete childEnv.MALLOC_TRIM_THRESHOLD_;
+      const child = spawnSync(process.execPath, ['--import', 'tsx', join(REPO_ROOT, 'test', 'integration', 'scripts', 'rss-after-unload.ts'), model], {
+        env: childEnv,
+        encoding: 'utf8',
+        timeout: 120_000,
+      });
+      expect(child.status, child.stderr).toBe(0);
+      const line = child.stdout.trim().split('\n').at(-1) ?? '';
+      const report = Report.parse(JSON.parse(line));
+      const grown = report.loaded - report.base;
+      const kept = report.unloaded - report.base;
+      // A 91 MB fp32 model plus its batch workspace: hundreds of MB while loaded.
+      expect(grown).toBeGreaterThan(150e6);
+      // After unloading, at most a quarter of that growth is still resident.
+      expect(kept).toBeLessThan(grown * 0.25);
+      // And the model loads again after eviction.
+      expect(report.reloaded).toBeGreaterThan(report.unloaded);
+      expect(report.trim).toBe(env.SHOAL_NATIVE_TRIM === '0' ? false : process.platform === 'linux');
+    });
+  }
 });

@@ -1,8 +1,9 @@
+import { canReturnFreedMemory } from '../../../adapters/runtime/native-memory.js';
 import { InferenceEngine } from '../../../pipelines/inference/engine.js';
 
 /**
  * Child process for pool-memory.test.ts: loads a model, runs batches, unloads it, and prints RSS
- * (bytes) at each step as one JSON line. Run with MALLOC_TRIM_THRESHOLD_ set by the parent.
+ * (bytes) at each step as one JSON line, and whether memory is handed back with malloc_trim.
  */
 const model = process.argv[2] ?? '';
 const rss = (): number => process.memoryUsage.rss();
@@ -19,4 +20,4 @@ const unloaded = rss();
 await engine.encode({ model, items: texts.slice(0, 4), priority: 'bulk' });
 const reloaded = rss();
 await engine.close();
-console.log(JSON.stringify({ base, loaded, unloaded, reloaded }));
+console.log(JSON.stringify({ base, loaded, unloaded, reloaded, trim: canReturnFreedMemory() }));
