@@ -222,6 +222,8 @@ async function main(): Promise<void> {
     const natsRate: number[] = [];
     const localCpu: number[] = [];
     const natsCpu: number[] = [];
+    /** CPU seconds per 1000 items of each process on the NATS path: where the extra CPU goes. */
+    const natsSplit: { client: number; worker: number; natsServer: number }[] = [];
     const runLocal = async (): Promise<void> => {
       const sample = cpuSample(pids);
       const t = performance.now();
@@ -231,12 +233,20 @@ async function main(): Promise<void> {
     };
     const runNats = async (): Promise<void> => {
       const sample = cpuSample(pids);
+      const before = { server: processCpu(server.pid()), worker: processCpu(worker.pid) };
       const t = performance.now();
       const job = await jobs.submit({ primitive: 'encode', request: { model: MODEL, items } });
       const status = await jobs.wait(job.job_id, { timeoutMs: 600_000 });
       if (status.state !== 'completed') throw new Error(`bench job ended ${status.state}`);
       natsRate.push(items.length / ((performance.now() - t) / 1000));
       natsCpu.push(cpuSince(sample, pids) / (items.length / 1000));
+      const own = process.cpuUsage(sample.process);
+      const per1000 = items.length / 1000;
+      natsSplit.push({
+        client: (own.user + own.system) / 1e6 / per1000,
+        worker: (processCpu(worker.pid) - before.worker) / per1000,
+        natsServer: (processCpu(server.pid()) - before.server) / per1000,
+      });
     };
     // ABBA order: a machine whose load drifts during the run favours neither side.
     for (let r = 0; r < rounds; r++) {
@@ -277,6 +287,12 @@ async function main(): Promise<void> {
         /** CPU seconds per 1000 items (this process: client, worker, both engines' threads; plus nats-server): less sensitive to other load on the machine. */
         cpuSecondsPer1000Items: { inProcess: round2(median(localCpu)), nats: round2(median(natsCpu)) },
         cpuRatio: round2(median(localCpu) / median(natsCpu)),
+        /** The NATS path's CPU per 1000 items by process (with --worker inline the worker's share is in client). */
+        natsCpuByProcess: {
+          client: round2(median(natsSplit.map((x) => x.client))),
+          worker: round2(median(natsSplit.map((x) => x.worker))),
+          natsServer: round2(median(natsSplit.map((x) => x.natsServer))),
+        },
       },
     };
     const l = result.latency;
@@ -289,6 +305,7 @@ async function main(): Promise<void> {
         `latency p95 (ms)         ${String(l.inProcessMs.p95).padEnd(18)}${l.natsMs.p95}`,
         `bulk items/s             ${String(tp.inProcessItemsPerSecond).padEnd(18)}${tp.natsItemsPerSecond}   ratio ${tp.ratio}, per-round median ${tp.ratioPerRoundMedian} (target >= 0.95)`,
         `bulk CPU s / 1000 items  ${String(tp.cpuSecondsPer1000Items.inProcess).padEnd(18)}${tp.cpuSecondsPer1000Items.nats}   efficiency ${tp.cpuRatio}`,
+        `  NATS path by process   client ${tp.natsCpuByProcess.client}, worker ${tp.natsCpuByProcess.worker}, nats-server ${tp.natsCpuByProcess.natsServer}`,
         '',
       ].join('\n'),
     );
