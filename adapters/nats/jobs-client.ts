@@ -17,7 +17,7 @@ import { checkJobId } from '../protocol/subjects.js';
 import { parseWith } from '../protocol/validate.js';
 import { JS_CODES, isJsApiCode, toNatsShoalError } from './nats-errors.js';
 import { PayloadStore, getJson } from './payloads.js';
-import { jsonSafe } from './rpc-wire.js';
+import { decodeBody, jsonSafe } from './rpc-wire.js';
 import { StatusStore, TERMINAL_STATES, initialStatus } from './status-store.js';
 import { ensureJobConsumer, ensureTopology, type ConsumerSettingsInput, type Topology, type TopologySettingsInput } from './topology.js';
 
@@ -177,7 +177,9 @@ export class JobsClient implements JobsApi {
       throw toNatsShoalError(error, `read result ${part} of job ${jobId}`);
     }
     if (stored === null) return null;
-    const result = parseWith(JobPartResult, stored.json(), `result ${part} of job ${jobId}`, ErrorCode.INTERNAL);
+    const decoded = decodeBody(stored.data, stored.header);
+    if (!decoded.ok) throw new ShoalError(ErrorCode.INTERNAL, `result ${part} of job ${jobId} cannot be read: ${decoded.reason}`);
+    const result = parseWith(JobPartResult, decoded.value, `result ${part} of job ${jobId}`, ErrorCode.INTERNAL);
     if (!resolve || result.result !== undefined || result.result_ref === undefined) return result;
     const body = await getJson(this.#payloads, result.result_ref);
     return { ...result, result: parseWith(PrimitiveResult, body, `stored result ${result.result_ref}`, ErrorCode.INTERNAL) };

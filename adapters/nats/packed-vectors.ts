@@ -1,11 +1,15 @@
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 
 /**
- * Request-reply bodies with the encode result's vectors as float32 bytes instead of JSON numbers.
+ * Message bodies with an encode result's vectors as float32 bytes instead of JSON numbers:
+ * request-reply answers (`{ok: true, result}`) and job part results (`{status: 'ok', result}`).
  * A 384-dim embedding is ~8 KB of JSON that takes ~100 µs to print and parse on both sides; as
  * float32 it is 1.5 KB copied in a few µs, which matters when the whole NATS hop is budgeted at
  * 2 ms. The client asks for it with the request header `Shoal-Accept: f32-v1`; a worker that
- * packs a reply marks it `Shoal-Body: f32-v1` (older clients keep getting plain JSON).
+ * packs a reply marks it `Shoal-Body: f32-v1` (older clients keep getting plain JSON). A bulk job
+ * of 4,000 embeddings publishes 32 MB of JSON results otherwise, and printing them was half of
+ * what a worker's main thread spent on the job; its part results are packed unless the job asks
+ * for `result: {kind: 'stream', vectors: 'json'}`, marked with the same header.
  *
  * Layout: uint32 LE length L of the JSON part, L bytes of JSON, zero padding to a multiple of 4,
  * then float32 LE values. In the JSON, each item's `dense` is `{"$f32":[start,count]}` and its
@@ -23,8 +27,11 @@ function isNumberArray(value: unknown): value is number[] {
   return Array.isArray(value) && value.every((x) => typeof x === 'number');
 }
 
+/** The result items of a successful reply or part result, or null for anything else. */
 function items(reply: unknown): Record<string, unknown>[] | null {
-  if (reply === null || typeof reply !== 'object' || !('ok' in reply) || reply.ok !== true || !('result' in reply)) return null;
+  if (reply === null || typeof reply !== 'object' || !('result' in reply)) return null;
+  const succeeded = ('ok' in reply && reply.ok === true) || ('status' in reply && reply.status === 'ok');
+  if (!succeeded) return null;
   const result = reply.result;
   if (result === null || typeof result !== 'object' || !('items' in result) || !Array.isArray(result.items)) return null;
   return result.items.filter((item): item is Record<string, unknown> => item !== null && typeof item === 'object');

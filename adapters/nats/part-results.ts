@@ -5,7 +5,8 @@ import type { NatsNames } from '../protocol/subjects.js';
 import type { AnyResult } from './dispatch.js';
 import { toNatsShoalError } from './nats-errors.js';
 import type { PayloadStore } from './payloads.js';
-import { encodeJson } from './rpc-wire.js';
+import { packReply } from './packed-vectors.js';
+import { decodeBody, encodeJson, packedHeaders } from './rpc-wire.js';
 import type { PartRecord, StatusStore } from './status-store.js';
 
 /**
@@ -13,6 +14,7 @@ import type { PartRecord, StatusStore } from './status-store.js';
  * its result (ok or error) on the results stream with `Nats-Msg-Id` = `<job>.<part>`, so a
  * redelivered part adds no second message, then count it in the job status (once). A result over
  * the message limit, or for a store target, is written to the store and published as a reference.
+ * Vectors travel float32-packed (packed-vectors.ts) unless the job asked for JSON numbers.
  */
 
 const MESSAGE_HEADROOM = 4096;
@@ -50,13 +52,14 @@ export class PartResults {
     };
   }
 
-  /** `body` is the message already encoded, when the caller had to encode it to measure it. */
-  async #publish(part: JobPart, message: JobPartResult, body: Uint8Array = encodeJson(message)): Promise<PubAck> {
+  /** `body` is the message already encoded (packed when `packed`), when the caller had to encode it to measure it. */
+  async #publish(part: JobPart, message: JobPartResult, body: Uint8Array = encodeJson(message), packed = false): Promise<PubAck> {
     const { js, names } = this.#options;
     try {
       return await js.publish(names.results(part.job_id, part.part), body, {
         msgID: `${part.job_id}.${part.part}`,
         expect: { streamName: names.resultsStream },
+        ...(packed ? { headers: packedHeaders() } : {}),
       });
     } catch (error) {
       throw toNatsShoalError(error, `publish the result of part ${part.part} of job ${part.job_id}`);
@@ -69,20 +72,25 @@ export class PartResults {
     const { payloads } = this.#options;
     let message: JobPartResult;
     let body: Uint8Array | undefined;
+    let packed = false;
     if (part.result.kind === 'store') {
       const ref = await payloads.write(part.result.uri, `${part.job_id}/part-${part.part}.jsonl`, encodeJson(result));
       message = { ...header, status: 'ok', result_ref: ref };
     } else {
       message = { ...header, status: 'ok', result };
-      // Encoded once: serializing large vectors is the costliest step of publishing.
-      body = encodeJson(message);
+      // Encoded once: serializing large vectors is the costliest step of publishing (packed
+      // float32 unless the job asked for JSON numbers or there are no vectors).
+      const asFloats = part.result.vectors === 'json' ? null : packReply(message);
+      packed = asFloats !== null;
+      body = asFloats ?? encodeJson(message);
       if (body.byteLength > this.#options.maxMessageBytes - MESSAGE_HEADROOM) {
         const ref = await payloads.put(`results/${part.job_id}/${part.part}.json`, encodeJson(result));
         message = { ...header, status: 'ok', result_ref: ref };
         body = undefined;
+        packed = false;
       }
     }
-    await this.#publish(part, message, body);
+    await this.#publish(part, message, body, packed);
     return this.#options.status.recordPart(part, { ok: true, items: result.usage.items });
   }
 
@@ -105,7 +113,9 @@ export class PartResults {
     try {
       const stored = await jsm.streams.getMessage(names.resultsStream, { last_by_subj: names.results(part.job_id, part.part) });
       if (stored === null) return null;
-      const parsed = JobPartResult.safeParse(stored.json());
+      const decoded = decodeBody(stored.data, stored.header);
+      if (!decoded.ok) return null;
+      const parsed = JobPartResult.safeParse(decoded.value);
       return parsed.success ? parsed.data : null;
     } catch (error) {
       throw toNatsShoalError(error, `read the earlier result of part ${part.part} of job ${part.job_id}`);

@@ -9,7 +9,7 @@ import { JOB_ID_PATTERN } from '../protocol/subjects.js';
 import { parseWith } from '../protocol/validate.js';
 import { DurableFetchLoop } from './durable-fetch.js';
 import { getJson, type PayloadStore } from './payloads.js';
-import { decodeJson } from './rpc-wire.js';
+import { decodeBody } from './rpc-wire.js';
 import { ensureSinkConsumer, type Topology } from './topology.js';
 
 /**
@@ -92,7 +92,7 @@ export class ResultSink {
 
   async #handle(m: JsMsg): Promise<void> {
     const { logger } = this.#options;
-    const decoded = decodeJson(m.data);
+    const decoded = decodeBody(m.data, m.headers);
     const parsed = decoded.ok ? JobPartResult.safeParse(decoded.value) : null;
     if (parsed?.success !== true || !JOB_ID_PATTERN.test(parsed.data.job_id)) {
       logger?.warn({ subject: m.subject, seq: m.seq }, 'results sink: not a job part result; skipped');

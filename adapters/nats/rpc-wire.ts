@@ -1,5 +1,5 @@
 import { headers as natsHeaders, type MsgHdrs } from '@nats-io/transport-node';
-import { PACKED_FORMAT, PACKED_HEADERS } from './packed-vectors.js';
+import { PACKED_FORMAT, PACKED_HEADERS, unpackReply } from './packed-vectors.js';
 
 /**
  * What the request-reply client and the workers agree on besides the zod schemas: header names
@@ -48,4 +48,21 @@ export function callerTimeout(h: MsgHdrs | undefined, capMs: number): number | n
   if (raw === undefined || raw === '') return null;
   const ms = Number(raw);
   return Number.isFinite(ms) && ms > 0 ? Math.min(ms, capMs) : null;
+}
+
+/** A message body as its JSON value, unpacking it when its headers say it is packed; says why when it cannot. */
+export function decodeBody(data: Uint8Array, headers: MsgHdrs | undefined): { ok: true; value: unknown } | { ok: false; reason: string } {
+  if (headers?.get(PACKED_HEADERS.body) !== PACKED_FORMAT) return decodeJson(data);
+  try {
+    return { ok: true, value: unpackReply(data) };
+  } catch (error) {
+    return { ok: false, reason: error instanceof Error ? error.message : String(error) };
+  }
+}
+
+/** Headers marking a packed body. */
+export function packedHeaders(): MsgHdrs {
+  const h = natsHeaders();
+  h.set(PACKED_HEADERS.body, PACKED_FORMAT);
+  return h;
 }

@@ -22,8 +22,12 @@ export const DataRef = z.string().regex(/^(obj|s3|file):\/\/\S+$/, 'references a
 
 /** Where the results of a job go. */
 export const ResultTarget = z.discriminatedUnion('kind', [
-  /** Published on the results stream, one message per part (large ones by reference). */
-  z.strictObject({ kind: z.literal('stream') }),
+  /**
+   * Published on the results stream, one message per part (large ones by reference). Vectors are
+   * float32-packed (`f32`, the default: header `Shoal-Body: f32-v1`, docs/nats.md) or JSON numbers
+   * (`json`, for consumers that read the stream without Shoal's client).
+   */
+  z.strictObject({ kind: z.literal('stream'), vectors: z.enum(['f32', 'json']).optional() }),
   /** Written as JSON Lines under a store URI, one object per part (`<uri>/<job_id>/part-<n>.jsonl`). */
   z.strictObject({ kind: z.literal('store'), uri: DataRef }),
 ]);

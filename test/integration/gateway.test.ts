@@ -339,7 +339,7 @@ describe('jobs', () => {
       state: 'queued',
       parts: 2,
       items: 3,
-      results: { kind: 'stream', stream: 'SHOAL_RESULTS', subject: `shoal.results.${submitted.job_id}.*` },
+      results: { kind: 'stream', stream: 'SHOAL_RESULTS', subject: `shoal.results.${submitted.job_id}.*`, vectors: 'f32' },
     });
     const stored = await app.inject({
       method: 'POST',

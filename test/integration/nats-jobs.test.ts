@@ -7,8 +7,9 @@ import { Objm } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { PACKED_FORMAT, PACKED_HEADERS, unpackReply } from '../../adapters/nats/packed-vectors.js';
 import { EncodeResult, ScoreResult } from '../../adapters/protocol/results.js';
-import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
+import { JobPartResult, WIRE_VERSION } from '../../adapters/protocol/jobs.js';
 import type { InferenceEngine } from '../../pipelines/inference/engine.js';
 import type { ShoalWorker } from '../../services/worker/worker.js';
 import { expectAllClose } from '../helpers/conformance.js';
@@ -66,6 +67,37 @@ describe.skipIf(!natsServerAvailable())(`NATS jobs ${natsServerAvailable() ? '' 
 
     const expected = await reference.encode({ model: TINY_MEAN, items });
     for (const [i, item] of encoded.entries()) expectAllClose(item.dense ?? [], expected.items[i]?.dense ?? [], 1e-6, `item ${i}`);
+  });
+
+  it('publishes part results with float32-packed vectors by default, JSON numbers when the job asks', async () => {
+    const jobs = await JobsClient.open(nc, { topology: { prefix } });
+    const items = TEXTS.slice(0, 4);
+    const packed = await jobs.submit({ primitive: 'encode', request: { model: TINY_MEAN, items } });
+    const plain = await jobs.submit({ primitive: 'encode', request: { model: TINY_MEAN, items }, result: { kind: 'stream', vectors: 'json' } });
+    await jobs.wait(packed.job_id, { timeoutMs: 30_000 });
+    await jobs.wait(plain.job_id, { timeoutMs: 30_000 });
+    const { jsm, names } = jobs.topology;
+    const raw = async (jobId: string) => {
+      const stored = await jsm.streams.getMessage(names.resultsStream, { last_by_subj: names.results(jobId, 0) });
+      if (stored === null) throw new Error(`no result for ${jobId}`);
+      return stored;
+    };
+    const packedMessage = await raw(packed.job_id);
+    const plainMessage = await raw(plain.job_id);
+    expect(packedMessage.header?.get(PACKED_HEADERS.body)).toBe(PACKED_FORMAT);
+    expect(plainMessage.header?.get(PACKED_HEADERS.body) ?? '').toBe('');
+    // 4 bytes per float instead of ~19 characters per number.
+    expect(packedMessage.data.byteLength).toBeLessThan(plainMessage.data.byteLength);
+    const fromPacked = EncodeResult.parse(JobPartResult.parse(unpackReply(packedMessage.data)).result).items;
+    const fromJson = EncodeResult.parse(JobPartResult.parse(plainMessage.json()).result).items;
+    expect(fromPacked).toHaveLength(4);
+    for (const [i, item] of fromPacked.entries()) expectAllClose(item.dense ?? [], fromJson[i]?.dense ?? [], 1e-6, `item ${i}`);
+    // Readers decode either form: the client's results() gives the same vectors.
+    const viaClient = [];
+    for await (const part of jobs.results(packed.job_id)) viaClient.push(...EncodeResult.parse(part.result).items);
+    expect(viaClient.map((item) => item.dense)).toEqual(fromPacked.map((item) => item.dense));
+    const status = await jobs.status(plain.job_id);
+    expect(status?.result).toEqual({ kind: 'stream', vectors: 'json' });
   });
 
   it('runs a score job: indexes cover the whole request and scores match in-process', async () => {

@@ -46,6 +46,7 @@ const SubmitFlags = z.strictObject({
   jobId: JobId.optional(),
   partItems: PositiveIntFlag(100_000).optional(),
   resultUri: DataRef.optional(),
+  vectors: z.enum(['f32', 'json'], { error: '--vectors is f32 or json' }).optional(),
   wait: z.boolean().optional(),
   timeout: PositiveIntFlag(86_400_000).optional(),
   nats: CommaListFlag.optional(),
@@ -98,6 +99,7 @@ export function registerSubmit(program: Command, app: CliApp): void {
     .option('--job-id <id>', 'job id (resubmitting the same id adds nothing); default: a random one')
     .option('--part-items <n>', 'items per part (default 64)')
     .option('--result-uri <uri>', 'write results under obj://bucket/prefix or file:///dir instead of the results stream')
+    .option('--vectors <format>', 'vectors in result stream messages: f32 (packed float32, default) or json (plain numbers)')
     .option('--wait', 'wait until the job finishes and print its final status')
     .option('--timeout <ms>', 'with --wait: give up after this long')
     .option('--nats <urls>', 'NATS server URLs, comma-separated (env NATS_URL; default nats://127.0.0.1:4222)')
@@ -124,7 +126,7 @@ export function registerSubmit(program: Command, app: CliApp): void {
           request,
           ...(flags.jobId === undefined ? {} : { job_id: flags.jobId }),
           ...(flags.partItems === undefined ? {} : { part_items: flags.partItems }),
-          result: flags.resultUri === undefined ? { kind: 'stream' } : { kind: 'store', uri: flags.resultUri },
+          result: flags.resultUri === undefined ? { kind: 'stream', ...(flags.vectors === undefined ? {} : { vectors: flags.vectors }) } : { kind: 'store', uri: flags.resultUri },
         });
         if (flags.wait !== true) {
           app.io.stdout.write(`${JSON.stringify({ job_id: submitted.job_id, parts: submitted.parts, items: submitted.items, state: submitted.status.state })}\n`);

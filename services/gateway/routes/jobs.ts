@@ -17,12 +17,13 @@ import { OTHER_MODEL } from '../request-metrics.js';
 
 /** Where a job's results can be read, for clients that did not choose the target themselves. */
 export type ResultLocation =
-  | { kind: 'stream'; stream: string; subject: string }
+  /** `vectors`: float32-packed (`f32`, header `Shoal-Body: f32-v1`, docs/nats.md) or JSON numbers. */
+  | { kind: 'stream'; stream: string; subject: string; vectors: 'f32' | 'json' }
   | { kind: 'store'; uri: string; files: string };
 
 export function resultLocation(status: JobStatus, names: NatsNames): ResultLocation {
   if (status.result.kind === 'stream') {
-    return { kind: 'stream', stream: names.resultsStream, subject: names.jobResults(status.job_id) };
+    return { kind: 'stream', stream: names.resultsStream, subject: names.jobResults(status.job_id), vectors: status.result.vectors ?? 'f32' };
   }
   return { kind: 'store', uri: `${status.result.uri.replace(/\/+$/, '')}/${status.job_id}/`, files: 'part-<n>.jsonl' };
 }
