@@ -208,14 +208,27 @@ async function main(): Promise<void> {
 
     const localMs: number[] = [];
     const natsMs: number[] = [];
+    /** The worker's own time per call (reply header Shoal-Worker-Ms), and the rest: client, nats-server, both hops. */
+    const workerMs: number[] = [];
+    const transportMs: number[] = [];
+    /** A round trip to the same worker that runs no model: its discovery subject. */
+    const bareMs: number[] = [];
     for (let i = 0; i < calls; i++) {
+      const t0 = performance.now();
+      await nc.request(remote.names.workers(), new Uint8Array(0), { timeout: 5000 });
+      bareMs.push(performance.now() - t0);
       const request = { model: MODEL, items: [queries[i % queries.length] ?? 'q'] };
       let t = performance.now();
       await local.encode({ ...request, priority: 'interactive' });
       localMs.push(performance.now() - t);
       t = performance.now();
-      await remote.encode(request);
-      natsMs.push(performance.now() - t);
+      const call = await remote.call('encode', request);
+      const total = performance.now() - t;
+      natsMs.push(total);
+      if (call.workerMs !== null) {
+        workerMs.push(call.workerMs);
+        transportMs.push(total - call.workerMs);
+      }
     }
 
     const localRate: number[] = [];
@@ -269,6 +282,10 @@ async function main(): Promise<void> {
         inProcessMs: { p50: round2(median(localMs)), p95: round2(percentile(localMs, 95)) },
         natsMs: { p50: round2(median(natsMs)), p95: round2(percentile(natsMs, 95)) },
         addedP50Ms: round2(median(natsMs) - median(localMs)),
+        /** p50 of the worker's own time (receipt to reply) and of the rest of each call. */
+        workerMsP50: round2(median(workerMs)),
+        bareRoundTripMsP50: round2(median(bareMs)),
+        transportMsP50: round2(median(transportMs)),
         targetAddedP50Ms: 2,
       },
       throughput: {
@@ -303,6 +320,7 @@ async function main(): Promise<void> {
         `                         in-process        NATS`,
         `latency p50 (ms)         ${String(l.inProcessMs.p50).padEnd(18)}${l.natsMs.p50}   added ${l.addedP50Ms} (target <= 2)`,
         `latency p95 (ms)         ${String(l.inProcessMs.p95).padEnd(18)}${l.natsMs.p95}`,
+        `  NATS call p50 split    worker ${l.workerMsP50}, client + nats-server + hops ${l.transportMsP50} (bare round trip to the worker ${l.bareRoundTripMsP50})`,
         `bulk items/s             ${String(tp.inProcessItemsPerSecond).padEnd(18)}${tp.natsItemsPerSecond}   ratio ${tp.ratio}, per-round median ${tp.ratioPerRoundMedian} (target >= 0.95)`,
         `bulk CPU s / 1000 items  ${String(tp.cpuSecondsPer1000Items.inProcess).padEnd(18)}${tp.cpuSecondsPer1000Items.nats}   efficiency ${tp.cpuRatio}`,
         `  NATS path by process   client ${tp.natsCpuByProcess.client}, worker ${tp.natsCpuByProcess.worker}, nats-server ${tp.natsCpuByProcess.natsServer}`,

@@ -8,7 +8,7 @@ import { DEFAULT_SUBJECT_PREFIX, natsNames, type NatsNames, type Primitive, type
 import { parseWith } from '../protocol/validate.js';
 import { isNoResponders, isTimeout, toNatsShoalError } from './nats-errors.js';
 import { PACKED_FORMAT, PACKED_HEADERS, unpackReply } from './packed-vectors.js';
-import { decodeJson, encodeJson, jsonSafe, requestHeaders } from './rpc-wire.js';
+import { decodeJson, encodeJson, jsonSafe, requestHeaders, workerMs } from './rpc-wire.js';
 
 /**
  * The Engine interface over core NATS request-reply, for the gateway's search path. A request
@@ -37,6 +37,8 @@ export interface RpcCall<R> {
   /** The worker that answered. */
   worker: string;
   route: RpcRoute;
+  /** Milliseconds the worker spent on the call (header Shoal-Worker-Ms), when it said. */
+  workerMs: number | null;
 }
 
 function cancelled(): ShoalError {
@@ -121,30 +123,31 @@ export class NatsEngine implements Engine {
     const reply = await abortable(this.#route(primitive, model, body), options.signal);
     const parsed = parseWith(RpcReplyEnvelope, reply.value, `reply of ${primitive} on ${model}`, ErrorCode.INTERNAL);
     if (!parsed.ok) throw deserializeError(parsed.error);
-    return { result: parsed.result, worker: parsed.worker, route: reply.route };
+    return { result: parsed.result, worker: parsed.worker, route: reply.route, workerMs: reply.workerMs };
   }
 
-  async #route(primitive: RpcOperation, model: string, body: Uint8Array): Promise<{ value: unknown; route: RpcRoute }> {
+  async #route(primitive: RpcOperation, model: string, body: Uint8Array): Promise<{ value: unknown; route: RpcRoute; workerMs: number | null }> {
     const resident = this.names.resident(primitive, model);
     try {
-      return { value: await this.#request(resident, body, this.#timeoutMs), route: 'resident' };
+      return { ...(await this.#request(resident, body, this.#timeoutMs)), route: 'resident' };
     } catch (error) {
       if (!isNoResponders(error)) throw this.#failure(error, primitive, model, resident, this.#timeoutMs);
     }
     const serving = this.names.serving(primitive, model);
     try {
-      return { value: await this.#request(serving, body, this.#loadTimeoutMs), route: 'serving' };
+      return { ...(await this.#request(serving, body, this.#loadTimeoutMs)), route: 'serving' };
     } catch (error) {
       throw this.#failure(error, primitive, model, serving, this.#loadTimeoutMs);
     }
   }
 
-  async #request(subject: string, body: Uint8Array, timeoutMs: number): Promise<unknown> {
+  async #request(subject: string, body: Uint8Array, timeoutMs: number): Promise<{ value: unknown; workerMs: number | null }> {
     const msg = await this.#nc.request(subject, body, { timeout: timeoutMs, headers: requestHeaders(timeoutMs) });
-    if (msg.headers?.get(PACKED_HEADERS.body) === PACKED_FORMAT) return unpackReply(msg.data);
+    const spent = workerMs(msg.headers);
+    if (msg.headers?.get(PACKED_HEADERS.body) === PACKED_FORMAT) return { value: unpackReply(msg.data), workerMs: spent };
     const decoded = decodeJson(msg.data);
     if (!decoded.ok) throw new ShoalError(ErrorCode.INTERNAL, `the reply on ${subject} is not JSON: ${decoded.reason}`);
-    return decoded.value;
+    return { value: decoded.value, workerMs: spent };
   }
 
   #failure(error: unknown, primitive: RpcOperation, model: string, subject: string, timeoutMs: number): ShoalError {

@@ -6,7 +6,7 @@ import { WIRE_VERSION, type RpcReply, type WorkerInfo } from '../protocol/jobs.j
 import type { NatsNames, Primitive, RpcOperation } from '../protocol/subjects.js';
 import { runOperation } from './dispatch.js';
 import { PACKED_FORMAT, PACKED_HEADERS, packReply } from './packed-vectors.js';
-import { callerTimeout, decodeJson, encodeJson } from './rpc-wire.js';
+import { RPC_HEADERS, callerTimeout, decodeJson, encodeJson } from './rpc-wire.js';
 
 /**
  * The worker side of request-reply. Every worker joins one queue group on
@@ -113,6 +113,7 @@ export class RpcServer {
   }
 
   async #handle(msg: Msg, route: RpcRoute): Promise<void> {
+    const received = performance.now();
     const worker = this.#options.workerId;
     let reply: RpcReply;
     // One controller and a timer cleared on completion: AbortSignal.timeout's timer would stay
@@ -137,10 +138,10 @@ export class RpcServer {
       clearTimeout(timer);
       this.#stopping.signal.removeEventListener('abort', onStop);
     }
-    this.#respond(msg, reply);
+    this.#respond(msg, reply, received);
   }
 
-  #respond(msg: Msg, reply: RpcReply): void {
+  #respond(msg: Msg, reply: RpcReply, received: number): void {
     if (msg.reply === undefined || msg.reply === '') return;
     const packed = msg.headers?.get(PACKED_HEADERS.accept) === PACKED_FORMAT ? packReply(reply) : null;
     let body = packed ?? encodeJson(reply);
@@ -153,13 +154,10 @@ export class RpcServer {
       body = encodeJson({ ok: false, error: serializeError(error), worker: reply.worker });
     }
     try {
-      if (packed !== null && body === packed) {
-        const h = natsHeaders();
-        h.set(PACKED_HEADERS.body, PACKED_FORMAT);
-        msg.respond(body, { headers: h });
-      } else {
-        msg.respond(body);
-      }
+      const h = natsHeaders();
+      if (packed !== null && body === packed) h.set(PACKED_HEADERS.body, PACKED_FORMAT);
+      h.set(RPC_HEADERS.workerMs, (performance.now() - received).toFixed(3));
+      msg.respond(body, { headers: h });
     } catch (error) {
       this.#options.logger?.warn({ err: String(error) }, 'could not send a reply');
     }

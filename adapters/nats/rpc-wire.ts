@@ -9,7 +9,17 @@ import { PACKED_FORMAT, PACKED_HEADERS, unpackReply } from './packed-vectors.js'
 export const RPC_HEADERS = Object.freeze({
   /** How long the caller waits: the worker drops work the caller has given up on. */
   timeoutMs: 'Shoal-Timeout-Ms',
+  /** On replies: milliseconds the worker spent on the request, receipt to reply (the rest of a call's time is transport). */
+  workerMs: 'Shoal-Worker-Ms',
 });
+
+/** The worker's time from a reply's headers, or null when it has none. */
+export function workerMs(h: MsgHdrs | undefined): number | null {
+  const raw = h?.get(RPC_HEADERS.workerMs);
+  if (raw === undefined || raw === '') return null;
+  const ms = Number(raw);
+  return Number.isFinite(ms) && ms >= 0 ? ms : null;
+}
 
 /** Values JSON cannot carry, made JSON-safe: Uint8Array image bytes → `{base64}`. */
 export function jsonSafe(value: unknown): unknown {
