@@ -14,7 +14,8 @@ import { loadCatalog } from '../pipelines/inference/catalog.js';
 import { InferenceEngine } from '../pipelines/inference/engine.js';
 import { resolveWorkerConfig } from '../services/worker/config.js';
 import { ShoalWorker } from '../services/worker/worker.js';
-import { startNatsServer } from '../test/helpers/nats-server.js';
+import type { BatchEvent } from '../pipelines/inference/scheduler.js';
+import { freePort, startNatsServer } from '../test/helpers/nats-server.js';
 
 /**
  * What NATS adds on top of the in-process engine, measured in one run on one machine with
@@ -25,7 +26,9 @@ import { startNatsServer } from '../test/helpers/nats-server.js';
  * - bulk throughput: one job of N SciFact titles (or passages) through JetStream (submit → parts pulled by
  *   the worker → results published → status completed) vs one in-process bulk encode of the same
  *   items, rounds interleaved (ABBA); items/s and their ratio (target ≥ 0.95), and CPU seconds per
- *   1000 items of each path (steadier than wall time on a machine shared with other work).
+ *   1000 items of each path (steadier than wall time on a machine shared with other work), and how
+ *   the bulk batches were packed on each path (batches, items per batch, padded / real tokens;
+ *   the worker's from its /metrics).
  * The worker runs as deployed: a `shoal worker` process of its own (compiled dist/, built first),
  * configured like the in-process engine; `--worker inline` runs it inside this process instead
  * (its event loop then shares this process's thread with the client). CPU figures count this
@@ -107,8 +110,45 @@ function cpuSince(sample: { process: NodeJS.CpuUsage; others: number }, pids: re
   return (used.user + used.system) / 1e6 + (othersCpu(pids) - sample.others);
 }
 
+/** Bulk-lane batches run by one engine: how well the scheduler packed them. */
+interface BatchTally {
+  batches: number;
+  items: number;
+  realTokens: number;
+  paddedTokens: number;
+}
+
+const emptyTally = (): BatchTally => ({ batches: 0, items: 0, realTokens: 0, paddedTokens: 0 });
+
+function tallyDelta(after: BatchTally, before: BatchTally): BatchTally {
+  return {
+    batches: after.batches - before.batches,
+    items: after.items - before.items,
+    realTokens: after.realTokens - before.realTokens,
+    paddedTokens: after.paddedTokens - before.paddedTokens,
+  };
+}
+
+/** The worker's bulk batches so far, from its Prometheus endpoint. */
+async function scrapeTally(metricsPort: number): Promise<BatchTally> {
+  const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  const sum = (name: string, ...labels: string[]): number =>
+    text
+      .split('\n')
+      .filter((line) => line.startsWith(`${name}{`) && labels.every((label) => line.includes(label)))
+      .reduce((total, line) => total + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
+  return {
+    batches: sum('shoal_batches_total', 'lane="bulk"'),
+    items: sum('shoal_batch_items_total', 'lane="bulk"'),
+    realTokens: sum('shoal_batch_tokens_total', 'lane="bulk"', 'kind="real"'),
+    paddedTokens: sum('shoal_batch_tokens_total', 'lane="bulk"', 'kind="padded"'),
+  };
+}
+
 interface BenchWorker {
   pid: number | null;
+  /** Bulk batches the worker has run so far (null when it cannot tell: --worker inline). */
+  tally(): Promise<BatchTally | null>;
   stop(): Promise<void>;
 }
 
@@ -118,7 +158,9 @@ async function workerProcess(serverUrl: string, catalogFile: string, threads: nu
   const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit' });
   if (build.status !== 0) throw new Error('npm run build failed; run with --worker inline to keep the worker in this process');
   const argv = [join(root, 'bin', 'shoal.js'), '--catalog', catalogFile, ...(threads === null ? [] : ['--threads', String(threads)]), 'worker'];
+  const metricsPort = await freePort();
   argv.push('--nats', serverUrl, '--prefix', 'bench', '--models', MODEL, '--preload', MODEL, '--concurrency', args.concurrency ?? '32');
+  argv.push('--metrics-port', String(metricsPort));
   const child: ChildProcess = spawn(process.execPath, argv, {
     stdio: ['ignore', 'ignore', 'inherit'],
     env: { ...process.env, SHOAL_FROM_SOURCE: '0', SHOAL_LOG_LEVEL: 'warn', ...(canReturnFreedMemory() ? {} : { MALLOC_TRIM_THRESHOLD_: '0' }) },
@@ -129,6 +171,7 @@ async function workerProcess(serverUrl: string, catalogFile: string, threads: nu
   // CPU is counted. (With the addon neither process sets it: both engines run on glibc's defaults.)
   return {
     pid: child.pid ?? null,
+    tally: () => scrapeTally(metricsPort),
     stop: async () => {
       child.kill('SIGTERM');
       await exited;
@@ -148,7 +191,7 @@ async function inlineWorker(serverUrl: string, catalogFile: string, threads: num
     }),
     { logger: createLogger('bench', 'warn') },
   );
-  return { pid: null, stop: () => worker.drain() };
+  return { pid: null, tally: () => Promise.resolve(null), stop: () => worker.drain() };
 }
 
 /** Waits until the worker answers a request on the model (it has loaded it). */
@@ -166,6 +209,19 @@ async function answering(remote: NatsEngine, timeoutMs: number): Promise<void> {
 }
 
 const median = (values: readonly number[]): number => percentile(values, 50);
+
+function batchSummary(rounds: readonly BatchTally[]): { batches: number; itemsPerBatch: number; paddedPerReal: number } | null {
+  if (rounds.length === 0) return null;
+  return {
+    batches: Math.round(median(rounds.map((r) => r.batches))),
+    itemsPerBatch: Math.round(median(rounds.map((r) => r.items / r.batches)) * 10) / 10,
+    paddedPerReal: Math.round(median(rounds.map((r) => r.paddedTokens / r.realTokens)) * 1000) / 1000,
+  };
+}
+
+function describeBatches(summary: ReturnType<typeof batchSummary>): string {
+  return summary === null ? 'n/a' : `${summary.batches} × ${summary.itemsPerBatch} items, padded/real ${summary.paddedPerReal}`;
+}
 const round2 = (x: number): number => Math.round(x * 100) / 100;
 
 async function main(): Promise<void> {
@@ -180,10 +236,19 @@ async function main(): Promise<void> {
   writeFileSync(catalogFile, JSON.stringify({ models: { [MODEL]: { source: MODEL_DIR } } }));
   const server = await startNatsServer();
   const load = loadavg()[0] ?? 0;
+  const localTally = emptyTally();
+  const countBatch = (event: BatchEvent): void => {
+    if (event.lane !== 'bulk') return;
+    localTally.batches += 1;
+    localTally.items += event.items;
+    localTally.realTokens += event.realTokens;
+    localTally.paddedTokens += event.paddedTokens;
+  };
   const local = new InferenceEngine({
     catalog: await loadCatalog(catalogFile),
     runtime: threads === null ? {} : { intraOpThreads: threads },
     preload: [MODEL],
+    hooks: { scheduler: { onBatch: countBatch } },
   });
   if (args.worker !== 'process' && args.worker !== 'inline') throw new Error(`--worker is process or inline, not ${args.worker}`);
   const worker = args.worker === 'process' ? await workerProcess(server.url, catalogFile, threads) : await inlineWorker(server.url, catalogFile, threads);
@@ -237,21 +302,29 @@ async function main(): Promise<void> {
     const natsCpu: number[] = [];
     /** CPU seconds per 1000 items of each process on the NATS path: where the extra CPU goes. */
     const natsSplit: { client: number; worker: number; natsServer: number }[] = [];
+    /** Bulk batches of each round on each path: different packing (padding, batch sizes) changes the work itself. */
+    const localBatches: BatchTally[] = [];
+    const natsBatches: BatchTally[] = [];
     const runLocal = async (): Promise<void> => {
       const sample = cpuSample(pids);
+      const tally = { ...localTally };
       const t = performance.now();
       await local.encode({ model: MODEL, items, priority: 'bulk' });
+      localBatches.push(tallyDelta(localTally, tally));
       localRate.push(items.length / ((performance.now() - t) / 1000));
       localCpu.push(cpuSince(sample, pids) / (items.length / 1000));
     };
     const runNats = async (): Promise<void> => {
       const sample = cpuSample(pids);
       const before = { server: processCpu(server.pid()), worker: processCpu(worker.pid) };
+      const tally = await worker.tally();
       const t = performance.now();
       const job = await jobs.submit({ primitive: 'encode', request: { model: MODEL, items } });
       const status = await jobs.wait(job.job_id, { timeoutMs: 600_000 });
       if (status.state !== 'completed') throw new Error(`bench job ended ${status.state}`);
       natsRate.push(items.length / ((performance.now() - t) / 1000));
+      const after = await worker.tally();
+      if (tally !== null && after !== null) natsBatches.push(tallyDelta(after, tally));
       natsCpu.push(cpuSince(sample, pids) / (items.length / 1000));
       const own = process.cpuUsage(sample.process);
       const per1000 = items.length / 1000;
@@ -305,6 +378,8 @@ async function main(): Promise<void> {
         cpuSecondsPer1000Items: { inProcess: round2(median(localCpu)), nats: round2(median(natsCpu)) },
         cpuRatio: round2(median(localCpu) / median(natsCpu)),
         /** The NATS path's CPU per 1000 items by process (with --worker inline the worker's share is in client). */
+        /** Bulk batches per round (medians): items per batch and padded / real tokens. */
+        batches: { inProcess: batchSummary(localBatches), nats: batchSummary(natsBatches) },
         natsCpuByProcess: {
           client: round2(median(natsSplit.map((x) => x.client))),
           worker: round2(median(natsSplit.map((x) => x.worker))),
@@ -323,6 +398,7 @@ async function main(): Promise<void> {
         `  NATS call p50 split    worker ${l.workerMsP50}, client + nats-server + hops ${l.transportMsP50} (bare round trip to the worker ${l.bareRoundTripMsP50})`,
         `bulk items/s             ${String(tp.inProcessItemsPerSecond).padEnd(18)}${tp.natsItemsPerSecond}   ratio ${tp.ratio}, per-round median ${tp.ratioPerRoundMedian} (target >= 0.95)`,
         `bulk CPU s / 1000 items  ${String(tp.cpuSecondsPer1000Items.inProcess).padEnd(18)}${tp.cpuSecondsPer1000Items.nats}   efficiency ${tp.cpuRatio}`,
+        `bulk batches per round   in-process ${describeBatches(tp.batches.inProcess)}; NATS ${describeBatches(tp.batches.nats)}`,
         `  NATS path by process   client ${tp.natsCpuByProcess.client}, worker ${tp.natsCpuByProcess.worker}, nats-server ${tp.natsCpuByProcess.natsServer}`,
         '',
       ].join('\n'),
