@@ -7,8 +7,7 @@ import { EncodeResult, ExtractResult, ScoreResult, TokenizeResult } from '../pro
 import { DEFAULT_SUBJECT_PREFIX, natsNames, type NatsNames, type Primitive, type RpcOperation } from '../protocol/subjects.js';
 import { parseWith } from '../protocol/validate.js';
 import { isNoResponders, isTimeout, toNatsShoalError } from './nats-errors.js';
-import { PACKED_FORMAT, PACKED_HEADERS, unpackReply } from './packed-vectors.js';
-import { decodeJson, encodeJson, jsonSafe, requestHeaders, workerMs } from './rpc-wire.js';
+import { decodeBody, decodeJson, encodeJson, jsonSafe, requestHeaders, workerMs } from './rpc-wire.js';
 
 /**
  * The Engine interface over core NATS request-reply, for the gateway's search path. A request
@@ -143,11 +142,9 @@ export class NatsEngine implements Engine {
 
   async #request(subject: string, body: Uint8Array, timeoutMs: number): Promise<{ value: unknown; workerMs: number | null }> {
     const msg = await this.#nc.request(subject, body, { timeout: timeoutMs, headers: requestHeaders(timeoutMs) });
-    const spent = workerMs(msg.headers);
-    if (msg.headers?.get(PACKED_HEADERS.body) === PACKED_FORMAT) return { value: unpackReply(msg.data), workerMs: spent };
-    const decoded = decodeJson(msg.data);
-    if (!decoded.ok) throw new ShoalError(ErrorCode.INTERNAL, `the reply on ${subject} is not JSON: ${decoded.reason}`);
-    return { value: decoded.value, workerMs: spent };
+    const decoded = decodeBody(msg.data, msg.headers);
+    if (!decoded.ok) throw new ShoalError(ErrorCode.INTERNAL, `the reply on ${subject} cannot be read: ${decoded.reason}`);
+    return { value: decoded.value, workerMs: workerMs(msg.headers) };
   }
 
   #failure(error: unknown, primitive: RpcOperation, model: string, subject: string, timeoutMs: number): ShoalError {

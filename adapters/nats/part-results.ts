@@ -72,7 +72,7 @@ export class PartResults {
     const { payloads } = this.#options;
     let message: JobPartResult;
     let body: Uint8Array | undefined;
-    let packed = false;
+    let packed: Uint8Array | null = null;
     if (part.result.kind === 'store') {
       const ref = await payloads.write(part.result.uri, `${part.job_id}/part-${part.part}.jsonl`, encodeJson(result));
       message = { ...header, status: 'ok', result_ref: ref };
@@ -80,17 +80,15 @@ export class PartResults {
       message = { ...header, status: 'ok', result };
       // Encoded once: serializing large vectors is the costliest step of publishing (packed
       // float32 unless the job asked for JSON numbers or there are no vectors).
-      const asFloats = part.result.vectors === 'json' ? null : packReply(message);
-      packed = asFloats !== null;
-      body = asFloats ?? encodeJson(message);
+      packed = part.result.vectors === 'json' ? null : packReply(message);
+      body = packed ?? encodeJson(message);
       if (body.byteLength > this.#options.maxMessageBytes - MESSAGE_HEADROOM) {
         const ref = await payloads.put(`results/${part.job_id}/${part.part}.json`, encodeJson(result));
         message = { ...header, status: 'ok', result_ref: ref };
         body = undefined;
-        packed = false;
       }
     }
-    await this.#publish(part, message, body, packed);
+    await this.#publish(part, message, body, body !== undefined && body === packed);
     return this.#options.status.recordPart(part, { ok: true, items: result.usage.items });
   }
 

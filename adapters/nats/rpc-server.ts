@@ -6,7 +6,7 @@ import { WIRE_VERSION, type RpcReply, type WorkerInfo } from '../protocol/jobs.j
 import type { NatsNames, Primitive, RpcOperation } from '../protocol/subjects.js';
 import { runOperation } from './dispatch.js';
 import { PACKED_FORMAT, PACKED_HEADERS, packReply } from './packed-vectors.js';
-import { RPC_HEADERS, callerTimeout, decodeJson, encodeJson } from './rpc-wire.js';
+import { RPC_HEADERS, callerTimeout, decodeJson, encodeJson, packedHeaders } from './rpc-wire.js';
 
 /**
  * The worker side of request-reply. Every worker joins one queue group on
@@ -154,8 +154,7 @@ export class RpcServer {
       body = encodeJson({ ok: false, error: serializeError(error), worker: reply.worker });
     }
     try {
-      const h = natsHeaders();
-      if (packed !== null && body === packed) h.set(PACKED_HEADERS.body, PACKED_FORMAT);
+      const h = packed !== null && body === packed ? packedHeaders() : natsHeaders();
       h.set(RPC_HEADERS.workerMs, (performance.now() - received).toFixed(3));
       msg.respond(body, { headers: h });
     } catch (error) {

@@ -15,12 +15,8 @@ import { fileURLToPath } from 'node:url';
 
 const ADDON = join('native', 'build', 'malloc-trim.node');
 
-interface TrimAddon {
-  mallocTrim(): boolean;
-  supported(): boolean;
-}
-
-let addon: TrimAddon | null | undefined;
+/** The addon's malloc_trim; null when absent or unsupported, undefined until looked up. */
+let trim: (() => boolean) | null | undefined;
 
 /** The package root: the nearest folder above this file with a package.json (sources or dist/). */
 function packageRoot(): string | null {
@@ -41,23 +37,23 @@ export function trimAddonPath(): string | null {
   return existsSync(file) ? file : null;
 }
 
-function load(): TrimAddon | null {
-  if (addon !== undefined) return addon;
-  addon = null;
-  if (process.env.SHOAL_NATIVE_TRIM === '0') return addon;
+function load(): (() => boolean) | null {
+  if (trim !== undefined) return trim;
+  trim = null;
+  if (process.env.SHOAL_NATIVE_TRIM === '0') return trim;
   const file = trimAddonPath();
-  if (file === null) return addon;
+  if (file === null) return trim;
   try {
     const loaded: unknown = createRequire(import.meta.url)(file);
-    if (loaded === null || typeof loaded !== 'object' || !('mallocTrim' in loaded) || !('supported' in loaded)) return addon;
+    if (loaded === null || typeof loaded !== 'object' || !('mallocTrim' in loaded) || !('supported' in loaded)) return trim;
     const { mallocTrim, supported } = loaded;
-    if (typeof mallocTrim !== 'function' || typeof supported !== 'function' || supported() !== true) return addon;
-    addon = { mallocTrim: () => mallocTrim() === true, supported: () => true };
+    if (typeof mallocTrim !== 'function' || typeof supported !== 'function' || supported() !== true) return trim;
+    trim = () => mallocTrim() === true;
   } catch {
     // A stale build for another Node ABI or platform: treated as absent.
-    addon = null;
+    trim = null;
   }
-  return addon;
+  return trim;
 }
 
 /** Whether freed memory can be handed back on demand in this process. */
@@ -67,5 +63,5 @@ export function canReturnFreedMemory(): boolean {
 
 /** Hands memory the allocator holds but no one uses back to the OS; true when some was. */
 export function returnFreedMemory(): boolean {
-  return load()?.mallocTrim() ?? false;
+  return load()?.() ?? false;
 }

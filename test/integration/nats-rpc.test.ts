@@ -66,8 +66,13 @@ describe.skipIf(!natsServerAvailable())(`NATS request-reply ${natsServerAvailabl
     const items = [{ id: 'q', text: 'how do cats purr', role: 'query' as const }, 'the stock market fell'];
     const expected = await reference.encode({ model: TINY_MEAN, items });
     for (let i = 0; i < 8; i++) {
+      const started = performance.now();
       const call = await engine.call('encode', { model: TINY_MEAN, items });
+      const elapsed = performance.now() - started;
       expect(call).toMatchObject({ worker: 'holder', route: 'resident' });
+      // The worker's own time (header Shoal-Worker-Ms) is part of the call's time, never more.
+      expect(call.workerMs).toBeGreaterThan(0);
+      expect(call.workerMs ?? Number.POSITIVE_INFINITY).toBeLessThan(elapsed);
       expect(call.result.items.map((item) => item.index)).toEqual([0, 1]);
       expect(call.result.items[0]?.id).toBe('q');
       for (const [j, item] of call.result.items.entries()) expectAllClose(item.dense ?? [], expected.items[j]?.dense ?? [], 1e-6, `item ${j}`);
