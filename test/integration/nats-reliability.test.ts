@@ -97,10 +97,20 @@ describe.skipIf(!natsServerAvailable())(`NATS delivery guarantees ${natsServerAv
     const child = await spawnWorker(server.url, prefix, 'doomed');
     const submitted = await jobs.submit({ job_id: 'killed', primitive: 'encode', request: { model: TINY_MEAN, items: ITEMS }, part_items: 2 });
     const midway = await statusWhen(jobs, 'killed', (s) => s.parts_done >= 10);
+    const { jsm, names } = jobs.topology;
+    const consumer = () => jsm.consumers.info(names.jobsStream, names.consumer('encode', TINY_MEAN));
+    // With 2 parts in flight the worker is now and then between an ack and its next fetch,
+    // holding nothing: kill it only once it is caught (frozen, so no ack can land between the
+    // check and the kill) holding parts it has not acked.
+    for (;;) {
+      child.process.kill('SIGSTOP');
+      if ((await consumer()).num_ack_pending > 0) break;
+      child.process.kill('SIGCONT');
+      await new Promise((wait) => setTimeout(wait, 5));
+    }
     child.process.kill('SIGKILL');
     await child.exited;
-    const { jsm, names } = jobs.topology;
-    const atKill = await jsm.consumers.info(names.jobsStream, names.consumer('encode', TINY_MEAN));
+    const atKill = await consumer();
     expect(midway.parts_done).toBeLessThan(PARTS);
     expect((await jobs.status('killed'))?.state).toBe('running');
     // The killed worker held parts it had not acked: they can only complete by redelivery.
