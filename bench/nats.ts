@@ -257,7 +257,7 @@ async function main(): Promise<void> {
   const remote = new NatsEngine(nc, { prefix: 'bench' });
   const jobs = await JobsClient.open(nc, { topology: { prefix: 'bench' }, partItems });
   try {
-    await local.ready();
+    await local.start();
     await answering(remote, 120_000);
     // Warm up both paths (interactive sessions, JIT, first batches).
     for (let i = 0; i < 20; i++) {

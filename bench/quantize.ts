@@ -34,10 +34,11 @@ const { values: args } = parseArgs({
     'no-peer': { type: 'boolean', default: false },
     out: { type: 'string' },
     'child-rss': { type: 'string' },
+    'cache-dir': { type: 'string' },
   },
 });
 
-function engineFor(threads: number | undefined): InferenceEngine {
+function engineFor(threads: number | undefined, cacheDir: string): InferenceEngine {
   const catalog = parseCatalog(
     {
       models: {
@@ -47,7 +48,7 @@ function engineFor(threads: number | undefined): InferenceEngine {
     },
     'quantize bench',
   );
-  return new InferenceEngine({ catalog, runtime: threads === undefined ? {} : { intraOpThreads: threads } });
+  return new InferenceEngine({ catalog, runtime: { cacheDir, ...(threads === undefined ? {} : { intraOpThreads: threads }) } });
 }
 
 const median = (values: number[]): number => {
@@ -72,7 +73,7 @@ function cosine(a: readonly number[], b: readonly number[]): number {
 /** Child mode: load one precision, encode a few items, report RSS (the model thread lives in this process). */
 async function childRss(precision: string): Promise<void> {
   const before = process.memoryUsage().rss;
-  const engine = engineFor(args.threads === undefined ? undefined : Number(args.threads));
+  const engine = engineFor(args.threads === undefined ? undefined : Number(args.threads), args['cache-dir'] ?? '');
   const { info } = await engine.inspect(`minilm.${precision}`);
   const loaded = process.memoryUsage().rss;
   await engine.encode({ model: `minilm.${precision}`, items: mixedCorpus(64) });
@@ -85,9 +86,9 @@ const RssReport = z.strictObject({ before: z.number(), loaded: z.number(), after
 
 function measureRss(precision: string, cacheDir: string): Promise<z.infer<typeof RssReport>> {
   const script = fileURLToPath(import.meta.url);
-  const childArgs = [...process.execArgv, script, '--child-rss', precision, ...(args.threads === undefined ? [] : ['--threads', args.threads])];
+  const childArgs = [...process.execArgv, script, '--child-rss', precision, '--cache-dir', cacheDir, ...(args.threads === undefined ? [] : ['--threads', args.threads])];
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, childArgs, { env: { ...process.env, SHOAL_CACHE_DIR: cacheDir }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, childArgs, { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => {
       out += chunk.toString();
@@ -105,9 +106,8 @@ async function main(): Promise<void> {
   const threads = args.threads === undefined ? undefined : Number(args.threads);
   const items = mixedCorpus(Number(args.items));
   const cacheDir = mkdtempSync(join(tmpdir(), 'shoal-quantize-bench-'));
-  process.env.SHOAL_CACHE_DIR = cacheDir;
   const load = loadavg()[0] ?? 0;
-  const engine = engineFor(threads);
+  const engine = engineFor(threads, cacheDir);
   try {
     const fp32Load = await engine.inspect('minilm.fp32');
     const int8Load = await engine.inspect('minilm.int8');

@@ -2,7 +2,8 @@ import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { pickOnnxFiles } from '../sources/file-selection.js';
 import { resolveQuantizationSettings } from '../quantize/settings.js';
 import { TextTokenizer } from '../tokenizers/text-tokenizer.js';
-import type { Evidence } from './family.js';
+import type { Evidence } from './family-spec.js';
+import { loadFamily } from './family-loaders.js';
 import { HfConfig, ModelFolder, SentenceBertConfig, StConfig, StModules } from './model-files.js';
 import { positionOffsetFor, positionRuleFor } from './model-types.js';
 import { ModelProfile, type ProfileOverrides } from './profile.js';
@@ -130,7 +131,8 @@ export async function describeModel(id: string, dir: string, overrides: ProfileO
   const paddingSide = overrides.padding_side ?? tokenizer?.info.paddingSide ?? 'right';
   if (tokenizer !== null) evidence.push(`padding ${paddingSide}, pad id ${tokenizer.info.padId}: tokenizer files`);
   const modelType = config?.model_type ?? null;
-  const detected = await adapter.detectOptions(facts, tokenizer);
+  // Only the detected family's adapter is imported (a prep thread never loads the image families for a text model).
+  const detected = await (await loadFamily(adapter.name)).detectOptions(facts, tokenizer);
   const profile = ModelProfile.parse({
     id,
     dir,

@@ -1,23 +1,24 @@
 import type { FamilyAdapter } from './family.js';
-import type { Family } from './profile.js';
+import { FAMILIES, type Family } from './registry.js';
 
 /**
- * Each family's adapter, imported on demand. A model thread runs one model, so it imports one
- * family instead of all of them: the image families pull in sharp, and every import is paid again
- * by each new thread (a pool that evicts and loads all the time starts many).
+ * Each family's adapter, imported on demand (registry.ts holds the loaders). A model thread runs
+ * one model, so it imports one family instead of all of them: the image families pull in sharp,
+ * and every import is paid again by each new thread (a pool that evicts and loads all the time
+ * starts many).
  */
-const LOADERS: Record<Family, () => Promise<FamilyAdapter>> = {
-  dense: async () => (await import('./dense.js')).dense,
-  'cross-encoder': async () => (await import('./cross-encoder.js')).crossEncoder,
-  splade: async () => (await import('./splade.js')).splade,
-  colbert: async () => (await import('./colbert.js')).colbert,
-  'token-classification': async () => (await import('./token-classification.js')).tokenClassification,
-  gliner: async () => (await import('./gliner.js')).gliner,
-  ocr: async () => (await import('./ocr.js')).ocr,
-  clip: async () => (await import('./clip.js')).clip,
-  'image-classification': async () => (await import('./image-classification.js')).imageClassification,
-};
+
+type Loaded<K extends Family> = Awaited<ReturnType<(typeof FAMILIES)[K]['load']>>;
+
+/**
+ * Compile-time check of the registry: each loader returns a FamilyAdapter whose `name` is its
+ * own key. A wrong entry (a loader returning another family's adapter, or an adapter whose name
+ * is misspelled) makes `Misnamed` non-never and this line fail to compile, naming the key.
+ */
+type Misnamed = { [K in Family]: Loaded<K> extends FamilyAdapter<K> ? never : K }[Family];
+const registryIsConsistent: [Misnamed] extends [never] ? true : Misnamed = true;
+void registryIsConsistent;
 
 export function loadFamily(name: Family): Promise<FamilyAdapter> {
-  return LOADERS[name]();
+  return FAMILIES[name].load();
 }

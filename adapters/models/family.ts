@@ -5,8 +5,8 @@ import type { ImageInput } from '../sources/image-input.js';
 import type { CreatedSession, RuntimeOptions } from '../runtime/ort-session.js';
 import type { Span } from '../tokenizers/offsets.js';
 import type { TextTokenizer } from '../tokenizers/text-tokenizer.js';
-import type { HfConfig, ModelFolder, StModule } from './model-files.js';
-import type { PrecisionInfo } from './precision.js';
+import type { Evidence, FamilySpec } from './family-spec.js';
+import type { PrecisionInfo } from './precision/precision-info.js';
 import type { Family, ModelProfile } from './profile.js';
 
 /**
@@ -174,33 +174,13 @@ export interface Runner {
   release(): Promise<void>;
 }
 
-export type InputKind = 'text' | 'image';
-
-export interface Capabilities {
-  /** What items the family reads; default ['text']. */
-  inputs?: readonly InputKind[];
-  /** Representations `encode` can return. */
-  encode: readonly OutputType[];
-  /** What `encode` returns when the request names none. */
-  defaultOutputs: readonly OutputType[];
-  /** `pairs`: the model scores (query, item) pairs itself; `embeddings`: similarity of encodings. */
-  score: 'pairs' | 'embeddings' | null;
-  extract: boolean;
-}
-
-/** What detection sees of a model folder. */
-export interface Evidence {
-  folder: ModelFolder;
-  config: HfConfig | undefined;
-  modules: StModule[];
-  onnx: Record<string, string>;
-}
-
-export interface FamilyAdapter {
-  readonly name: Family;
-  readonly capabilities: Capabilities;
-  /** Higher wins; 0 = not this family. Families inspect only the evidence, never load weights. */
-  match(evidence: Evidence): number;
+/**
+ * A family's full adapter: its spec (family-spec.ts) plus detection of its options, input
+ * preparation (prep thread) and its runner (model thread). `N` is the family's registry key:
+ * family-loaders.ts checks, at compile time, that each loaded adapter carries its own key.
+ */
+export interface FamilyAdapter<N extends Family = Family> extends FamilySpec {
+  readonly name: N;
   /** Family options detected from the folder (validated later by the family itself). */
   detectOptions(evidence: Evidence, tokenizer: TextTokenizer | null): Promise<Record<string, unknown>>;
   prepare(context: PrepContext, request: PrepareRequest): Prepared[] | Promise<Prepared[]>;

@@ -1,24 +1,16 @@
 import { z } from 'zod';
 import { RuntimeOverrides } from '../runtime/ort-session.js';
 import { QuantizationOverrides, QuantizationSettings } from '../quantize/settings.js';
+import { FAMILY_NAMES } from './registry.js';
 
 /**
  * A model profile: everything Shoal needs to run a model, detected from the model's own files
  * and overridable per model in the catalog. Common facts live here; each family validates its
- * own `options` with the schema in its adapter file, so a family stays one file.
+ * own `options` with the schema in its adapter file.
  */
 
-export const Family = z.enum([
-  'dense',
-  'cross-encoder',
-  'splade',
-  'colbert',
-  'token-classification',
-  'gliner',
-  'ocr',
-  'clip',
-  'image-classification',
-]);
+/** The families of registry.ts, whose table is the one list of them. */
+export const Family = z.enum(FAMILY_NAMES);
 export type Family = z.infer<typeof Family>;
 
 export const Precision = z.enum(['fp32', 'int8', 'auto']);

@@ -18,10 +18,3 @@ export interface Engine {
   tokenize(request: TokenizeRequest, options?: CallOptions): Promise<TokenizeResult>;
   close(): Promise<void>;
 }
-
-/** Long-lived parts share one lifecycle: drain finishes in-flight work, close releases everything. */
-export interface Lifecycle {
-  drain(): Promise<void>;
-  close(): Promise<void>;
-  closed(): Promise<void>;
-}

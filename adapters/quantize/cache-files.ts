@@ -1,6 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { mkdir, open, readFile, rename, rm, stat } from 'node:fs/promises';
-import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
@@ -12,10 +11,9 @@ import { ErrorCode, ShoalError } from '../protocol/errors.js';
  * and the hashes in it let a damaged graph be detected and rebuilt.
  */
 
-/** `$SHOAL_CACHE_DIR/quantized` (default `~/.cache/shoal/quantized`). */
-export function quantizedCacheDir(env: NodeJS.ProcessEnv = process.env): string {
-  const root = env.SHOAL_CACHE_DIR !== undefined && env.SHOAL_CACHE_DIR.trim() !== '' ? env.SHOAL_CACHE_DIR : join(homedir(), '.cache', 'shoal');
-  return join(root, 'quantized');
+/** The quantized graphs' folder inside Shoal's cache folder (runtime option `cacheDir`, SHOAL_CACHE_DIR). */
+export function quantizedCacheDir(cacheRoot: string): string {
+  return join(cacheRoot, 'quantized');
 }
 
 /**

@@ -4,7 +4,6 @@ import {
   FileFingerprint,
   fingerprint,
   matches,
-  quantizedCacheDir,
   readRecord,
   sha256File,
   sha256Text,
@@ -104,14 +103,14 @@ export interface QuantizeRequest {
   /** The float .onnx file (its external data, if any, next to it). */
   source: string;
   options?: QuantizeOptionsInput;
-  /** @default quantizedCacheDir() ($SHOAL_CACHE_DIR/quantized) */
-  cacheDir?: string;
+  /** Folder of the quantized graphs: `quantizedCacheDir(runtime.cacheDir)`. */
+  cacheDir: string;
 }
 
 /** The int8 graph of `source`, from the cache or built now (and then cached). */
 export async function quantizeToCache(request: QuantizeRequest): Promise<QuantizedGraph> {
   const options = QuantizeOptions.parse(request.options ?? {});
-  const cacheDir = request.cacheDir ?? quantizedCacheDir();
+  const cacheDir = request.cacheDir;
   const sourceDir = dirname(request.source);
   const sourceSha = await sha256File(request.source);
   const key = sha256Text(`${QUANTIZER_VERSION}\n${JSON.stringify(options)}\n${sourceSha}`);

@@ -40,7 +40,6 @@ export function trimAddonPath(): string | null {
 function load(): (() => boolean) | null {
   if (trim !== undefined) return trim;
   trim = null;
-  if (process.env.SHOAL_NATIVE_TRIM === '0') return trim;
   const file = trimAddonPath();
   if (file === null) return trim;
   try {

@@ -1,4 +1,5 @@
-import { availableParallelism, getPriority, setPriority } from 'node:os';
+import { availableParallelism, getPriority, homedir, setPriority } from 'node:os';
+import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
@@ -15,6 +16,9 @@ export type ExecutionProvider = z.infer<typeof ExecutionProvider>;
 
 export const GraphOptimization = z.enum(['disabled', 'basic', 'extended', 'all']);
 export type GraphOptimization = z.infer<typeof GraphOptimization>;
+
+/** Shoal's cache folder when none is configured. */
+export const DEFAULT_CACHE_DIR = join(homedir(), '.cache', 'shoal');
 
 export const RuntimeOptions = z.strictObject({
   /** Providers in order of preference; CPU is always tried last unless `allowCpuFallback` is false. */
@@ -39,6 +43,13 @@ export const RuntimeOptions = z.strictObject({
    * query's session gets the cores first while both run. 0 = the process's own priority.
    */
   nice: z.number().int().min(0).max(19).default(0),
+  /** Shoal's cache folder on this machine: int8 graphs (`quantized/`), batch-budget measurements (`tuning/`). Services set it from SHOAL_CACHE_DIR. */
+  cacheDir: z.string().min(1).default(DEFAULT_CACHE_DIR),
+  /**
+   * Hand the memory released sessions freed back to the OS right away (glibc `malloc_trim`, through
+   * the `native/` addon when it is built). Services turn it off with SHOAL_NATIVE_TRIM=0.
+   */
+  returnFreedMemory: z.boolean().default(true),
 });
 export type RuntimeOptions = z.output<typeof RuntimeOptions>;
 export type RuntimeOptionsInput = z.input<typeof RuntimeOptions>;
@@ -60,8 +71,10 @@ export const RuntimeOverrides = z.strictObject({
   nice: runtimeShape.nice.unwrap().optional(),
 });
 export type RuntimeOverrides = z.infer<typeof RuntimeOverrides>;
+/** Settings of the machine, not of a model: never overridden per model. */
+type MachineWideKeys = 'cacheDir' | 'returnFreedMemory';
 /** Fails to compile when RuntimeOptions gains a setting that cannot be overridden per model. */
-type UncoveredRuntimeKeys = Exclude<keyof RuntimeOptions, keyof RuntimeOverrides>;
+type UncoveredRuntimeKeys = Exclude<keyof RuntimeOptions, keyof RuntimeOverrides | MachineWideKeys>;
 const runtimeOverridesCoverAll: [UncoveredRuntimeKeys] extends [never] ? true : never = true;
 void runtimeOverridesCoverAll;
 

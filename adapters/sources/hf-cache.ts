@@ -14,21 +14,11 @@ export function isCommitHash(revision: string): boolean {
   return COMMIT.test(revision);
 }
 
-function nonEmpty(value: string | undefined): value is string {
-  return value !== undefined && value !== '';
-}
-
 /**
- * HF_HUB_CACHE (or its old name HUGGINGFACE_HUB_CACHE), else HF_HOME/hub, else
- * $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub: the hub library's own order.
+ * The hub library's default cache folder. The variables that move it (HF_HUB_CACHE, HF_HOME,
+ * XDG_CACHE_HOME) are read by the services' settings layer, which passes the folder down.
  */
-export function defaultHubCacheDir(env: NodeJS.ProcessEnv = process.env): string {
-  if (nonEmpty(env.HF_HUB_CACHE)) return env.HF_HUB_CACHE;
-  if (nonEmpty(env.HUGGINGFACE_HUB_CACHE)) return env.HUGGINGFACE_HUB_CACHE;
-  if (nonEmpty(env.HF_HOME)) return join(env.HF_HOME, 'hub');
-  const xdg = nonEmpty(env.XDG_CACHE_HOME) ? env.XDG_CACHE_HOME : join(homedir(), '.cache');
-  return join(xdg, 'huggingface', 'hub');
-}
+export const DEFAULT_HUB_CACHE_DIR = join(homedir(), '.cache', 'huggingface', 'hub');
 
 export function repoCacheDir(cacheDir: string, repo: string): string {
   return join(cacheDir, cacheFolderName(repo));

@@ -9,7 +9,9 @@ import type { ImageSource } from '../protocol/requests.js';
  * Where an image item's bytes come from, and the policy that guards it: local files only inside
  * configured roots (symbolic links resolved first, so a link cannot escape), http(s) URLs only for
  * configured hosts (every redirect re-checked), and a byte cap on every source. The policy is
- * checked on the main thread when the request arrives; the bytes are read in a prep thread.
+ * checked on the main thread when the request arrives. Files are read in a prep thread; URLs are
+ * fetched by an ImageFetcher on the main thread (network waits cost it nothing), so a slow host
+ * delays only the requests that name it, never the prep thread every other request goes through.
  */
 
 export const ImagePolicy = z.strictObject({
@@ -122,12 +124,14 @@ async function readCapped(response: Response, policy: ImagePolicy, url: string):
   return Buffer.concat(chunks);
 }
 
-async function fetchImage(start: string, policy: ImagePolicy): Promise<Uint8Array> {
+async function fetchImage(start: string, policy: ImagePolicy, signal?: AbortSignal): Promise<Uint8Array> {
   let url = start;
+  const deadline = AbortSignal.timeout(policy.fetchTimeoutMs);
+  const abort = signal === undefined ? deadline : AbortSignal.any([deadline, signal]);
   for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
     let response: Response;
     try {
-      response = await fetch(url, { redirect: 'manual', signal: AbortSignal.timeout(policy.fetchTimeoutMs) });
+      response = await fetch(url, { redirect: 'manual', signal: abort });
     } catch (error) {
       throw new ShoalError(ErrorCode.INVALID_INPUT, `cannot fetch image ${url}: ${String(error)}`, { cause: error });
     }
@@ -171,5 +175,58 @@ export async function readImageInput(input: ImageInput, policy: ImagePolicy): Pr
     }
     case 'url':
       return fetchImage(input.url, policy);
+  }
+}
+
+/** Fetches at once per host: a slow host cannot take every socket, the queue of its own requests waits instead. @default 4 */
+export const DEFAULT_FETCHES_PER_HOST = 4;
+
+/**
+ * Fetches URL images with at most `perHost` requests in flight to one host (the rest of that
+ * host's requests queue; other hosts are not affected), each within the policy's timeout.
+ */
+export class ImageFetcher {
+  readonly #perHost: number;
+  readonly #active = new Map<string, number>();
+  readonly #queued = new Map<string, (() => void)[]>();
+
+  constructor(perHost: number = DEFAULT_FETCHES_PER_HOST) {
+    this.#perHost = Math.max(1, perHost);
+  }
+
+  async fetch(url: string, policy: ImagePolicy, signal?: AbortSignal): Promise<Uint8Array> {
+    const host = new URL(url).host;
+    await this.#acquire(host);
+    try {
+      return await fetchImage(url, policy, signal);
+    } finally {
+      this.#release(host);
+    }
+  }
+
+  async #acquire(host: string): Promise<void> {
+    const active = this.#active.get(host) ?? 0;
+    if (active < this.#perHost) {
+      this.#active.set(host, active + 1);
+      return;
+    }
+    await new Promise<void>((resolve) => {
+      const queue = this.#queued.get(host) ?? [];
+      queue.push(resolve);
+      this.#queued.set(host, queue);
+    });
+  }
+
+  /** Hands the slot to the next queued fetch of the host, or frees it. */
+  #release(host: string): void {
+    const next = this.#queued.get(host)?.shift();
+    if (next !== undefined) {
+      next();
+      return;
+    }
+    this.#queued.delete(host);
+    const active = (this.#active.get(host) ?? 1) - 1;
+    if (active <= 0) this.#active.delete(host);
+    else this.#active.set(host, active);
   }
 }

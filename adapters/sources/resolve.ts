@@ -1,11 +1,11 @@
 import { realpath, stat } from 'node:fs/promises';
-import { delimiter, join, resolve, sep } from 'node:path';
+import { join, resolve, sep } from 'node:path';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { parseWith } from '../protocol/validate.js';
 import type { Precision } from './file-selection.js';
 import { builtinModelDir } from './builtin-models.js';
-import { defaultHubCacheDir, inspectCachedSnapshot } from './hf-cache.js';
+import { DEFAULT_HUB_CACHE_DIR, inspectCachedSnapshot } from './hf-cache.js';
 import { downloadModel, type DownloadProgress, type HubOptions } from './hub-download.js';
 import { parseModelRef, type ModelRef } from './model-ref.js';
 
@@ -21,7 +21,7 @@ import { parseModelRef, type ModelRef } from './model-ref.js';
 export const SourceOptions = z.strictObject({
   /** Folders holding models as `org/name/` (or `name/`); SHOAL_MODEL_DIR, ':'-separated. */
   modelDirs: z.array(z.string()).default([]),
-  /** Hub cache folder (HF_HUB_CACHE / HF_HOME/hub / ~/.cache/huggingface/hub). */
+  /** Hub cache folder; services read HF_HUB_CACHE / HF_HOME (services/settings). @default ~/.cache/huggingface/hub */
   hubCacheDir: z.string().optional(),
   /** Hub endpoint (HF_ENDPOINT). */
   hubEndpoint: z.url({ protocol: /^https?$/, error: 'hubEndpoint must be an http(s) URL' }).default('https://huggingface.co'),
@@ -44,27 +44,6 @@ export const SourceOptions = z.strictObject({
 });
 export type SourceOptions = z.output<typeof SourceOptions>;
 export type SourceOptionsInput = z.input<typeof SourceOptions>;
-
-/** The hub library's reading of boolean variables. */
-function isTrue(value: string | undefined): boolean {
-  return value !== undefined && ['1', 'true', 'yes', 'on'].includes(value.trim().toLowerCase());
-}
-
-export function sourceOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): SourceOptionsInput {
-  const out: SourceOptionsInput = {};
-  if (env.SHOAL_MODEL_DIR !== undefined && env.SHOAL_MODEL_DIR !== '') {
-    out.modelDirs = env.SHOAL_MODEL_DIR.split(delimiter).filter((d) => d !== '');
-  }
-  out.hubCacheDir = defaultHubCacheDir(env);
-  if (env.HF_ENDPOINT !== undefined && env.HF_ENDPOINT !== '') out.hubEndpoint = env.HF_ENDPOINT;
-  if (env.HF_TOKEN !== undefined && env.HF_TOKEN !== '') out.hubToken = env.HF_TOKEN;
-  if (isTrue(env.HF_HUB_OFFLINE) || isTrue(env.SHOAL_OFFLINE)) out.allowDownload = false;
-  // The hub library's read timeout, in seconds: the same idea as Shoal's idle timeout.
-  if (env.HF_HUB_DOWNLOAD_TIMEOUT !== undefined && env.HF_HUB_DOWNLOAD_TIMEOUT.trim() !== '') {
-    out.downloadIdleTimeoutMs = Math.round(Number(env.HF_HUB_DOWNLOAD_TIMEOUT) * 1000);
-  }
-  return out;
-}
 
 export function resolveSourceOptions(input: SourceOptionsInput = {}): SourceOptions {
   return Object.freeze(parseWith(SourceOptions, input, 'model source options', ErrorCode.CONFIG_INVALID));
@@ -145,7 +124,7 @@ export async function resolveModelSource(raw: string, options: SourceOptions, ex
     const dir = await findInModelDirs(ref.repo, options.modelDirs);
     if (dir !== null) return { dir, ref, origin: 'models-dir' };
   }
-  const cacheDir = options.hubCacheDir ?? defaultHubCacheDir();
+  const cacheDir = options.hubCacheDir ?? DEFAULT_HUB_CACHE_DIR;
   const revision = ref.revision ?? 'main';
   const cached = await inspectCachedSnapshot(cacheDir, ref.repo, revision);
   if (cached?.usable === true) return { dir: cached.dir, ref, origin: 'hub-cache' };

@@ -3,15 +3,14 @@ import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { isTunable, type TuningPoint } from '../../adapters/models/batch-tuning.js';
-import type { ModelWorker } from '../../adapters/models/model-worker.js';
+import { isTunable, type TuningPoint } from '../../adapters/model-threads/batch-tuning.js';
+import type { ModelWorker } from '../../adapters/model-threads/model-worker.js';
 import type { ModelProfile } from '../../adapters/models/profile.js';
 import type { RuntimeOptions } from '../../adapters/runtime/ort-session.js';
-import { shoalCacheDir } from '../../adapters/sources/cache-dir.js';
 
 /**
  * `maxBatchTokens: 'auto'`: the batch budget of a model is measured once per machine (CPU model,
- * cores, threads, providers, graph files) and cached in $SHOAL_CACHE_DIR/tuning, so a fleet tunes
+ * cores, threads, providers, graph files) and cached in the runtime's cacheDir (SHOAL_CACHE_DIR)/tuning, so a fleet tunes
  * itself to its hardware instead of trusting one fixed number. Items of a short and a long length
  * are timed at each candidate budget; the budget with the best geometric-mean throughput wins.
  */
@@ -67,7 +66,7 @@ export function bestBudget(points: readonly TuningPoint[]): number {
 }
 
 /** The tuned budget of a loaded model (measured now, or from the cache); null for untunable families. */
-export async function tunedBudget(worker: ModelWorker, runtime: RuntimeOptions, cacheDir: string = shoalCacheDir()): Promise<number | null> {
+export async function tunedBudget(worker: ModelWorker, runtime: RuntimeOptions, cacheDir: string = runtime.cacheDir): Promise<number | null> {
   const profile = worker.profile;
   if (!isTunable(profile)) return null;
   const file = join(cacheDir, 'tuning', `${await cacheKey(profile, runtime)}.json`);

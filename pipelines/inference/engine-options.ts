@@ -5,15 +5,16 @@ import { parseWith } from '../../adapters/protocol/validate.js';
 import { RuntimeOptions } from '../../adapters/runtime/ort-session.js';
 import type { DownloadProgress } from '../../adapters/sources/hub-download.js';
 import { ImagePolicy } from '../../adapters/sources/image-input.js';
-import { SourceOptions, resolveSourceOptions, sourceOptionsFromEnv } from '../../adapters/sources/resolve.js';
+import { SourceOptions, resolveSourceOptions } from '../../adapters/sources/resolve.js';
 import type { Catalog } from './catalog.js';
 import { defaultMemoryBudget, parseBytes } from './memory.js';
 import type { PoolHooks } from './pool.js';
 import { DEFAULT_SCHEDULER_OPTIONS, type SchedulerHooks } from './scheduler.js';
 
 /**
- * Options of the in-process engine, with their defaults. Services build these from their config
- * files and environment; everything is validated once and frozen.
+ * Options of the in-process engine, with their defaults. The engine reads no environment
+ * variables: services build these options from flags, variables and config files
+ * (services/settings); everything is validated once and frozen.
  */
 
 const ByteSize = z.union([z.number().int().positive(), z.string().min(1)]);
@@ -25,7 +26,7 @@ export const EngineOptions = z.strictObject({
   prepThreads: z.number().int().min(1).max(64).default(1),
   /**
    * Padded tokens per batch (longest × items); a model's catalog `options.maxBatchTokens` overrides it.
-   * 'auto' measures the best budget of each model on this machine once (cached in $SHOAL_CACHE_DIR/tuning).
+   * 'auto' measures the best budget of each model on this machine once (cached in the runtime's cacheDir, `tuning/`).
    * @default 2048
    */
   maxBatchTokens: z.union([z.number().int().min(1), z.literal('auto')]).default(DEFAULT_SCHEDULER_OPTIONS.maxBatchTokens),
@@ -106,7 +107,7 @@ export function resolveEngineOptions(input: Omit<EngineOptionsInput, 'catalog' |
     maxBatchTokens: maxBatchTokens === 'auto' ? DEFAULT_SCHEDULER_OPTIONS.maxBatchTokens : maxBatchTokens,
     autoBatchTokens: maxBatchTokens === 'auto',
     images: images ?? ImagePolicy.parse({}),
-    sources: sources ?? resolveSourceOptions(sourceOptionsFromEnv()),
+    sources: sources ?? resolveSourceOptions(),
     runtime,
     interactiveRuntime: { ...configured, intraOpThreads: interactiveThreads },
     memoryBudgetBytes: memoryBudget === undefined ? defaultMemoryBudget(runtime.providers) : typeof memoryBudget === 'number' ? memoryBudget : parseBytes(memoryBudget),

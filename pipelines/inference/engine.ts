@@ -1,6 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
-import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
+import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
 import {
   EncodeRequest,
   ExtractRequest,
@@ -32,12 +33,12 @@ import {
   type RunOptions,
   type Task,
 } from '../../adapters/models/family.js';
-import { ModelThreads, type ModelWorker } from '../../adapters/models/model-worker.js';
-import { PrepPool } from '../../adapters/models/prep-pool.js';
+import { ModelThreads, type ModelWorker } from '../../adapters/model-threads/model-worker.js';
+import { PrepPool } from '../../adapters/model-threads/prep-pool.js';
 import type { ModelProfile } from '../../adapters/models/profile.js';
 import { getFamily } from '../../adapters/models/registry.js';
-import type { CompareTo } from '../../adapters/models/thread-messages.js';
-import { checkImageSource } from '../../adapters/sources/image-input.js';
+import type { CompareTo } from '../../adapters/model-threads/thread-messages.js';
+import { checkImageSource, ImageFetcher } from '../../adapters/sources/image-input.js';
 import { tunedBudget } from './batch-tuning.js';
 import { EMPTY_CATALOG } from './catalog.js';
 import { resolveEngineOptions, type EngineOptionsInput, type ResolvedEngineOptions } from './engine-options.js';
@@ -88,12 +89,14 @@ export interface InspectResult {
   measuredBytes: number;
 }
 
-export class InferenceEngine implements Engine {
+export class InferenceEngine implements Engine, Lifecycle {
   readonly #options: ResolvedEngineOptions;
   readonly #prep: PrepPool;
   readonly #pool: ModelPool;
   readonly #scheduler: Scheduler;
   readonly #threads: ModelThreads;
+  /** URL images are fetched on this thread, a few per host at a time. */
+  readonly #imageFetcher = new ImageFetcher();
   /** Detected profiles by model name: tokenize needs no ONNX session. */
   readonly #profiles = new Map<string, Promise<ModelProfile>>();
   readonly #resolve: (name: string) => Promise<ModelProfile>;
@@ -123,7 +126,7 @@ export class InferenceEngine implements Engine {
     });
     const providers = options.runtime.providers;
     const poolHooks = hooks?.pool;
-    this.#threads = new ModelThreads(options.spareThreads);
+    this.#threads = new ModelThreads(options.spareThreads, options.runtime.returnFreedMemory);
     this.#pool = new ModelPool({
       threads: this.#threads,
       reuseThreads: options.reuseModelThreads,
@@ -146,8 +149,8 @@ export class InferenceEngine implements Engine {
     });
   }
 
-  /** Loads and pins the configured `preload` models. */
-  async ready(): Promise<void> {
+  /** Starts serving: loads and pins the configured `preload` models (other models load at first use). */
+  async start(): Promise<void> {
     for (const name of this.#options.preload) await this.#pool.preload(name, true);
   }
 
@@ -298,17 +301,22 @@ export class InferenceEngine implements Engine {
     items: readonly Item[],
     defaultRole: Role | undefined,
     choice: PromptChoice | null,
+    signal?: AbortSignal,
   ): Promise<PrepItem[]> {
     const inputs = getFamily(profile.family).capabilities.inputs ?? ['text'];
     const prompts = new Map<Role | 'none', string>();
     const out: PrepItem[] = [];
-    for (const item of items) {
+    const fetches: Promise<void>[] = [];
+    for (const [index, item] of items.entries()) {
       const role = item.role ?? defaultRole;
       if (isImageItem(item)) {
         if (!inputs.includes('image')) {
           throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${profile.id} (${profile.family}) reads text, not images`);
         }
-        out.push({ text: '', image: await checkImageSource(item.image, this.#options.images), role: role ?? 'document' });
+        const prepItem: PrepItem = { text: '', image: await checkImageSource(item.image, this.#options.images), role: role ?? 'document' };
+        out.push(prepItem);
+        // URLs are fetched here, all at once, not in the prep thread: a slow host then delays only this request.
+        if (prepItem.image?.kind === 'url') fetches.push(this.#fetchImage(prepItem, index, signal));
         continue;
       }
       if (!inputs.includes('text')) {
@@ -322,7 +330,23 @@ export class InferenceEngine implements Engine {
       }
       out.push(prompt === '' ? { text: item.text, role: role ?? 'document' } : { text: prompt + item.text, role: role ?? 'document', prompt });
     }
+    if (fetches.length > 0) {
+      const settled = await Promise.allSettled(fetches);
+      const failed = settled.find((result) => result.status === 'rejected');
+      if (failed !== undefined) throw failed.reason;
+    }
     return out;
+  }
+
+  /** Replaces a checked image URL by its bytes (errors named by item, as the prep thread names them). */
+  async #fetchImage(item: PrepItem, index: number, signal: AbortSignal | undefined): Promise<void> {
+    if (item.image?.kind !== 'url') return;
+    try {
+      item.image = { kind: 'bytes', bytes: await this.#imageFetcher.fetch(item.image.url, this.#options.images, signal) };
+    } catch (error) {
+      const shoal = toShoalError(error);
+      throw new ShoalError(shoal.code, `image item ${index}: ${shoal.message}`, { cause: shoal, details: { ...shoal.details, item: index } });
+    }
   }
 
 
@@ -389,7 +413,7 @@ export class InferenceEngine implements Engine {
       } else if (family.capabilities.score === 'embeddings') {
         const encodeAs = [...family.capabilities.defaultOutputs];
         const choice: PromptChoice = { prompt: request.prompt, instruction: request.instruction };
-        const queryItems = await this.#prepItems(profile, [request.query], 'query', choice);
+        const queryItems = await this.#prepItems(profile, [request.query], 'query', choice, call.signal);
         const query = await this.#execute(lease, queryItems, { lane, task: 'encode', maxLength, options: { outputs: encodeAs }, signal: call.signal });
         const vector = query.outputs[0];
         if (vector === undefined) throw new ShoalError(ErrorCode.INTERNAL, 'query encoding missing');
@@ -397,7 +421,7 @@ export class InferenceEngine implements Engine {
         if (vector.dense !== undefined) reference.dense = vector.dense;
         if (vector.sparse !== undefined) reference.sparse = vector.sparse;
         if (vector.multivector !== undefined) reference.multivector = vector.multivector;
-        const documents = await this.#prepItems(profile, request.items, 'document', {});
+        const documents = await this.#prepItems(profile, request.items, 'document', {}, call.signal);
         const run = await this.#execute(lease, documents, {
           lane,
           task: 'encode',
@@ -426,7 +450,7 @@ export class InferenceEngine implements Engine {
       if (!family.capabilities.extract) {
         throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${request.model} (${profile.family}) cannot extract; use encode or score`);
       }
-      const items = await this.#prepItems(profile, request.items, 'document', null);
+      const items = await this.#prepItems(profile, request.items, 'document', null, call.signal);
       const options: RunOptions = { outputs: [] };
       if (request.threshold !== undefined) options.threshold = request.threshold;
       if (request.aggregation !== undefined) options.aggregation = request.aggregation;

@@ -2,7 +2,7 @@ import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { DownloadProgress } from '../../adapters/sources/hub-download.js';
 import { resolveModelSource, type ResolveExtras, type SourceOptions } from '../../adapters/sources/resolve.js';
 import type { ModelProfile, ProfileOverrides } from '../../adapters/models/profile.js';
-import type { PrepPool } from '../../adapters/models/prep-pool.js';
+import type { PrepPool } from '../../adapters/model-threads/prep-pool.js';
 import type { Catalog } from './catalog.js';
 
 /**

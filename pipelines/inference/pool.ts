@@ -1,6 +1,6 @@
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
 import type { RuntimeOptions } from '../../adapters/runtime/ort-session.js';
-import { ModelWorker, type ModelThreads } from '../../adapters/models/model-worker.js';
+import { ModelWorker, type ModelThreads } from '../../adapters/model-threads/model-worker.js';
 import type { ModelProfile } from '../../adapters/models/profile.js';
 import { formatBytes } from './memory.js';
 
@@ -253,8 +253,11 @@ export class ModelPool {
       entry.chargedBytes += extra;
       try {
         const threads = this.#options.threads;
+        console.error('TRACE take', performance.now());
         const thread = await threads?.take(model.name, runtime.nice);
+        console.error('TRACE start', performance.now());
         const { worker } = await ModelWorker.start(model.profile, runtime, thread, threads?.recycler(runtime.nice));
+        console.error('TRACE started', performance.now());
         this.#options.threads?.replenish();
         model.interactive = worker;
         this.#emitChange();
@@ -269,6 +272,7 @@ export class ModelPool {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    console.error('TRACE pool.close', performance.now());
     if (this.#idleTimer !== null) clearInterval(this.#idleTimer);
     const entries = [...this.#entries.values()];
     await Promise.all(entries.map(async (entry) => {

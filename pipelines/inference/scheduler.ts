@@ -1,8 +1,8 @@
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
 import type { Priority } from '../../adapters/protocol/requests.js';
 import { preparedCost, type ItemOutput, type Prepared, type RunOptions } from '../../adapters/models/family.js';
-import type { ModelWorker } from '../../adapters/models/model-worker.js';
-import type { CompareTo } from '../../adapters/models/thread-messages.js';
+import type { ModelWorker } from '../../adapters/model-threads/model-worker.js';
+import type { CompareTo } from '../../adapters/model-threads/thread-messages.js';
 import type { LoadedModel } from './pool.js';
 import { ModelWorkQueue, type CutBatch, type CutOptions, type Queued } from './work-queue.js';
 

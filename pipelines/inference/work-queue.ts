@@ -3,8 +3,11 @@
  * order; bulk items wait in buckets by token length, so a batch is cut from items of similar length
  * (little padding) without sorting the whole backlog each time. Items that would share a batch must
  * have the same `key` (run options). An item waiting longer than `maxItemWaitMs` anchors the next
- * batch, so short items are never starved by a stream of long ones.
+ * batch, so short items are never starved by a stream of long ones. Batches are cut by the
+ * packing rules of batcher.ts.
  */
+
+import { fitsBudget, similarLength, type BatchLimits, type LengthRule } from './batcher.js';
 
 export interface Queued<T> {
   readonly payload: T;
@@ -15,11 +18,7 @@ export interface Queued<T> {
   gone: boolean;
 }
 
-export interface CutOptions {
-  maxBatchTokens: number;
-  maxBatchItems: number;
-  maxPadRatio: number;
-  padSlackTokens: number;
+export interface CutOptions extends BatchLimits, LengthRule {
   /** Items older than this anchor the next bulk batch. */
   maxItemWaitMs: number;
 }
@@ -172,7 +171,7 @@ export class ModelWorkQueue<T> {
     for (const item of this.#interactive) {
       if (item.gone || item.key !== head.key) continue;
       const nextLongest = Math.max(longest, item.cost);
-      if (items.length > 0 && (items.length + 1 > options.maxBatchItems || nextLongest * (items.length + 1) > options.maxBatchTokens)) break;
+      if (items.length > 0 && !fitsBudget(nextLongest, items.length + 1, options)) break;
       items.push(item);
       longest = nextLongest;
       real += item.cost;
@@ -210,13 +209,12 @@ export class ModelWorkQueue<T> {
       const cost = group.costs[c] ?? 0;
       if (cost > startCost) continue;
       const base = longest === 0 ? cost : longest;
-      const padding = base - cost;
-      if (items.length > 0 && padding > options.padSlackTokens && padding > options.maxPadRatio * base) break;
+      if (items.length > 0 && !similarLength(base, cost, options)) break;
       let full = false;
       while (group.has(cost)) {
         const count = items.length + 1;
         const nextLongest = Math.max(longest, cost);
-        if (items.length > 0 && (count > options.maxBatchItems || nextLongest * count > options.maxBatchTokens)) {
+        if (items.length > 0 && !fitsBudget(nextLongest, count, options)) {
           full = true;
           break;
         }

@@ -4,9 +4,9 @@ import { z } from 'zod';
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
 import type { ItemId } from '../../adapters/protocol/requests.js';
 import { parseWith } from '../../adapters/protocol/validate.js';
-import { sourceOptionsFromEnv } from '../../adapters/sources/resolve.js';
-import { loadCatalog } from '../../pipelines/inference/catalog.js';
+import { loadCatalog, type Catalog } from '../../pipelines/inference/catalog.js';
 import { InferenceEngine, type EngineOptionsInput } from '../../pipelines/inference/engine.js';
+import { engineOptionsFromSettings } from '../settings/engine-settings.js';
 import { resolveCliConfig, type CliConfig } from './config.js';
 import { openSink, openSource } from './jsonl.js';
 import { streamLines, type LineJob } from './line-stream.js';
@@ -34,13 +34,14 @@ const GlobalFlagValues = z.object({
   threads: z.string().optional(),
   providers: z.string().optional(),
   batchTokens: z.string().optional(),
+  memoryBudget: z.string().optional(),
   chunkLines: z.string().optional(),
   progress: z.boolean().optional(),
   quiet: z.boolean().optional(),
 });
 
-/** Engine options a command sets from its own flags (image sources for encode/extract). */
-export type EngineExtras = Pick<EngineOptionsInput, 'images'>;
+/** Engine options a command sets from its own flags: image sources (encode/extract), or a catalog of its own made from the configured one. */
+export type EngineExtras = Pick<EngineOptionsInput, 'images'> & { catalog?: (configured: Catalog | undefined) => Catalog };
 
 /** Where a line command reads and writes (already validated by the command). */
 export interface LineIo {
@@ -67,16 +68,18 @@ export class CliApp {
 
   /** Runs `body` with an engine configured from `config` (plus a command's `extra` options); the engine is closed whatever happens. */
   async withEngine<T>(config: CliConfig, progress: StderrProgress, body: (engine: InferenceEngine) => Promise<T>, extra: EngineExtras = {}): Promise<T> {
-    const catalog = config.catalog === null ? undefined : await loadCatalog(config.catalog);
+    const configured = config.engine.catalog === null ? undefined : await loadCatalog(config.engine.catalog);
+    const catalog = extra.catalog === undefined ? configured : extra.catalog(configured);
+    const base = engineOptionsFromSettings(config.engine, this.io.env);
     const engine = new InferenceEngine({
-      ...extra,
-      ...(catalog === undefined ? {} : { catalog }),
-      sources: { ...sourceOptionsFromEnv(this.io.env), modelDirs: [...config.modelDirs] },
-      runtime: {
-        providers: [...config.providers],
-        ...(config.threads === null ? {} : { intraOpThreads: config.threads }),
+      ...base,
+      // A command's own image flags add to the roots and hosts the environment allows.
+      images: {
+        ...extra.images,
+        roots: [...(base.images?.roots ?? []), ...(extra.images?.roots ?? [])],
+        allowedHosts: [...(base.images?.allowedHosts ?? []), ...(extra.images?.allowedHosts ?? [])],
       },
-      ...(config.batchTokens === null ? {} : { maxBatchTokens: config.batchTokens }),
+      ...(catalog === undefined ? {} : { catalog }),
       onDownloadProgress: progress.download,
     });
     try {

@@ -1,19 +1,22 @@
-import { delimiter } from 'node:path';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
-import { ExecutionProvider } from '../../adapters/runtime/ort-session.js';
 import { DEFAULT_SCHEDULER_OPTIONS } from '../../pipelines/inference/scheduler.js';
+import { EngineSettings, engineSettingsFromEnv } from '../settings/engine-settings.js';
+import { splitDirs, splitList } from '../settings/environment.js';
+import { PositiveIntFlag } from '../settings/flag-values.js';
+import { envValue, SETTINGS } from '../settings/table.js';
 
 /**
- * The CLI's global configuration: flags over environment variables over defaults, validated once
- * with zod and frozen. Commands receive this object and never read `process.env` themselves.
+ * The CLI's global configuration: flags over environment variables (services/settings) over
+ * defaults, validated once with zod and frozen. Commands receive this object and never read
+ * `process.env` themselves. The engine part is the same `EngineSettings` the worker uses, so
+ * SHOAL_MEMORY_BUDGET or SHOAL_IMAGE_ROOTS mean the same for `shoal encode` and `shoal worker`.
  */
 
 /** @default lines handed to the engine per call: bounds memory, keeps batches full. */
-export const DEFAULT_CHUNK_LINES = 256;
+export const DEFAULT_CHUNK_LINES = SETTINGS.chunkLines.default;
 /** Padded tokens (longest × items) per model batch when neither flag nor env sets it: the engine's own default. */
 export const DEFAULT_BATCH_TOKENS = DEFAULT_SCHEDULER_OPTIONS.maxBatchTokens;
-export const DEFAULT_PROVIDERS: readonly ExecutionProvider[] = Object.freeze(['cpu']);
 
 export const ProgressMode = z.enum(['auto', 'always', 'never']);
 export type ProgressMode = z.infer<typeof ProgressMode>;
@@ -25,57 +28,37 @@ export interface GlobalFlags {
   threads?: string | undefined;
   providers?: string | undefined;
   batchTokens?: string | undefined;
+  memoryBudget?: string | undefined;
   chunkLines?: string | undefined;
   /** commander gives true for --progress, false for --no-progress, undefined when neither. */
   progress?: boolean | undefined;
   quiet?: boolean | undefined;
 }
 
-const PositiveInt = (max: number) =>
-  z
-    .string()
-    .trim()
-    .regex(/^\d+$/, 'must be a whole number')
-    .transform(Number)
-    .pipe(z.number().int().min(1).max(max));
-
-const CommaList = z
-  .string()
-  .transform((value) => value.split(',').map((part) => part.trim()).filter((part) => part !== ''));
-
-/** Keys are named after the flags, so a message like `threads: ...` points at `--threads`. */
-const RawConfig = z.strictObject({
-  catalog: z.string().trim().min(1, 'must not be empty').optional(),
-  'model-dir': z.string().optional(),
-  threads: PositiveInt(1024).optional(),
-  providers: CommaList.pipe(z.array(ExecutionProvider).min(1, 'name at least one provider')).optional(),
-  'batch-tokens': z.union([z.literal('auto'), PositiveInt(1 << 24)]).optional(),
-  'chunk-lines': PositiveInt(100_000).optional(),
-  progress: ProgressMode,
-  quiet: z.boolean(),
+/** The flags' own strings, checked before they join the environment's values; keys name the flags. */
+const FlagStrings = z.strictObject({
+  threads: PositiveIntFlag(1024).optional(),
+  'batch-tokens': z.union([z.literal('auto'), PositiveIntFlag(1 << 24)]).optional(),
+  'chunk-lines': PositiveIntFlag(100_000).optional(),
 });
 
-/** The environment variable behind each flag, for messages. */
-const ENV_NAMES: ReadonlyMap<string, string> = new Map([
-  ['catalog', 'SHOAL_CATALOG'],
-  ['model-dir', 'SHOAL_MODEL_DIR'],
-  ['threads', 'SHOAL_THREADS'],
-  ['providers', 'SHOAL_PROVIDERS'],
-  ['batch-tokens', 'SHOAL_BATCH_TOKENS'],
-  ['chunk-lines', 'SHOAL_CHUNK_LINES'],
+/** Setting key (settings/table.ts) behind each engine field and CLI flag, for messages. */
+const SETTING_OF_FIELD: ReadonlyMap<string, keyof typeof SETTINGS> = new Map([
+  ['catalog', 'catalog'],
+  ['modelDirs', 'modelDir'],
+  ['threads', 'threads'],
+  ['providers', 'providers'],
+  ['batchTokens', 'batchTokens'],
+  ['memoryBudget', 'memoryBudget'],
+  ['imageRoots', 'imageRoots'],
+  ['imageHosts', 'imageHosts'],
+  ['chunk-lines', 'chunkLines'],
+  ['batch-tokens', 'batchTokens'],
 ]);
 
 export interface CliConfig {
-  /** Catalog file or folder (--catalog, SHOAL_CATALOG); null: no catalog, models by id or path only. */
-  readonly catalog: string | null;
-  /** Folders holding models as `org/name/` (--model-dir, SHOAL_MODEL_DIR; ':'-separated). */
-  readonly modelDirs: readonly string[];
-  /** ORT intra-op threads per model (--threads, SHOAL_THREADS); null: all cores. */
-  readonly threads: number | null;
-  /** Execution providers in order of preference (--providers, SHOAL_PROVIDERS); CPU is the fallback. */
-  readonly providers: readonly ExecutionProvider[];
-  /** Padded tokens per model batch (--batch-tokens, SHOAL_BATCH_TOKENS); null: the engine's default. */
-  readonly batchTokens: number | 'auto' | null;
+  /** Catalog, model folders, threads, providers, batch tokens, memory budget, image roots and hosts. */
+  readonly engine: EngineSettings;
   /** Input lines per engine call (--chunk-lines, SHOAL_CHUNK_LINES). */
   readonly chunkLines: number;
   readonly progress: ProgressMode;
@@ -83,41 +66,43 @@ export interface CliConfig {
   readonly quiet: boolean;
 }
 
-function nonEmpty(value: string | undefined): string | undefined {
-  return value === undefined || value.trim() === '' ? undefined : value;
+/** `--threads (or SHOAL_THREADS)`: where the user sets the value a message is about. */
+function describe(key: string): string {
+  const setting = SETTING_OF_FIELD.get(key);
+  if (setting === undefined) return key;
+  const spec = SETTINGS[setting];
+  return 'flag' in spec ? `${spec.flag} (or ${spec.env.join(', ')})` : spec.env.join(', ');
+}
+
+function invalid(issues: readonly z.core.$ZodIssue[]): ShoalError {
+  const problems = issues.map((issue) => `${describe(String(issue.path[0] ?? ''))}: ${issue.message}`);
+  return new ShoalError(ErrorCode.CONFIG_INVALID, `invalid configuration: ${problems.join('; ')}`);
 }
 
 /** Flags win over the environment; an empty environment variable counts as unset. */
 export function resolveCliConfig(flags: GlobalFlags, env: NodeJS.ProcessEnv = process.env): CliConfig {
-  const raw = {
-    catalog: flags.catalog ?? nonEmpty(env.SHOAL_CATALOG),
-    'model-dir': flags.modelDir ?? nonEmpty(env.SHOAL_MODEL_DIR),
-    threads: flags.threads ?? nonEmpty(env.SHOAL_THREADS),
-    providers: flags.providers ?? nonEmpty(env.SHOAL_PROVIDERS),
-    'batch-tokens': flags.batchTokens ?? nonEmpty(env.SHOAL_BATCH_TOKENS),
-    'chunk-lines': flags.chunkLines ?? nonEmpty(env.SHOAL_CHUNK_LINES),
+  const checked = FlagStrings.safeParse({
+    threads: flags.threads,
+    'batch-tokens': flags.batchTokens,
+    'chunk-lines': flags.chunkLines ?? envValue(env, 'chunkLines'),
+  });
+  if (!checked.success) throw invalid(checked.error.issues);
+  const fromFlags: Record<string, unknown> = {
+    catalog: flags.catalog,
+    modelDirs: splitDirs(flags.modelDir),
+    threads: checked.data.threads,
+    providers: splitList(flags.providers),
+    batchTokens: checked.data['batch-tokens'],
+    memoryBudget: flags.memoryBudget,
+  };
+  const merged: Record<string, unknown> = { ...engineSettingsFromEnv(env) };
+  for (const [key, value] of Object.entries(fromFlags)) if (value !== undefined) merged[key] = value;
+  const engine = EngineSettings.safeParse(merged);
+  if (!engine.success) throw invalid(engine.error.issues);
+  return Object.freeze({
+    engine: Object.freeze(engine.data),
+    chunkLines: checked.data['chunk-lines'] ?? DEFAULT_CHUNK_LINES,
     progress: flags.progress === undefined ? 'auto' : flags.progress ? 'always' : 'never',
     quiet: flags.quiet === true,
-  };
-  const result = RawConfig.safeParse(raw);
-  if (!result.success) {
-    const problems = result.error.issues.map((issue) => {
-      const key = String(issue.path[0] ?? '');
-      const env = ENV_NAMES.get(key);
-      const where = env === undefined ? key : `--${key} (or ${env})`;
-      return `${where}: ${issue.message}`;
-    });
-    throw new ShoalError(ErrorCode.CONFIG_INVALID, `invalid configuration: ${problems.join('; ')}`);
-  }
-  const parsed = result.data;
-  return Object.freeze({
-    catalog: parsed.catalog ?? null,
-    modelDirs: Object.freeze((parsed['model-dir'] ?? '').split(delimiter).filter((dir) => dir !== '')),
-    threads: parsed.threads ?? null,
-    providers: Object.freeze(parsed.providers ?? [...DEFAULT_PROVIDERS]),
-    batchTokens: parsed['batch-tokens'] ?? null,
-    chunkLines: parsed['chunk-lines'] ?? DEFAULT_CHUNK_LINES,
-    progress: parsed.progress,
-    quiet: parsed.quiet,
   });
 }

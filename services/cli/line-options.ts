@@ -5,6 +5,7 @@ import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { DEFAULT_LIMITS } from '../../adapters/protocol/limits.js';
 import { OutputType } from '../../adapters/protocol/requests.js';
 import type { ImagePolicyInput } from '../../adapters/sources/image-input.js';
+import { PositiveIntFlag } from '../settings/flag-values.js';
 import type { LineIo } from './app.js';
 
 /**
@@ -12,21 +13,8 @@ import type { LineIo } from './app.js';
  * command's own flags, with errors that name the flag as the user typed it (`--max-length`).
  */
 
-export const PositiveIntFlag = (max: number) =>
-  z
-    .string()
-    .trim()
-    .regex(/^\d+$/, 'must be a whole number')
-    .transform(Number)
-    .pipe(z.number().int().min(1).max(max));
-
-export const UnitIntervalFlag = z
-  .string()
-  .trim()
-  .regex(/^(0(\.\d+)?|1(\.0+)?|\.\d+)$/, 'must be a number from 0 to 1')
-  .transform(Number);
-
-export const CommaListFlag = z.string().transform((value) => value.split(',').map((part) => part.trim()).filter((part) => part !== ''));
+// The shared text → value schemas, for the commands that import them from here.
+export { CommaListFlag, PositiveIntFlag, UnitIntervalFlag } from '../settings/flag-values.js';
 
 /** Zod shape of the flags `addLineIoOptions` declares. */
 export const LineIoFlags = {

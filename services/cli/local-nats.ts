@@ -4,12 +4,13 @@ import { access, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import { envValue } from '../settings/table.js';
 
 /**
  * A private nats-server for `shoal dev`: JetStream on, bound to 127.0.0.1 on a port the server
  * picks (`-p -1`), its store in a fresh temporary folder. It runs in its own process group so a
  * terminal's Ctrl-C reaches only Shoal, which stops the server itself after draining the gateway
- * and the worker; stop() then removes the store. The URL is read from the server's own log line.
+ * and the worker; close() then removes the store. The URL is read from the server's own log line.
  */
 
 const SEARCH_EXTRA = ['/usr/sbin', '/usr/local/sbin', '/usr/local/bin', '/opt/homebrew/bin'];
@@ -35,8 +36,8 @@ async function isExecutable(path: string): Promise<boolean> {
 
 /** SHOAL_NATS_SERVER, else `nats-server` on PATH or in the usual sbin/bin folders. */
 export async function findNatsServer(env: NodeJS.ProcessEnv = process.env): Promise<string> {
-  const explicit = env.SHOAL_NATS_SERVER?.trim();
-  if (explicit !== undefined && explicit !== '') {
+  const explicit = envValue(env, 'natsServer');
+  if (explicit !== undefined) {
     if (await isExecutable(explicit)) return explicit;
     throw new ShoalError(ErrorCode.CONFIG_INVALID, `SHOAL_NATS_SERVER=${explicit} is not an executable file; ${INSTALL_HINT}`);
   }
@@ -53,7 +54,7 @@ export interface LocalNats {
   pid: number;
   storeDir: string;
   /** Stops the server (SIGTERM, then SIGKILL after a while) and removes its store; idempotent. */
-  stop(): Promise<void>;
+  close(): Promise<void>;
 }
 
 function waitForReady(child: ChildProcess, binary: string): Promise<string> {
@@ -100,7 +101,7 @@ export async function startLocalNats(options: { env?: NodeJS.ProcessEnv } = {}):
     stdio: ['ignore', 'ignore', 'pipe'],
     detached: true,
   });
-  // If Shoal itself exits without stop() (an uncaught error), the server must not outlive it.
+  // If Shoal itself exits without close() (an uncaught error), the server must not outlive it.
   const killOnExit = (): void => {
     child.kill('SIGKILL');
   };
@@ -122,7 +123,7 @@ export async function startLocalNats(options: { env?: NodeJS.ProcessEnv } = {}):
     const url = await waitForReady(child, binary);
     // Keep reading its log so a full pipe never blocks the server; it is not shown.
     child.stderr?.resume();
-    return { url, pid: child.pid ?? -1, storeDir, stop };
+    return { url, pid: child.pid ?? -1, storeDir, close: stop };
   } catch (error) {
     await stop();
     throw error;

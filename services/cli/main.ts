@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import { CommanderError } from 'commander';
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
+import { configPathFrom, withConfigFile } from '../settings/config-file.js';
 import { CliApp } from './app.js';
 import { ExitCode, exitCodeFor, formatError, partialOutputNote } from './exit.js';
 import { isBrokenPipe } from './jsonl.js';
@@ -44,14 +45,10 @@ function commanderExit(error: CommanderError, stderr: NodeJS.WritableStream): nu
 export async function main(argv: readonly string[]): Promise<number> {
   const controller = new AbortController();
   const signals = installSignals(controller);
-  const app = new CliApp({
-    stdin: process.stdin,
-    stdout: process.stdout,
-    stderr: process.stderr,
-    env: process.env,
-    signal: controller.signal,
-  });
   try {
+    // The settings file lies beneath the variables (flags → variables → file → defaults).
+    const env = withConfigFile(process.env, configPathFrom(argv, process.env));
+    const app = new CliApp({ stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, env, signal: controller.signal });
     await buildProgram(app).parseAsync([...argv]);
     return ExitCode.OK;
   } catch (error) {

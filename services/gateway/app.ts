@@ -1,12 +1,10 @@
 import Fastify, { type FastifyInstance } from 'fastify';
-import type { Logger } from '../../adapters/observability/logger.js';
-import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
-import type { Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
-import type { JobsApi } from '../../adapters/protocol/jobs.js';
-import { natsNames, type NatsNames } from '../../adapters/protocol/subjects.js';
-import { BearerAuth } from './auth.js';
-import { callWithDeadline, type CallRunner } from './call-context.js';
+import { natsNames } from '../../adapters/protocol/subjects.js';
+import { Admission, DEFAULT_ADMISSION, admittedEngine } from './admission.js';
+import { BearerAuth, authFailureCounter } from './auth.js';
+import { callWithDeadline } from './call-context.js';
+import type { GatewayDeps, GatewaySettings, RouteContext } from './context.js';
 import { registerCors } from './cors.js';
 import { fromFastifyError, sendError } from './errors.js';
 import { RequestMetrics } from './request-metrics.js';
@@ -24,72 +22,22 @@ import { registerTeiRoutes } from './routes/tei.js';
  * carries them), then authentication, then the route.
  */
 
-/** One entry of GET /v1/models: the id clients put in `model`, plus what is known about it. */
-export interface ModelCard {
-  id: string;
-  /** Model family (dense, cross-encoder, splade...), when known. */
-  family?: string;
-  /** Primitives the model answers. */
-  primitives?: readonly string[];
-  /** Loaded on some worker right now. */
-  resident?: boolean;
-}
-
-export interface ReadyReport {
-  ready: boolean;
-  /** Why not, for the 503 body. */
-  reason?: string;
-}
-
-export interface GatewayDeps {
-  engine: Engine;
-  /** Asynchronous jobs; null when the gateway runs without JetStream (POST /v1/jobs answers UNAVAILABLE). */
-  jobs: JobsApi | null;
-  models(): Promise<readonly ModelCard[]>;
-  metrics: ShoalMetrics;
-  /** Whether requests can be served now (backends connected, workers present). */
-  ready(): Promise<ReadyReport>;
-  logger?: Logger;
-}
-
-export interface GatewaySettings {
-  /** Bearer tokens; empty = no authentication. */
-  apiTokens: readonly string[];
-  /** Require a token on /metrics as well. */
-  protectMetrics: boolean;
-  /** Largest request body. */
-  bodyLimitBytes: number;
-  /** Longest time one synchronous call may take before it answers TIMEOUT. */
-  requestTimeoutMs: number;
-  /** Browser origins allowed cross-origin; empty = CORS off. */
-  corsOrigins: readonly string[];
-  /** Model of TEI's /embed (TEI requests name no model). */
-  embedModel: string | null;
-  /** Model of TEI's /rerank. */
-  rerankModel: string | null;
-  /** NATS subject prefix, to tell clients where job results are published. */
-  natsPrefix: string;
-}
-
-/** What every route file receives. */
-export interface RouteContext {
-  deps: GatewayDeps;
-  settings: GatewaySettings;
-  names: NatsNames;
-  metrics: RequestMetrics;
-  /** Runs one engine call for this reply: aborted on client disconnect, TIMEOUT after the deadline. */
-  call(reply: Parameters<typeof callWithDeadline>[0]): CallRunner;
-  /** True once shutdown began (readiness turns false so load balancers stop sending). */
-  closing(): boolean;
-}
-
 export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): FastifyInstance {
   // Fastify's own request logging stays off: failures are logged below, with their codes.
   const app = Fastify({ bodyLimit: settings.bodyLimitBytes, logger: false, return503OnClosing: true, forceCloseConnections: 'idle' });
   // JSON only: a text/plain body would otherwise reach the schemas as a string.
   app.removeContentTypeParser('text/plain');
   const metrics = new RequestMetrics(deps.metrics);
-  const auth = new BearerAuth({ tokens: settings.apiTokens, protectMetrics: settings.protectMetrics });
+  const authFailures = authFailureCounter(deps.metrics);
+  const auth = new BearerAuth({
+    tokens: settings.apiTokens,
+    protectMetrics: settings.protectMetrics,
+    // Logged (never the token: only whether one was sent) and counted, so guessing shows up.
+    onRefused: (reason, request) => {
+      authFailures.inc({ reason });
+      deps.logger?.warn({ reason, ip: request.ip, method: request.method, url: request.url.slice(0, 200) }, 'authentication failed');
+    },
+  });
   let closing = false;
 
   registerCors(app, { origins: settings.corsOrigins });
@@ -106,7 +54,11 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
   app.setErrorHandler(async (error, request, reply) => {
     const shoal = fromFastifyError(error, settings.bodyLimitBytes);
     metrics.failed(request, shoal.code);
-    if (shoal.traits.httpStatus >= 500) deps.logger?.warn({ code: shoal.code, err: shoal, url: request.url }, 'request failed');
+    // One short line per failure, never a stack: a caller sending bad requests must not be able to
+    // fill the logs (a stack of an unknown-model error was 2.8 KB). Server-side failures at warn.
+    const line = { code: shoal.code, reason: shoal.message.slice(0, 300), url: request.url.slice(0, 200), status: shoal.traits.httpStatus };
+    if (shoal.traits.httpStatus >= 500) deps.logger?.warn(line, 'request failed');
+    else deps.logger?.info(line, 'request refused');
     return sendError(reply, shoal);
   });
   app.setNotFoundHandler(async (request, reply) =>
@@ -118,8 +70,10 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
     ),
   );
 
+  // Every route reaches the engine through admission control: overload answers 429 at once.
+  const admission = new Admission(settings.admission ?? DEFAULT_ADMISSION);
   const context: RouteContext = {
-    deps,
+    deps: { ...deps, engine: admittedEngine(deps.engine, admission) },
     settings,
     names: natsNames(settings.natsPrefix),
     metrics,

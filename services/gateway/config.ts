@@ -2,10 +2,13 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { DEFAULT_SUBJECT_PREFIX } from '../../adapters/protocol/subjects.js';
-import { natsSettingsFromEnv, resolveNatsSettings, type NatsConnectionSettings } from '../../adapters/nats/connection.js';
+import { resolveNatsSettings, type NatsConnectionSettings } from '../../adapters/nats/connection.js';
 import { parseBytes } from '../../pipelines/inference/memory.js';
-import type { GatewaySettings } from './app.js';
-import { DEFAULT_BODY_LIMIT, DEFAULT_GATEWAY_PORT, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS } from './defaults.js';
+import type { GatewaySettings } from './context.js';
+import { natsSettingsFromEnv, splitList } from '../settings/environment.js';
+import { CommaListFlag, WholeNumberFlag } from '../settings/flag-values.js';
+import { envValue, isTrueValue, SETTINGS, type SettingKey } from '../settings/table.js';
+import { DEFAULT_BODY_LIMIT, DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS } from './defaults.js';
 
 /**
  * The gateway's configuration: flags over SHOAL_* environment variables over defaults, validated
@@ -30,17 +33,10 @@ export interface GatewayFlags {
   corsOrigins?: string | undefined;
   embedModel?: string | undefined;
   rerankModel?: string | undefined;
+  maxInflightItems?: string | undefined;
+  maxQueueSeconds?: string | undefined;
 }
 
-const WholeNumber = (min: number, max: number) =>
-  z
-    .string()
-    .trim()
-    .regex(/^\d+$/, 'must be a whole number')
-    .transform(Number)
-    .pipe(z.number().int().min(min).max(max));
-
-const CommaList = z.string().transform((value) => value.split(',').map((part) => part.trim()).filter((part) => part !== ''));
 
 const ByteSize = z
   .string()
@@ -60,52 +56,64 @@ const NatsUrl = z.string().regex(/^(nats|tls|wss?):\/\/[^\s,]+$/, 'must be nats:
 
 /** Keys are named after the flags, so a message like `port: ...` points at `--port`. */
 const RawGatewayConfig = z.strictObject({
-  host: z.string().trim().min(1).default('0.0.0.0'),
-  port: WholeNumber(0, 65_535).default(DEFAULT_GATEWAY_PORT),
+  host: z.string().trim().min(1).default(DEFAULT_GATEWAY_HOST),
+  port: WholeNumberFlag(0, 65_535).default(DEFAULT_GATEWAY_PORT),
   'api-tokens': z.array(z.string().min(16, 'tokens must be at least 16 characters').regex(/^\S+$/, 'tokens must not contain spaces')).default([]),
   'metrics-auth': z.boolean().default(false),
   'body-limit': ByteSize.default(parseBytes(DEFAULT_BODY_LIMIT)),
-  'request-timeout-ms': WholeNumber(1, 3_600_000).default(DEFAULT_REQUEST_TIMEOUT_MS),
-  'shutdown-timeout-ms': WholeNumber(0, 3_600_000).default(DEFAULT_SHUTDOWN_TIMEOUT_MS),
-  nats: CommaList.pipe(z.array(NatsUrl).min(1)).optional(),
+  'request-timeout-ms': WholeNumberFlag(1, 3_600_000).default(DEFAULT_REQUEST_TIMEOUT_MS),
+  'shutdown-timeout-ms': WholeNumberFlag(0, 3_600_000).default(DEFAULT_SHUTDOWN_TIMEOUT_MS),
+  nats: CommaListFlag.pipe(z.array(NatsUrl).min(1)).optional(),
   'nats-creds': z.string().trim().min(1).optional(),
   prefix: z.string().trim().min(1).default(DEFAULT_SUBJECT_PREFIX),
-  'cors-origins': CommaList.pipe(z.array(z.string().regex(/^(\*|https?:\/\/[^\s/]+)$/, 'origins are * or scheme://host[:port]'))).default([]),
+  'cors-origins': CommaListFlag.pipe(z.array(z.string().regex(/^(\*|https?:\/\/[^\s/]+)$/, 'origins are * or scheme://host[:port]'))).default([]),
+  'max-inflight-items': WholeNumberFlag(1, 10_000_000).default(SETTINGS.maxInFlightItems.default),
+  'max-queue-seconds': WholeNumberFlag(1, 3600).default(SETTINGS.maxQueueSeconds.default),
+  'job-timeout-ms': WholeNumberFlag(1000, 30 * 86_400_000).default(SETTINGS.jobTimeoutMs.default),
+  'submit-timeout-ms': WholeNumberFlag(1000, 86_400_000).default(SETTINGS.submitTimeoutMs.default),
   'embed-model': z.string().trim().min(1).optional(),
   'rerank-model': z.string().trim().min(1).optional(),
 });
 
-const ENV_NAMES: ReadonlyMap<string, string> = new Map([
-  ['host', 'SHOAL_HOST'],
-  ['port', 'SHOAL_PORT'],
-  ['api-tokens', 'SHOAL_API_TOKENS / SHOAL_API_TOKENS_FILE'],
-  ['metrics-auth', 'SHOAL_METRICS_AUTH'],
-  ['body-limit', 'SHOAL_BODY_LIMIT'],
-  ['request-timeout-ms', 'SHOAL_REQUEST_TIMEOUT_MS'],
-  ['shutdown-timeout-ms', 'SHOAL_SHUTDOWN_TIMEOUT_MS'],
-  ['nats', 'NATS_URL'],
-  ['nats-creds', 'NATS_CREDS'],
-  ['prefix', 'SHOAL_SUBJECT_PREFIX'],
-  ['cors-origins', 'SHOAL_CORS_ORIGINS'],
-  ['embed-model', 'SHOAL_EMBED_MODEL'],
-  ['rerank-model', 'SHOAL_RERANK_MODEL'],
+/** Setting (settings/table.ts) behind each flag-named key, for messages. */
+const SETTING_OF_KEY: ReadonlyMap<string, SettingKey> = new Map([
+  ['host', 'host'],
+  ['port', 'port'],
+  ['metrics-auth', 'metricsAuth'],
+  ['body-limit', 'bodyLimit'],
+  ['request-timeout-ms', 'requestTimeoutMs'],
+  ['shutdown-timeout-ms', 'shutdownTimeoutMs'],
+  ['nats', 'natsUrl'],
+  ['nats-creds', 'natsCreds'],
+  ['prefix', 'subjectPrefix'],
+  ['cors-origins', 'corsOrigins'],
+  ['max-inflight-items', 'maxInFlightItems'],
+  ['max-queue-seconds', 'maxQueueSeconds'],
+  ['job-timeout-ms', 'jobTimeoutMs'],
+  ['submit-timeout-ms', 'submitTimeoutMs'],
+  ['embed-model', 'embedModel'],
+  ['rerank-model', 'rerankModel'],
 ]);
+
+function envNames(key: string): string | undefined {
+  if (key === 'api-tokens') return 'SHOAL_API_TOKENS / SHOAL_API_TOKENS_FILE';
+  const setting = SETTING_OF_KEY.get(key);
+  return setting === undefined ? undefined : SETTINGS[setting].env.join(', ');
+}
 
 export interface GatewayConfig extends GatewaySettings {
   readonly host: string;
   readonly port: number;
   readonly shutdownTimeoutMs: number;
+  /** Job deadline and submission deadline (JobsClient options); absent: the client's defaults. */
+  readonly jobs?: { readonly jobTimeoutMs: number; readonly submitTimeoutMs: number };
   /** Connection settings (servers, credentials, TLS, reconnects), validated. */
   readonly nats: NatsConnectionSettings;
 }
 
-function nonEmpty(value: string | undefined): string | undefined {
-  return value === undefined || value.trim() === '' ? undefined : value;
-}
-
+/** An unset variable stays unset (the default applies); a set one is read as the hub library reads booleans. */
 function isTrue(value: string | undefined): boolean | undefined {
-  if (nonEmpty(value) === undefined) return undefined;
-  return ['1', 'true', 'yes', 'on'].includes((value ?? '').trim().toLowerCase());
+  return value === undefined ? undefined : isTrueValue(value);
 }
 
 /** Tokens from a file: one per line; blank lines and `#` comments skipped. */
@@ -123,8 +131,8 @@ function readTokenFile(path: string): string[] {
 }
 
 function apiTokens(flags: GatewayFlags, env: NodeJS.ProcessEnv): string[] | undefined {
-  const listed = nonEmpty(env.SHOAL_API_TOKENS)?.split(',').map((t) => t.trim()).filter((t) => t !== '') ?? [];
-  const file = flags.apiTokensFile ?? nonEmpty(env.SHOAL_API_TOKENS_FILE);
+  const listed = splitList(envValue(env, 'apiTokens')) ?? [];
+  const file = flags.apiTokensFile ?? envValue(env, 'apiTokensFile');
   const fromFile = file === undefined ? [] : readTokenFile(file);
   const all = [...listed, ...fromFile];
   return all.length === 0 ? undefined : all;
@@ -147,25 +155,29 @@ function natsSettings(servers: string[] | undefined, credsFile: string | undefin
 /** Flags win over the environment; an empty environment variable counts as unset. */
 export function resolveGatewayConfig(flags: GatewayFlags = {}, env: NodeJS.ProcessEnv = process.env): GatewayConfig {
   const raw = {
-    host: flags.host ?? nonEmpty(env.SHOAL_HOST),
-    port: flags.port ?? nonEmpty(env.SHOAL_PORT),
+    host: flags.host ?? envValue(env, 'host'),
+    port: flags.port ?? envValue(env, 'port'),
     'api-tokens': apiTokens(flags, env),
-    'metrics-auth': flags.metricsAuth ?? isTrue(env.SHOAL_METRICS_AUTH),
-    'body-limit': flags.bodyLimit ?? nonEmpty(env.SHOAL_BODY_LIMIT),
-    'request-timeout-ms': flags.requestTimeoutMs ?? nonEmpty(env.SHOAL_REQUEST_TIMEOUT_MS),
-    'shutdown-timeout-ms': flags.shutdownTimeoutMs ?? nonEmpty(env.SHOAL_SHUTDOWN_TIMEOUT_MS),
+    'metrics-auth': flags.metricsAuth ?? isTrue(envValue(env, 'metricsAuth')),
+    'body-limit': flags.bodyLimit ?? envValue(env, 'bodyLimit'),
+    'request-timeout-ms': flags.requestTimeoutMs ?? envValue(env, 'requestTimeoutMs'),
+    'shutdown-timeout-ms': flags.shutdownTimeoutMs ?? envValue(env, 'shutdownTimeoutMs'),
     nats: flags.natsUrl,
     'nats-creds': flags.natsCreds,
-    prefix: flags.natsPrefix ?? nonEmpty(env.SHOAL_SUBJECT_PREFIX),
-    'cors-origins': flags.corsOrigins ?? nonEmpty(env.SHOAL_CORS_ORIGINS),
-    'embed-model': flags.embedModel ?? nonEmpty(env.SHOAL_EMBED_MODEL),
-    'rerank-model': flags.rerankModel ?? nonEmpty(env.SHOAL_RERANK_MODEL),
+    prefix: flags.natsPrefix ?? envValue(env, 'subjectPrefix'),
+    'cors-origins': flags.corsOrigins ?? envValue(env, 'corsOrigins'),
+    'max-inflight-items': flags.maxInflightItems ?? envValue(env, 'maxInFlightItems'),
+    'max-queue-seconds': flags.maxQueueSeconds ?? envValue(env, 'maxQueueSeconds'),
+    'job-timeout-ms': envValue(env, 'jobTimeoutMs'),
+    'submit-timeout-ms': envValue(env, 'submitTimeoutMs'),
+    'embed-model': flags.embedModel ?? envValue(env, 'embedModel'),
+    'rerank-model': flags.rerankModel ?? envValue(env, 'rerankModel'),
   };
   const result = RawGatewayConfig.safeParse(raw);
   if (!result.success) {
     const problems = result.error.issues.map((issue) => {
       const key = String(issue.path[0] ?? '');
-      const envName = ENV_NAMES.get(key);
+      const envName = envNames(key);
       // Token values are never echoed: the message names the position only.
       const where = envName === undefined ? key : `--${key} (or ${envName})`;
       return `${where}: ${issue.message}`;
@@ -185,6 +197,8 @@ export function resolveGatewayConfig(flags: GatewayFlags = {}, env: NodeJS.Proce
     embedModel: c['embed-model'] ?? null,
     rerankModel: c['rerank-model'] ?? null,
     natsPrefix: c.prefix,
+    admission: Object.freeze({ maxInFlightItemsPerModel: c['max-inflight-items'], maxQueueSeconds: c['max-queue-seconds'] }),
+    jobs: Object.freeze({ jobTimeoutMs: c['job-timeout-ms'], submitTimeoutMs: c['submit-timeout-ms'] }),
     nats: natsSettings(c.nats, c['nats-creds'], env),
   });
 }

@@ -1,5 +1,5 @@
 import type { WorkerInfo } from '../../adapters/protocol/jobs.js';
-import type { ModelCard } from './app.js';
+import type { ModelCard } from './context.js';
 
 /**
  * GET /v1/models of a gateway in front of NATS workers: the union of what the workers say they

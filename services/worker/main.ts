@@ -1,10 +1,11 @@
 import { pathToFileURL } from 'node:url';
 import { createLogger, type Logger } from '../../adapters/observability/logger.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
-import { toShoalError } from '../../adapters/protocol/errors.js';
+import { ErrorCode, hasErrorCode, toShoalError } from '../../adapters/protocol/errors.js';
 import { parseWorkerConfig, workerConfigFromEnv, type WorkerConfig } from './config.js';
 import { startMetricsServer } from './metrics-server.js';
 import { ShoalWorker, type WorkerDeps } from './worker.js';
+import { configPathFrom, withConfigFile } from '../settings/config-file.js';
 
 /**
  * Composition root of the worker: runs a ShoalWorker until `signal` aborts, then drains it within
@@ -30,7 +31,13 @@ export async function runWorker(config: WorkerConfig, options: RunWorkerOptions)
       : await startMetricsServer({ metrics, host: config.metricsHost, port: config.metricsPort, ready: () => worker?.state === 'running' });
   if (server !== null) options.logger?.info({ url: server.url }, 'worker metrics: /metrics, /healthz, /readyz');
   try {
-    worker = await ShoalWorker.start(config, { ...options, ...(metrics === undefined ? {} : { metrics }) });
+    try {
+      worker = await ShoalWorker.start(config, { ...options, ...(metrics === undefined ? {} : { metrics }) });
+    } catch (error) {
+      // Stopped before it ever started (still connecting, still loading): a clean stop, not a failure.
+      if (options.signal.aborted && hasErrorCode(error, ErrorCode.CANCELLED)) return;
+      throw error;
+    }
     options.onReady?.(worker);
     if (!options.signal.aborted) {
       await new Promise<void>((resolve) => options.signal.addEventListener('abort', () => resolve(), { once: true }));
@@ -62,7 +69,7 @@ async function main(): Promise<number> {
   let worker: ShoalWorker | null = null;
   const signal = installSignals(logger, () => void worker?.close());
   try {
-    const config = parseWorkerConfig(workerConfigFromEnv(process.env));
+    const config = parseWorkerConfig(workerConfigFromEnv(withConfigFile(process.env, configPathFrom(process.argv.slice(2), process.env))));
     await runWorker(config, { signal, logger, onReady: (w) => (worker = w) });
     return 0;
   } catch (error) {

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
-import { colbert } from '../../adapters/models/colbert.js';
+import { colbert } from '../../adapters/models/colbert/colbert.js';
 import { noImageReader } from '../../adapters/models/family.js';
 import { createSession, RuntimeOptions } from '../../adapters/runtime/ort-session.js';
 import { TextTokenizer } from '../../adapters/tokenizers/text-tokenizer.js';

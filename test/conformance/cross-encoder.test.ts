@@ -37,7 +37,7 @@ function groupByQuery(kase: ConformanceCase): QueryGroup[] {
   return [...groups.values()];
 }
 
-conformanceSuite('bert-cross-encoder', (model: ConformanceModel) => {
+function crossEncoderSuite(model: ConformanceModel): void {
   let engine: InferenceEngine;
   const LOGITS = 'ce-logits';
   const BAD_LABEL = 'ce-label-1';
@@ -101,7 +101,7 @@ conformanceSuite('bert-cross-encoder', (model: ConformanceModel) => {
     expect(group?.passages).toHaveLength(2);
     const [first, second] = group?.passages ?? [];
     const [firstScore, secondScore] = kase === undefined ? [] : Expected.parse(kase.expected).scores;
-    // The kit's first passage (Berlin population) is the better one by more than the tolerance.
+    // In every kit reranker the first passage (Berlin population) scores higher by more than the tolerance.
     expect((firstScore ?? 0) - (secondScore ?? 0)).toBeGreaterThan(10 * model.atol);
     const query = group?.query ?? '';
     const result = await engine.score({ model: model.dir, query, items: [{ text: second ?? '', id: 'b' }, { text: first ?? '', id: 'a' }] });
@@ -131,4 +131,10 @@ conformanceSuite('bert-cross-encoder', (model: ConformanceModel) => {
       await expect(engine.score({ model: BAD_LABEL, query: 'q', items: ['d'] })).rejects.toMatchObject({ code: ErrorCode.CONFIG_INVALID });
     });
   });
-});
+}
+
+// BERT ([CLS] A [SEP] B [SEP] with type ids), ModernBERT (the same template, no token_type_ids
+// input, mean classifier pooling in the graph) and XLM-R (bge-reranker-v2-m3: <s> A </s></s> B </s>).
+for (const name of ['bert-cross-encoder', 'modernbert-cross-encoder', 'xlmr-cross-encoder']) {
+  conformanceSuite(name, crossEncoderSuite);
+}

@@ -41,6 +41,17 @@ function denseSuite(model: ConformanceModel): void {
   }
 }
 
-for (const name of ['bert-mean-embed', 'bert-cls-embed', 'xlmr-mean-embed', 'qwen2-last-embed', 'bench-minilm-l6']) {
+const DENSE_MODELS = [
+  'bert-mean-embed',
+  'bert-cls-embed',
+  'xlmr-mean-embed',
+  'qwen2-last-embed',
+  'bench-minilm-l6',
+  // Byte-level BPE with [CLS]/[SEP] and no token_type_ids input; rotary and local attention live in the graph.
+  'modernbert-mean-embed',
+  // 1_Pooling include_prompt: false: [CLS] and the prompt's tokens are left out of the mean.
+  'bert-exclude-prompt-embed',
+];
+for (const name of DENSE_MODELS) {
   conformanceSuite(name, denseSuite);
 }

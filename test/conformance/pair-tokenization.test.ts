@@ -5,7 +5,7 @@ import { conformanceSuite, type ConformanceModel } from '../helpers/conformance.
 
 /**
  * Pair tokenization through the public tokenize API (`items[].pair`): the model's pair template
- * (BERT `[CLS] A [SEP] B [SEP]`, XLM-R `<s> A </s></s> B </s>`) and longest-first truncation
+ * (BERT `[CLS] A [SEP] B [SEP]`, ModernBERT the same without type ids, XLM-R `<s> A </s></s> B </s>`) and longest-first truncation
  * that keeps the closing separator. Every kit case with `inputs.pairs` is checked token for token.
  */
 
@@ -55,3 +55,5 @@ function pairSuite(model: ConformanceModel): void {
 
 conformanceSuite('bert-cross-encoder', pairSuite);
 conformanceSuite('xlmr-mean-embed', pairSuite);
+conformanceSuite('modernbert-cross-encoder', pairSuite);
+conformanceSuite('xlmr-cross-encoder', pairSuite);

@@ -234,21 +234,19 @@ let cacheRoot: string;
 
 beforeAll(() => {
   cacheRoot = mkdtempSync(join(tmpdir(), 'shoal-quantized-conformance-'));
-  // Model threads read SHOAL_CACHE_DIR when they start: a private cache keeps the run hermetic.
-  process.env.SHOAL_CACHE_DIR = cacheRoot;
   const models: Record<string, unknown> = {};
   for (const name of available) {
     const source = conformanceDir(kitOf(name));
     models[`${name}.fp32`] = { source, precision: 'fp32' };
     models[`${name}.int8`] = { source, precision: 'int8', quantization: SUITES[name]?.quantization ?? { min_weight_elements: 0 } };
   }
-  engine = new InferenceEngine({ catalog: parseCatalog({ models }, 'quantized conformance') });
+  // A private cache keeps the run hermetic.
+  engine = new InferenceEngine({ catalog: parseCatalog({ models }, 'quantized conformance'), runtime: { cacheDir: cacheRoot } });
 });
 
 afterAll(async () => {
   await engine.close();
   rmSync(cacheRoot, { recursive: true, force: true });
-  delete process.env.SHOAL_CACHE_DIR;
   console.log(`int8 vs fp32 on the kit's cases:\n${JSON.stringify(measuredTable, null, 1)}`);
 });
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { SparseVector } from '../../adapters/protocol/results.js';
-import { sparseDot } from '../../adapters/models/similarity.js';
+import { sparseDot } from '../../adapters/model-threads/similarity.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { conformanceSuite, expectAllClose, type ConformanceModel } from '../helpers/conformance.js';
 

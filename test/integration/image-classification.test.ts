@@ -1,8 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseLabelFile } from '../../adapters/models/image-labels.js';
-import { ImagePreprocessing } from '../../adapters/models/image-preprocess.js';
+import { parseLabelFile } from '../../adapters/models/image-classification/image-labels.js';
+import { ImagePreprocessing } from '../../adapters/models/image/image-preprocess.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { DATA_DIR, missingReason, SHARED_DIR } from '../helpers/shared.js';
 

@@ -2,15 +2,15 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { createLogger } from '../../../adapters/observability/logger.js';
 import { ShoalMetrics } from '../../../adapters/observability/metrics.js';
-import type { ModelCard } from '../../gateway/app.js';
+import type { ModelCard } from '../../gateway/context.js';
 import type { GatewayHandle } from '../../gateway/main.js';
+import { logLevelFromEnv } from '../../settings/environment.js';
 import type { SinkHandle } from '../../sink/main.js';
 import type { ShoalWorker } from '../../worker/worker.js';
 import type { CliApp } from '../app.js';
 import { CommaListFlag, parseFlags } from '../line-options.js';
 import { startLocalNats, type LocalNats } from '../local-nats.js';
 import { addGatewayOptions, gatewayConfig, interrupted } from './gateway.js';
-import { workerEngineFromCli } from './worker.js';
 
 /**
  * `shoal dev`: everything on one machine with one command. Starts a private nats-server (temp
@@ -87,7 +87,7 @@ export function registerDev(program: Command, app: CliApp): void {
     .action(async (_options: unknown, self: Command) => {
       const flags = parseFlags(DevFlags, self);
       const cli = app.config(self);
-      const level = cli.quiet ? 'error' : (app.io.env.SHOAL_LOG_LEVEL ?? 'warn');
+      const level = cli.quiet ? 'error' : logLevelFromEnv(app.io.env, 'warn');
       const baseConfig = await gatewayConfig(self, app, { host: '127.0.0.1' });
       const [{ resolveNatsSettings }, { mergeWorkerInput, parseWorkerConfig, workerConfigFromEnv }, { ShoalWorker }, { startGateway }, { resultsDirFrom, startSink }] =
         await Promise.all([
@@ -107,14 +107,14 @@ export function registerDev(program: Command, app: CliApp): void {
         stopAll([
           async () => gateway?.close(),
           async () => worker?.drain(),
-          async () => sink?.stop(),
-          async () => nats?.stop(),
+          async () => sink?.drain(),
+          async () => nats?.close(),
         ]);
       try {
         nats = await startLocalNats({ env: app.io.env });
         const local = { servers: [nats.url], retryFirstConnect: false };
         const merged = mergeWorkerInput(workerConfigFromEnv(app.io.env), {
-          engine: workerEngineFromCli(cli),
+          engine: { ...cli.engine },
           topology: { prefix: baseConfig.natsPrefix },
           models: flags.models,
           workerId: 'dev',

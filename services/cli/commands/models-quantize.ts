@@ -2,17 +2,13 @@ import { copyFile, mkdir, readdir, stat } from 'node:fs/promises';
 import { basename, dirname, join, relative } from 'node:path';
 import { Option, type Command } from 'commander';
 import { z } from 'zod';
-import type { PrecisionInfo } from '../../../adapters/models/precision.js';
+import type { PrecisionInfo } from '../../../adapters/models/precision/precision-info.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { ModelRef } from '../../../adapters/protocol/requests.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import { isMetadataFile } from '../../../adapters/sources/file-selection.js';
-import { sourceOptionsFromEnv } from '../../../adapters/sources/resolve.js';
-import { EMPTY_CATALOG, loadCatalog, type Catalog } from '../../../pipelines/inference/catalog.js';
-import { InferenceEngine } from '../../../pipelines/inference/engine.js';
+import { EMPTY_CATALOG, type Catalog } from '../../../pipelines/inference/catalog.js';
 import type { CliApp } from '../app.js';
-import type { CliConfig } from '../config.js';
-import type { StderrProgress } from '../progress.js';
 
 /**
  * `shoal models quantize M [--out DIR]`: quantizes a model's float graph(s) to int8 ahead of time.
@@ -47,25 +43,6 @@ function int8Catalog(catalog: Catalog, name: string, flags: z.infer<typeof Flags
   const entries = new Map(catalog.entries);
   entries.set(name, { ...entry, precision: 'int8', quantization });
   return Object.freeze({ entries });
-}
-
-/**
- * The engine `app.withEngine` builds, over the int8 catalog (batch settings do not matter: nothing
- * is encoded). If CliApp.withEngine grows a catalog hook, this can become a call to it.
- */
-async function withInt8Engine<T>(app: CliApp, config: CliConfig, progress: StderrProgress, name: string, flags: z.infer<typeof Flags>, body: (engine: InferenceEngine) => Promise<T>): Promise<T> {
-  const base = config.catalog === null ? EMPTY_CATALOG : await loadCatalog(config.catalog);
-  const engine = new InferenceEngine({
-    catalog: int8Catalog(base, name, flags),
-    sources: { ...sourceOptionsFromEnv(app.io.env), modelDirs: [...config.modelDirs] },
-    runtime: { providers: [...config.providers], ...(config.threads === null ? {} : { intraOpThreads: config.threads }) },
-    onDownloadProgress: progress.download,
-  });
-  try {
-    return await body(engine);
-  } finally {
-    await engine.close();
-  }
 }
 
 const megabytes = (bytes: number): string => `${(bytes / 1e6).toFixed(1)} MB`;
@@ -140,10 +117,15 @@ export function registerModelsQuantize(models: Command, app: CliApp): void {
       const config = app.config(self);
       const progress = app.progress(config);
       try {
-        const report = await withInt8Engine(app, config, progress, name, flags, async (engine) => {
-          const { profile, info } = await engine.inspect(name);
-          return { profile, precision: info.precision ?? {} };
-        });
+        const report = await app.withEngine(
+          config,
+          progress,
+          async (engine) => {
+            const { profile, info } = await engine.inspect(name);
+            return { profile, precision: info.precision ?? {} };
+          },
+          { catalog: (configured) => int8Catalog(configured ?? EMPTY_CATALOG, name, flags) },
+        );
         progress.stop();
         const graphs = Object.entries(report.profile.onnx).flatMap(([component, file]) => {
           const info = report.precision[component];

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { natsSettingsFromEnv } from '../../../adapters/nats/connection.js';
+import { logLevelFromEnv, natsSettingsFromEnv } from '../../settings/environment.js';
+import { envValue } from '../../settings/table.js';
 import { createLogger } from '../../../adapters/observability/logger.js';
 import type { CliApp } from '../app.js';
 import { CommaListFlag, parseFlags } from '../line-options.js';
@@ -45,15 +46,15 @@ export function registerSink(program: Command, app: CliApp): void {
       const { resultsDirFrom, startSink } = await import('../../sink/main.js');
       const env = app.io.env;
       const dir = resultsDirFrom(flags.dir, env);
-      const logger = createLogger('sink', cli.quiet ? 'error' : (env.SHOAL_LOG_LEVEL ?? 'info'));
+      const logger = createLogger('sink', cli.quiet ? 'error' : logLevelFromEnv(env));
       const sink = await startSink({
         nats: { ...natsSettingsFromEnv(env), ...(flags.nats === undefined ? {} : { servers: flags.nats }) },
-        prefix: flags.prefix ?? (env.SHOAL_SUBJECT_PREFIX?.trim() || undefined),
+        prefix: flags.prefix ?? envValue(env, 'subjectPrefix'),
         dir,
         logger,
       });
       if (!cli.quiet) app.io.stderr.write(`shoal sink writing results into ${sink.dir} (Ctrl-C to stop)\n`);
       await interrupted(app.io.signal);
-      await sink.stop();
+      await sink.drain();
     });
 }

@@ -4,7 +4,7 @@ import { createLogger } from '../../../adapters/observability/logger.js';
 import { mergeWorkerInput, parseWorkerConfig, workerConfigFromEnv } from '../../worker/config.js';
 import { runWorker } from '../../worker/main.js';
 import type { CliApp } from '../app.js';
-import type { CliConfig } from '../config.js';
+import { logLevelFromEnv } from '../../settings/environment.js';
 import { CommaListFlag, PositiveIntFlag, parseFlags } from '../line-options.js';
 
 /**
@@ -22,7 +22,6 @@ const WorkerFlags = z.strictObject({
   concurrency: PositiveIntFlag(1024).optional(),
   ackWait: PositiveIntFlag(3_600_000).optional(),
   maxDeliver: PositiveIntFlag(1000).optional(),
-  memoryBudget: z.string().min(1).optional(),
   drainTimeout: PositiveIntFlag(3_600_000).optional(),
   workerId: z.string().min(1).optional(),
   fileRoot: z.array(z.string().min(1)).optional(),
@@ -41,16 +40,6 @@ Examples:
   $ SHOAL_MODEL_DIR=/models shoal worker --preload BAAI/bge-small-en-v1.5 --concurrency 16
   $ shoal worker --models BAAI/bge-small-en-v1.5 --metrics-port 9464   # Prometheus scrapes :9464/metrics`;
 
-/** The worker engine's settings the global flags set (catalog, model dirs, threads, providers, batch tokens); unset ones are left out. */
-export function workerEngineFromCli(cli: CliConfig): Record<string, unknown> {
-  return {
-    ...(cli.catalog === null ? {} : { catalog: cli.catalog }),
-    ...(cli.modelDirs.length === 0 ? {} : { modelDirs: [...cli.modelDirs] }),
-    ...(cli.threads === null ? {} : { threads: cli.threads }),
-    providers: [...cli.providers],
-    ...(cli.batchTokens === null ? {} : { batchTokens: cli.batchTokens }),
-  };
-}
 
 function collect(value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value];
@@ -68,7 +57,6 @@ export function registerWorker(program: Command, app: CliApp): void {
     .option('--concurrency <n>', 'job parts in flight at once (default 32)')
     .option('--ack-wait <ms>', 'ack wait of the job consumers, in ms (default 30000)')
     .option('--max-deliver <n>', 'deliveries of a part before it is dead-lettered (default 5)')
-    .option('--memory-budget <size>', 'memory for models: bytes, 2GiB, 60% (default: half the RAM)')
     .option('--drain-timeout <ms>', 'longest graceful drain on SIGTERM, in ms (default 30000)')
     .option('--worker-id <id>', 'name in results and logs (default: host-pid)')
     .option('--file-root <dir>', 'folder file:// payloads and results may use; repeatable (default: none)', collect)
@@ -79,10 +67,8 @@ export function registerWorker(program: Command, app: CliApp): void {
       const flags = parseFlags(WorkerFlags, self);
       const cli = app.config(self);
       const fromFlags: Record<string, unknown> = {
-        engine: {
-          ...workerEngineFromCli(cli),
-          ...(flags.memoryBudget === undefined ? {} : { memoryBudget: flags.memoryBudget }),
-        },
+        // The global flags over the same variables the worker reads (services/settings): already merged.
+        engine: { ...cli.engine },
         nats: flags.nats === undefined ? undefined : { servers: flags.nats },
         topology: flags.prefix === undefined ? undefined : { prefix: flags.prefix },
         consumer: {
@@ -99,7 +85,7 @@ export function registerWorker(program: Command, app: CliApp): void {
         metricsHost: flags.metricsHost,
       };
       const config = parseWorkerConfig(mergeWorkerInput(workerConfigFromEnv(app.io.env), fromFlags));
-      const logger = createLogger('worker', cli.quiet ? 'error' : (app.io.env.SHOAL_LOG_LEVEL ?? 'info'));
+      const logger = createLogger('worker', cli.quiet ? 'error' : logLevelFromEnv(app.io.env));
       await runWorker(config, { signal: app.io.signal, logger, env: app.io.env });
     });
 }

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
-import type { RouteContext } from '../app.js';
+import type { RouteContext } from '../context.js';
 
 /**
  * Probes and metrics. /healthz says the process serves HTTP (liveness: restart when it fails);

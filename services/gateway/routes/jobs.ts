@@ -4,7 +4,7 @@ import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { JobId, JobSubmission, REQUEST_SCHEMAS, type JobsApi, type JobStatus } from '../../../adapters/protocol/jobs.js';
 import type { NatsNames } from '../../../adapters/protocol/subjects.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
-import type { RouteContext } from '../app.js';
+import type { RouteContext } from '../context.js';
 import { OTHER_MODEL } from '../request-metrics.js';
 
 /**

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { RouteContext } from '../app.js';
+import type { RouteContext } from '../context.js';
 
 /**
  * GET /v1/models in the OpenAI list shape (`{object: 'list', data: [{id, object: 'model', ...}]}`),

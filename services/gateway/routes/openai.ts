@@ -4,7 +4,7 @@ import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { DEFAULT_LIMITS } from '../../../adapters/protocol/limits.js';
 import { ModelRef, TextItem } from '../../../adapters/protocol/requests.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
-import type { RouteContext } from '../app.js';
+import type { RouteContext } from '../context.js';
 import { OTHER_MODEL } from '../request-metrics.js';
 import { denseVectors, shortenVector } from './vectors.js';
 

@@ -3,7 +3,7 @@ import type { z } from 'zod';
 import type { CallOptions, Engine } from '../../../adapters/protocol/engine.js';
 import { EncodeRequest, ExtractRequest, ScoreRequest, TokenizeRequest, type Priority } from '../../../adapters/protocol/requests.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
-import type { RouteContext } from '../app.js';
+import type { RouteContext } from '../context.js';
 import { OTHER_MODEL, type TrackedPrimitive } from '../request-metrics.js';
 import { registerImageBodyParser, requestFromBody } from './image-body.js';
 

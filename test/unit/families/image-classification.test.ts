@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../../adapters/protocol/errors.js';
-import { imagenetRecipe } from '../../../adapters/models/image-preprocess.js';
+import { imagenetRecipe } from '../../../adapters/models/image/image-preprocess.js';
 import { parseCatalog } from '../../../pipelines/inference/catalog.js';
 import { InferenceEngine } from '../../../pipelines/inference/engine.js';
 import { expectAllClose } from '../../helpers/conformance.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode, hasErrorCode } from '../../../adapters/protocol/errors.js';
-import { PrepPool } from '../../../adapters/models/prep-pool.js';
+import { PrepPool } from '../../../adapters/model-threads/prep-pool.js';
 import type { ModelProfile, ProfileOverrides } from '../../../adapters/models/profile.js';
 import { resolveRuntimeOptions } from '../../../adapters/runtime/ort-session.js';
 import { ModelPool, type EvictionReason, type ModelPoolOptions } from '../../../pipelines/inference/pool.js';

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode, hasErrorCode } from '../../../adapters/protocol/errors.js';
 import type { Prepared, PreparedText } from '../../../adapters/models/family.js';
-import { PrepPool } from '../../../adapters/models/prep-pool.js';
+import { PrepPool } from '../../../adapters/model-threads/prep-pool.js';
 import { resolveRuntimeOptions } from '../../../adapters/runtime/ort-session.js';
 import { ModelPool, type LoadedModel, type ModelLease } from '../../../pipelines/inference/pool.js';
 import { Scheduler, type BatchEvent, type SchedulerOptions } from '../../../pipelines/inference/scheduler.js';

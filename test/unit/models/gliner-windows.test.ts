@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { GlinerWindow } from '../../../adapters/models/family.js';
-import { decodeFlat, ownsSpan } from '../../../adapters/models/gliner-decode.js';
-import { planWindows, splitWords, type WindowLimits, type WordRange } from '../../../adapters/models/gliner-input.js';
+import { decodeFlat, ownsSpan } from '../../../adapters/models/gliner/gliner-decode.js';
+import { planWindows, splitWords, type WindowLimits, type WordRange } from '../../../adapters/models/gliner/gliner-input.js';
 
 /** GLiNER word splitting, window planning for long texts, span ownership and greedy decoding. */
 

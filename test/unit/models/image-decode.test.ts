@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decodeRgb } from '../../../adapters/models/image-decode.js';
+import { decodeRgb } from '../../../adapters/models/image/image-decode.js';
 import { ErrorCode } from '../../../adapters/protocol/errors.js';
 import { InferenceEngine } from '../../../pipelines/inference/engine.js';
 import { fixtureDir } from '../../helpers/tiny-model.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { cropOrigin, imagenetRecipe, ImageProcessorConfig, preprocessImage, recipeFromConfig, resizedSize, type ImagePreprocessing } from '../../../adapters/models/image-preprocess.js';
-import { cropRgb, Resample, resizeLikePillow } from '../../../adapters/models/image-resample.js';
+import { cropOrigin, imagenetRecipe, ImageProcessorConfig, preprocessImage, recipeFromConfig, resizedSize, type ImagePreprocessing } from '../../../adapters/models/image/image-preprocess.js';
+import { cropRgb, Resample, resizeLikePillow } from '../../../adapters/models/image/image-resample.js';
 import { rgbPixels } from '../../helpers/tiny-image-model.js';
 
 /**

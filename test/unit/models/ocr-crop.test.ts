@@ -11,9 +11,9 @@ import {
   turnStrip,
   uprightQuad,
   type RgbPixels,
-} from '../../../adapters/models/ocr-crop.js';
-import { convexHull, minAreaRect, orderQuad, quadSize, type Quad } from '../../../adapters/models/ocr-geometry.js';
-import { detectorSize, detectorTensor } from '../../../adapters/models/ocr-input.js';
+} from '../../../adapters/models/ocr/ocr-crop.js';
+import { convexHull, minAreaRect, orderQuad, quadSize, type Quad } from '../../../adapters/models/ocr/ocr-geometry.js';
+import { detectorSize, detectorTensor } from '../../../adapters/models/ocr/ocr-input.js';
 
 /** A synthetic page whose red channel is x and green channel is y, so every sample says where it came from. */
 function coordinateImage(width: number, height: number): RgbPixels {

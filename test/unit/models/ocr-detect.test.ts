@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { detectBoxes, meanInside, scaleBoxes, textRegions, type ProbabilityMap } from '../../../adapters/models/ocr-detect.js';
-import { quadSize, type Quad } from '../../../adapters/models/ocr-geometry.js';
+import { detectBoxes, meanInside, scaleBoxes, textRegions, type ProbabilityMap } from '../../../adapters/models/ocr/ocr-detect.js';
+import { quadSize, type Quad } from '../../../adapters/models/ocr/ocr-geometry.js';
 
 /**
  * DB post-processing on hand-drawn probability maps, with the expected boxes worked out by hand:

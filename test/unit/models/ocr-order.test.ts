@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { Quad } from '../../../adapters/models/ocr-geometry.js';
-import { pageText, readingRows } from '../../../adapters/models/ocr-order.js';
+import type { Quad } from '../../../adapters/models/ocr/ocr-geometry.js';
+import { pageText, readingRows } from '../../../adapters/models/ocr/ocr-order.js';
 
 function box(left: number, top: number, right: number, bottom: number): Quad {
   return [[left, top], [right, top], [right, bottom], [left, bottom]];

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkCharset, ctcDecode, isUpsideDown, parseCharset, widthBatches } from '../../../adapters/models/ocr-recognize.js';
+import { checkCharset, ctcDecode, isUpsideDown, parseCharset, widthBatches } from '../../../adapters/models/ocr/ocr-recognize.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 
 /** One row of per-step probabilities: at each step `best` gets `p`, the rest share what is left. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { aggregateEntities, isSubword, type TokenPrediction } from '../../../adapters/models/token-aggregation.js';
+import { aggregateEntities, isSubword, type TokenPrediction } from '../../../adapters/models/token-classification/token-aggregation.js';
 
 /** Synthetic token predictions over "w0 w1 w2 ..." where token i covers word i (or a piece of it). */
 function tokens(text: string, pieces: [token: string, label: string, score: number, subword?: boolean][]): TokenPrediction[] {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { defaultOverlap, planWindows } from '../../../adapters/models/token-windows.js';
+import { defaultOverlap, planWindows } from '../../../adapters/models/token-classification/token-windows.js';
 
 describe('planWindows', () => {
   it('a sequence that fits is one window keeping everything', () => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { resolveNatsSettings } from '../../../adapters/nats/connection.js';
-import { WorkerEngineSettings, mergeWorkerInput, parseWorkerConfig, workerConfigFromEnv } from '../../../services/worker/config.js';
+import { EngineSettings } from '../../../services/settings/engine-settings.js';
+import { mergeWorkerInput, parseWorkerConfig, workerConfigFromEnv } from '../../../services/worker/config.js';
 
 describe('worker configuration', () => {
   it('reads NATS_* and SHOAL_* variables, flags win, nested sections merge', () => {
@@ -41,9 +42,9 @@ describe('worker image policy and batch tokens from the environment', () => {
   it('reads SHOAL_IMAGE_ROOTS, SHOAL_IMAGE_HOSTS and SHOAL_BATCH_TOKENS=auto', () => {
     const raw = workerConfigFromEnv({ NATS_URL: 'nats://127.0.0.1:4222', SHOAL_IMAGE_ROOTS: '/a:/b', SHOAL_IMAGE_HOSTS: 'cdn.example.com, *.img.example.com', SHOAL_BATCH_TOKENS: 'auto' });
     expect(raw.engine).toMatchObject({ imageRoots: ['/a', '/b'], imageHosts: ['cdn.example.com', '*.img.example.com'], batchTokens: 'auto' });
-    const engine = WorkerEngineSettings.parse(raw.engine);
+    const engine = EngineSettings.parse(raw.engine);
     expect(engine.batchTokens).toBe('auto');
-    expect(WorkerEngineSettings.parse({}).imageHosts).toEqual([]);
+    expect(EngineSettings.parse({}).imageHosts).toEqual([]);
   });
 });
 

@@ -21,10 +21,8 @@ const TINY = join(FIXTURES_DIR, 'models', 'tiny-bert-mean');
 let root: string;
 beforeAll(() => {
   root = mkdtempSync(join(tmpdir(), 'shoal-cli-quantize-'));
-  process.env.SHOAL_CACHE_DIR = join(root, 'cache');
 });
 afterAll(() => {
-  delete process.env.SHOAL_CACHE_DIR;
   rmSync(root, { recursive: true, force: true });
 });
 
@@ -39,7 +37,7 @@ class Collect extends Writable {
 async function shoal(args: string[]): Promise<{ stdout: string; error: unknown }> {
   const stdout = new Collect();
   const stderr = new Collect();
-  const app = new CliApp({ stdin: new PassThrough(), stdout, stderr, env: { SHOAL_THREADS: '1' }, signal: new AbortController().signal });
+  const app = new CliApp({ stdin: new PassThrough(), stdout, stderr, env: { SHOAL_THREADS: '1', SHOAL_CACHE_DIR: join(root, 'cache') }, signal: new AbortController().signal });
   const program = buildProgram(app);
   const models = program.commands.find((command) => command.name() === 'models');
   if (models === undefined) throw new Error('no models command');

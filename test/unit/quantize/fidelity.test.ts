@@ -1,9 +1,9 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import * as ort from 'onnxruntime-node';
-import { calibrationBatch, type CalibrationBatch } from '../../../adapters/models/calibration.js';
+import { calibrationBatch, type CalibrationBatch } from '../../../adapters/models/precision/calibration.js';
 import { describeModel } from '../../../adapters/models/detect.js';
-import { compareOutput } from '../../../adapters/models/fidelity.js';
+import { compareOutput } from '../../../adapters/models/precision/fidelity.js';
 import { ErrorCode } from '../../../adapters/protocol/errors.js';
 import { FIXTURES_DIR } from '../../helpers/shared.js';
 

@@ -2,7 +2,7 @@ import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { resolveAuto } from '../../../adapters/models/precision.js';
+import { resolveAuto } from '../../../adapters/models/precision/precision.js';
 import { quantizeToCache, sha256File } from '../../../adapters/quantize/index.js';
 import { parseCatalog } from '../../../pipelines/inference/catalog.js';
 import { InferenceEngine } from '../../../pipelines/inference/engine.js';
@@ -24,15 +24,14 @@ let root: string;
 let shipped: string;
 const engines: InferenceEngine[] = [];
 
-function engineWith(models: Record<string, unknown>): InferenceEngine {
-  const engine = new InferenceEngine({ catalog: parseCatalog({ models }, 'precision test'), runtime: { intraOpThreads: 1 } });
+function engineWith(models: Record<string, unknown>, cacheDir = join(root, 'cache')): InferenceEngine {
+  const engine = new InferenceEngine({ catalog: parseCatalog({ models }, 'precision test'), runtime: { intraOpThreads: 1, cacheDir } });
   engines.push(engine);
   return engine;
 }
 
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'shoal-precision-'));
-  process.env.SHOAL_CACHE_DIR = join(root, 'cache');
   // A model folder that ships its own int8 graph beside the float one, as Optimum/Xenova exports do.
   shipped = join(root, 'shipped');
   cpSync(TINY, shipped, { recursive: true });
@@ -42,7 +41,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const engine of engines) await engine.close();
-  delete process.env.SHOAL_CACHE_DIR;
   rmSync(root, { recursive: true, force: true });
 });
 
@@ -110,17 +108,11 @@ describe('precision at load time', () => {
   it('an unwritable cache costs int8, not the model: fp32 runs with a warning', async () => {
     const blocker = join(root, 'not-a-folder');
     writeFileSync(blocker, 'a file where the cache folder should be');
-    const saved = process.env.SHOAL_CACHE_DIR;
-    process.env.SHOAL_CACHE_DIR = blocker; // read by the model thread when it starts
-    try {
-      const engine = engineWith({ tiny: { source: TINY, precision: 'int8', quantization: SMALL } });
-      const precision = (await engine.inspect('tiny')).info.precision?.model;
-      expect(precision).toMatchObject({ effective: 'fp32', reason: 'quantization failed' });
-      expect(precision?.warning).toMatch(/^int8 refused, running fp32: cannot quantize model\.onnx \(cannot write .*SHOAL_CACHE_DIR/);
-      expect((await engine.encode({ model: 'tiny', items: TEXTS })).items).toHaveLength(2);
-    } finally {
-      process.env.SHOAL_CACHE_DIR = saved;
-    }
+    const engine = engineWith({ tiny: { source: TINY, precision: 'int8', quantization: SMALL } }, blocker);
+    const precision = (await engine.inspect('tiny')).info.precision?.model;
+    expect(precision).toMatchObject({ effective: 'fp32', reason: 'quantization failed' });
+    expect(precision?.warning).toMatch(/^int8 refused, running fp32: cannot quantize model\.onnx \(cannot write .*SHOAL_CACHE_DIR/);
+    expect((await engine.encode({ model: 'tiny', items: TEXTS })).items).toHaveLength(2);
   });
 
   it('a shipped int8 graph is used as is when int8 is asked for, never rewritten', async () => {

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ModelThreads, ModelWorker } from '../../../adapters/models/model-worker.js';
-import { PrepPool } from '../../../adapters/models/prep-pool.js';
+import { ModelThreads, ModelWorker } from '../../../adapters/model-threads/model-worker.js';
+import { PrepPool } from '../../../adapters/model-threads/prep-pool.js';
 import { resolveRuntimeOptions } from '../../../adapters/runtime/ort-session.js';
 import { FIXTURES_DIR } from '../../helpers/shared.js';
 

@@ -4,11 +4,11 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   cachedCommit,
-  defaultHubCacheDir,
   findCachedSnapshot,
   inspectCachedSnapshot,
   isCommitHash,
 } from '../../../adapters/sources/hf-cache.js';
+import { hubCacheDirFromEnv } from '../../../services/settings/environment.js';
 import { tempDir, writeSnapshot } from '../../helpers/synthetic-repo.js';
 
 const COMMIT_A = 'a'.repeat(40);
@@ -30,13 +30,13 @@ afterAll(async () => {
   await rm(cache, { recursive: true, force: true });
 });
 
-describe('defaultHubCacheDir', () => {
+describe('hubCacheDirFromEnv', () => {
   it('follows the hub library order', () => {
-    expect(defaultHubCacheDir({ HF_HUB_CACHE: '/c', HF_HOME: '/h', XDG_CACHE_HOME: '/x' })).toBe('/c');
-    expect(defaultHubCacheDir({ HUGGINGFACE_HUB_CACHE: '/old', HF_HOME: '/h' })).toBe('/old');
-    expect(defaultHubCacheDir({ HF_HOME: '/h', XDG_CACHE_HOME: '/x' })).toBe('/h/hub');
-    expect(defaultHubCacheDir({ XDG_CACHE_HOME: '/x' })).toBe('/x/huggingface/hub');
-    expect(defaultHubCacheDir({ HF_HUB_CACHE: '' })).toBe(join(homedir(), '.cache', 'huggingface', 'hub'));
+    expect(hubCacheDirFromEnv({ HF_HUB_CACHE: '/c', HF_HOME: '/h', XDG_CACHE_HOME: '/x' })).toBe('/c');
+    expect(hubCacheDirFromEnv({ HUGGINGFACE_HUB_CACHE: '/old', HF_HOME: '/h' })).toBe('/old');
+    expect(hubCacheDirFromEnv({ HF_HOME: '/h', XDG_CACHE_HOME: '/x' })).toBe('/h/hub');
+    expect(hubCacheDirFromEnv({ XDG_CACHE_HOME: '/x' })).toBe('/x/huggingface/hub');
+    expect(hubCacheDirFromEnv({ HF_HUB_CACHE: '' })).toBe(join(homedir(), '.cache', 'huggingface', 'hub'));
   });
 });
 

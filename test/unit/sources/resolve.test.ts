@@ -5,9 +5,9 @@ import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import {
   resolveModelSource,
   resolveSourceOptions,
-  sourceOptionsFromEnv,
   type SourceOptionsInput,
 } from '../../../adapters/sources/resolve.js';
+import { sourceOptionsFromEnv } from '../../../services/settings/environment.js';
 import { tempDir, writeSnapshot } from '../../helpers/synthetic-repo.js';
 
 /** Nothing listens here: any attempt to reach the hub would fail loudly instead of passing. */

@@ -1,0 +1,97 @@
+import { availableParallelism } from 'node:os';
+import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { siblingModule, spawnThread } from '../runtime/spawn.js';
+import { ImagePolicy } from '../sources/image-input.js';
+import { ThreadClient } from '../runtime/thread-rpc.js';
+import type { Prepared, PrepareRequest } from '../models/family.js';
+import type { ModelProfile, ProfileOverrides } from '../models/profile.js';
+import type { PrepRequest, PrepResponse, TokenizedOutput } from './thread-messages.js';
+
+/**
+ * Main-thread handle on the prep threads. A model folder is always prepared on the same thread
+ * (hash affinity), so each tokenizer is loaded once.
+ */
+
+export type PrepLane = 'interactive' | 'bulk';
+
+export interface PrepPoolOptions {
+  /** Number of prep threads; default 1 (tokenization is cheap next to inference on CPU). */
+  threads?: number;
+  /** Limits and allowed sources for image items (read in the prep threads). */
+  imagePolicy?: ImagePolicy;
+}
+
+function hash(text: string): number {
+  let h = 2166136261;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 16777619);
+  }
+  return h >>> 0;
+}
+
+function unexpected(response: PrepResponse, wanted: string): ShoalError {
+  return new ShoalError(ErrorCode.INTERNAL, `prep thread answered ${response.type}, expected ${wanted}`);
+}
+
+export class PrepPool {
+  readonly #threads: ThreadClient<PrepRequest, PrepResponse>[] = [];
+  readonly #size: number;
+  readonly #imagePolicy: ImagePolicy;
+  #closed = false;
+
+  constructor(options: PrepPoolOptions = {}) {
+    this.#size = Math.max(1, Math.min(options.threads ?? 1, availableParallelism() * 2));
+    this.#imagePolicy = options.imagePolicy ?? ImagePolicy.parse({});
+  }
+
+  /**
+   * The thread for a model folder. Interactive work has a thread of its own (the last slot), so a
+   * search query is never tokenized behind a chunk of a bulk job.
+   */
+  #thread(key: string, lane: PrepLane = 'bulk'): ThreadClient<PrepRequest, PrepResponse> {
+    if (this.#closed) throw new ShoalError(ErrorCode.UNAVAILABLE, 'prep pool is closed');
+    const index = lane === 'interactive' ? this.#size : hash(key) % this.#size;
+    let thread = this.#threads[index];
+    if (thread === undefined || !thread.alive) {
+      const name = lane === 'interactive' ? 'shoal-prep-interactive' : `shoal-prep-${index}`;
+      const worker = spawnThread(siblingModule(import.meta.url, 'prep-thread'), { name, workerData: { imagePolicy: this.#imagePolicy } });
+      thread = new ThreadClient<PrepRequest, PrepResponse>(worker, { name: lane === 'interactive' ? 'interactive prep thread' : `prep thread ${index}` });
+      this.#threads[index] = thread;
+    }
+    return thread;
+  }
+
+  async describe(id: string, dir: string, overrides: ProfileOverrides): Promise<ModelProfile> {
+    const response = await this.#thread(dir).request({ type: 'describe', id, dir, overrides });
+    if (response.type !== 'described') throw unexpected(response, 'described');
+    return response.profile;
+  }
+
+  async prepare(profile: ModelProfile, request: PrepareRequest, lane: PrepLane = 'bulk'): Promise<Prepared[]> {
+    const response = await this.#thread(profile.dir, lane).request({ type: 'prepare', profile, request });
+    if (response.type !== 'prepared') throw unexpected(response, 'prepared');
+    return response.items;
+  }
+
+  async tokenize(profile: ModelProfile, request: PrepareRequest): Promise<TokenizedOutput[]> {
+    const response = await this.#thread(profile.dir).request({ type: 'tokenize', profile, request });
+    if (response.type !== 'tokenized') throw unexpected(response, 'tokenized');
+    return response.items;
+  }
+
+  async forget(dir: string): Promise<void> {
+    const bulk = this.#threads[hash(dir) % this.#size];
+    const interactive = this.#threads[this.#size];
+    await Promise.all([bulk, interactive].map(async (thread) => {
+      if (thread?.alive === true) await thread.request({ type: 'forget', dir });
+    }));
+  }
+
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    await Promise.all(this.#threads.map((thread) => thread.close()));
+    this.#threads.length = 0;
+  }
+}

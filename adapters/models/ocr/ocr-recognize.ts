@@ -1,0 +1,120 @@
+import { ErrorCode, ShoalError } from '../../protocol/errors.js';
+
+/**
+ * The recognizer's side of OCR (pure): its character set, greedy CTC decoding of its per-step
+ * class probabilities, the angle classifier's verdict, and grouping strips of similar width into
+ * batches so little of each batch is padding.
+ */
+
+/**
+ * The recognizer's classes: index 0 is the CTC blank, then one class per line of the charset
+ * file (PaddleOCR's ppocr_keys), then, for models trained with `use_space_char`, the space.
+ */
+export interface Charset {
+  classes: readonly string[];
+}
+
+export function parseCharset(text: string, options: { space: boolean }): Charset {
+  const lines = text.replace(/^\uFEFF/, '').split(/\r?\n/);
+  // A final newline ends the last entry; it is not an entry of its own.
+  if (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
+  if (lines.length === 0) throw new ShoalError(ErrorCode.MODEL_LOAD_FAILED, 'the OCR charset file is empty');
+  return { classes: ['', ...lines, ...(options.space ? [' '] : [])] };
+}
+
+/** Checks the charset against the recognizer's output width, so a mismatched pair fails at load. */
+export function checkCharset(charset: Charset, outputClasses: number | null, what: string): void {
+  if (outputClasses === null || outputClasses === charset.classes.length) return;
+  throw new ShoalError(
+    ErrorCode.MODEL_LOAD_FAILED,
+    `${what}: the recognizer predicts ${outputClasses} classes but the charset gives ${charset.classes.length} ` +
+      '(blank + one per charset line + space); pair the recognizer with its own charset file, or set options.useSpaceChar',
+  );
+}
+
+export interface Recognized {
+  text: string;
+  /** Mean probability of the characters kept; 0 when nothing was read. */
+  score: number;
+}
+
+/**
+ * Greedy CTC decoding of one row of a [n, steps, classes] probability tensor: the best class at
+ * each step, repeats of a class merged, blanks removed.
+ */
+export function ctcDecode(probs: Float32Array, row: number, steps: number, charset: Charset): Recognized {
+  const classes = charset.classes.length;
+  let text = '';
+  let sum = 0;
+  let kept = 0;
+  let previous = -1;
+  for (let t = 0; t < steps; t++) {
+    const base = (row * steps + t) * classes;
+    let best = 0;
+    let bestProb = probs[base] ?? 0;
+    for (let c = 1; c < classes; c++) {
+      const p = probs[base + c] ?? 0;
+      if (p > bestProb) {
+        best = c;
+        bestProb = p;
+      }
+    }
+    if (best !== 0 && best !== previous) {
+      text += charset.classes[best] ?? '';
+      sum += bestProb;
+      kept++;
+    }
+    previous = best;
+  }
+  return { text, score: kept === 0 ? 0 : sum / kept };
+}
+
+/**
+ * The angle classifier's verdict on a strip from its windows' [0°, 180°] probabilities (one row
+ * per window): upside down when the mean 180° probability reaches `threshold`. Windows at the
+ * recognizer's scale, rather than the whole line squeezed into the classifier's 192 pixels as
+ * PaddleOCR does, keep long lines legible to it.
+ */
+export function isUpsideDown(probs: Float32Array, rows: readonly number[], threshold: number): boolean {
+  if (rows.length === 0) return false;
+  let flipped = 0;
+  for (const row of rows) {
+    const upright = probs[row * 2] ?? 1;
+    const down = probs[row * 2 + 1] ?? 0;
+    flipped += down / Math.max(upright + down, 1e-9);
+  }
+  return flipped / rows.length >= threshold;
+}
+
+export interface WidthBatchOptions {
+  /** Strips per batch. */
+  maxItems: number;
+  /** Padded columns per batch (widest strip × count). */
+  maxColumns: number;
+  /** Every strip is padded to at least this width (the recognizer was trained on this width). */
+  minWidth: number;
+  /** A strip joins a batch only if it fills at least this share of the batch's width. */
+  minFill: number;
+}
+
+/** Strip indices in batches of similar widths, widest batch first; each batch lists its padded width. */
+export function widthBatches(widths: readonly number[], options: WidthBatchOptions): { indices: number[]; width: number }[] {
+  const order = widths.map((_, i) => i).sort((a, b) => (widths[b] ?? 0) - (widths[a] ?? 0) || a - b);
+  const batches: { indices: number[]; width: number }[] = [];
+  let current: { indices: number[]; width: number } | null = null;
+  for (const index of order) {
+    const width = Math.max(options.minWidth, widths[index] ?? 0);
+    const fits =
+      current !== null &&
+      current.indices.length < options.maxItems &&
+      current.width * (current.indices.length + 1) <= options.maxColumns &&
+      width >= current.width * options.minFill;
+    if (current !== null && fits) {
+      current.indices.push(index);
+      continue;
+    }
+    current = { indices: [index], width };
+    batches.push(current);
+  }
+  return batches;
+}

@@ -1,0 +1,147 @@
+import { basename } from 'node:path';
+import type { QuantizedGraph } from '../../quantize/index.js';
+import { createSession, type CreatedSession, type RuntimeOptions } from '../../runtime/ort-session.js';
+import { calibrationBatch } from './calibration.js';
+import { CALIBRATION_VERSION } from './calibration.js';
+import { measureFidelity } from './fidelity.js';
+import type { ModelProfile } from '../profile.js';
+import type { EffectivePrecision, PrecisionInfo } from './precision-info.js';
+
+/** The quantizer (protobuf and graph rewriting), imported only by threads that open an int8 model. */
+const quantizer = (): Promise<typeof import('../../quantize/index.js')> => import('../../quantize/index.js');
+
+/**
+ * Opens a component's ONNX session in the precision its profile asks for. Runs in the model
+ * thread: building an int8 graph (seconds for a large model) and the fidelity check never block
+ * the main thread.
+ *
+ * - `fp32`: the graph as detected.
+ * - `int8`: a shipped int8 graph (detect.ts picks `_quantized`/`_int8` files) is used as is; a
+ *   float graph is quantized (once: the result is cached on disk, see adapters/quantize).
+ * - `auto`: int8 when every execution provider is the CPU (DynamicQuantizeMatMul is a CPU
+ *   kernel; on a GPU it would only move work back to the CPU), else fp32. `auto` starts from the
+ *   float graph: shipped int8 files are only chosen for an explicit `int8`.
+ *
+ * The fidelity gate: the first time an int8 graph is used, a calibration batch runs through the
+ * float and the int8 graph; if any float output's cosine falls below the profile's floor
+ * (`quantization.min_cosine`, default 0.99) the model runs fp32 and a warning says why. The
+ * measurement is stored with the cached graph, so later loads only compare it with the floor.
+ */
+
+export interface OpenedSession {
+  created: CreatedSession;
+  precision: PrecisionInfo;
+}
+
+/** What `auto` resolves to for these providers. */
+export function resolveAuto(providers: readonly string[]): EffectivePrecision {
+  return providers.length > 0 && providers.every((provider) => provider === 'cpu') ? 'int8' : 'fp32';
+}
+
+function warn(profile: ModelProfile, message: string): string {
+  const line = `shoal: ${profile.id}: ${message}`;
+  process.stderr.write(`${line}\n`);
+  return message;
+}
+
+function fidelityInfo(graph: QuantizedGraph, floor: number): PrecisionInfo['fidelity'] {
+  const measured = graph.record.fidelity;
+  return measured === null ? undefined : { floor, minCosine: measured.minCosine, outputs: measured.outputs };
+}
+
+/** Measures fidelity (fp32 vs int8 on the calibration batch) and stores it with the cached graph. */
+async function checkFidelity(profile: ModelProfile, file: string, graph: QuantizedGraph, runtime: RuntimeOptions): Promise<{ graph: QuantizedGraph; candidate: CreatedSession | null }> {
+  const reference = await createSession(file, runtime);
+  let candidate: CreatedSession | null = null;
+  try {
+    candidate = await createSession(graph.path, runtime);
+    const batch = calibrationBatch(profile, reference.session.inputNames, graph.record.inputVocab);
+    const fidelity = await measureFidelity(reference.session, candidate.session, batch, profile.id);
+    const { saveFidelity } = await quantizer();
+    return { graph: await saveFidelity(graph, fidelity), candidate };
+  } catch (error) {
+    if (candidate !== null) await candidate.session.release();
+    throw error;
+  } finally {
+    await reference.session.release();
+  }
+}
+
+async function openInt8(profile: ModelProfile, file: string, runtime: RuntimeOptions, requested: PrecisionInfo['requested']): Promise<OpenedSession> {
+  const started = performance.now();
+  const floor = profile.quantization.minCosine;
+  const fp32 = async (reason: string, extra: Partial<PrecisionInfo> = {}): Promise<OpenedSession> => ({
+    created: await createSession(file, runtime),
+    precision: { requested, effective: 'fp32', graph: file, origin: 'float graph', reason, ...extra },
+  });
+  let graph: QuantizedGraph;
+  try {
+    const { quantizeToCache, quantizedCacheDir } = await quantizer();
+    graph = await quantizeToCache({ source: file, cacheDir: quantizedCacheDir(runtime.cacheDir), options: { minWeightElements: profile.quantization.minWeightElements } });
+  } catch (error) {
+    // An unwritable cache or an unreadable graph must not stop the model from serving in fp32.
+    const message = warn(profile, `int8 refused, running fp32: cannot quantize ${basename(file)} (${error instanceof Error ? error.message : String(error)})`);
+    return fp32('quantization failed', { warning: message });
+  }
+  const record = graph.record;
+  if (record.output === null) {
+    if (record.alreadyQuantized) {
+      return { created: await createSession(file, runtime), precision: { requested, effective: 'int8', graph: file, origin: 'shipped int8 graph' } };
+    }
+    const reason = `no MatMul/Gemm weight of ${profile.quantization.minWeightElements} elements or more to quantize in ${basename(file)}`;
+    return fp32(reason);
+  }
+  const common: Partial<PrecisionInfo> = { bytes: { source: graph.sourceBytes, quantized: graph.outputBytes }, rewritten: record.report.matmul + record.report.gemm };
+  let candidate: CreatedSession | null = null;
+  if (record.fidelity === null || record.fidelity.calibration !== CALIBRATION_VERSION) {
+    try {
+      ({ graph, candidate } = await checkFidelity(profile, file, graph, runtime));
+    } catch (error) {
+      const message = warn(profile, `int8 refused, running fp32: the fidelity check could not run (${error instanceof Error ? error.message : String(error)})`);
+      return fp32('fidelity check failed to run', { ...common, warning: message });
+    }
+  }
+  const fidelity = fidelityInfo(graph, floor);
+  const minCosine = graph.record.fidelity?.minCosine ?? 0;
+  if (minCosine < floor) {
+    if (candidate !== null) await candidate.session.release();
+    const worst = graph.record.fidelity?.outputs.find((o) => o.cosine === minCosine)?.name ?? '?';
+    const message = warn(profile, `int8 refused, running fp32: cosine(fp32, int8) of output "${worst}" is ${minCosine.toFixed(5)}, below the floor ${floor} (quantization.min_cosine in the catalog)`);
+    return fp32(`fidelity ${minCosine.toFixed(5)} below floor ${floor}`, { ...common, warning: message, ...(fidelity === undefined ? {} : { fidelity }) });
+  }
+  const created = candidate ?? (await createSession(graph.path, runtime));
+  const precision: PrecisionInfo = {
+    requested,
+    effective: 'int8',
+    graph: graph.path,
+    origin: graph.built ? 'quantized (built now)' : 'quantized (cached)',
+    ...common,
+    ...(fidelity === undefined ? {} : { fidelity }),
+    quantizeMs: Math.round(performance.now() - started),
+  };
+  return { created, precision };
+}
+
+/** File names Optimum/Xenova (and `shoal models quantize --out`) give int8 graphs. */
+const INT8_FILE = /_(quantized|int8|uint8|qint8|quint8)\.onnx$/i;
+
+/** The session for one ONNX file of `profile`, in the precision the profile resolves to. */
+export async function openWithPrecision(profile: ModelProfile, file: string, runtime: RuntimeOptions): Promise<OpenedSession> {
+  const requested = profile.precision;
+  if (requested !== 'int8' && INT8_FILE.test(file)) {
+    // The graph chosen for this component is an int8 export (a folder shipping no float graph, or
+    // a catalog naming it): it runs as int8 whatever was asked, and the load info says so.
+    const reason = `${basename(file)} is an int8 export; no float graph was chosen for this component`;
+    return { created: await createSession(file, runtime), precision: { requested, effective: 'int8', graph: file, origin: 'shipped int8 graph', reason } };
+  }
+  if (requested === 'fp32') {
+    return { created: await createSession(file, runtime), precision: { requested, effective: 'fp32', graph: file, origin: 'float graph' } };
+  }
+  if (requested === 'auto' && resolveAuto(runtime.providers) === 'fp32') {
+    return {
+      created: await createSession(file, runtime),
+      precision: { requested, effective: 'fp32', graph: file, origin: 'float graph', reason: `auto: providers ${runtime.providers.join(',')} are not CPU-only` },
+    };
+  }
+  return openInt8(profile, file, runtime, requested);
+}

@@ -1,0 +1,75 @@
+import type { Logger } from '../../adapters/observability/logger.js';
+import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
+import type { Engine } from '../../adapters/protocol/engine.js';
+import type { JobsApi } from '../../adapters/protocol/jobs.js';
+import type { NatsNames } from '../../adapters/protocol/subjects.js';
+import type { AdmissionSettings } from './admission.js';
+import type { CallRunner, callWithDeadline } from './call-context.js';
+import type { RequestMetrics } from './request-metrics.js';
+
+/**
+ * The types every part of the gateway shares: what the app is built from (deps, settings) and
+ * what each route file receives. Kept apart from app.ts so route files never import the app
+ * that registers them (no import circle).
+ */
+
+/** One entry of GET /v1/models: the id clients put in `model`, plus what is known about it. */
+export interface ModelCard {
+  id: string;
+  /** Model family (dense, cross-encoder, splade...), when known. */
+  family?: string;
+  /** Primitives the model answers. */
+  primitives?: readonly string[];
+  /** Loaded on some worker right now. */
+  resident?: boolean;
+}
+
+export interface ReadyReport {
+  ready: boolean;
+  /** Why not, for the 503 body. */
+  reason?: string;
+}
+
+export interface GatewayDeps {
+  engine: Engine;
+  /** Asynchronous jobs; null when the gateway runs without JetStream (POST /v1/jobs answers UNAVAILABLE). */
+  jobs: JobsApi | null;
+  models(): Promise<readonly ModelCard[]>;
+  metrics: ShoalMetrics;
+  /** Whether requests can be served now (backends connected, workers present). */
+  ready(): Promise<ReadyReport>;
+  logger?: Logger;
+}
+
+export interface GatewaySettings {
+  /** Bearer tokens; empty = no authentication. */
+  apiTokens: readonly string[];
+  /** Require a token on /metrics as well. */
+  protectMetrics: boolean;
+  /** Largest request body. */
+  bodyLimitBytes: number;
+  /** Longest time one synchronous call may take before it answers TIMEOUT. */
+  requestTimeoutMs: number;
+  /** Browser origins allowed cross-origin; empty = CORS off. */
+  corsOrigins: readonly string[];
+  /** Model of TEI's /embed (TEI requests name no model). */
+  embedModel: string | null;
+  /** Model of TEI's /rerank. */
+  rerankModel: string | null;
+  /** NATS subject prefix, to tell clients where job results are published. */
+  natsPrefix: string;
+  /** Admission control of synchronous calls (admission.ts). @default DEFAULT_ADMISSION */
+  admission?: AdmissionSettings;
+}
+
+/** What every route file receives. */
+export interface RouteContext {
+  deps: GatewayDeps;
+  settings: GatewaySettings;
+  names: NatsNames;
+  metrics: RequestMetrics;
+  /** Runs one engine call for this reply: aborted on client disconnect, TIMEOUT after the deadline. */
+  call(reply: Parameters<typeof callWithDeadline>[0]): CallRunner;
+  /** True once shutdown began (readiness turns false so load balancers stop sending). */
+  closing(): boolean;
+}

@@ -1,0 +1,84 @@
+import { z } from 'zod';
+import { ErrorCode } from '../../adapters/protocol/errors.js';
+import { parseWith } from '../../adapters/protocol/validate.js';
+import { ExecutionProvider } from '../../adapters/runtime/ort-session.js';
+import type { EngineOptionsInput } from '../../pipelines/inference/engine-options.js';
+import { nativeTrimFromEnv, shoalCacheDirFromEnv, sourceOptionsFromEnv, splitDirs, splitList } from './environment.js';
+import { envValue, SETTINGS } from './table.js';
+
+/**
+ * The engine settings every command that runs models shares — the in-process CLI commands,
+ * `shoal worker` and `shoal dev` alike — read from the same variables with the same defaults,
+ * so a variable that works for the worker works for `shoal encode` too.
+ */
+
+export const EngineSettings = z.strictObject({
+  /** Catalog file or folder; null = models by id or path only. */
+  catalog: z.string().min(1).nullable().default(null),
+  /** Folders holding models as `org/name/`. */
+  modelDirs: z.array(z.string().min(1)).default([]),
+  /** ORT intra-op threads per model; null = all cores. */
+  threads: z.number().int().min(1).max(1024).nullable().default(null),
+  providers: z.array(ExecutionProvider).min(1).default([SETTINGS.providers.default]),
+  /** Padded tokens per batch, or 'auto' (measured per model on this machine); null = the engine's default. */
+  batchTokens: z.union([z.number().int().min(1).max(1 << 24), z.literal('auto')]).nullable().default(null),
+  /** Folders image items may name by path (SHOAL_IMAGE_ROOTS); empty = images travel as bytes/base64 only. */
+  imageRoots: z.array(z.string().min(1)).default([]),
+  /** Hosts image URLs may be fetched from (SHOAL_IMAGE_HOSTS, exact or *.example.com); empty = none. */
+  imageHosts: z.array(z.string().min(1)).default([]),
+  /** Memory for models: bytes, "2GiB", "60%"; default: the engine's (half the RAM). */
+  memoryBudget: z.union([z.number().int().positive(), z.string().min(1)]).optional(),
+});
+export type EngineSettings = z.output<typeof EngineSettings>;
+
+/** A whole number from the environment; anything else is passed through for zod to name. */
+export function wholeNumber(value: string | undefined): number | string | undefined {
+  if (value === undefined) return undefined;
+  return /^\d+$/.test(value) ? Number(value) : value;
+}
+
+/** Partial input with only what the environment sets (zod reports bad values by field). */
+export function engineSettingsFromEnv(env: NodeJS.ProcessEnv): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  const put = (key: string, value: unknown): void => {
+    if (value !== undefined) out[key] = value;
+  };
+  put('catalog', envValue(env, 'catalog'));
+  put('modelDirs', splitDirs(envValue(env, 'modelDir')));
+  put('threads', wholeNumber(envValue(env, 'threads')));
+  put('providers', splitList(envValue(env, 'providers')));
+  const batchTokens = envValue(env, 'batchTokens');
+  put('batchTokens', batchTokens === 'auto' ? 'auto' : wholeNumber(batchTokens));
+  put('imageRoots', splitDirs(envValue(env, 'imageRoots')));
+  put('imageHosts', splitList(envValue(env, 'imageHosts')));
+  put('memoryBudget', envValue(env, 'memoryBudget'));
+  return out;
+}
+
+/**
+ * The in-process engine's options from these settings. `env` supplies the model sources (hub
+ * cache, token, offline switch); the catalog file is loaded by the caller.
+ */
+export function engineOptionsFromSettings(settings: EngineSettings, env: NodeJS.ProcessEnv): Omit<EngineOptionsInput, 'catalog'> {
+  return {
+    sources: { ...sourceOptionsFromEnv(env), modelDirs: [...settings.modelDirs] },
+    runtime: {
+      providers: [...settings.providers],
+      ...(settings.threads === null ? {} : { intraOpThreads: settings.threads }),
+      cacheDir: shoalCacheDirFromEnv(env),
+      returnFreedMemory: nativeTrimFromEnv(env),
+    },
+    ...(settings.batchTokens === null ? {} : { maxBatchTokens: settings.batchTokens }),
+    ...(settings.memoryBudget === undefined ? {} : { memoryBudget: settings.memoryBudget }),
+    images: { roots: [...settings.imageRoots], allowedHosts: [...settings.imageHosts] },
+  };
+}
+
+/**
+ * Engine options from the environment alone, the way `shoal encode` reads it: for programs that
+ * embed the engine and want SHOAL_* / HF_* variables honoured
+ * (`new InferenceEngine(engineOptionsFromEnv(process.env))`).
+ */
+export function engineOptionsFromEnv(env: NodeJS.ProcessEnv): Omit<EngineOptionsInput, 'catalog'> {
+  return engineOptionsFromSettings(parseWith(EngineSettings, engineSettingsFromEnv(env), 'engine settings from the environment', ErrorCode.CONFIG_INVALID), env);
+}

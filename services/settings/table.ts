@@ -1,0 +1,96 @@
+/**
+ * Every setting Shoal reads from the environment, in one table: the variables, the flag that
+ * overrides them, who reads them, what they mean and their default. The services' config code
+ * takes its variable names and defaults from here, and the README's settings table is generated
+ * from it (`npx tsx scripts/settings-table.ts --write`; test/unit/settings/table.test.ts fails
+ * when the README and this table disagree). Adapters and pipelines never read the environment:
+ * they get plain option objects built from these settings.
+ */
+
+export type SettingUser = 'all' | 'cli' | 'worker' | 'gateway' | 'sink' | 'dev' | 'submit';
+
+export interface SettingSpec {
+  /** Environment variables, the preferred one first. */
+  readonly env: readonly string[];
+  /** The command-line flag that wins over the variables, where there is one. */
+  readonly flag?: string;
+  readonly usedBy: readonly SettingUser[];
+  readonly meaning: string;
+  /** The default value the config code uses (null: unset). */
+  readonly default: string | number | boolean | null;
+  /** How the default reads in the README, when the value alone does not say it. */
+  readonly shown?: string;
+}
+
+const natsClients: readonly SettingUser[] = ['worker', 'gateway', 'sink', 'submit'];
+
+export const SETTINGS = {
+  config: { env: ['SHOAL_CONFIG'], flag: '--config', usedBy: ['all'], meaning: 'settings file (YAML/JSON), keys named as in this table (`memoryBudget: 4GiB`) or as their variables; variables and flags win over it', default: null, shown: 'none' },
+  catalog: { env: ['SHOAL_CATALOG'], flag: '--catalog', usedBy: ['all'], meaning: 'catalog file or folder (YAML/JSON)', default: null, shown: 'none: models by hub id or folder' },
+  modelDir: { env: ['SHOAL_MODEL_DIR'], flag: '--model-dir', usedBy: ['all'], meaning: 'models directories, `:`-separated (`org/name/` inside)', default: null, shown: 'none' },
+  cacheDir: { env: ['SHOAL_CACHE_DIR'], usedBy: ['all'], meaning: "Shoal's cache (int8 graphs, batch-budget measurements)", default: null, shown: '`~/.cache/shoal`' },
+  hubCache: { env: ['HF_HUB_CACHE', 'HUGGINGFACE_HUB_CACHE', 'HF_HOME'], usedBy: ['all'], meaning: 'Hugging Face hub cache (`$HF_HOME/hub` when only `HF_HOME` is set)', default: null, shown: '`~/.cache/huggingface/hub`' },
+  hubEndpoint: { env: ['HF_ENDPOINT'], usedBy: ['all'], meaning: 'hub address (a mirror or a private hub)', default: 'https://huggingface.co' },
+  hubToken: { env: ['HF_TOKEN'], usedBy: ['all'], meaning: 'token for gated and private models (never logged)', default: null, shown: 'none' },
+  offline: { env: ['HF_HUB_OFFLINE', 'SHOAL_OFFLINE'], usedBy: ['all'], meaning: '`1`: never download, use local models and the cache only', default: false, shown: 'off' },
+  downloadTimeout: { env: ['HF_HUB_DOWNLOAD_TIMEOUT'], usedBy: ['all'], meaning: 'seconds without data before a download attempt fails', default: 60 },
+  threads: { env: ['SHOAL_THREADS'], flag: '--threads', usedBy: ['all'], meaning: 'onnxruntime intra-op threads per model', default: null, shown: 'all cores' },
+  providers: { env: ['SHOAL_PROVIDERS'], flag: '--providers', usedBy: ['all'], meaning: 'execution providers in order (`cuda`, `webgpu`, `cpu`); CPU is always the fallback', default: 'cpu' },
+  batchTokens: { env: ['SHOAL_BATCH_TOKENS'], flag: '--batch-tokens', usedBy: ['all'], meaning: 'padded tokens per batch, or `auto` (measured per model once)', default: 2048 },
+  memoryBudget: { env: ['SHOAL_MEMORY_BUDGET'], flag: '--memory-budget', usedBy: ['all'], meaning: 'memory for models (`6GiB`, `60%`)', default: null, shown: 'half the RAM (or of the container limit)' },
+  imageRoots: { env: ['SHOAL_IMAGE_ROOTS'], usedBy: ['all'], meaning: 'folders image items may name by path, `:`-separated', default: null, shown: 'none (images as bytes only)' },
+  imageHosts: { env: ['SHOAL_IMAGE_HOSTS'], usedBy: ['all'], meaning: 'hosts image URLs may be fetched from (`example.com`, `*.example.com`), comma-separated', default: null, shown: 'none' },
+  chunkLines: { env: ['SHOAL_CHUNK_LINES'], flag: '--chunk-lines', usedBy: ['cli'], meaning: 'input lines handed to the engine at a time', default: 256 },
+  logLevel: { env: ['SHOAL_LOG_LEVEL'], usedBy: ['worker', 'gateway', 'sink', 'dev'], meaning: 'pino log level (JSON logs on stderr)', default: 'info', shown: '`info` (`warn` in `shoal dev`)' },
+  nativeTrim: { env: ['SHOAL_NATIVE_TRIM'], usedBy: ['all'], meaning: '`0`: do not use the `malloc_trim` addon; `shoal` then runs with `MALLOC_TRIM_THRESHOLD_=0` (about 20 % slower inference)', default: true, shown: 'addon used when built' },
+  fromSource: { env: ['SHOAL_FROM_SOURCE'], usedBy: ['all'], meaning: '`1`: run the TypeScript sources through tsx even when `dist/` is built', default: false, shown: 'off' },
+  models: { env: ['SHOAL_MODELS'], flag: '--models', usedBy: ['worker'], meaning: 'models served, comma-separated', default: null, shown: 'every catalog entry, else every model under the models directories' },
+  preload: { env: ['SHOAL_PRELOAD'], flag: '--preload', usedBy: ['worker'], meaning: 'models loaded at start and kept resident', default: null, shown: 'none' },
+  concurrency: { env: ['SHOAL_CONCURRENCY'], flag: '--concurrency', usedBy: ['worker'], meaning: 'job parts in flight at once', default: 32 },
+  ackWaitMs: { env: ['SHOAL_ACK_WAIT_MS'], flag: '--ack-wait', usedBy: ['worker'], meaning: 'ack wait of the job consumers (ms)', default: 30_000 },
+  maxDeliver: { env: ['SHOAL_MAX_DELIVER'], flag: '--max-deliver', usedBy: ['worker'], meaning: 'deliveries of a job part before it is dead-lettered', default: 5 },
+  drainTimeoutMs: { env: ['SHOAL_DRAIN_TIMEOUT_MS'], flag: '--drain-timeout', usedBy: ['worker'], meaning: 'longest graceful drain after SIGTERM (ms)', default: 30_000 },
+  fileRoots: { env: ['SHOAL_FILE_ROOTS'], flag: '--file-root', usedBy: ['worker'], meaning: 'folders `file://` payload and result references may use, `:`-separated', default: null, shown: 'none (refused)' },
+  workerId: { env: ['SHOAL_WORKER_ID'], flag: '--worker-id', usedBy: ['worker'], meaning: 'name in results, replies and logs', default: null, shown: '`<hostname>-<pid>`' },
+  metricsPort: { env: ['SHOAL_METRICS_PORT'], flag: '--metrics-port', usedBy: ['worker'], meaning: 'port of the worker\'s `/metrics`, `/healthz`, `/readyz`', default: null, shown: 'off' },
+  metricsHost: { env: ['SHOAL_METRICS_HOST'], flag: '--metrics-host', usedBy: ['worker'], meaning: 'address of the worker\'s metrics port', default: '0.0.0.0' },
+  natsServer: { env: ['SHOAL_NATS_SERVER'], usedBy: ['dev'], meaning: 'the `nats-server` executable `shoal dev` starts', default: null, shown: '`nats-server` on `PATH`, else in `/usr/sbin`, `/usr/local/bin`' },
+  resultsDir: { env: ['SHOAL_RESULTS_DIR'], flag: '--results-dir', usedBy: ['sink', 'dev'], meaning: 'folder job results are written into', default: 'shoal-results', shown: '`./shoal-results`' },
+  natsUrl: { env: ['NATS_URL'], flag: '--nats', usedBy: natsClients, meaning: 'NATS servers, comma-separated', default: 'nats://127.0.0.1:4222' },
+  natsUser: { env: ['NATS_USER', 'NATS_PASSWORD'], usedBy: natsClients, meaning: 'NATS user and password', default: null, shown: 'none' },
+  natsToken: { env: ['NATS_TOKEN'], usedBy: natsClients, meaning: 'NATS token', default: null, shown: 'none' },
+  natsCreds: { env: ['NATS_CREDS'], flag: '--nats-creds', usedBy: natsClients, meaning: 'NATS `.creds` file (JWT + NKey seed)', default: null, shown: 'none' },
+  natsTls: { env: ['NATS_TLS_CA', 'NATS_TLS_CERT', 'NATS_TLS_KEY'], usedBy: natsClients, meaning: 'CA bundle, client certificate and key for TLS to NATS', default: null, shown: 'none' },
+  subjectPrefix: { env: ['SHOAL_SUBJECT_PREFIX'], flag: '--prefix', usedBy: natsClients, meaning: 'subject, stream and bucket prefix', default: 'shoal' },
+  host: { env: ['SHOAL_HOST'], flag: '--host', usedBy: ['gateway'], meaning: 'address the gateway listens on', default: '127.0.0.1' },
+  port: { env: ['SHOAL_PORT'], flag: '--port', usedBy: ['gateway'], meaning: 'port the gateway listens on', default: 8080 },
+  apiTokens: { env: ['SHOAL_API_TOKENS'], usedBy: ['gateway'], meaning: 'bearer tokens, comma-separated (at least 16 characters each)', default: null, shown: 'no auth' },
+  apiTokensFile: { env: ['SHOAL_API_TOKENS_FILE'], flag: '--api-tokens-file', usedBy: ['gateway'], meaning: 'file of bearer tokens, one per line', default: null, shown: 'none' },
+  metricsAuth: { env: ['SHOAL_METRICS_AUTH'], flag: '--metrics-auth', usedBy: ['gateway'], meaning: '`1`: `/metrics` needs a token too', default: false, shown: 'off' },
+  bodyLimit: { env: ['SHOAL_BODY_LIMIT'], flag: '--body-limit', usedBy: ['gateway'], meaning: 'largest request body', default: '8MiB' },
+  requestTimeoutMs: { env: ['SHOAL_REQUEST_TIMEOUT_MS'], flag: '--request-timeout-ms', usedBy: ['gateway'], meaning: 'longest synchronous call (ms)', default: 60_000 },
+  shutdownTimeoutMs: { env: ['SHOAL_SHUTDOWN_TIMEOUT_MS'], flag: '--shutdown-timeout-ms', usedBy: ['gateway'], meaning: 'time for in-flight requests after SIGTERM (ms)', default: 30_000 },
+  corsOrigins: { env: ['SHOAL_CORS_ORIGINS'], flag: '--cors-origins', usedBy: ['gateway'], meaning: 'browser origins allowed cross-origin, comma-separated', default: null, shown: 'CORS off' },
+  maxInFlightItems: { env: ['SHOAL_MAX_INFLIGHT_ITEMS'], flag: '--max-inflight-items', usedBy: ['gateway'], meaning: 'items of synchronous calls in flight per model before calls are answered 429', default: 2048 },
+  maxQueueSeconds: { env: ['SHOAL_MAX_QUEUE_SECONDS'], flag: '--max-queue-seconds', usedBy: ['gateway'], meaning: 'most seconds of queued work per model (at its measured speed) before calls are answered 429', default: 5 },
+  jobTimeoutMs: { env: ['SHOAL_JOB_TIMEOUT_MS'], usedBy: ['gateway', 'submit'], meaning: 'a job not finished this long after submission ends `failed`/`partial` (ms)', default: 86_400_000, shown: '`86400000` (24 h)' },
+  submitTimeoutMs: { env: ['SHOAL_SUBMIT_TIMEOUT_MS'], usedBy: ['gateway', 'submit'], meaning: 'a job whose parts were not all published this long after it was created ends `failed` (ms)', default: 600_000, shown: '`600000` (10 min)' },
+  embedModel: { env: ['SHOAL_EMBED_MODEL'], flag: '--embed-model', usedBy: ['gateway'], meaning: "model behind TEI's `/embed`", default: null, shown: 'none' },
+  rerankModel: { env: ['SHOAL_RERANK_MODEL'], flag: '--rerank-model', usedBy: ['gateway'], meaning: "model behind TEI's `/rerank`", default: null, shown: 'none' },
+} as const satisfies Record<string, SettingSpec>;
+
+export type SettingKey = keyof typeof SETTINGS;
+
+/** The value of a setting's first variable that is set and not blank, trimmed. */
+export function envValue(env: NodeJS.ProcessEnv, key: SettingKey): string | undefined {
+  for (const name of SETTINGS[key].env) {
+    const value = env[name];
+    if (value !== undefined && value.trim() !== '') return value.trim();
+  }
+  return undefined;
+}
+
+/** Boolean variables as the hub library reads them. */
+export function isTrueValue(value: string | undefined): boolean {
+  return value !== undefined && ['1', 'true', 'yes', 'on'].includes(value.trim().toLowerCase());
+}
