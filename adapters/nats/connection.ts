@@ -51,31 +51,6 @@ export const NatsConnectionSettings = z
 export type NatsConnectionSettings = z.output<typeof NatsConnectionSettings>;
 export type NatsConnectionSettingsInput = z.input<typeof NatsConnectionSettings>;
 
-function nonEmpty(value: string | undefined): string | undefined {
-  return value === undefined || value.trim() === '' ? undefined : value.trim();
-}
-
-/** Settings from the conventional variables: NATS_URL (comma-separated), NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_CREDS, NATS_TLS_CA/CERT/KEY. */
-export function natsSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): NatsConnectionSettingsInput {
-  const out: NatsConnectionSettingsInput = {};
-  const url = nonEmpty(env.NATS_URL);
-  if (url !== undefined) out.servers = url.split(',').map((s) => s.trim()).filter((s) => s !== '');
-  const user = nonEmpty(env.NATS_USER);
-  if (user !== undefined) {
-    out.user = user;
-    out.pass = env.NATS_PASSWORD ?? '';
-  }
-  const token = nonEmpty(env.NATS_TOKEN);
-  if (token !== undefined) out.token = token;
-  const creds = nonEmpty(env.NATS_CREDS);
-  if (creds !== undefined) out.credsFile = creds;
-  const tls = { caFile: nonEmpty(env.NATS_TLS_CA), certFile: nonEmpty(env.NATS_TLS_CERT), keyFile: nonEmpty(env.NATS_TLS_KEY) };
-  if (tls.caFile !== undefined || tls.certFile !== undefined || tls.keyFile !== undefined) {
-    out.tls = Object.fromEntries(Object.entries(tls).filter(([, v]) => v !== undefined));
-  }
-  return out;
-}
-
 export function resolveNatsSettings(input: NatsConnectionSettingsInput = {}): NatsConnectionSettings {
   return Object.freeze(parseWith(NatsConnectionSettings, input, 'NATS connection settings', ErrorCode.CONFIG_INVALID));
 }
@@ -110,6 +85,53 @@ export interface ConnectNatsOptions {
   logger?: Logger;
   /** Overrides settings.name. */
   name?: string;
+  /** Stops a first connection still being retried (SIGTERM, Ctrl-C): rejects with CANCELLED. */
+  signal?: AbortSignal;
+}
+
+/** Resolves after `ms`, or rejects with CANCELLED as soon as `signal` aborts. */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const cancelled = (): void => {
+      clearTimeout(timer);
+      reject(new ShoalError(ErrorCode.CANCELLED, 'stopped while connecting to NATS'));
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', cancelled);
+      resolve();
+    }, ms);
+    if (signal?.aborted === true) cancelled();
+    else signal?.addEventListener('abort', cancelled, { once: true });
+  });
+}
+
+function connectFailure(error: unknown, servers: readonly string[]): ShoalError {
+  const shoal = toNatsShoalError(error, `cannot connect to NATS at ${redacted(servers)}`);
+  // A refused connection is UNAVAILABLE whatever the client's class for it.
+  return shoal.code === ErrorCode.INTERNAL ? new ShoalError(ErrorCode.UNAVAILABLE, shoal.message, { cause: error }) : shoal;
+}
+
+/**
+ * The first connection. Services retry it forever (the broker may start after them), but each
+ * attempt is logged with its reason (wrong credentials, refused, timed out: a silent retry loop
+ * looked like a hang), and the signal stops the retries at once.
+ */
+async function firstConnection(settings: NatsConnectionSettings, natsOptions: ConnectionOptions, backoff: ReconnectBackoff, options: ConnectNatsOptions): Promise<NatsConnection> {
+  const { logger, signal } = options;
+  const servers = redacted(settings.servers);
+  logger?.info({ servers }, `connecting to NATS at ${servers}`);
+  for (let attempt = 1; ; attempt++) {
+    if (signal?.aborted === true) throw new ShoalError(ErrorCode.CANCELLED, 'stopped while connecting to NATS');
+    try {
+      return await connect({ ...natsOptions, waitOnFirstConnect: false });
+    } catch (error) {
+      const failure = connectFailure(error, settings.servers);
+      if (!settings.retryFirstConnect) throw failure;
+      const retryInMs = backoff.next();
+      logger?.warn({ servers, attempt, code: failure.code, err: failure.message, retryInMs }, 'NATS connection failed; retrying');
+      await pause(retryInMs, signal);
+    }
+  }
 }
 
 /** The servers with any credentials in their URLs removed, for logs and messages. */
@@ -178,14 +200,8 @@ export async function connectNats(input: NatsConnectionSettingsInput | NatsConne
   const settings = resolveNatsSettings(input);
   const backoff = new ReconnectBackoff(settings.reconnectWaitMs, settings.reconnectMaxWaitMs);
   const natsOptions = await optionsFor(settings, backoff, options.name ?? settings.name);
-  let nc: NatsConnection;
-  try {
-    nc = await connect(natsOptions);
-  } catch (error) {
-    const shoal = toNatsShoalError(error, `cannot connect to NATS at ${redacted(settings.servers)}`);
-    // A refused connection is UNAVAILABLE whatever the client's class for it.
-    throw shoal.code === ErrorCode.INTERNAL ? new ShoalError(ErrorCode.UNAVAILABLE, shoal.message, { cause: error }) : shoal;
-  }
+  const nc = await firstConnection(settings, natsOptions, backoff, options);
+  backoff.reset();
   const logger = options.logger;
   if (logger !== undefined) {
     logger.info({ server: nc.getServer() }, 'NATS connected');

@@ -11,6 +11,7 @@ import type { PartResults } from './part-results.js';
 import { decodeJson } from './rpc-wire.js';
 import type { StatusStore } from './status-store.js';
 import { advisoryNames } from './topology.js';
+import type { Lifecycle } from '../protocol/lifecycle.js';
 
 /**
  * Dead letters. A part that cannot succeed is copied, body unchanged, to
@@ -55,7 +56,7 @@ export interface DeadLettersOptions {
 
 const IDLE_RETRY_MS = 1000;
 
-export class DeadLetters {
+export class DeadLetters implements Lifecycle {
   readonly #options: DeadLettersOptions;
   #loop: DurableFetchLoop | null = null;
 
@@ -145,6 +146,14 @@ export class DeadLetters {
       stored = null;
     }
     if (stored !== null) {
+      const mismatch = await this.#contradicts(advisory.data, stored.subject);
+      if (mismatch !== null) {
+        // Anyone allowed to publish on the advisory subject could forge one; a real one agrees
+        // with the consumer's own state. This one does not: the part stays where it is.
+        this.#options.logger?.warn({ seq, consumer: advisory.data.consumer, reason: mismatch }, 'max-deliveries advisory ignored: it does not match the consumer');
+        m.term();
+        return;
+      }
       const failure = new ShoalError(
         ErrorCode.TIMEOUT,
         `delivered ${deliveries} times without an ack (max_deliver): the workers holding it stopped, or ran past the ack wait`,
@@ -157,8 +166,37 @@ export class DeadLetters {
     await m.ackAck();
   }
 
+  /**
+   * Why an advisory cannot be true of the consumer it names, or null when it can: the consumer
+   * must be the one of the message's subject, have that max_deliver, and have delivered the
+   * message (its sequence between the ack floor and the last delivered one).
+   */
+  async #contradicts(advisory: z.infer<typeof MaxDeliveriesAdvisory>, subject: string): Promise<string | null> {
+    const { jsm, names } = this.#options;
+    let info;
+    try {
+      info = await jsm.consumers.info(names.jobsStream, advisory.consumer);
+    } catch (error) {
+      if (isJsApiCode(error, JS_CODES.ConsumerNotFound)) return `consumer ${advisory.consumer} does not exist`;
+      throw error;
+    }
+    if (info.config.filter_subject !== undefined && info.config.filter_subject !== subject) {
+      return `message ${advisory.stream_seq} is on ${subject}, not on the consumer's ${info.config.filter_subject}`;
+    }
+    if (info.config.max_deliver !== undefined && info.config.max_deliver > 0 && advisory.deliveries < info.config.max_deliver) {
+      return `${advisory.deliveries} deliveries is below the consumer's max_deliver ${info.config.max_deliver}`;
+    }
+    if (advisory.stream_seq > info.delivered.stream_seq) return `message ${advisory.stream_seq} was never delivered (last delivered ${info.delivered.stream_seq})`;
+    if (advisory.stream_seq <= info.ack_floor.stream_seq) return `message ${advisory.stream_seq} is below the ack floor ${info.ack_floor.stream_seq}`;
+    return null;
+  }
+
   /** Stops the advisory handler after the batch in hand. */
-  async stop(): Promise<void> {
-    await this.#loop?.stop();
+  async drain(): Promise<void> {
+    await this.#loop?.drain();
+  }
+
+  close(): Promise<void> {
+    return this.drain();
   }
 }

@@ -1,11 +1,12 @@
 import type { ConsumerMessages, JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import type { Logger } from '../observability/logger.js';
+import type { Lifecycle } from '../protocol/lifecycle.js';
 
 /**
  * Pulls batches from one durable consumer until stopped, for the background handlers (dead-letter
  * advisories, the results sink). Each batch is drained into an array before its messages are
  * handled (slow work inside a fetch loop misses its heartbeats); a failed fetch or handler is
- * logged and retried after a pause that stop() cuts short.
+ * logged and retried after a pause that drain() cuts short.
  */
 
 export interface DurableFetchOptions {
@@ -24,7 +25,7 @@ export interface DurableFetchOptions {
   logger?: Logger | undefined;
 }
 
-export class DurableFetchLoop {
+export class DurableFetchLoop implements Lifecycle {
   readonly #options: DurableFetchOptions;
   #running: Promise<void> | null = null;
   #stopped = false;
@@ -70,10 +71,15 @@ export class DurableFetchLoop {
   }
 
   /** Stops after the batch in hand. */
-  async stop(): Promise<void> {
+  async drain(): Promise<void> {
     this.#stopped = true;
     this.#wake?.();
     await this.#fetch?.close();
     await this.#running;
   }
+  /** Nothing it holds can be cut short: a batch in hand is finished (its messages acked or left for redelivery). */
+  close(): Promise<void> {
+    return this.drain();
+  }
+
 }

@@ -5,6 +5,7 @@ import { REQUEST_SCHEMAS, RpcReplyEnvelope, WorkerInfo } from '../protocol/jobs.
 import { TokenizeRequest, type EncodeRequest, type ExtractRequest, type ScoreRequest } from '../protocol/requests.js';
 import { EncodeResult, ExtractResult, ScoreResult, TokenizeResult } from '../protocol/results.js';
 import { DEFAULT_SUBJECT_PREFIX, natsNames, type NatsNames, type Primitive, type RpcOperation } from '../protocol/subjects.js';
+import { checkRemoteModelName } from '../protocol/model-names.js';
 import { parseWith } from '../protocol/validate.js';
 import { isNoResponders, isTimeout, toNatsShoalError } from './nats-errors.js';
 import { decodeBody, decodeJson, encodeJson, jsonSafe, requestHeaders, workerMs } from './rpc-wire.js';
@@ -118,7 +119,7 @@ export class NatsEngine implements Engine {
         { details: { bytes: body.byteLength, limit } },
       );
     }
-    const model = request.model;
+    const model = checkRemoteModelName(request.model);
     const reply = await abortable(this.#route(primitive, model, body), options.signal);
     const parsed = parseWith(RpcReplyEnvelope, reply.value, `reply of ${primitive} on ${model}`, ErrorCode.INTERNAL);
     if (!parsed.ok) throw deserializeError(parsed.error);
@@ -136,8 +137,33 @@ export class NatsEngine implements Engine {
     try {
       return { ...(await this.#request(serving, body, this.#loadTimeoutMs)), route: 'serving' };
     } catch (error) {
+      if (isNoResponders(error)) throw await this.#notServed(primitive, model, serving, error);
       throw this.#failure(error, primitive, model, serving, this.#loadTimeoutMs);
     }
+  }
+
+  /**
+   * Nobody answers for the model: when some workers run and none serves it, the model is unknown
+   * here (404 MODEL_NOT_FOUND, listing what is served: waiting will not help); when it is served
+   * but not for this primitive, the operation is unsupported; with no worker at all it is an
+   * outage (UNAVAILABLE, start one).
+   */
+  async #notServed(primitive: RpcOperation, model: string, subject: string, cause: unknown): Promise<ShoalError> {
+    const workers = await this.workers().catch(() => []);
+    if (workers.length === 0) return this.#failure(cause, primitive, model, subject, this.#loadTimeoutMs);
+    const served = [...new Set(workers.flatMap((w) => w.serves))].sort();
+    if (served.includes(model)) {
+      return new ShoalError(
+        ErrorCode.UNSUPPORTED_OPERATION,
+        `model "${model}" is served, but no worker answers ${primitive} for it (the model's family has no ${primitive})`,
+        { details: { model, primitive } },
+      );
+    }
+    return new ShoalError(
+      ErrorCode.MODEL_NOT_FOUND,
+      `no worker serves model "${model}" for ${primitive}; served models: ${served.length === 0 ? 'none' : served.join(', ')}`,
+      { details: { model, primitive, served } },
+    );
   }
 
   async #request(subject: string, body: Uint8Array, timeoutMs: number): Promise<{ value: unknown; workerMs: number | null }> {

@@ -1,8 +1,10 @@
+import { setMaxListeners } from 'node:events';
 import type { Consumer, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import type { Logger } from '../observability/logger.js';
 import { JS_CODES, isJsApiCode } from './nats-errors.js';
 import type { ModelState } from './part-handler.js';
 import type { Route } from './rpc-server.js';
+import type { Lifecycle } from '../protocol/lifecycle.js';
 
 /**
  * The worker's pull loop over the durable consumers of the models it serves.
@@ -50,7 +52,7 @@ const FETCH_EXPIRES_MS = 1000;
 const FIRST_IDLE_POLL_MS = 10;
 const ERROR_BACKOFF_MS = [100, 250, 500, 1000, 2000, 5000] as const;
 
-export class JobConsumer {
+export class JobConsumer implements Lifecycle {
   readonly #options: JobConsumerOptions;
   readonly #consumers = new Map<string, Consumer>();
   /** When each non-resident route was first seen with pending work (for affinityWaitMs). */
@@ -68,6 +70,8 @@ export class JobConsumer {
 
   constructor(options: JobConsumerOptions) {
     this.#options = options;
+    // Each part in flight listens on the shutdown signal (concurrency may exceed Node's warning threshold of 10).
+    setMaxListeners(0, this.#shutdown.signal);
   }
 
   get inFlight(): number {
@@ -227,11 +231,17 @@ export class JobConsumer {
     this.#inFlight.add(work);
   }
 
-  /**
-   * Stops pulling and waits for the parts in flight; with `force`, aborts them first (they are
-   * nak'ed for another worker). Safe to call twice (the second call may force).
-   */
-  async drain(force = false): Promise<void> {
+  /** Stops pulling and waits for the parts in flight. Safe to call twice; close() may follow. */
+  drain(): Promise<void> {
+    return this.#drain(false);
+  }
+
+  /** Stops pulling and aborts the parts in flight (they are nak'ed for another worker). */
+  close(): Promise<void> {
+    return this.#drain(true);
+  }
+
+  async #drain(force: boolean): Promise<void> {
     this.#stopping = true;
     this.#wake?.();
     if (force) this.#shutdown.abort();

@@ -17,6 +17,8 @@ import { checkJobId } from '../protocol/subjects.js';
 import { parseWith } from '../protocol/validate.js';
 import { JS_CODES, isJsApiCode, toNatsShoalError } from './nats-errors.js';
 import { PayloadStore, getJson } from './payloads.js';
+import { checkSameJob, jobContentHash } from './job-identity.js';
+import type { ModelGate } from './model-gate.js';
 import { decodeBody, jsonSafe } from './rpc-wire.js';
 import { StatusStore, TERMINAL_STATES, initialStatus } from './status-store.js';
 import { ensureJobConsumer, ensureTopology, type ConsumerSettingsInput, type Topology, type TopologySettingsInput } from './topology.js';
@@ -35,6 +37,12 @@ export const DEFAULT_PART_ITEMS = 64;
 const MESSAGE_HEADROOM = 4096;
 const DEFAULT_PUBLISH_WINDOW = 256;
 const RESULT_READ_WINDOW = 32;
+/** How often wait() checks whether the job it waits on is overdue. */
+const OVERDUE_CHECK_MS = 1_000;
+/** A job not finished a day after submission ends `failed`/`partial` (TIMEOUT). */
+export const DEFAULT_JOB_TIMEOUT_MS = 24 * 3_600_000;
+/** A submission still publishing parts after this long was abandoned (its submitter died). */
+export const DEFAULT_SUBMIT_TIMEOUT_MS = 10 * 60_000;
 
 export interface JobsClientOptions {
   topology?: TopologySettingsInput;
@@ -48,6 +56,16 @@ export interface JobsClientOptions {
   publishWindow?: number;
   /** Folders results written to `file://` targets may be read back from. @default [] */
   fileRoots?: readonly string[];
+  /** How long a job may take before it ends `failed`/`partial` with TIMEOUT. @default 24 hours */
+  jobTimeoutMs?: number;
+  /** How long a submission may take to publish its parts before the job counts as abandoned. @default 10 minutes */
+  submitTimeoutMs?: number;
+  /**
+   * Builds the check that refuses a model before anything is stored (throws MODEL_NOT_FOUND,
+   * INVALID_INPUT...): servedModelGate (model-gate.ts) lets through only models some worker
+   * serves or served, so made-up names create no status, consumer or part. @default none
+   */
+  modelGate?: (topology: Topology) => ModelGate;
 }
 
 export interface WaitOptions {
@@ -71,9 +89,11 @@ export class JobsClient implements JobsApi {
   readonly #options: JobsClientOptions;
   readonly #maxBytes: number;
   readonly #consumers = new Map<string, Promise<string>>();
+  readonly #modelGate: ModelGate | null;
 
   private constructor(nc: NatsConnection, topology: Topology, status: StatusStore, options: JobsClientOptions) {
     this.topology = topology;
+    this.#modelGate = options.modelGate?.(topology) ?? null;
     this.#js = jetstream(nc);
     this.#status = status;
     this.#payloads = new PayloadStore(nc, { bucket: topology.names.payloadBucket, fileRoots: options.fileRoots ?? [] });
@@ -105,12 +125,20 @@ export class JobsClient implements JobsApi {
     const request = parseWith(REQUEST_SCHEMAS[submission.primitive], submission.request, `${submission.primitive} request`);
     const { items, ...shared } = request;
     const model = request.model;
+    await this.#modelGate?.(submission.primitive, model);
     const size = submission.part_items ?? this.#options.partItems ?? DEFAULT_PART_ITEMS;
     const parts = Math.ceil(items.length / size);
-    const submittedAt = new Date().toISOString();
+    const now = new Date();
+    const submittedAt = now.toISOString();
     const envelope = { v: WIRE_VERSION, job_id: jobId, parts, primitive: submission.primitive, model, result: submission.result } as const;
+    const contentHash = jobContentHash({ primitive: submission.primitive, request, result: submission.result, partItems: size });
+    const deadlineAt = new Date(now.getTime() + (this.#options.jobTimeoutMs ?? DEFAULT_JOB_TIMEOUT_MS));
 
-    const status = await this.#status.create(initialStatus(envelope, items.length));
+    const created = await this.#status.create(initialStatus(envelope, items.length, now, { contentHash, deadlineAt }));
+    // A resubmission: the same content is the same job (publishing again adds nothing, and
+    // finishes a submission whose submitter died); other content under this id is refused.
+    checkSameJob(created, { primitive: submission.primitive, model, parts, items: items.length, contentHash });
+    if (TERMINAL_STATES.has(created.state)) return { job_id: jobId, parts, items: items.length, status: created };
     await this.#ensureConsumer(submission.primitive, model);
     const subject = this.topology.names.jobs(submission.primitive, model);
     const window = this.#options.publishWindow ?? DEFAULT_PUBLISH_WINDOW;
@@ -124,6 +152,7 @@ export class JobsClient implements JobsApi {
       if (inFlight.size >= window) await Promise.race(inFlight);
     }
     await Promise.all(inFlight);
+    const status = await this.#status.markSubmitted(created);
     return { job_id: jobId, parts, items: items.length, status };
   }
 
@@ -140,8 +169,13 @@ export class JobsClient implements JobsApi {
     }
   }
 
+  /** The job's status; a job past its deadline, or abandoned mid-submit, is ended (visibly) by this read. */
   status(jobId: string): Promise<JobStatus | null> {
-    return this.#status.get(checkJobId(jobId));
+    return this.#status.expireIfOverdue(checkJobId(jobId), this.#submitTimeoutMs);
+  }
+
+  get #submitTimeoutMs(): number {
+    return this.#options.submitTimeoutMs ?? DEFAULT_SUBMIT_TIMEOUT_MS;
   }
 
   /** Status changes of a job as they happen, starting with the current status; ends when `signal` aborts. */
@@ -157,9 +191,16 @@ export class JobsClient implements JobsApi {
     );
     const signal = signals.length === 0 ? undefined : AbortSignal.any(signals);
     let last: JobStatus | null = null;
-    for await (const status of this.#status.watch(jobId, signal)) {
-      last = status;
-      if (TERMINAL_STATES.has(status.state)) return status;
+    // A job nobody works on never changes: check the deadline while waiting, so it ends visibly.
+    const overdue = setInterval(() => void this.#status.expireIfOverdue(jobId, this.#submitTimeoutMs).catch(() => undefined), OVERDUE_CHECK_MS);
+    try {
+      for await (const status of this.#status.watch(jobId, signal)) {
+        last = status;
+        if (TERMINAL_STATES.has(status.state)) return status;
+        if (status.deadline_at !== undefined && Date.parse(status.deadline_at) <= Date.now()) void this.#status.expireIfOverdue(jobId, this.#submitTimeoutMs).catch(() => undefined);
+      }
+    } finally {
+      clearInterval(overdue);
     }
     if (options.signal?.aborted === true) throw new ShoalError(ErrorCode.CANCELLED, `stopped waiting for job ${jobId}`);
     const progress = last === null ? 'no status yet' : `${last.parts_done + last.parts_failed} of ${last.parts} parts finished`;

@@ -10,7 +10,7 @@ import { itemCount, runPrimitive, shiftIndexes } from './dispatch.js';
 import type { PartResults } from './part-results.js';
 import { getJson, type PayloadStore } from './payloads.js';
 import { decodeJson } from './rpc-wire.js';
-import { bitmapHas, type StatusStore } from './status-store.js';
+import { TERMINAL_STATES, bitmapHas, type StatusStore } from './status-store.js';
 
 /**
  * What happens to one delivered job part. The message is acked only after its result is durably
@@ -81,8 +81,19 @@ export class PartHandler {
     }
     const deliveries = msg.info.deliveryCount;
     const status = await this.#options.status.get(part.job_id);
-    if (status !== null && bitmapHas(status.counted_parts, part.part)) {
-      // Finished by an earlier delivery whose ack was lost.
+    if (status !== null && (status.parts !== part.parts || status.model !== part.model || status.primitive !== part.primitive)) {
+      // A part of another job under an existing id (forged, or a client bypassing the jobs
+      // client): counting it would mix two jobs, so it is buried without touching the job.
+      const conflict = new ShoalError(
+        ErrorCode.JOB_CONFLICT,
+        `part ${part.part}/${part.parts} (${part.primitive} on "${part.model}") does not belong to job ${part.job_id} (${status.parts} parts, ${status.primitive} on "${status.model}")`,
+      );
+      await this.#options.deadLetters.bury(deadSourceOf(msg), serializeError(conflict));
+      msg.term();
+      return 'term';
+    }
+    if (status !== null && (bitmapHas(status.counted_parts, part.part) || TERMINAL_STATES.has(status.state))) {
+      // Finished by an earlier delivery whose ack was lost, or its job already ended (deadline).
       await msg.ackAck();
       return 'ack';
     }

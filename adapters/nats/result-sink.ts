@@ -1,4 +1,4 @@
-import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { access, mkdir, rename, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import type { z } from 'zod';
@@ -10,7 +10,9 @@ import { parseWith } from '../protocol/validate.js';
 import { DurableFetchLoop } from './durable-fetch.js';
 import { getJson, type PayloadStore } from './payloads.js';
 import { decodeBody } from './rpc-wire.js';
+import type { StatusStore } from './status-store.js';
 import { ensureSinkConsumer, type Topology } from './topology.js';
+import type { Lifecycle } from '../protocol/lifecycle.js';
 
 /**
  * The results sink: a durable consumer on the results stream that writes every job's results
@@ -34,6 +36,12 @@ export interface ResultSinkOptions {
   /** Durable consumer name; sinks sharing it share the work. @default `<prefix>_results_sink` */
   durableName?: string;
   logger?: Logger;
+  /**
+   * Job statuses: when given, a result is written only if its job exists and has that part (same
+   * part count, model and primitive), so a result forged on the results subject is refused.
+   * @default no check
+   */
+  status?: StatusStore;
   /** Called after a part's file is written (tests, progress). */
   onWritten?: (event: { jobId: string; part: number; path: string; lines: number }) => void;
 }
@@ -59,7 +67,7 @@ async function writeAtomically(path: string, text: string): Promise<void> {
   await rename(temporary, path);
 }
 
-export class ResultSink {
+export class ResultSink implements Lifecycle {
   readonly dir: string;
   readonly durableName: string;
   readonly #options: ResultSinkOptions;
@@ -71,7 +79,7 @@ export class ResultSink {
     this.durableName = options.durableName ?? options.topology.names.resultsSink;
   }
 
-  /** Creates the folder and the durable consumer, then writes results until stop(). */
+  /** Creates the folder and the durable consumer, then writes results until drain()/close(). */
   async start(): Promise<void> {
     if (this.#loop !== null) return;
     await mkdir(this.dir, { recursive: true });
@@ -101,6 +109,12 @@ export class ResultSink {
     }
     const message = parsed.data;
     try {
+      const refusal = await this.#refusal(message, m.info.redelivered);
+      if (refusal !== null) {
+        logger?.warn({ job: message.job_id, part: message.part, seq: m.seq, reason: refusal }, 'results sink: result refused');
+        m.term();
+        return;
+      }
       const written = await this.#write(message);
       if (written !== null) this.#options.onWritten?.({ jobId: message.job_id, part: message.part, ...written });
       await m.ackAck();
@@ -108,6 +122,31 @@ export class ResultSink {
       logger?.error({ job: message.job_id, part: message.part, err: String(error) }, 'results sink: writing failed; retrying later');
       m.nak(WRITE_RETRY_MS);
     }
+  }
+
+  /**
+   * Why a result must not be written, or null. It must belong to a part of an existing job, and
+   * must not replace a part's file written from another message: a part has one result message
+   * (deduplicated by its message id), so a second, fresh one for a written part is not the
+   * worker's (a redelivery of the same message may rewrite it).
+   */
+  async #refusal(message: JobPartResult, redelivered: boolean): Promise<string | null> {
+    const status = this.#options.status === undefined ? undefined : await this.#options.status.get(message.job_id);
+    if (status === null) return `job ${message.job_id} does not exist`;
+    if (status !== undefined && (status.parts !== message.parts || status.model !== message.model || status.primitive !== message.primitive)) {
+      return `the result (${message.primitive} on "${message.model}", ${message.parts} parts) does not match job ${message.job_id} (${status.primitive} on "${status.model}", ${status.parts} parts)`;
+    }
+    if (!redelivered) {
+      const folder = join(this.dir, message.job_id);
+      for (const failed of [false, true]) {
+        const exists = await access(join(folder, partFileName(message.part, failed))).then(
+          () => true,
+          () => false,
+        );
+        if (exists) return `part ${message.part} of job ${message.job_id} already has a result file; a second result message for it is not the worker's`;
+      }
+    }
+    return null;
   }
 
   async #write(message: JobPartResult): Promise<{ path: string; lines: number } | null> {
@@ -135,7 +174,11 @@ export class ResultSink {
   }
 
   /** Stops after the batch in hand (its messages are written and acked, or redelivered later). */
-  async stop(): Promise<void> {
-    await this.#loop?.stop();
+  async drain(): Promise<void> {
+    await this.#loop?.drain();
+  }
+
+  close(): Promise<void> {
+    return this.drain();
   }
 }

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { headers as natsHeaders, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import type { Logger } from '../observability/logger.js';
 import type { Engine } from '../protocol/engine.js';
@@ -7,6 +8,7 @@ import type { NatsNames, Primitive, RpcOperation } from '../protocol/subjects.js
 import { runOperation } from './dispatch.js';
 import { PACKED_FORMAT, PACKED_HEADERS, packReply } from './packed-vectors.js';
 import { RPC_HEADERS, callerTimeout, decodeJson, encodeJson, packedHeaders } from './rpc-wire.js';
+import type { Lifecycle } from '../protocol/lifecycle.js';
 
 /**
  * The worker side of request-reply. Every worker joins one queue group on
@@ -17,6 +19,14 @@ import { RPC_HEADERS, callerTimeout, decodeJson, encodeJson, packedHeaders } fro
  * interactive lane, aborted when the caller's timeout (a header) has passed. Besides the routes'
  * primitives, every model served answers `tokenize` too (request-reply only: it has no job form).
  */
+
+export const DEFAULT_MAX_IN_FLIGHT_ITEMS = 4096;
+
+/** Items a request asks for (its `items` array), for the capacity check; 1 when it has none. */
+function requestItems(value: unknown): number {
+  if (typeof value !== 'object' || value === null || !('items' in value)) return 1;
+  return Array.isArray(value.items) ? Math.max(1, value.items.length) : 1;
+}
 
 export interface Route {
   primitive: Primitive;
@@ -39,10 +49,23 @@ export interface RpcServerOptions {
   resident: () => readonly string[];
   /** Longest a request may run, whatever the caller's timeout. @default 120000 */
   maxRequestMs?: number;
+  /**
+   * Whether the engine can queue `items` more now (its maxQueuedItems bound). When it cannot, the
+   * request is answered OVERLOADED at once instead of queueing into the caller's timeout.
+   * @default always
+   */
+  hasCapacity?: (items: number) => boolean;
+  /**
+   * Items of requests this worker has taken and not answered (tokenizing, queued or running). A
+   * request beyond it is answered OVERLOADED at once: the engine's queue only counts items once
+   * they are tokenized, so a burst would otherwise all pass its check. A request alone is always
+   * taken. @default 4096
+   */
+  maxInFlightItems?: number;
   logger?: Logger;
 }
 
-export class RpcServer {
+export class RpcServer implements Lifecycle {
   readonly #options: RpcServerOptions;
   readonly #routes: readonly RpcRoute[];
   readonly #serving: Subscription[] = [];
@@ -50,11 +73,16 @@ export class RpcServer {
   readonly #inFlight = new Set<Promise<void>>();
   readonly #stopping = new AbortController();
   #discovery: Subscription | null = null;
+  /** Items of the requests being handled now. */
+  #itemsInFlight = 0;
   #started = false;
   #draining = false;
 
   constructor(options: RpcServerOptions) {
     this.#options = options;
+    // Every request in flight listens on the one stop signal: hundreds at once under load are
+    // expected, not a leak (Node would warn past 10 as MaxListenersExceededWarning).
+    setMaxListeners(0, this.#stopping.signal);
     const models = [...new Set(options.routes.map((route) => route.model))];
     this.#routes = [
       ...options.routes.map((route) => ({ operation: route.primitive, model: route.model })),
@@ -122,9 +150,21 @@ export class RpcServer {
     const abort = new AbortController();
     const onStop = (): void => abort.abort(this.#stopping.signal.reason);
     let timer: NodeJS.Timeout | undefined;
+    let items = 0;
+    let admitted = false;
     try {
       const decoded = decodeJson(msg.data);
       if (!decoded.ok) throw new ShoalError(ErrorCode.INVALID_INPUT, `the ${route.operation} request is not JSON: ${decoded.reason}`);
+      items = requestItems(decoded.value);
+      const limit = this.#options.maxInFlightItems ?? DEFAULT_MAX_IN_FLIGHT_ITEMS;
+      const full = this.#itemsInFlight > 0 && this.#itemsInFlight + items > limit;
+      if (full || (this.#options.hasCapacity !== undefined && !this.#options.hasCapacity(items))) {
+        throw new ShoalError(ErrorCode.OVERLOADED, `worker ${worker} has ${this.#itemsInFlight} items in flight (limit ${limit}); retry shortly`, {
+          details: { worker, items, inFlightItems: this.#itemsInFlight, retryAfterSeconds: 1 },
+        });
+      }
+      this.#itemsInFlight += items;
+      admitted = true;
       const capMs = this.#options.maxRequestMs ?? 120_000;
       const timeoutMs = callerTimeout(msg.headers, capMs) ?? capMs;
       timer = setTimeout(() => abort.abort(new DOMException(`the request ran past its ${timeoutMs} ms timeout`, 'TimeoutError')), timeoutMs);
@@ -137,6 +177,7 @@ export class RpcServer {
     } finally {
       clearTimeout(timer);
       this.#stopping.signal.removeEventListener('abort', onStop);
+      if (admitted) this.#itemsInFlight -= items;
     }
     this.#respond(msg, reply, received);
   }
@@ -162,8 +203,17 @@ export class RpcServer {
     }
   }
 
-  /** Stops taking requests and answers those already received (aborting them when `force`). */
-  async drain(force = false): Promise<void> {
+  /** Stops taking requests and answers those already received. */
+  drain(): Promise<void> {
+    return this.#drain(false);
+  }
+
+  /** Stops taking requests and aborts those already received (their callers get CANCELLED). */
+  close(): Promise<void> {
+    return this.#drain(true);
+  }
+
+  async #drain(force: boolean): Promise<void> {
     this.#draining = true;
     const subscriptions = [...this.#serving, ...this.#resident.values()];
     this.#serving.length = 0;

@@ -55,10 +55,24 @@ export interface PartRecord {
 
 export type PartOutcome = { ok: true; items: number } | { ok: false; error: SerializedError };
 
+/** What the submitter knows beyond a part: content hash, deadline, submission still in progress. */
+export interface SubmissionFacts {
+  contentHash: string;
+  /** The job ends `failed`/`partial` with TIMEOUT when it has not finished by then. */
+  deadlineAt: Date;
+}
+
 /** A new status for a job, `queued`, nothing counted. */
-export function initialStatus(part: Pick<JobPart, 'job_id' | 'primitive' | 'model' | 'parts' | 'result'>, items: number, now = new Date()): JobStatus {
+export function initialStatus(
+  part: Pick<JobPart, 'job_id' | 'primitive' | 'model' | 'parts' | 'result'>,
+  items: number,
+  now = new Date(),
+  facts?: SubmissionFacts,
+): JobStatus {
   const at = now.toISOString();
+  const submission = facts === undefined ? {} : { content_hash: facts.contentHash, submitted: false, deadline_at: facts.deadlineAt.toISOString() };
   return {
+    ...submission,
     v: WIRE_VERSION,
     job_id: part.job_id,
     state: 'queued',
@@ -73,6 +87,22 @@ export function initialStatus(part: Pick<JobPart, 'job_id' | 'primitive' | 'mode
     created_at: at,
     updated_at: at,
   };
+}
+
+/**
+ * Why an unfinished job is over, or null while it may still finish: past its deadline, or its
+ * submission never completed (the submitter died mid-publish) within `submitTimeoutMs`.
+ */
+export function overdueReason(status: JobStatus, now: number, submitTimeoutMs: number): string | null {
+  if (TERMINAL_STATES.has(status.state)) return null;
+  const counted = status.parts_done + status.parts_failed;
+  if (status.submitted === false && now - Date.parse(status.created_at) > submitTimeoutMs) {
+    return `the submission never completed within ${submitTimeoutMs} ms (the submitter stopped before publishing every part); ${counted} of ${status.parts} parts finished`;
+  }
+  if (status.deadline_at !== undefined && now > Date.parse(status.deadline_at)) {
+    return `the job passed its deadline ${status.deadline_at} with ${counted} of ${status.parts} parts finished`;
+  }
+  return null;
 }
 
 function finalState(status: JobStatus): JobState {
@@ -162,6 +192,8 @@ export class StatusStore {
       part.job_id,
       () => initialStatus(part, outcome.ok ? outcome.items : 0),
       (current) => {
+        // A job ended early (deadline, abandoned submission) stays as it ended.
+        if (TERMINAL_STATES.has(current.state)) return null;
         if (part.part >= current.parts || bitmapHas(current.counted_parts, part.part)) return null;
         const next: JobStatus = {
           ...current,
@@ -178,6 +210,36 @@ export class StatusStore {
       },
     );
     return { counted: changed, status };
+  }
+
+  /** Marks the submission complete (every part published); a job ended meanwhile is left as it is. */
+  async markSubmitted(status: JobStatus): Promise<JobStatus> {
+    const { status: stored } = await this.#update(
+      status.job_id,
+      () => status,
+      (current) => (current.submitted === false && !TERMINAL_STATES.has(current.state) ? { ...current, submitted: true, updated_at: new Date().toISOString() } : null),
+    );
+    return stored;
+  }
+
+  /**
+   * Ends an overdue job visibly: `partial` when some parts succeeded, else `failed`, with a
+   * TIMEOUT error naming why. Returns the status as stored afterwards (unchanged when not overdue).
+   */
+  async expireIfOverdue(jobId: string, submitTimeoutMs: number, now: number = Date.now()): Promise<JobStatus | null> {
+    const current = await this.get(jobId);
+    if (current === null || overdueReason(current, now, submitTimeoutMs) === null) return current;
+    const { status } = await this.#update(
+      jobId,
+      () => current,
+      (latest) => {
+        const reason = overdueReason(latest, now, submitTimeoutMs);
+        if (reason === null) return null;
+        const errors = latest.errors.length < MAX_ERRORS ? [...latest.errors, { code: ErrorCode.TIMEOUT, message: reason, part: 0 }] : latest.errors;
+        return { ...latest, state: latest.parts_done > 0 ? 'partial' : 'failed', errors, updated_at: new Date(now).toISOString() };
+      },
+    );
+    return status;
   }
 
   /** Whether a part is already counted (a redelivery of finished work). */

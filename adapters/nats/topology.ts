@@ -33,6 +33,16 @@ export const TopologySettings = z
     replicas: z.number().int().min(1).max(5).default(1),
     /** How long results stay in the results stream. @default 7 days */
     resultsMaxAgeSeconds: z.number().int().min(60).default(7 * DAY_S),
+    /**
+     * How long a job part may wait in the jobs stream before it is dropped (a part for a model no
+     * worker ever comes for must not be kept forever); jobs end visibly at their own deadline
+     * before that. @default 7 days
+     */
+    jobsMaxAgeSeconds: z.number().int().min(60).default(7 * DAY_S),
+    /** Bytes the jobs stream may hold; past it new parts are refused (publish fails), none are dropped. @default 8 GiB */
+    jobsMaxBytes: z.number().int().min(1024 * 1024).default(8 * 1024 ** 3),
+    /** Bytes the results stream may hold; past it the oldest results are dropped. @default 8 GiB */
+    resultsMaxBytes: z.number().int().min(1024 * 1024).default(8 * 1024 ** 3),
     /** How long job status stays in the KV bucket. @default 7 days */
     statusMaxAgeSeconds: z.number().int().min(60).default(7 * DAY_S),
     /** How long payloads and large results stay in the object store. @default 7 days */
@@ -42,7 +52,8 @@ export const TopologySettings = z
     /** Publish dedupe window of the jobs and results streams: resubmitting a job, or redelivering a part, inside it adds nothing. @default 1 hour */
     duplicateWindowSeconds: z.number().int().min(1).default(3600),
   })
-  .refine((s) => s.duplicateWindowSeconds <= s.resultsMaxAgeSeconds, 'duplicateWindowSeconds must not exceed resultsMaxAgeSeconds');
+  .refine((s) => s.duplicateWindowSeconds <= s.resultsMaxAgeSeconds, 'duplicateWindowSeconds must not exceed resultsMaxAgeSeconds')
+  .refine((s) => s.duplicateWindowSeconds <= s.jobsMaxAgeSeconds, 'duplicateWindowSeconds must not exceed jobsMaxAgeSeconds');
 export type TopologySettings = z.output<typeof TopologySettings>;
 export type TopologySettingsInput = z.input<typeof TopologySettings>;
 
@@ -74,7 +85,8 @@ export function advisoryNames(names: NatsNames): { stream: string; subject: stri
   };
 }
 
-type StreamSpec = Pick<StreamConfig, 'name' | 'subjects' | 'retention' | 'max_age' | 'duplicate_window' | 'storage' | 'num_replicas' | 'discard'>;
+type StreamSpec = Pick<StreamConfig, 'name' | 'subjects' | 'retention' | 'max_age' | 'duplicate_window' | 'storage' | 'num_replicas' | 'discard'> &
+  Partial<Pick<StreamConfig, 'max_bytes'>>;
 
 /** Settings an existing stream must have; the server refuses to change retention, so that is an error. */
 async function ensureStream(jsm: JetStreamManager, spec: StreamSpec): Promise<void> {
@@ -101,9 +113,11 @@ async function ensureStream(jsm: JetStreamManager, spec: StreamSpec): Promise<vo
     );
   }
   const sameSubjects = [...existing.subjects].sort().join(' ') === [...spec.subjects].sort().join(' ');
-  if (sameSubjects && existing.max_age === spec.max_age && existing.duplicate_window === spec.duplicate_window) return;
+  const limits = { max_age: spec.max_age, duplicate_window: spec.duplicate_window, max_bytes: spec.max_bytes ?? -1, discard: spec.discard };
+  const sameLimits = existing.max_age === limits.max_age && existing.duplicate_window === limits.duplicate_window && existing.max_bytes === limits.max_bytes && existing.discard === limits.discard;
+  if (sameSubjects && sameLimits) return;
   try {
-    await jsm.streams.update(spec.name, { ...existing, subjects: spec.subjects, max_age: spec.max_age, duplicate_window: spec.duplicate_window });
+    await jsm.streams.update(spec.name, { ...existing, subjects: spec.subjects, ...limits });
   } catch (error) {
     throw toNatsShoalError(error, `update stream ${spec.name}`);
   }
@@ -138,7 +152,10 @@ export async function ensureTopology(nc: NatsConnection, input: TopologySettings
       name: names.jobsStream,
       subjects: [names.allJobs()],
       retention: RetentionPolicy.Workqueue,
-      max_age: 0,
+      max_age: settings.jobsMaxAgeSeconds * SECOND_NS,
+      max_bytes: settings.jobsMaxBytes,
+      // Full: refuse new work (the submitter sees the error) rather than drop queued work.
+      discard: DiscardPolicy.New,
       duplicate_window: duplicateWindow,
     });
     await ensureStream(jsm, {
@@ -147,6 +164,7 @@ export async function ensureTopology(nc: NatsConnection, input: TopologySettings
       subjects: [names.allResults()],
       retention: RetentionPolicy.Limits,
       max_age: settings.resultsMaxAgeSeconds * SECOND_NS,
+      max_bytes: settings.resultsMaxBytes,
       duplicate_window: duplicateWindow,
     });
     await ensureStream(jsm, {

@@ -10,6 +10,8 @@ export const ErrorCode = {
   MODEL_NOT_FOUND: 'MODEL_NOT_FOUND',
   /** A job, route or other named resource (not a model) does not exist. */
   NOT_FOUND: 'NOT_FOUND',
+  /** A job id already names a job with different content (a resubmission must be identical). */
+  JOB_CONFLICT: 'JOB_CONFLICT',
   MODEL_LOAD_FAILED: 'MODEL_LOAD_FAILED',
   MODEL_LOADING: 'MODEL_LOADING',
   MODEL_TOO_LARGE: 'MODEL_TOO_LARGE',
@@ -22,6 +24,18 @@ export const ErrorCode = {
   UNAVAILABLE: 'UNAVAILABLE',
   CONFIG_INVALID: 'CONFIG_INVALID',
   INTERNAL: 'INTERNAL',
+  /** Some items of a batch run failed (each with its own code) while the others succeeded. */
+  PARTIAL_FAILURE: 'PARTIAL_FAILURE',
+  /** A document whose content is of no kind Shoal reads (a binary that is not a PDF or image). */
+  UNSUPPORTED_DOCUMENT: 'UNSUPPORTED_DOCUMENT',
+  /** A password-protected document. */
+  DOCUMENT_ENCRYPTED: 'DOCUMENT_ENCRYPTED',
+  /** A damaged or truncated document. */
+  DOCUMENT_CORRUPT: 'DOCUMENT_CORRUPT',
+  /** A document with no bytes, no pages or no text. */
+  DOCUMENT_EMPTY: 'DOCUMENT_EMPTY',
+  /** A document over the byte or page limit. */
+  DOCUMENT_TOO_LARGE: 'DOCUMENT_TOO_LARGE',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -45,6 +59,7 @@ export const ERROR_TRAITS: Readonly<Record<ErrorCode, ErrorTraits>> = Object.fre
   UNAUTHORIZED: { httpStatus: 401, retryable: false, delivery: 'term' },
   MODEL_NOT_FOUND: { httpStatus: 404, retryable: false, delivery: 'term' },
   NOT_FOUND: { httpStatus: 404, retryable: false, delivery: 'term' },
+  JOB_CONFLICT: { httpStatus: 409, retryable: false, delivery: 'term' },
   MODEL_LOAD_FAILED: { httpStatus: 424, retryable: true, delivery: 'nak' },
   MODEL_LOADING: { httpStatus: 503, retryable: true, delivery: 'nak' },
   MODEL_TOO_LARGE: { httpStatus: 507, retryable: false, delivery: 'term' },
@@ -57,6 +72,12 @@ export const ERROR_TRAITS: Readonly<Record<ErrorCode, ErrorTraits>> = Object.fre
   UNAVAILABLE: { httpStatus: 503, retryable: true, delivery: 'nak' },
   CONFIG_INVALID: { httpStatus: 500, retryable: false, delivery: 'term' },
   INTERNAL: { httpStatus: 500, retryable: true, delivery: 'nak' },
+  PARTIAL_FAILURE: { httpStatus: 207, retryable: false, delivery: 'ack' },
+  UNSUPPORTED_DOCUMENT: { httpStatus: 415, retryable: false, delivery: 'term' },
+  DOCUMENT_ENCRYPTED: { httpStatus: 422, retryable: false, delivery: 'term' },
+  DOCUMENT_CORRUPT: { httpStatus: 422, retryable: false, delivery: 'term' },
+  DOCUMENT_EMPTY: { httpStatus: 422, retryable: false, delivery: 'term' },
+  DOCUMENT_TOO_LARGE: { httpStatus: 413, retryable: false, delivery: 'term' },
 });
 
 export interface ShoalErrorOptions {

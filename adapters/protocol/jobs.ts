@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ErrorCode } from './errors.js';
+import { DEFAULT_LIMITS } from './limits.js';
 import { EncodeRequest, ExtractRequest, ScoreRequest } from './requests.js';
 import { EncodeResult, ExtractResult, ScoreResult, TokenizeResult } from './results.js';
 import { JOB_ID_PATTERN, PRIMITIVES } from './subjects.js';
@@ -12,6 +13,18 @@ import { JOB_ID_PATTERN, PRIMITIVES } from './subjects.js';
  */
 
 export const WIRE_VERSION = 1;
+
+/**
+ * Bounds of the numbers a job message carries, sized to what they cost a worker: a part number
+ * indexes the status bitmap (parts/8 bytes), an offset shifts result indexes, an item count is
+ * stored. A message over them is poison: dead-lettered once with INVALID_INPUT, never retried.
+ */
+const PartCount = z.number().int().min(1).max(DEFAULT_LIMITS.maxJobParts);
+const PartIndex = z.number().int().nonnegative().max(DEFAULT_LIMITS.maxJobParts - 1);
+const ItemOffset = z.number().int().nonnegative().max(DEFAULT_LIMITS.maxItemsPerRequest);
+const ItemCount = z.number().int().nonnegative().max(DEFAULT_LIMITS.maxItemsPerRequest);
+/** An ISO-8601 timestamp as Shoal writes it (bounded so a forged one cannot carry a payload). */
+const Timestamp = z.string().max(64);
 
 /** The primitive of a job (schema; the type is `Primitive` from subjects.ts). */
 export const PrimitiveSchema = z.enum(PRIMITIVES);
@@ -39,17 +52,17 @@ export const JobPart = z
   .strictObject({
     v: z.literal(WIRE_VERSION),
     job_id: JobId,
-    part: z.number().int().nonnegative(),
-    parts: z.number().int().positive(),
+    part: PartIndex,
+    parts: PartCount,
     primitive: PrimitiveSchema,
     model: z.string().min(1).max(1024),
     /** The primitive's request (its `model` equals the part's model); absent when payload_ref is set. */
     request: z.unknown().optional(),
     payload_ref: DataRef.optional(),
     /** Index of the part's first item in the job's request: workers add it to result indexes. @default 0 */
-    offset: z.number().int().nonnegative().optional(),
+    offset: ItemOffset.optional(),
     result: ResultTarget,
-    submitted_at: z.string(),
+    submitted_at: Timestamp,
   })
   .refine((part) => (part.request === undefined) !== (part.payload_ref === undefined), 'a job part carries either request or payload_ref')
   .refine((part) => part.part < part.parts, 'part must be below parts');
@@ -70,17 +83,17 @@ export const PrimitiveResult = z.union([EncodeResult, ScoreResult, ExtractResult
 export const JobPartResult = z.strictObject({
   v: z.literal(WIRE_VERSION),
   job_id: JobId,
-  part: z.number().int().nonnegative(),
-  parts: z.number().int().positive(),
+  part: PartIndex,
+  parts: PartCount,
   primitive: PrimitiveSchema,
-  model: z.string(),
+  model: z.string().max(1024),
   status: z.enum(['ok', 'error']),
   result: PrimitiveResult.optional(),
   /** Set instead of `result` when the result was stored (too large, or a store target). */
   result_ref: DataRef.optional(),
   error: WireError.optional(),
-  worker: z.string(),
-  finished_at: z.string(),
+  worker: z.string().max(512),
+  finished_at: Timestamp,
 });
 export type JobPartResult = z.infer<typeof JobPartResult>;
 
@@ -93,19 +106,33 @@ export const JobStatus = z.strictObject({
   job_id: JobId,
   state: JobState,
   primitive: PrimitiveSchema,
-  model: z.string(),
-  parts: z.number().int().positive(),
-  parts_done: z.number().int().nonnegative(),
-  parts_failed: z.number().int().nonnegative(),
+  model: z.string().max(1024),
+  parts: PartCount,
+  parts_done: z.number().int().nonnegative().max(DEFAULT_LIMITS.maxJobParts),
+  parts_failed: z.number().int().nonnegative().max(DEFAULT_LIMITS.maxJobParts),
   /** Items over all parts. */
-  items: z.number().int().nonnegative(),
+  items: ItemCount,
   /** The first errors (bounded). */
-  errors: z.array(WireError.extend({ part: z.number().int().nonnegative() })).max(20),
+  errors: z.array(WireError.extend({ part: PartIndex })).max(20),
   /** Parts already counted, as a base64 bitmap (bit i = part i): a redelivered part is counted once. */
-  counted_parts: z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/).optional(),
+  counted_parts: z
+    .string()
+    .max(Math.ceil(Math.ceil(DEFAULT_LIMITS.maxJobParts / 8) / 3) * 4)
+    .regex(/^[A-Za-z0-9+/]*={0,2}$/)
+    .optional(),
   result: ResultTarget,
-  created_at: z.string(),
-  updated_at: z.string(),
+  /**
+   * SHA-256 (hex) of what was submitted (primitive, request, result target, part size): a
+   * resubmission of the same id is the same job only when this matches (else JOB_CONFLICT).
+   * Absent on statuses written before it existed, or recreated by a worker from a part.
+   */
+  content_hash: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+  /** Set once every part is published: a job without it past its deadline ended mid-submit. */
+  submitted: z.boolean().optional(),
+  /** After this instant (ISO-8601) an unfinished job is ended `failed`/`partial` with TIMEOUT. */
+  deadline_at: Timestamp.optional(),
+  created_at: Timestamp,
+  updated_at: Timestamp,
 });
 export type JobStatus = z.infer<typeof JobStatus>;
 

@@ -19,4 +19,12 @@ export const DEFAULT_LIMITS = Object.freeze({
   maxSequenceLength: 32_768,
   /** Bytes of one image item (decoded). */
   maxImageBytes: 32 * 1024 * 1024,
+  /**
+   * Parts of one job. A part holds at least one item, so a job never needs more parts than
+   * maxItemsPerRequest; the bound also caps what a part's number costs a worker (the status
+   * bitmap of counted parts is parts/8 bytes: 12.5 KB here, where 2^35 would be 4 GiB).
+   */
+  maxJobParts: 100_000,
+  /** Best-k of a score or extract request: never more than the items it ranks. */
+  maxTopK: 100_000,
 });

@@ -119,7 +119,7 @@ export const ScoreRequest = z.strictObject({
     ),
   items: Items,
   /** Return only the best k scores. */
-  top_k: z.number().int().min(1).optional(),
+  top_k: z.number().int().min(1).max(DEFAULT_LIMITS.maxTopK).optional(),
   /** Prompt name applied to the query when the model scores by embeddings. */
   prompt: z.string().max(DEFAULT_LIMITS.maxLabelChars).optional(),
   instruction: PromptText.optional(),

@@ -1,5 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
+import { Counter } from 'prom-client';
+import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 
 /**
@@ -15,6 +17,8 @@ export interface AuthOptions {
   tokens: readonly string[];
   /** Require a token on /metrics too. */
   protectMetrics: boolean;
+  /** Told of every refused request (no token, or a wrong one), for the log and the failed-login counter. */
+  onRefused?: (reason: 'missing' | 'invalid', request: FastifyRequest) => void;
 }
 
 const ALWAYS_OPEN: ReadonlySet<string> = new Set(['/healthz', '/readyz']);
@@ -33,9 +37,11 @@ function bearerToken(header: string | undefined): string | null {
 export class BearerAuth {
   readonly #digests: readonly Buffer[];
   readonly #open: ReadonlySet<string>;
+  readonly #onRefused: AuthOptions['onRefused'];
 
   constructor(options: AuthOptions) {
     this.#digests = options.tokens.map(digest);
+    this.#onRefused = options.onRefused;
     this.#open = options.protectMetrics ? ALWAYS_OPEN : new Set([...ALWAYS_OPEN, '/metrics']);
   }
 
@@ -58,8 +64,21 @@ export class BearerAuth {
     if (this.#open.has(path)) return;
     const token = bearerToken(request.headers.authorization);
     if (token === null) {
+      this.#onRefused?.('missing', request);
       throw new ShoalError(ErrorCode.UNAUTHORIZED, 'this gateway requires a token: send Authorization: Bearer <token>');
     }
-    if (!this.accepts(token)) throw new ShoalError(ErrorCode.UNAUTHORIZED, 'the bearer token is not valid');
+    if (!this.accepts(token)) {
+      this.#onRefused?.('invalid', request);
+      throw new ShoalError(ErrorCode.UNAUTHORIZED, 'the bearer token is not valid');
+    }
   }
+}
+
+const AUTH_FAILURES = 'shoal_auth_failures_total';
+
+/** `shoal_auth_failures_total{reason="missing"|"invalid"}` on the gateway's registry (one per registry). */
+export function authFailureCounter(metrics: ShoalMetrics): Counter<'reason'> {
+  const existing = metrics.registry.getSingleMetric(AUTH_FAILURES);
+  if (existing instanceof Counter) return existing as Counter<'reason'>;
+  return new Counter({ name: AUTH_FAILURES, help: 'Requests refused for a missing or wrong bearer token', labelNames: ['reason'] as const, registers: [metrics.registry] });
 }

@@ -2,17 +2,23 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { FastifyInstance } from 'fastify';
 import { connectNats } from '../../adapters/nats/connection.js';
 import { NatsEngine } from '../../adapters/nats/engine-client.js';
+import { JobBacklog, registerBacklogMetrics } from '../../adapters/nats/backlog.js';
 import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { servedModelGate } from '../../adapters/nats/model-gate.js';
 import { createLogger, type Logger } from '../../adapters/observability/logger.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
-import { buildGatewayApp, type ModelCard, type ReadyReport } from './app.js';
+import { buildGatewayApp } from './app.js';
+import type { ModelCard, ReadyReport } from './context.js';
 import type { GatewayConfig } from './config.js';
+import { LateBackend } from './late-backend.js';
 import { cachedModelList } from './worker-models.js';
+import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
 
 /**
- * Composition root of the gateway: configuration → NATS connection → engine client (request-reply)
- * and jobs client (JetStream) → HTTP app → listen. close() is the SIGTERM path: readiness turns
+ * Composition root of the gateway: configuration → HTTP app → listen (probes answer from here on)
+ * → NATS connection → engine client (request-reply) and jobs client (JetStream), attached to the
+ * app once connected. close() is the SIGTERM path: readiness turns
  * false and the listener stops accepting, in-flight requests finish (up to the shutdown timeout,
  * then their connections are cut), then the clients and the connection are closed.
  */
@@ -26,16 +32,17 @@ export interface StartGatewayOptions {
   metrics?: ShoalMetrics;
   /** Use this connection (shoal dev shares one); it stays the caller's and is not closed here. */
   nc?: NatsConnection;
+  /** Stops start-up while NATS is still being retried (SIGTERM, Ctrl-C): rejects with CANCELLED. */
+  signal?: AbortSignal;
   /** List models another way than asking the workers (shoal dev knows its models' families). */
   models?: () => Promise<readonly ModelCard[]>;
 }
 
-export interface GatewayHandle {
+/** drain() and close() are one step for the gateway: stop accepting, let in-flight requests finish within the shutdown timeout, close what it opened; idempotent. */
+export interface GatewayHandle extends Lifecycle {
   /** `http://host:port` it listens on. */
   url: string;
   app: FastifyInstance;
-  /** Drains and stops everything this gateway opened; idempotent. */
-  close(): Promise<void>;
 }
 
 /** A NATS round trip: the server answers while the connection is up. */
@@ -68,28 +75,28 @@ async function closeHttp(app: FastifyInstance, timeoutMs: number, logger: Logger
   }
 }
 
+/** Whether `host` only accepts connections from this machine. */
+export function isLoopback(host: string): boolean {
+  const h = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
+  return h === 'localhost' || h === '::1' || /^127(\.\d{1,3}){3}$/.test(h);
+}
+
 export async function startGateway(options: StartGatewayOptions): Promise<GatewayHandle> {
   const { config } = options;
   const logger = options.logger ?? createLogger('gateway');
   const metrics = options.metrics ?? new ShoalMetrics({ defaultLabels: { service: 'gateway' } });
   const ownsConnection = options.nc === undefined;
-  const nc = options.nc ?? (await connectNats(config.nats, { logger, name: 'shoal-gateway' }));
-  const engine = new NatsEngine(nc, { prefix: config.natsPrefix, loadTimeoutMs: config.requestTimeoutMs });
-  let jobs: JobsClient;
-  try {
-    jobs = await JobsClient.open(nc, { topology: { prefix: config.natsPrefix } });
-  } catch (error) {
-    if (ownsConnection) await nc.close();
-    const shoal = toShoalError(error);
-    throw new ShoalError(shoal.code, `cannot set up jobs on NATS JetStream (is JetStream enabled on the server?): ${shoal.message}`, { cause: error });
-  }
+  const servers = config.nats.servers.map((s) => s.replace(/\/\/[^@/]*@/, '//***@')).join(',');
+  // The port opens before NATS is reached: probes answer (readiness says why not) while it connects.
+  const late = new LateBackend(servers);
   const app = buildGatewayApp(
     {
-      engine,
-      jobs,
-      models: options.models ?? cachedModelList(() => engine.workers()),
+      engine: late.engine,
+      jobs: late.jobs,
+      // Before the connection the list fails (503, not cached), so it is not an empty list for the cache's lifetime.
+      models: options.models ?? cachedModelList(async () => late.require().engine.workers()),
       metrics,
-      ready: () => natsReady(nc),
+      ready: async () => (late.attached === null ? late.notConnected() : natsReady(late.attached.nc)),
       logger,
     },
     config,
@@ -98,11 +105,41 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
   try {
     url = await app.listen({ host: config.host, port: config.port });
   } catch (error) {
-    await engine.close();
-    if (ownsConnection) await nc.close();
-    throw new ShoalError(ErrorCode.UNAVAILABLE, `cannot listen on ${config.host}:${config.port}: ${toShoalError(error).message}`, { cause: error });
+    throw new ShoalError(ErrorCode.UNAVAILABLE, `cannot listen on ${config.host}:${config.port} (choose another with --port): ${toShoalError(error).message}`, { cause: error });
   }
-  logger.info({ url, auth: config.apiTokens.length > 0, nats: nc.getServer() }, 'gateway listening');
+  logger.info({ url, auth: config.apiTokens.length > 0, nats: servers }, 'gateway listening');
+  if (config.apiTokens.length === 0 && !isLoopback(config.host)) {
+    logger.warn(
+      { host: config.host, url },
+      `SECURITY: the gateway listens on ${config.host}, reachable from other machines, WITHOUT authentication: anyone who can reach it can run inference and submit jobs. Set SHOAL_API_TOKENS (or --api-tokens-file), or bind to 127.0.0.1 (docs/security.md)`,
+    );
+  }
+
+  let nc: NatsConnection | null = options.nc ?? null;
+  let engine: NatsEngine | null = null;
+  try {
+    nc ??= await connectNats(config.nats, { logger, name: 'shoal-gateway', ...(options.signal === undefined ? {} : { signal: options.signal }) });
+    const connection = nc;
+    const client = new NatsEngine(connection, { prefix: config.natsPrefix, loadTimeoutMs: config.requestTimeoutMs });
+    engine = client;
+    let jobs: JobsClient;
+    try {
+      // Jobs only for models some worker serves (or served): made-up names are refused with 404.
+      jobs = await JobsClient.open(connection, { topology: { prefix: config.natsPrefix }, ...config.jobs, modelGate: (topology) => servedModelGate({ topology, discover: () => client.workers() }) });
+    } catch (error) {
+      const shoal = toShoalError(error);
+      throw new ShoalError(shoal.code, `cannot set up jobs on NATS JetStream (is JetStream enabled on the server?): ${shoal.message}`, { cause: error });
+    }
+    registerBacklogMetrics(metrics, JobBacklog.of(connection, jobs.topology)); // shoal_backlog_{parts,items,tokens}: the scale-from-zero signal
+    late.attach({ nc: connection, engine: client, jobs });
+  } catch (error) {
+    await app.close();
+    await engine?.close();
+    if (ownsConnection) await nc?.close();
+    throw error;
+  }
+  const connection = nc;
+  const connected = engine;
 
   let closing: Promise<void> | null = null;
   const close = (): Promise<void> => {
@@ -111,12 +148,12 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
       try {
         await closeHttp(app, config.shutdownTimeoutMs, logger);
       } finally {
-        await engine.close();
-        if (ownsConnection) await nc.drain().catch(() => nc.close());
+        await connected.close();
+        if (ownsConnection) await connection.drain().catch(() => connection.close());
       }
       logger.info('gateway stopped');
     })();
     return closing;
   };
-  return { url, app, close };
+  return { url, app, drain: close, close };
 }

@@ -11,7 +11,7 @@ import { StatusStore } from '../../adapters/nats/status-store.js';
 import { ensureJobConsumer, ensureTopology, type Topology } from '../../adapters/nats/topology.js';
 import { createLogger, type Logger } from '../../adapters/observability/logger.js';
 import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
-import { sourceOptionsFromEnv } from '../../adapters/sources/resolve.js';
+import { engineOptionsFromSettings } from '../settings/engine-settings.js';
 import { loadCatalog } from '../../pipelines/inference/catalog.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
 import type { EngineOptionsInput } from '../../pipelines/inference/engine-options.js';
@@ -19,6 +19,7 @@ import type { PoolHooks, PoolSnapshot } from '../../pipelines/inference/pool.js'
 import { poolMetrics, schedulerMetrics } from '../../pipelines/inference/telemetry.js';
 import type { WorkerConfig } from './config.js';
 import { routesFor, servedModels } from './served-models.js';
+import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
 
 /**
  * `shoal worker`: an in-process engine fed from NATS. Composes the connection, the topology, the
@@ -36,6 +37,8 @@ export interface WorkerDeps {
   metrics?: ShoalMetrics;
   /** Environment for model sources (HF cache, token, offline). @default process.env */
   env?: NodeJS.ProcessEnv;
+  /** Aborts start-up (a SIGTERM while NATS is still unreachable): start rejects with CANCELLED. */
+  signal?: AbortSignal;
 }
 
 function residentModels(snapshot: PoolSnapshot): string[] {
@@ -54,7 +57,7 @@ function engineHooks(deps: WorkerDeps, onPool: (snapshot: PoolSnapshot) => void,
   return deps.metrics === undefined ? { pool } : { pool, scheduler: schedulerMetrics(deps.metrics, queued) };
 }
 
-export class ShoalWorker {
+export class ShoalWorker implements Lifecycle {
   readonly id: string;
   readonly engine: InferenceEngine;
   readonly routes: readonly Route[];
@@ -100,11 +103,7 @@ export class ShoalWorker {
     const onPool = (snapshot: PoolSnapshot): void => rpc?.setResident(residentModels(snapshot));
     engine = new InferenceEngine({
       ...(catalog === null ? {} : { catalog }),
-      sources: { ...sourceOptionsFromEnv(deps.env ?? process.env), modelDirs: [...config.engine.modelDirs] },
-      runtime: { providers: [...config.engine.providers], ...(config.engine.threads === null ? {} : { intraOpThreads: config.engine.threads }) },
-      ...(config.engine.batchTokens === null ? {} : { maxBatchTokens: config.engine.batchTokens }),
-      ...(config.engine.memoryBudget === undefined ? {} : { memoryBudget: config.engine.memoryBudget }),
-      images: { roots: [...config.engine.imageRoots], allowedHosts: [...config.engine.imageHosts] },
+      ...engineOptionsFromSettings(config.engine, deps.env ?? process.env),
       preload: [...config.preload],
       hooks: engineHooks(deps, onPool, () => engine?.scheduler.queuedItems ?? 0),
     });
@@ -112,7 +111,7 @@ export class ShoalWorker {
     try {
       const models = await servedModels(config.models, catalog, config.engine.modelDirs);
       const routes = await routesFor(engine, models);
-      nc = await connectNats(config.nats, { logger, name: `shoal-worker ${config.workerId}` });
+      nc = await connectNats(config.nats, { logger, name: `shoal-worker ${config.workerId}`, ...(deps.signal === undefined ? {} : { signal: deps.signal }) });
       const connection = nc;
       const topology = await ensureTopology(connection, config.topology);
       const pulled = await ensureConsumers(topology, routes, config);
@@ -138,7 +137,7 @@ export class ShoalWorker {
         modelState,
         logger,
       });
-      await ready.ready();
+      await ready.start();
       rpc = new RpcServer({
         nc: connection,
         names: topology.names,
@@ -147,6 +146,7 @@ export class ShoalWorker {
         routes,
         resident: () => residentModels(ready.models()),
         maxRequestMs: config.maxRequestMs,
+        hasCapacity: (items) => ready.scheduler.hasCapacity(items),
         logger,
       });
       rpc.start();
@@ -180,7 +180,7 @@ export class ShoalWorker {
       logger.info({ worker: config.workerId, routes: routes.map((r) => `${r.primitive}:${r.model}`), concurrency: config.concurrency }, 'worker started');
       return worker;
     } catch (error) {
-      await rpc?.drain(true).catch(() => undefined);
+      await rpc?.close().catch(() => undefined);
       await engine.close().catch(() => undefined);
       await nc?.close().catch(() => undefined);
       throw error;
@@ -207,16 +207,16 @@ export class ShoalWorker {
     this.#logger.info({ inFlight: this.#consumer.inFlight, timeoutMs }, 'worker draining');
     const force = (): void => {
       this.#logger.warn({ inFlight: this.#consumer.inFlight }, 'drain deadline passed; aborting in-flight work');
-      void this.#rpc.drain(true);
-      void this.#consumer.drain(true);
+      void this.#rpc.close();
+      void this.#consumer.close();
     };
     const deadline = setTimeout(force, timeoutMs);
     try {
-      await Promise.all([this.#rpc.drain(timeoutMs === 0), this.#consumer.drain(timeoutMs === 0)]);
+      await Promise.all(timeoutMs === 0 ? [this.#rpc.close(), this.#consumer.close()] : [this.#rpc.drain(), this.#consumer.drain()]);
     } finally {
       clearTimeout(deadline);
     }
-    await this.#deadLetters.stop().catch((error: unknown) => this.#logger.warn({ err: String(error) }, 'stopping the dead-letter handler failed'));
+    await this.#deadLetters.drain().catch((error: unknown) => this.#logger.warn({ err: String(error) }, 'stopping the dead-letter handler failed'));
     await this.engine.close();
     // drain() flushes the acks and naks still buffered; a broker that is gone must not hold the exit.
     const left = Math.max(1000, timeoutMs - (Date.now() - started));

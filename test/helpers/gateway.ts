@@ -2,7 +2,7 @@ import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { JobSubmission, WIRE_VERSION, type JobsApi, type JobStatus, type SubmittedJob } from '../../adapters/protocol/jobs.js';
 import type { EncodeResult, ExtractResult, ScoreResult, TokenizeResult } from '../../adapters/protocol/results.js';
-import type { GatewaySettings } from '../../services/gateway/app.js';
+import type { GatewaySettings } from '../../services/gateway/context.js';
 
 /**
  * Test doubles for the gateway where the backend is not the point: an in-memory JobsApi (the

@@ -82,12 +82,12 @@ describe.skipIf(!natsServerAvailable())(`gateway over NATS ${natsServerAvailable
     expectAllClose(tei[0] ?? [], EXPECTED[1] ?? [], ATOL, 'tei');
   });
 
-  it('maps NATS failures to codes: a model no worker serves is 503 UNAVAILABLE with Retry-After', async () => {
+  it('maps NATS failures to codes: a model no worker serves is 404 MODEL_NOT_FOUND listing the served ones', async () => {
     const response = await post(gateway.url, '/v1/encode', { model: 'tiny-splade', items: ['x'] });
-    expect([response.status, response.headers.get('retry-after')]).toEqual([503, '5']);
+    expect([response.status, response.headers.get('retry-after')]).toEqual([404, null]);
     const body = ErrorBody.parse(await response.json());
-    expect(body.error.code).toBe('UNAVAILABLE');
-    expect(body.error.message).toContain('no worker serves encode for model "tiny-splade"');
+    expect(body.error.code).toBe('MODEL_NOT_FOUND');
+    expect(body.error.message).toContain(`no worker serves model "tiny-splade" for encode; served models: ${TINY_MEAN}, ${TINY_CROSS}`);
   });
 
   it('queues a job on JetStream and the worker completes it', async () => {

@@ -9,7 +9,8 @@ import { z } from 'zod';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { ERROR_TRAITS, ErrorCode } from '../../adapters/protocol/errors.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
-import { buildGatewayApp, type GatewayDeps, type GatewaySettings } from '../../services/gateway/app.js';
+import { buildGatewayApp } from '../../services/gateway/app.js';
+import type { GatewayDeps, GatewaySettings } from '../../services/gateway/context.js';
 import { resolveGatewayConfig } from '../../services/gateway/config.js';
 import { RETRY_AFTER_SECONDS } from '../../services/gateway/errors.js';
 import { expectAllClose } from '../helpers/conformance.js';
@@ -460,7 +461,7 @@ describe('configuration', () => {
       });
       expect(config.nats.servers).toEqual(['nats://nats:4222']);
       expect(Object.isFrozen(config)).toBe(true);
-      expect(resolveGatewayConfig({}, {})).toMatchObject({ host: '0.0.0.0', port: 8080, bodyLimitBytes: 8 * 1024 * 1024, apiTokens: [] });
+      expect(resolveGatewayConfig({}, {})).toMatchObject({ host: '127.0.0.1', port: 8080, bodyLimitBytes: 8 * 1024 * 1024, apiTokens: [] });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

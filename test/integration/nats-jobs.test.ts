@@ -8,6 +8,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JobsClient } from '../../adapters/nats/jobs-client.js';
 import { PACKED_FORMAT, PACKED_HEADERS, unpackReply } from '../../adapters/nats/packed-vectors.js';
+import { ensureJobConsumer } from '../../adapters/nats/topology.js';
 import { EncodeResult, ScoreResult } from '../../adapters/protocol/results.js';
 import { JobPartResult, WIRE_VERSION } from '../../adapters/protocol/jobs.js';
 import type { InferenceEngine } from '../../pipelines/inference/engine.js';
@@ -212,8 +213,17 @@ describe.skipIf(!natsServerAvailable())(`NATS jobs ${natsServerAvailable() ? '' 
     expect(ids).toEqual([0, 1, 2, 3, 4]);
   });
 
-  it('shoal submit without a worker for the model reports the job as queued', async () => {
-    const run = await runShoal(['submit', 'score', '--model', 'nobody/serves-this', '--query', 'q', '--nats', server.url, '--prefix', prefix, '--job-id', 'queued-cli'], {
+  it('shoal submit refuses a model no worker serves or served, and queues one whose workers are away', async () => {
+    const refused = await runShoal(['submit', 'score', '--model', 'nobody/serves-this', '--query', 'q', '--nats', server.url, '--prefix', prefix, '--job-id', 'refused-cli'], {
+      stdin: jsonl([{ text: 'a' }]),
+    });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('error [MODEL_NOT_FOUND]');
+    expect(refused.stderr).toContain(TINY_MEAN);
+    // A worker served the model before (its consumer exists): the job waits for the next one (KEDA scales from zero).
+    const jobs = await JobsClient.open(nc, { topology: { prefix } });
+    await ensureJobConsumer(jobs.topology, 'score', 'away/for-now');
+    const run = await runShoal(['submit', 'score', '--model', 'away/for-now', '--query', 'q', '--nats', server.url, '--prefix', prefix, '--job-id', 'queued-cli'], {
       stdin: jsonl([{ text: 'a' }]),
     });
     expect(run.code).toBe(0);

@@ -138,13 +138,13 @@ describe.skipIf(!natsServerAvailable())(`NATS request-reply ${natsServerAvailabl
     expect(error.message).toMatch(/cannot encode sparse/);
   });
 
-  it('turns no responders into UNAVAILABLE naming the subject and the fix', async () => {
+  it('turns no responders for an unknown model into MODEL_NOT_FOUND listing the served models', async () => {
     const error = await failure(engine.encode({ model: 'nobody/serves-this', items: ['x'] }));
-    expect(error.code).toBe(ErrorCode.UNAVAILABLE);
-    expect(error.message).toContain('no worker serves encode for model "nobody/serves-this"');
-    expect(error.message).toContain('shoal worker --models nobody/serves-this');
-    // An extract route the embedder does not have is not subscribed either.
-    expect((await failure(engine.extract({ model: TINY_MEAN, items: ['x'] }))).code).toBe(ErrorCode.UNAVAILABLE);
+    expect(error.code).toBe(ErrorCode.MODEL_NOT_FOUND);
+    expect(error.message).toContain('no worker serves model "nobody/serves-this" for encode');
+    expect(error.details?.served).toEqual(expect.arrayContaining([TINY_MEAN]));
+    // A served model asked for a primitive its family lacks: nobody subscribes, and that is unsupported, not an outage.
+    expect((await failure(engine.extract({ model: TINY_MEAN, items: ['x'] }))).code).toBe(ErrorCode.UNSUPPORTED_OPERATION);
   });
 
   it('turns a worker that never answers into TIMEOUT', async () => {

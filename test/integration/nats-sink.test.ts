@@ -52,7 +52,7 @@ describe.skipIf(!natsServerAvailable())(`results sink ${natsServerAvailable() ? 
   });
 
   afterAll(async () => {
-    await sink?.stop();
+    await sink?.drain();
     await worker?.drain();
     await nc?.close();
     await server?.stop();
@@ -105,7 +105,7 @@ describe.skipIf(!natsServerAvailable())(`results sink ${natsServerAvailable() ? 
     expect(existsSync(join(storeDir, 'own', 'own-store', 'part-0.jsonl'))).toBe(true);
 
     const before = written.length;
-    await sink?.stop();
+    await sink?.drain();
     sink = await start();
     await jobs.submit({ job_id: 'after-restart', primitive: 'encode', request: { model: TINY_MEAN, items: TEXTS.slice(0, 1) } });
     await jobs.wait('after-restart', { timeoutMs: 30_000 });

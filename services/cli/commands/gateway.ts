@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { GatewayConfig } from '../../gateway/config.js';
-import { DEFAULT_BODY_LIMIT, DEFAULT_GATEWAY_PORT, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS } from '../../gateway/defaults.js';
+import { DEFAULT_BODY_LIMIT, DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS } from '../../gateway/defaults.js';
+import { envValue, SETTINGS } from '../../settings/table.js';
 import type { CliApp } from '../app.js';
 import { parseFlags } from '../line-options.js';
 
@@ -25,6 +26,8 @@ const GatewayFlagValues = z.looseObject({
   corsOrigins: z.string().optional(),
   embedModel: z.string().optional(),
   rerankModel: z.string().optional(),
+  maxInflightItems: z.string().optional(),
+  maxQueueSeconds: z.string().optional(),
 });
 
 const EXAMPLE = `
@@ -51,7 +54,9 @@ export function addGatewayOptions(command: Command, defaults: { host: string }):
     .option('--cors-origins <list>', 'browser origins allowed cross-origin, comma-separated, or * (env SHOAL_CORS_ORIGINS; default: CORS off)')
     .option('--embed-model <model>', 'model of the TEI-compatible /embed route (env SHOAL_EMBED_MODEL)')
     .option('--rerank-model <model>', 'model of the TEI-compatible /rerank route (env SHOAL_RERANK_MODEL)')
-    .option('--prefix <prefix>', 'NATS subject prefix shared with the workers (env SHOAL_SUBJECT_PREFIX; default shoal)');
+    .option('--prefix <prefix>', 'NATS subject prefix shared with the workers (env SHOAL_SUBJECT_PREFIX; default shoal)')
+    .option('--max-inflight-items <n>', `items of synchronous calls in flight per model before 429 (env SHOAL_MAX_INFLIGHT_ITEMS; default ${SETTINGS.maxInFlightItems.default})`)
+    .option('--max-queue-seconds <n>', `seconds of queued work per model before 429 (env SHOAL_MAX_QUEUE_SECONDS; default ${SETTINGS.maxQueueSeconds.default})`);
 }
 
 /**
@@ -62,8 +67,7 @@ export async function gatewayConfig(command: Command, app: CliApp, overrides: { 
   const flags = parseFlags(GatewayFlagValues, command);
   const { resolveGatewayConfig } = await import('../../gateway/config.js');
   // Precedence: flag, then SHOAL_HOST, then the command's own default.
-  const envHost = app.io.env.SHOAL_HOST?.trim();
-  const host = flags.host ?? (envHost === undefined || envHost === '' ? overrides.host : undefined);
+  const host = flags.host ?? (envValue(app.io.env, 'host') === undefined ? overrides.host : undefined);
   const { nats, prefix, ...rest } = flags;
   return resolveGatewayConfig({ ...rest, host, natsUrl: nats, natsPrefix: prefix }, app.io.env);
 }
@@ -79,14 +83,14 @@ export function registerGateway(program: Command, app: CliApp): void {
     .command('gateway')
     .summary('HTTP API (encode, score, extract, jobs, OpenAI and TEI compatible) in front of NATS workers')
     .description('Serve the HTTP API; requests go to `shoal worker` processes over NATS. Stops cleanly on SIGINT/SIGTERM.');
-  addGatewayOptions(command, { host: '0.0.0.0' })
+  addGatewayOptions(command, { host: DEFAULT_GATEWAY_HOST })
     .option('--nats <urls>', 'NATS servers, comma-separated (env NATS_URL; default nats://127.0.0.1:4222)')
     .option('--nats-creds <file>', 'NATS credentials file (env NATS_CREDS)')
     .addHelpText('after', EXAMPLE)
     .action(async (_options: unknown, self: Command) => {
       const config = await gatewayConfig(self, app);
       const { startGateway } = await import('../../gateway/main.js');
-      const gateway = await startGateway({ config });
+      const gateway = await startGateway({ config, signal: app.io.signal });
       if (!app.config(self).quiet) app.io.stderr.write(`shoal gateway listening on ${gateway.url} (Ctrl-C to stop)\n`);
       await interrupted(app.io.signal);
       await gateway.close();

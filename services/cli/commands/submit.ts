@@ -1,11 +1,15 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { connectNats, natsSettingsFromEnv } from '../../../adapters/nats/connection.js';
+import { connectNats } from '../../../adapters/nats/connection.js';
+import { NatsEngine } from '../../../adapters/nats/engine-client.js';
 import { JobsClient } from '../../../adapters/nats/jobs-client.js';
+import { servedModelGate } from '../../../adapters/nats/model-gate.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { DataRef, JobId, PrimitiveSchema, type JobStatus } from '../../../adapters/protocol/jobs.js';
 import { ImageSource, ItemId, ModelRef, Role, TextItem } from '../../../adapters/protocol/requests.js';
 import { PRIMITIVES } from '../../../adapters/protocol/subjects.js';
+import { natsSettingsFromEnv } from '../../settings/environment.js';
+import { envValue } from '../../settings/table.js';
 import type { CliApp } from '../app.js';
 import { openSource, readLineChunks } from '../jsonl.js';
 import { parseLine } from '../line-stream.js';
@@ -80,6 +84,20 @@ async function readItems(app: CliApp, input: string | undefined): Promise<Submit
   return items;
 }
 
+/** SHOAL_JOB_TIMEOUT_MS and SHOAL_SUBMIT_TIMEOUT_MS, as the gateway reads them; unset ones keep the client's defaults. */
+function jobTimeouts(env: NodeJS.ProcessEnv): { jobTimeoutMs?: number; submitTimeoutMs?: number } {
+  const read = (key: 'jobTimeoutMs' | 'submitTimeoutMs', name: string): number | undefined => {
+    const value = envValue(env, key);
+    if (value === undefined) return undefined;
+    const parsed = PositiveIntFlag(30 * 86_400_000).safeParse(value);
+    if (!parsed.success) throw new ShoalError(ErrorCode.CONFIG_INVALID, `${name}: must be a whole number of milliseconds`);
+    return parsed.data;
+  };
+  const jobTimeoutMs = read('jobTimeoutMs', 'SHOAL_JOB_TIMEOUT_MS');
+  const submitTimeoutMs = read('submitTimeoutMs', 'SHOAL_SUBMIT_TIMEOUT_MS');
+  return { ...(jobTimeoutMs === undefined ? {} : { jobTimeoutMs }), ...(submitTimeoutMs === undefined ? {} : { submitTimeoutMs }) };
+}
+
 function summary(status: JobStatus): string {
   const { job_id, state, parts, parts_done, parts_failed, items, errors } = status;
   return `${JSON.stringify({ job_id, state, parts, parts_done, parts_failed, items, errors })}\n`;
@@ -119,8 +137,11 @@ export function registerSubmit(program: Command, app: CliApp): void {
       const env = natsSettingsFromEnv(app.io.env);
       const nc = await connectNats({ ...env, ...(flags.nats === undefined ? {} : { servers: flags.nats }), retryFirstConnect: false, name: 'shoal submit' });
       try {
-        const prefix = flags.prefix ?? app.io.env.SHOAL_SUBJECT_PREFIX;
-        const client = await JobsClient.open(nc, prefix === undefined || prefix === '' ? {} : { topology: { prefix } });
+        const prefix = flags.prefix ?? envValue(app.io.env, 'subjectPrefix');
+        const topology = prefix === undefined ? {} : { prefix };
+        // Refuse models no worker serves (or served) before anything is stored: a typo answers MODEL_NOT_FOUND with the served list.
+        const discovery = new NatsEngine(nc, topology);
+        const client = await JobsClient.open(nc, { topology, ...jobTimeouts(app.io.env), modelGate: (t) => servedModelGate({ topology: t, discover: () => discovery.workers() }) });
         const submitted = await client.submit({
           primitive: primitive.data,
           request,

@@ -1,0 +1,61 @@
+import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import type { WorkerInfo } from '../protocol/jobs.js';
+import { checkRemoteModelName } from '../protocol/model-names.js';
+import type { Primitive } from '../protocol/subjects.js';
+import { JS_CODES, isJsApiCode, toNatsShoalError } from './nats-errors.js';
+import type { Topology } from './topology.js';
+
+/**
+ * Which models a job may name: one that a running worker serves, or one whose durable consumer
+ * already exists (a worker served it before: the job waits for the next one, as when KEDA scales
+ * workers from zero). Anything else is refused before a status, a consumer or a part is stored,
+ * so made-up names (a typo, or a caller filling the store) cost nothing: 404 MODEL_NOT_FOUND with
+ * the served models, or 422 INVALID_INPUT for names that are paths.
+ */
+
+/** How long one discovery answer is reused: discovery waits for replies, submissions should not. */
+const DISCOVERY_TTL_MS = 5_000;
+
+export interface ModelGateOptions {
+  topology: Topology;
+  /** Every worker's discovery answer (NatsEngine.workers). */
+  discover: () => Promise<readonly WorkerInfo[]>;
+}
+
+export type ModelGate = (primitive: Primitive, model: string) => Promise<void>;
+
+export function servedModelGate(options: ModelGateOptions): ModelGate {
+  let cached: { at: number; workers: Promise<readonly WorkerInfo[]> } | null = null;
+  const workers = (): Promise<readonly WorkerInfo[]> => {
+    if (cached === null || Date.now() - cached.at > DISCOVERY_TTL_MS) {
+      const entry = { at: Date.now(), workers: options.discover() };
+      entry.workers.catch(() => {
+        if (cached === entry) cached = null;
+      });
+      cached = entry;
+    }
+    return cached.workers;
+  };
+  const { jsm, names } = options.topology;
+  const hasConsumer = async (primitive: Primitive, model: string): Promise<boolean> => {
+    try {
+      await jsm.consumers.info(names.jobsStream, names.consumer(primitive, model));
+      return true;
+    } catch (error) {
+      if (isJsApiCode(error, JS_CODES.ConsumerNotFound)) return false;
+      throw toNatsShoalError(error, `look up the consumer of ${primitive} on "${model}"`);
+    }
+  };
+  return async (primitive, model) => {
+    checkRemoteModelName(model);
+    const answers = await workers();
+    if (answers.some((w) => w.serves.includes(model))) return;
+    if (await hasConsumer(primitive, model)) return;
+    const served = [...new Set(answers.flatMap((w) => w.serves))].sort();
+    throw new ShoalError(
+      ErrorCode.MODEL_NOT_FOUND,
+      `no worker serves model "${model}" (and none has before); served models: ${served.length === 0 ? 'none (no worker is running)' : served.join(', ')}`,
+      { details: { model, primitive, served } },
+    );
+  };
+}
