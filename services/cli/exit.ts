@@ -11,6 +11,8 @@ export const ExitCode = {
   RUNTIME: 1,
   /** Bad flags, configuration or input lines: nothing will change until the command or input does. */
   USAGE: 2,
+  /** Some documents of `shoal ingest` failed (PARTIAL_FAILURE); the others were written. */
+  PARTIAL: 3,
   /** Stopped by SIGINT (128 + 2, the shell convention). */
   INTERRUPTED: 130,
   /** Stopped by SIGTERM (128 + 15). */
@@ -29,6 +31,7 @@ const USAGE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
 export function exitCodeFor(error: ShoalError): ExitCode {
   if (USAGE_CODES.has(error.code)) return ExitCode.USAGE;
   if (error.code === ErrorCode.CANCELLED) return ExitCode.INTERRUPTED;
+  if (error.code === ErrorCode.PARTIAL_FAILURE) return ExitCode.PARTIAL;
   return ExitCode.RUNTIME;
 }
 

@@ -6,8 +6,11 @@ import { registerDev } from './commands/dev.js';
 import { registerEncode } from './commands/encode.js';
 import { registerExtract } from './commands/extract.js';
 import { registerGateway } from './commands/gateway.js';
+import { registerIngest } from './commands/ingest.js';
 import { registerModels } from './commands/models.js';
+import { registerPipelines } from './commands/pipelines.js';
 import { registerScore } from './commands/score.js';
+import { registerSearch } from './commands/search.js';
 import { registerSink } from './commands/sink.js';
 import { registerSubmit } from './commands/submit.js';
 import { registerTokenize } from './commands/tokenize.js';
@@ -30,12 +33,14 @@ Input and output:
 
 Exit status:
   0 success, 1 runtime failure (model not found, load or inference failed),
-  2 bad command line, configuration or input line, 130/143 interrupted (SIGINT/SIGTERM).
+  2 bad command line, configuration or input line, 3 some documents failed (shoal ingest),
+  130/143 interrupted (SIGINT/SIGTERM).
   Errors are printed on stderr as: error [CODE]: message
 
 Environment:
   SHOAL_CATALOG, SHOAL_MODEL_DIR, SHOAL_THREADS, SHOAL_PROVIDERS, SHOAL_BATCH_TOKENS,
-  SHOAL_CHUNK_LINES (flags win); HF_HOME / HF_HUB_CACHE (hub cache), HF_TOKEN (gated models),
+  SHOAL_MEMORY_BUDGET, SHOAL_IMAGE_ROOTS, SHOAL_IMAGE_HOSTS, SHOAL_CHUNK_LINES (flags win);
+  HF_HOME / HF_HUB_CACHE (hub cache), HF_TOKEN (gated models),
   HF_ENDPOINT (hub mirror), HF_HUB_OFFLINE=1 or SHOAL_OFFLINE=1 (never download).
 
 Examples:
@@ -72,11 +77,13 @@ export function buildProgram(app: CliApp): Command {
       outputError: () => undefined,
     })
     .showSuggestionAfterError(true)
+    .option('--config <file>', 'settings file (YAML/JSON): keys as in the README settings table, e.g. memoryBudget: 4GiB (env SHOAL_CONFIG; variables and flags win over it)')
     .option('--catalog <path>', 'model catalog: a YAML/JSON file or a folder of one-model files (env SHOAL_CATALOG)')
     .option('--model-dir <dirs>', "folders holding models as org/name/, ':'-separated (env SHOAL_MODEL_DIR)")
     .option('--threads <n>', 'onnxruntime intra-op threads per model (env SHOAL_THREADS; default: all cores)')
     .option('--providers <list>', 'execution providers by preference, e.g. cuda,cpu or webgpu (env SHOAL_PROVIDERS; default: cpu; CPU is always the fallback)')
     .option('--batch-tokens <n>', `padded tokens (longest input × inputs) per model batch (env SHOAL_BATCH_TOKENS; default: ${DEFAULT_BATCH_TOKENS}, or the catalog's per-model value; 'auto' measures the best budget per model on this machine once)`)
+    .option('--memory-budget <size>', 'memory for models: bytes, 2GiB, 60% (env SHOAL_MEMORY_BUDGET; default: half the RAM or of the container limit)')
     .option('--chunk-lines <n>', `input lines handed to the engine at a time (env SHOAL_CHUNK_LINES; default: ${DEFAULT_CHUNK_LINES})`)
     .option('--progress', 'always draw progress bars on stderr (default: only when stderr is a terminal and the input is a file)')
     .option('--no-progress', 'never draw progress bars')
@@ -93,5 +100,8 @@ export function buildProgram(app: CliApp): Command {
   registerSink(program, app);
   registerGateway(program, app);
   registerDev(program, app);
+  registerIngest(program, app);
+  registerSearch(program, app);
+  registerPipelines(program, app);
   return program;
 }

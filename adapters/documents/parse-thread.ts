@@ -1,0 +1,140 @@
+import { createHash } from 'node:crypto';
+import { readFile, stat } from 'node:fs/promises';
+import type { PDFDocumentProxy } from 'pdfjs-dist';
+import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { serveThread, type HandlerResult } from '../runtime/thread-rpc.js';
+import { readHtml } from './html-reader.js';
+import type { DocumentBytes, Opened, ParseRequest, ParseResponse, PageRead } from './parse-messages.js';
+import { hasImageXObjects, openPdf, readPdfPage, renderPdfPage } from './pdf-reader.js';
+import { sniffDocument } from './sniff.js';
+import { decodeText, markdownHeadings, requireText } from './text-reader.js';
+
+/**
+ * Parse thread: reads files, sniffs their type, decodes text and HTML, and opens PDFs and reads
+ * them page by page. Everything CPU-heavy about documents happens here, off the main thread.
+ */
+
+const openPdfs = new Map<number, { doc: PDFDocumentProxy; measureImages: boolean }>();
+
+function tooLarge(what: string, size: number, limit: number, unit: string): ShoalError {
+  return new ShoalError(ErrorCode.DOCUMENT_TOO_LARGE, `the document has ${size} ${unit}, over the limit of ${limit} ${unit} (${what})`, {
+    details: { limit: what, size, max: limit },
+  });
+}
+
+async function readBytes(source: DocumentBytes, maxBytes: number): Promise<Uint8Array> {
+  if ('bytes' in source) return source.bytes;
+  if ('text' in source) return new TextEncoder().encode(source.text);
+  let size: number;
+  try {
+    const info = await stat(source.path);
+    if (!info.isFile()) throw new ShoalError(ErrorCode.INVALID_INPUT, `${source.path} is not a file`);
+    size = info.size;
+  } catch (error) {
+    if (error instanceof ShoalError) throw error;
+    throw new ShoalError(ErrorCode.NOT_FOUND, `cannot read ${source.path}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+  // Checked before reading, so an oversized file is never loaded into memory.
+  if (size > maxBytes) throw tooLarge('maxBytes', size, maxBytes, 'bytes');
+  return new Uint8Array(await readFile(source.path));
+}
+
+function firstHeading(headings: readonly { text: string }[]): string | undefined {
+  return headings[0]?.text;
+}
+
+/**
+ * A metadata title as people would write it: printer drivers store the application and file name
+ * ("Microsoft Word - agenda.doc", "10811.exe"); those parts go, and what is left must have a letter.
+ */
+function usableTitle(raw: string): string | undefined {
+  const title = raw
+    .replace(/^\s*Microsoft (Word|PowerPoint|Excel) - /i, '')
+    .replace(/\.(docx?|xlsx?|pptx?|rtf|txt|exe|pdf|indd|qxd|tmp|tex|dvi)\s*$/i, '')
+    .trim();
+  return /\p{L}/u.test(title) ? title : undefined;
+}
+
+async function pdfTitle(doc: PDFDocumentProxy): Promise<string | undefined> {
+  try {
+    const { info } = await doc.getMetadata();
+    const title = typeof info === 'object' && info !== null && 'Title' in info ? info.Title : undefined;
+    return typeof title === 'string' ? usableTitle(title) : undefined;
+  } catch {
+    // Metadata is optional: a damaged info dictionary must not fail a readable document.
+    return undefined;
+  }
+}
+
+async function open(request: Extract<ParseRequest, { type: 'open' }>): Promise<HandlerResult<Opened>> {
+  const bytes = await readBytes(request.source, request.maxBytes);
+  if (bytes.length > request.maxBytes) throw tooLarge('maxBytes', bytes.length, request.maxBytes, 'bytes');
+  const contentHash = createHash('sha256').update(bytes).digest('hex');
+  const base = { type: 'opened' as const, contentHash, bytes: bytes.length };
+  const sniffed = 'text' in request.source ? { type: 'text' as const } : sniffDocument(bytes, request.name);
+  switch (sniffed.type) {
+    case 'pdf': {
+      // pdfjs takes ownership of (and detaches) the buffer it is given: hand it a copy.
+      const doc = await openPdf(bytes.slice());
+      if (doc.numPages === 0) {
+        await doc.destroy();
+        throw new ShoalError(ErrorCode.DOCUMENT_EMPTY, 'the PDF has no pages');
+      }
+      if (doc.numPages > request.maxPages) {
+        await doc.destroy();
+        throw tooLarge('maxPages', doc.numPages, request.maxPages, 'pages');
+      }
+      openPdfs.set(request.key, { doc, measureImages: hasImageXObjects(bytes) });
+      const title = await pdfTitle(doc);
+      return { body: { ...base, kind: 'pdf', pageCount: doc.numPages, ...(title === undefined ? {} : { title }) } };
+    }
+    case 'image': {
+      const image = bytes.slice();
+      return { body: { ...base, kind: 'image', image }, transfer: [image.buffer] };
+    }
+    case 'html': {
+      const html = readHtml(decodeText(bytes));
+      const page = { page: 1, text: html.text, headings: html.headings };
+      return { body: { ...base, kind: 'whole', documentType: 'html', pages: [page], ...(html.title === undefined ? {} : { title: html.title }) } };
+    }
+    case 'markdown':
+    case 'text': {
+      const text = requireText(decodeText(bytes), sniffed.type === 'markdown' ? 'Markdown file' : 'text file');
+      const headings = sniffed.type === 'markdown' ? markdownHeadings(text) : [];
+      const title = firstHeading(headings);
+      const page = { page: 1, text, headings };
+      return { body: { ...base, kind: 'whole', documentType: sniffed.type, pages: [page], ...(title === undefined ? {} : { title }) } };
+    }
+  }
+}
+
+async function page(request: Extract<ParseRequest, { type: 'page' }>): Promise<HandlerResult<PageRead>> {
+  const open = openPdfs.get(request.key);
+  if (open === undefined) throw new ShoalError(ErrorCode.INTERNAL, `no open PDF for key ${request.key}`);
+  const { doc, measureImages } = open;
+  const read = await readPdfPage(doc, request.page, { mode: request.ocr, measureImages });
+  const body: PageRead = { type: 'page', page: request.page, text: read.text, headings: read.headings, ocrReason: read.ocrReason };
+  if (read.ocrReason === null || request.ocr === 'never') return { body };
+  const png = await renderPdfPage(doc, request.page, request.dpi);
+  return { body: { ...body, png }, transfer: [png.buffer] };
+}
+
+async function close(key: number): Promise<HandlerResult<ParseResponse>> {
+  const open = openPdfs.get(key);
+  openPdfs.delete(key);
+  if (open !== undefined) await open.doc.destroy();
+  return { body: { type: 'closed' } };
+}
+
+async function handle(request: ParseRequest): Promise<HandlerResult<ParseResponse>> {
+  switch (request.type) {
+    case 'open':
+      return open(request);
+    case 'page':
+      return page(request);
+    case 'close':
+      return close(request.key);
+  }
+}
+
+serveThread<ParseRequest, ParseResponse>(handle);

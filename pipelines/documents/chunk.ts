@@ -1,0 +1,228 @@
+import type { Engine } from '../../adapters/protocol/engine.js';
+import type { ParsedPage } from './document.js';
+
+/**
+ * Token-aware chunking with the encoder's own tokenizer. A page's text is cut into sentences
+ * (inside paragraphs); every sentence of a document is counted in one batched tokenize call (a
+ * second one counts the words of sentences longer than a chunk), then sentences are packed
+ * greedily up to `size` tokens, preferring to end a chunk where a paragraph ends, and the next
+ * chunk repeats whole trailing sentences worth at most `overlap` tokens. Chunks never span pages,
+ * so each has one page number; `start`/`end` are character offsets in that page's text.
+ */
+
+export interface ChunkSettings {
+  /** Tokens per chunk, special tokens not counted. */
+  size: number;
+  /** Tokens of trailing sentences repeated at the start of the next chunk. */
+  overlap: number;
+}
+
+export interface TextChunk {
+  /** 0-based position in the document. */
+  index: number;
+  page: number;
+  start: number;
+  end: number;
+  text: string;
+  tokens: number;
+  heading: string | null;
+}
+
+/** Counts tokens of many texts at once (special tokens excluded). */
+export type TokenCounter = (texts: readonly string[]) => Promise<number[]>;
+
+/** Texts per tokenize request: large enough to amortize the call, small enough for one message. */
+const TOKENIZE_BATCH = 2_048;
+
+/** A TokenCounter over `engine.tokenize` for `model`, with the count of special tokens subtracted. */
+export function engineTokenCounter(engine: Engine, model: string, signal?: AbortSignal): TokenCounter {
+  let specials: Promise<number> | null = null;
+  const call = async (texts: readonly string[]): Promise<number[]> => {
+    const result = await engine.tokenize({ model, items: texts.map((text) => ({ text, role: 'document' as const })) }, signal === undefined ? {} : { signal });
+    const lengths = new Array<number>(texts.length).fill(0);
+    for (const item of result.items) lengths[item.index] = item.length;
+    return lengths;
+  };
+  return async (texts) => {
+    if (texts.length === 0) return [];
+    specials ??= call(['']).then((lengths) => lengths[0] ?? 0);
+    const overhead = await specials;
+    const out: number[] = [];
+    for (let at = 0; at < texts.length; at += TOKENIZE_BATCH) {
+      const lengths = await call(texts.slice(at, at + TOKENIZE_BATCH));
+      for (const length of lengths) out.push(Math.max(0, length - overhead));
+    }
+    return out;
+  };
+}
+
+/**
+ * Content tokens the model reads before it truncates (its max length minus special tokens), found
+ * by tokenizing one text longer than any model's limit; null when nothing was truncated. Chunks
+ * are never made longer than this, so no chunk text is silently cut by the encoder.
+ */
+export async function encoderTokenLimit(engine: Engine, model: string, signal?: AbortSignal): Promise<number | null> {
+  const probe = 'a '.repeat(40_000);
+  const result = await engine.tokenize({ model, items: [{ text: '', role: 'document' }, { text: probe, role: 'document' }] }, signal === undefined ? {} : { signal });
+  const empty = result.items.find((item) => item.index === 0);
+  const long = result.items.find((item) => item.index === 1);
+  if (empty === undefined || long === undefined || !long.truncated) return null;
+  return Math.max(1, long.ids.length - empty.length);
+}
+
+interface Unit {
+  page: number;
+  start: number;
+  end: number;
+  /** First unit of a paragraph. */
+  opensParagraph: boolean;
+  tokens: number;
+}
+
+const PARAGRAPH_BREAK = /\n[ \t]*\n/g;
+/** A sentence ends at . ! ? (or their CJK forms), possibly followed by quotes or brackets, then whitespace. */
+const SENTENCE_END = /[.!?。！？]['")\]]*\s+/g;
+
+function trimmedRange(text: string, start: number, end: number): [number, number] | null {
+  let s = start;
+  let e = end;
+  while (s < e && /\s/.test(text[s] ?? '')) s += 1;
+  while (e > s && /\s/.test(text[e - 1] ?? '')) e -= 1;
+  return s < e ? [s, e] : null;
+}
+
+/** Sentence ranges of a page, each marked when it opens a paragraph. */
+function sentenceUnits(page: ParsedPage): Omit<Unit, 'tokens'>[] {
+  const units: Omit<Unit, 'tokens'>[] = [];
+  const text = page.text;
+  const paragraphs: [number, number][] = [];
+  let from = 0;
+  for (const match of text.matchAll(PARAGRAPH_BREAK)) {
+    paragraphs.push([from, match.index]);
+    from = match.index + match[0].length;
+  }
+  paragraphs.push([from, text.length]);
+  for (const [pStart, pEnd] of paragraphs) {
+    const paragraph = text.slice(pStart, pEnd);
+    let sentenceFrom = 0;
+    let opens = true;
+    const push = (s: number, e: number): void => {
+      const range = trimmedRange(text, pStart + s, pStart + e);
+      if (range === null) return;
+      units.push({ page: page.page, start: range[0], end: range[1], opensParagraph: opens });
+      opens = false;
+    };
+    for (const match of paragraph.matchAll(SENTENCE_END)) {
+      push(sentenceFrom, match.index + match[0].length);
+      sentenceFrom = match.index + match[0].length;
+    }
+    push(sentenceFrom, paragraph.length);
+  }
+  return units;
+}
+
+/** Splits sentences longer than `size` tokens into runs of whole words (one more batched count). */
+async function splitLongUnits(units: Unit[], pages: Map<number, string>, size: number, count: TokenCounter): Promise<Unit[]> {
+  const long = units.filter((unit) => unit.tokens > size);
+  if (long.length === 0) return units;
+  const words = long.map((unit) => {
+    const text = pages.get(unit.page) ?? '';
+    return [...text.slice(unit.start, unit.end).matchAll(/\S+/g)].map((m) => ({ start: unit.start + m.index, end: unit.start + m.index + m[0].length, text: m[0] }));
+  });
+  const counts = await count(words.flat().map((word) => word.text));
+  let at = 0;
+  const pieces = new Map<Unit, Unit[]>();
+  long.forEach((unit, u) => {
+    const out: Unit[] = [];
+    let current: Unit | null = null;
+    for (const word of words[u] ?? []) {
+      const tokens = counts[at] ?? 1;
+      at += 1;
+      if (current !== null && current.tokens + tokens <= size) {
+        current.end = word.end;
+        current.tokens += tokens;
+        continue;
+      }
+      current = { page: unit.page, start: word.start, end: word.end, opensParagraph: out.length === 0 && unit.opensParagraph, tokens };
+      out.push(current);
+    }
+    pieces.set(unit, out);
+  });
+  return units.flatMap((unit) => pieces.get(unit) ?? [unit]);
+}
+
+/** Tokens from each paragraph-opening unit to the end of its paragraph. */
+function paragraphTokens(units: readonly Unit[]): number[] {
+  const rest = new Array<number>(units.length).fill(0);
+  let sum = 0;
+  for (let i = units.length - 1; i >= 0; i -= 1) {
+    sum += units[i]?.tokens ?? 0;
+    rest[i] = sum;
+    if (units[i]?.opensParagraph === true) sum = 0;
+  }
+  return rest;
+}
+
+/** Packs one page's units into [from, to) ranges. */
+function pack(units: readonly Unit[], settings: ChunkSettings): [number, number][] {
+  const ranges: [number, number][] = [];
+  const toParagraphEnd = paragraphTokens(units);
+  let i = 0;
+  while (i < units.length) {
+    let j = i;
+    let tokens = 0;
+    while (j < units.length) {
+      const unit = units[j] as Unit;
+      if (j > i && tokens + unit.tokens > settings.size) break;
+      // A new paragraph that will not fit whole starts the next chunk, if this one is half full.
+      if (j > i && unit.opensParagraph && tokens >= settings.size / 2 && tokens + (toParagraphEnd[j] ?? 0) > settings.size) break;
+      tokens += unit.tokens;
+      j += 1;
+    }
+    ranges.push([i, j]);
+    if (j >= units.length) break;
+    let k = j;
+    let overlap = 0;
+    while (k - 1 > i && overlap + (units[k - 1]?.tokens ?? 0) <= settings.overlap) {
+      overlap += units[k - 1]?.tokens ?? 0;
+      k -= 1;
+    }
+    i = k;
+  }
+  return ranges;
+}
+
+function headingAt(page: ParsedPage, offset: number, previous: string | null): string | null {
+  let heading = previous;
+  for (const candidate of page.headings ?? []) if (candidate.offset <= offset) heading = candidate.text;
+  return heading;
+}
+
+/** Chunks a whole document (all pages) with two tokenize calls at most. */
+export async function chunkPages(pages: readonly ParsedPage[], settings: ChunkSettings, count: TokenCounter): Promise<TextChunk[]> {
+  const raw = pages.flatMap(sentenceUnits);
+  const texts = new Map(pages.map((page) => [page.page, page.text]));
+  const counts = await count(raw.map((unit) => (texts.get(unit.page) ?? '').slice(unit.start, unit.end)));
+  const units = await splitLongUnits(raw.map((unit, i) => ({ ...unit, tokens: counts[i] ?? 0 })), texts, settings.size, count);
+  const chunks: TextChunk[] = [];
+  // A heading carries over to the next pages until another one appears.
+  let carriedHeading: string | null = null;
+  for (const page of pages) {
+    const pageUnits = units.filter((unit) => unit.page === page.page);
+    for (const [from, to] of pack(pageUnits, settings)) {
+      const first = pageUnits[from] as Unit;
+      const last = pageUnits[to - 1] as Unit;
+      chunks.push({
+        index: chunks.length,
+        page: page.page,
+        start: first.start,
+        end: last.end,
+        text: page.text.slice(first.start, last.end),
+        tokens: pageUnits.slice(from, to).reduce((sum, unit) => sum + unit.tokens, 0),
+        heading: headingAt(page, first.start, carriedHeading),
+      });
+    }
+    carriedHeading = headingAt(page, page.text.length, carriedHeading);
+  }
+  return chunks;
+}

@@ -1,0 +1,138 @@
+import { readFile } from 'node:fs/promises';
+import { extname } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+
+/**
+ * A document pipeline definition: parse → chunk → encode → extract? → classify? → write, as a
+ * YAML or JSON file. Every stage is a strict object (a misspelt key fails instead of being
+ * ignored); defaults are filled here so `shoal pipelines show` prints exactly what will run.
+ */
+
+export const ParseStage = z.strictObject({
+  /** Per page: `auto` OCRs pages without a usable text layer (or mostly images); images are always OCR'd. */
+  ocr: z.enum(['auto', 'always', 'never']).default('auto'),
+  /** The OCR model (built-in PaddleOCR by default). */
+  ocrModel: z.string().min(1).default('paddleocr/pp-ocrv4'),
+  /** Resolution pages are rendered at for OCR. */
+  ocrDpi: z.number().int().min(36).max(600).default(150),
+  /** A larger document fails alone with DOCUMENT_TOO_LARGE. */
+  maxBytes: z.number().int().positive().default(100 * 1024 * 1024),
+  maxPages: z.number().int().positive().default(5000),
+});
+
+export const ChunkStage = z
+  .strictObject({
+    /** Chunk size in the encoder's tokens (special tokens not counted). */
+    size: z.number().int().min(8).max(8192).default(200),
+    /** Tokens repeated from the end of one chunk at the start of the next (whole sentences only). */
+    overlap: z.number().int().min(0).max(4096).default(32),
+  })
+  .refine((stage) => stage.overlap < stage.size, { message: 'overlap must be smaller than size', path: ['overlap'] });
+
+export const EncodeStage = z.strictObject({
+  /** Dense embedding model: catalog name, hub id or local folder. */
+  model: z.string().min(1).default('sentence-transformers/all-MiniLM-L6-v2'),
+  /** Vector distance of the index table. */
+  distance: z.enum(['cosine', 'l2', 'dot']).default('cosine'),
+  /** L2-normalize vectors (default: the model's own configuration). */
+  normalize: z.boolean().optional(),
+});
+
+export const ExtractStage = z.strictObject({
+  /** Entity model (GLiNER zero-shot or a token-classification model). */
+  model: z.string().min(1),
+  /** Entity types for zero-shot models. */
+  labels: z.array(z.string().min(1)).min(1).max(256).optional(),
+  threshold: z.number().min(0).max(1).default(0.5),
+});
+
+export const ClassifyStage = z.strictObject({
+  /** Labels given to chunks whose embedding is close enough to the label's embedding. */
+  labels: z.array(z.string().min(1)).min(1).max(1024),
+  /** Embedding model for labels and chunks (default: the encode stage's model and vectors). */
+  model: z.string().min(1).optional(),
+  /** Minimum cosine similarity of a kept label. */
+  threshold: z.number().min(-1).max(1).default(0.3),
+  /** Keep at most this many labels per chunk, best first. */
+  topK: z.number().int().min(1).max(1024).default(3),
+});
+
+export const WriteStage = z.strictObject({
+  /** LanceDB folder. */
+  index: z.string().min(1).default('./shoal-index'),
+  table: z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, "letters, digits, '_' or '-'").default('chunks'),
+  /** Documents are committed once this many rows are ready (and at the end). */
+  batchRows: z.number().int().min(1).max(100_000).default(2_000),
+});
+
+export const PipelineDefinition = z.strictObject({
+  name: z.string().min(1).max(128),
+  description: z.string().optional(),
+  stages: z.strictObject({
+    parse: ParseStage.default(ParseStage.parse({})),
+    chunk: ChunkStage.default(ChunkStage.parse({})),
+    encode: EncodeStage.default(EncodeStage.parse({})),
+    extract: ExtractStage.optional(),
+    classify: ClassifyStage.optional(),
+    write: WriteStage.default(WriteStage.parse({})),
+  }),
+});
+export type PipelineDefinition = z.output<typeof PipelineDefinition>;
+export type PipelineDefinitionInput = z.input<typeof PipelineDefinition>;
+
+/** Validates a definition (already parsed from YAML/JSON); `where` names it in messages. */
+export function parseDefinition(value: unknown, where: string): PipelineDefinition {
+  const result = PipelineDefinition.safeParse(value);
+  if (!result.success) {
+    const problems = result.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; ');
+    throw new ShoalError(ErrorCode.CONFIG_INVALID, `pipeline ${where}: ${problems}`);
+  }
+  return result.data;
+}
+
+/** Reads a `.yaml`/`.yml`/`.json` pipeline file. */
+export async function loadDefinitionFile(path: string): Promise<PipelineDefinition> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    throw new ShoalError(ErrorCode.CONFIG_INVALID, `pipeline file ${path}: cannot read it`, { cause: error });
+  }
+  let value: unknown;
+  try {
+    value = extname(path).toLowerCase() === '.json' ? JSON.parse(text) : parseYaml(text);
+  } catch (error) {
+    throw new ShoalError(ErrorCode.CONFIG_INVALID, `pipeline file ${path}: not valid ${extname(path) === '.json' ? 'JSON' : 'YAML'}`, { cause: error });
+  }
+  return parseDefinition(value, path);
+}
+
+/** What a command line may change in a definition (flags win over the file). */
+export interface DefinitionOverrides {
+  model?: string | undefined;
+  ocr?: 'auto' | 'always' | 'never' | undefined;
+  index?: string | undefined;
+  table?: string | undefined;
+}
+
+export function applyOverrides(definition: PipelineDefinition, overrides: DefinitionOverrides): PipelineDefinition {
+  const { stages } = definition;
+  return parseDefinition(
+    {
+      ...definition,
+      stages: {
+        ...stages,
+        parse: { ...stages.parse, ...(overrides.ocr === undefined ? {} : { ocr: overrides.ocr }) },
+        encode: { ...stages.encode, ...(overrides.model === undefined ? {} : { model: overrides.model }) },
+        write: {
+          ...stages.write,
+          ...(overrides.index === undefined ? {} : { index: overrides.index }),
+          ...(overrides.table === undefined ? {} : { table: overrides.table }),
+        },
+      },
+    },
+    'after command-line overrides',
+  );
+}

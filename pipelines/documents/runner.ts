@@ -1,0 +1,296 @@
+import type { Engine } from '../../adapters/protocol/engine.js';
+import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
+import type { ChunkRow, DocumentState, Sink } from '../../adapters/sinks/sink.js';
+import { chunkPages, encoderTokenLimit, engineTokenCounter, type ChunkSettings, type TextChunk, type TokenCounter } from './chunk.js';
+import type { PipelineDefinition } from './definition.js';
+import type { DocumentSource, ParseOutcome } from './document.js';
+import { chunkId, contentHash, settingsHash } from './identity.js';
+import type { PendingSource } from './sources.js';
+import { LabelClassifier } from './stages/classify.js';
+import { encodeDense } from './stages/encode.js';
+import { extractEntities } from './stages/extract.js';
+
+/**
+ * Runs a document pipeline in process: sources → (skip unchanged) → parse → chunk → encode →
+ * extract? → classify? → write. Documents flow in waves of many chunks, so each engine request
+ * spans documents; the next wave is parsed and chunked while the current one is encoded. A
+ * document's rows are committed together with its state row only once all its stages succeeded,
+ * which makes an interrupted run resumable: committed documents are skipped, the rest redone, and
+ * rewritten rows keep their deterministic ids (upserts, never duplicates).
+ */
+
+/** What the runner needs from a parser (the DocumentParser of parse.ts). */
+export interface DocumentReader {
+  parse(source: DocumentSource): Promise<ParseOutcome>;
+}
+
+export interface FailedDocument {
+  source: string;
+  code: string;
+  reason: string;
+}
+
+export interface IngestSummary {
+  documents: { total: number; ok: number; failed: number; unchanged: number };
+  failed: FailedDocument[];
+  pages: number;
+  ocrPages: number;
+  chunks: number;
+  seconds: number;
+}
+
+export interface IngestProgress {
+  total: number;
+  /** Documents finished: committed, failed or unchanged. */
+  done: number;
+  /** Documents read: parsed and chunked (not yet committed), failed or unchanged. */
+  read: number;
+  pages: number;
+  ocrPages: number;
+  chunks: number;
+}
+
+export interface IngestRunOptions {
+  definition: PipelineDefinition;
+  engine: Engine;
+  sink: Sink;
+  reader: DocumentReader;
+  /** Re-ingest documents that are already in the index unchanged. */
+  force?: boolean;
+  signal?: AbortSignal;
+  onProgress?: (progress: IngestProgress) => void;
+  /** Metadata stored with a table the run creates (the CLI records the encode model and pipeline). */
+  tableMetadata?: Record<string, string>;
+}
+
+/** Chunks per wave at most: one wave's texts go to the engine together (fewer when write.batchRows is smaller). */
+const MAX_WAVE_CHUNKS = 256;
+/** Finished documents are committed at least this often, so a long run keeps its progress. */
+const MAX_COMMIT_INTERVAL_MS = 10_000;
+/** Documents parsed at once (the parser spreads them over its threads). */
+const PARSE_CONCURRENCY = 2;
+
+interface ReadyDocument {
+  uri: string;
+  documentId: string;
+  pages: number;
+  chunks: TextChunk[];
+}
+
+type Prepared = { kind: 'ready'; document: ReadyDocument } | { kind: 'unchanged' } | { kind: 'failed'; failure: FailedDocument };
+
+export class IngestRunner {
+  readonly #options: IngestRunOptions;
+  readonly #settings: string;
+  readonly #count: TokenCounter;
+  readonly #classifier: LabelClassifier | null;
+  #states = new Map<string, DocumentState>();
+  #cursor = 0;
+  #sources: readonly PendingSource[] = [];
+  #prepared = false;
+  #chunking: Promise<ChunkSettings> | null = null;
+  readonly #progress: IngestProgress = { total: 0, done: 0, read: 0, pages: 0, ocrPages: 0, chunks: 0 };
+  readonly #summary: IngestSummary = { documents: { total: 0, ok: 0, failed: 0, unchanged: 0 }, failed: [], pages: 0, ocrPages: 0, chunks: 0, seconds: 0 };
+
+  constructor(options: IngestRunOptions) {
+    this.#options = options;
+    this.#settings = settingsHash(options.definition);
+    const { encode, classify } = options.definition.stages;
+    this.#count = engineTokenCounter(options.engine, encode.model, options.signal);
+    this.#classifier = classify === undefined ? null : new LabelClassifier(options.engine, classify, encode.model);
+  }
+
+  get settingsHash(): string {
+    return this.#settings;
+  }
+
+  async run(sources: readonly PendingSource[]): Promise<IngestSummary> {
+    const started = performance.now();
+    this.#sources = sources;
+    this.#progress.total = sources.length;
+    this.#summary.documents.total = sources.length;
+    await this.#checkExistingModel();
+    this.#states = await this.#options.sink.states(sources.map((source) => source.uri));
+    let buffered: { rows: ChunkRow[]; states: DocumentState[] } = { rows: [], states: [] };
+    let lastCommit = performance.now();
+    const flush = async (): Promise<void> => {
+      lastCommit = performance.now();
+      if (buffered.states.length === 0) return;
+      const { rows, states } = buffered;
+      buffered = { rows: [], states: [] };
+      await this.#options.sink.commit(rows, states);
+      this.#summary.documents.ok += states.length;
+      this.#summary.chunks += rows.length;
+      this.#progress.done += states.length;
+      this.#report();
+    };
+    try {
+      let next = this.#nextWave();
+      for (let wave = await next; wave.length > 0; wave = await next) {
+        next = this.#nextWave();
+        // Handled here so an interrupt while this wave is written is not an unhandled rejection;
+        // the loop's next `await next` still throws it.
+        next.catch(() => undefined);
+        const written = await this.#writeWave(wave);
+        buffered.rows.push(...written.rows);
+        buffered.states.push(...written.states);
+        const due = performance.now() - lastCommit >= MAX_COMMIT_INTERVAL_MS;
+        if (due || buffered.rows.length >= this.#options.definition.stages.write.batchRows) await flush();
+      }
+      await flush();
+    } catch (error) {
+      // Whatever finished before the failure or interrupt is kept (an interrupt lets the wave being
+      // encoded finish: only parsing stops), so a re-run starts after it.
+      await flush().catch(() => undefined);
+      throw error;
+    }
+    await this.#options.sink.optimize();
+    this.#summary.seconds = (performance.now() - started) / 1000;
+    return this.#summary;
+  }
+
+  /**
+   * Vectors of two models in one table are not comparable even when their dimensions agree, and
+   * search encodes queries with the model the table records: another encode model is refused.
+   */
+  async #checkExistingModel(): Promise<void> {
+    const existing = await this.#options.sink.describe();
+    const model = this.#options.definition.stages.encode.model;
+    const recorded = existing?.metadata.model;
+    if (recorded !== undefined && recorded !== model) {
+      throw new ShoalError(ErrorCode.CONFIG_INVALID, `the index table was built with model ${recorded}, not ${model}: use that model, or another --table or --index`);
+    }
+  }
+
+  #report(): void {
+    this.#options.onProgress?.({ ...this.#progress });
+  }
+
+  #throwIfAborted(): void {
+    if (this.#options.signal?.aborted === true) throw new ShoalError(ErrorCode.CANCELLED, 'interrupted');
+  }
+
+  /** Parses and chunks documents until a wave holds enough chunks or the sources run out. */
+  async #nextWave(): Promise<ReadyDocument[]> {
+    const wave: ReadyDocument[] = [];
+    let chunks = 0;
+    const waveChunks = Math.min(MAX_WAVE_CHUNKS, this.#options.definition.stages.write.batchRows);
+    while (chunks < waveChunks && this.#cursor < this.#sources.length) {
+      this.#throwIfAborted();
+      const group = this.#sources.slice(this.#cursor, this.#cursor + PARSE_CONCURRENCY);
+      this.#cursor += group.length;
+      const outcomes = await Promise.all(group.map((source) => this.#prepare(source)));
+      for (const outcome of outcomes) {
+        this.#progress.read += 1;
+        if (outcome.kind === 'unchanged') {
+          this.#summary.documents.unchanged += 1;
+          this.#progress.done += 1;
+        } else if (outcome.kind === 'failed') {
+          this.#summary.documents.failed += 1;
+          this.#summary.failed.push(outcome.failure);
+          this.#progress.done += 1;
+        } else {
+          wave.push(outcome.document);
+          chunks += outcome.document.chunks.length;
+        }
+      }
+      this.#report();
+    }
+    return wave;
+  }
+
+  async #prepare(pending: PendingSource): Promise<Prepared> {
+    let loaded: Awaited<ReturnType<PendingSource['load']>>;
+    try {
+      loaded = await pending.load();
+    } catch (error) {
+      return { kind: 'failed', failure: { source: pending.uri, code: 'READ_FAILED', reason: toShoalError(error).message } };
+    }
+    const documentId = contentHash(loaded.bytes);
+    const state = this.#states.get(pending.uri);
+    if (this.#options.force !== true && state?.document_id === documentId && state.settings === this.#settings) return { kind: 'unchanged' };
+    let outcome: ParseOutcome;
+    try {
+      outcome = await this.#options.reader.parse(loaded.source);
+    } catch (error) {
+      const shoal = toShoalError(error);
+      if (shoal.code === ErrorCode.CANCELLED) throw shoal;
+      outcome = { ok: false, source: pending.uri, code: shoal.code, reason: shoal.message };
+    }
+    // An interrupt is the run's story, not this document's: it must not be recorded as a failure.
+    if (!outcome.ok && outcome.code === ErrorCode.CANCELLED) throw new ShoalError(ErrorCode.CANCELLED, 'interrupted');
+    if (!outcome.ok) return { kind: 'failed', failure: { source: pending.uri, code: outcome.code, reason: outcome.reason } };
+    const { pages } = outcome.document;
+    const ocrPages = pages.filter((page) => page.ocr).length;
+    this.#summary.pages += pages.length;
+    this.#summary.ocrPages += ocrPages;
+    this.#progress.pages += pages.length;
+    this.#progress.ocrPages += ocrPages;
+    const chunks = await chunkPages(pages, await this.#chunkSettings(), this.#count);
+    this.#progress.chunks += chunks.length;
+    return { kind: 'ready', document: { uri: pending.uri, documentId, pages: pages.length, chunks } };
+  }
+
+  /** The pipeline's chunk settings, shrunk to what the encoder reads without truncating. */
+  #chunkSettings(): Promise<ChunkSettings> {
+    this.#chunking ??= encoderTokenLimit(this.#options.engine, this.#options.definition.stages.encode.model, this.#options.signal).then((limit) => {
+      const { size, overlap } = this.#options.definition.stages.chunk;
+      if (limit === null || limit >= size) return { size, overlap };
+      return { size: limit, overlap: Math.min(overlap, Math.floor(limit / 4)) };
+    });
+    return this.#chunking;
+  }
+
+  /** Runs the model stages over a wave and builds its rows and state rows. */
+  async #writeWave(wave: readonly ReadyDocument[]): Promise<{ rows: ChunkRow[]; states: DocumentState[] }> {
+    const { encode, extract } = this.#options.definition.stages;
+    // No abort signal here: an interrupt stops intake (#nextWave) and lets this wave finish and
+    // commit, like a drain; a second Ctrl-C still exits at once (services/cli/main.ts).
+    const call = {};
+    const texts = wave.flatMap((document) => document.chunks.map((chunk) => chunk.text));
+    const vectors = texts.length === 0 ? [] : await encodeDense(this.#options.engine, texts, { model: encode.model, role: 'document', normalize: encode.normalize }, call);
+    const entities = extract === undefined || texts.length === 0 ? null : await extractEntities(this.#options.engine, texts, extract, call);
+    const labels = this.#classifier === null || texts.length === 0 ? null : await this.#classifier.classify(texts, vectors, call);
+    const first = vectors[0];
+    if (first !== undefined) await this.#prepareTable(first.length);
+    const ingestedAt = new Date().toISOString();
+    const rows: ChunkRow[] = [];
+    const states: DocumentState[] = [];
+    let at = 0;
+    for (const document of wave) {
+      for (const chunk of document.chunks) {
+        rows.push({
+          id: chunkId(document.uri, document.documentId, this.#settings, chunk.index),
+          document_id: document.documentId,
+          source: document.uri,
+          page: chunk.page,
+          chunk: chunk.index,
+          text: chunk.text,
+          start: chunk.start,
+          end: chunk.end,
+          heading: chunk.heading,
+          settings: this.#settings,
+          vector: vectors[at] ?? new Float32Array(0),
+          entities: entities?.[at] ?? null,
+          labels: labels?.[at] ?? null,
+          ingested_at: ingestedAt,
+        });
+        at += 1;
+      }
+      states.push({ source: document.uri, document_id: document.documentId, settings: this.#settings, chunks: document.chunks.length, pages: document.pages, ingested_at: ingestedAt });
+    }
+    return { rows, states };
+  }
+
+  async #prepareTable(dimension: number): Promise<void> {
+    if (this.#prepared) return;
+    const { encode, extract, classify } = this.#options.definition.stages;
+    await this.#options.sink.prepare({
+      dimension,
+      distance: encode.distance,
+      optionalColumns: [...(extract === undefined ? [] : ['entities' as const]), ...(classify === undefined ? [] : ['labels' as const])],
+      metadata: { model: encode.model, pipeline: this.#options.definition.name, ...this.#options.tableMetadata },
+    });
+    this.#prepared = true;
+  }
+}

@@ -1,0 +1,116 @@
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { join, relative, resolve, sep } from 'node:path';
+import type { Readable } from 'node:stream';
+import { createInterface } from 'node:readline';
+import picomatch from 'picomatch';
+import { z } from 'zod';
+import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import type { DocumentSource } from './document.js';
+
+/**
+ * Where documents come from: files and folders (walked recursively in a stable, sorted order,
+ * filtered by --include/--exclude globs matched against the path relative to the folder given),
+ * or JSON Lines records on stdin, `{"id","text"}` (inline text) or `{"id","path"}` (a file).
+ * Each source has a stable `uri`: the absolute file path, or the record's id.
+ */
+
+export interface SelectOptions {
+  /** Globs a file must match (any of them); none = every file. */
+  include?: readonly string[];
+  /** Globs that drop a file (any of them). */
+  exclude?: readonly string[];
+}
+
+/** A document to ingest, with its bytes read lazily (only when it is not already in the index). */
+export interface PendingSource {
+  uri: string;
+  /** Reads the bytes (file) or encodes the text (record) and builds the parser's input. */
+  load(): Promise<{ source: DocumentSource; bytes: Uint8Array }>;
+}
+
+function fileSource(path: string, uri: string, id?: string): PendingSource {
+  return {
+    uri,
+    load: async () => {
+      const bytes = await readFile(path);
+      return { source: { uri, path, bytes, ...(id === undefined ? {} : { id }) }, bytes };
+    },
+  };
+}
+
+async function walk(dir: string, out: string[]): Promise<void> {
+  const entries = await readdir(dir, { withFileTypes: true });
+  entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  for (const entry of entries) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) await walk(path, out);
+    else if (entry.isFile()) out.push(path);
+  }
+}
+
+/** Files under `paths` (files are taken as given, folders walked), filtered and de-duplicated. */
+export async function fileSources(paths: readonly string[], options: SelectOptions = {}): Promise<PendingSource[]> {
+  const include = options.include !== undefined && options.include.length > 0 ? picomatch([...options.include], { dot: true }) : null;
+  const exclude = options.exclude !== undefined && options.exclude.length > 0 ? picomatch([...options.exclude], { dot: true }) : null;
+  const seen = new Set<string>();
+  const out: PendingSource[] = [];
+  for (const given of paths) {
+    const root = resolve(given);
+    const info = await stat(root).catch((error: unknown) => {
+      throw new ShoalError(ErrorCode.INVALID_INPUT, `${given}: no such file or folder`, { cause: error });
+    });
+    const files: string[] = [];
+    if (info.isDirectory()) await walk(root, files);
+    else files.push(root);
+    for (const file of files) {
+      const rel = info.isDirectory() ? relative(root, file).split(sep).join('/') : file.split(sep).pop() ?? file;
+      if (include !== null && !include(rel)) continue;
+      if (exclude !== null && exclude(rel)) continue;
+      if (seen.has(file)) continue;
+      seen.add(file);
+      out.push(fileSource(file, file));
+    }
+  }
+  return out;
+}
+
+const RecordId = z.union([z.string().min(1).max(512), z.number().finite()]).transform(String);
+export const SourceRecord = z.union([
+  z.strictObject({ id: RecordId, text: z.string().max(100 * 1024 * 1024) }),
+  z.strictObject({ id: RecordId, path: z.string().min(1).max(4096) }),
+]);
+
+/** Reads every `{"id","text"}` / `{"id","path"}` line; a bad line fails the run with its line number. */
+export async function recordSources(input: Readable, baseDir: string): Promise<PendingSource[]> {
+  const out: PendingSource[] = [];
+  const ids = new Set<string>();
+  let lineNumber = 0;
+  for await (const line of createInterface({ input, crlfDelay: Infinity })) {
+    lineNumber += 1;
+    if (line.trim() === '') continue;
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch (error) {
+      throw new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: not JSON`, { cause: error });
+    }
+    const parsed = SourceRecord.safeParse(value);
+    if (!parsed.success) throw new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: expected {"id","text"} or {"id","path"}`);
+    const record = parsed.data;
+    if (ids.has(record.id)) throw new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: duplicate id ${JSON.stringify(record.id)}`);
+    ids.add(record.id);
+    if ('text' in record) {
+      const { id, text } = record;
+      out.push({
+        uri: id,
+        load: async () => {
+          const bytes = new TextEncoder().encode(text);
+          return { source: { uri: id, id, text }, bytes };
+        },
+      });
+    } else {
+      out.push(fileSource(resolve(baseDir, record.path), record.id, record.id));
+    }
+  }
+  return out;
+}

@@ -1,0 +1,140 @@
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
+import { LanceDbSink } from '../../../adapters/sinks/lancedb.js';
+import { resolvePipeline } from '../../../pipelines/documents/builtin.js';
+import { applyOverrides, type PipelineDefinition } from '../../../pipelines/documents/definition.js';
+import { DocumentParser } from '../../../pipelines/documents/parse.js';
+import { IngestRunner, type IngestSummary } from '../../../pipelines/documents/runner.js';
+import { fileSources, recordSources, type PendingSource } from '../../../pipelines/documents/sources.js';
+import type { CliApp } from '../app.js';
+import { parseFlags } from '../line-options.js';
+import { IngestBar } from './ingest-progress.js';
+
+/**
+ * `shoal ingest PATH...`: documents (files, folders, or JSON Lines records on stdin) → chunks →
+ * vectors → a LanceDB index, with the built-in `documents` pipeline or `--pipeline FILE`.
+ * Re-running skips what is already indexed unchanged; the exit status is 0 when every document
+ * succeeded and 3 (PARTIAL_FAILURE) when some failed, the others being indexed.
+ */
+
+const Collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value];
+
+const IngestFlags = z.strictObject({
+  pipeline: z.string().min(1).optional(),
+  model: z.string().min(1).optional(),
+  index: z.string().min(1).optional(),
+  table: z.string().min(1).optional(),
+  include: z.array(z.string().min(1)).optional(),
+  exclude: z.array(z.string().min(1)).optional(),
+  ocr: z.enum(['auto', 'always', 'never']).optional(),
+  force: z.boolean().optional(),
+  nats: z.string().min(1).optional(),
+  json: z.boolean().optional(),
+});
+
+const EXAMPLE = `
+Examples:
+  $ shoal ingest docs/ --include '**/*.{pdf,md}'
+  $ shoal ingest report.pdf notes.md --index ./my-index --model BAAI/bge-small-en-v1.5
+  $ cat records.jsonl | shoal ingest -        (lines {"id","text"} or {"id","path"})
+  $ shoal ingest docs/ --json | jq .documents
+
+Exit status: 0 every document indexed (or unchanged), 3 some documents failed (the others are
+indexed; each failure is listed with its code and reason), 1 or 2 as for every command.`;
+
+async function collectSources(paths: readonly string[], flags: z.output<typeof IngestFlags>, app: CliApp): Promise<PendingSource[]> {
+  const files = paths.filter((path) => path !== '-');
+  const fromStdin = paths.includes('-') || (paths.length === 0 && app.io.stdin.isTTY !== true);
+  if (paths.length === 0 && !fromStdin) {
+    throw new ShoalError(ErrorCode.INVALID_INPUT, 'name files or folders to ingest, or pipe JSON Lines records on stdin (see --help)');
+  }
+  const selection = { include: flags.include ?? [], exclude: flags.exclude ?? [] };
+  const out = await fileSources(files, selection);
+  if (fromStdin) out.push(...(await recordSources(app.io.stdin, process.cwd())));
+  return out;
+}
+
+function humanSummary(summary: IngestSummary, definition: PipelineDefinition): string {
+  const { documents } = summary;
+  const lines = [
+    `${documents.total} documents: ${documents.ok} indexed, ${documents.failed} failed, ${documents.unchanged} unchanged; ` +
+      `${summary.pages} pages (${summary.ocrPages} OCR), ${summary.chunks} chunks in ${summary.seconds.toFixed(1)} s ` +
+      `→ ${definition.stages.write.index} (table ${definition.stages.write.table})`,
+    ...summary.failed.map((failure) => `  failed ${failure.source}: [${failure.code}] ${failure.reason}`),
+  ];
+  return `${lines.join('\n')}\n`;
+}
+
+function jsonSummary(summary: IngestSummary, definition: PipelineDefinition): string {
+  return `${JSON.stringify({
+    documents: summary.documents,
+    failed: summary.failed,
+    pages: summary.pages,
+    ocr_pages: summary.ocrPages,
+    chunks: summary.chunks,
+    seconds: Math.round(summary.seconds * 1000) / 1000,
+    index: definition.stages.write.index,
+    table: definition.stages.write.table,
+    pipeline: definition.name,
+  })}\n`;
+}
+
+export function registerIngest(program: Command, app: CliApp): void {
+  program
+    .command('ingest')
+    .summary('documents → chunks → vectors → a searchable index')
+    .description('Parse, chunk, embed and index documents (PDF, text, Markdown, HTML, images) into LanceDB.')
+    .argument('[paths...]', "files or folders (recursive); '-' or none with piped stdin: JSON Lines records")
+    .option('--pipeline <name|file>', 'pipeline: a built-in name or a YAML/JSON file (default: documents)')
+    .option('-m, --model <model>', "encode stage's model (default: the pipeline's, sentence-transformers/all-MiniLM-L6-v2)")
+    .option('--index <dir>', 'LanceDB folder (default: the pipeline\'s, ./shoal-index)')
+    .option('--table <name>', 'table in the index (default: chunks)')
+    .option('--include <glob>', 'only files matching (relative to the folder; repeatable)', Collect)
+    .option('--exclude <glob>', 'skip files matching (repeatable)', Collect)
+    .option('--ocr <mode>', 'auto (pages without usable text), always or never')
+    .option('--force', 'redo every document, even unchanged ones')
+    .option('--nats <url>', 'fan the pipeline out over NATS JetStream (not available yet)')
+    .option('--json', 'print the summary as one JSON object on stdout')
+    .addHelpText('after', EXAMPLE)
+    .action(async (paths: string[], _options: unknown, self: Command) => {
+      const flags = parseFlags(IngestFlags, self);
+      if (flags.nats !== undefined) {
+        throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, '--nats is not available yet: ingest runs in process for now (drop --nats)');
+      }
+      const config = app.config(self);
+      const definition = applyOverrides(await resolvePipeline(flags.pipeline), {
+        model: flags.model,
+        ocr: flags.ocr,
+        index: flags.index,
+        table: flags.table,
+      });
+      const sources = await collectSources(paths, flags, app);
+      const progress = app.progress(config);
+      const bar = new IngestBar(app.io.stderr, progress.barsEnabled);
+      const sink = new LanceDbSink({ dir: definition.stages.write.index, table: definition.stages.write.table });
+      let summary: IngestSummary;
+      try {
+        summary = await app.withEngine(config, progress, async (engine) => {
+          const { parse } = definition.stages;
+          const parser = new DocumentParser(engine, { ...parse, signal: app.io.signal, onPage: bar.page });
+          try {
+            const runner = new IngestRunner({ definition, engine, sink, reader: parser, force: flags.force === true, signal: app.io.signal, onProgress: bar.update });
+            return await runner.run(sources);
+          } finally {
+            await parser.close();
+          }
+        });
+      } finally {
+        bar.stop();
+        progress.stop();
+        await sink.close();
+      }
+      app.io.stdout.write(flags.json === true ? jsonSummary(summary, definition) : humanSummary(summary, definition));
+      if (summary.documents.failed > 0) {
+        throw new ShoalError(ErrorCode.PARTIAL_FAILURE, `${summary.documents.failed} of ${summary.documents.total} documents failed; the others are indexed`, {
+          details: { failed: summary.failed },
+        });
+      }
+    });
+}

@@ -1,0 +1,103 @@
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { InferenceEngine } from '../../pipelines/inference/engine.js';
+import { parseJsonl, runShoal } from '../helpers/shoal-cli.js';
+import { CONFORMANCE_DIR } from '../helpers/shared.js';
+
+/**
+ * `shoal search` end to end over an index built by `shoal ingest`. bench-minilm-l6 has random
+ * weights (its README), so relevance is asserted by self-retrieval: a query that is exactly a
+ * chunk's text must find that chunk first with cosine ≈ 1 (MiniLM has no query prompt). The
+ * reranked order is checked against the cross-encoder's own scores from the engine.
+ */
+
+const MODEL = join(CONFORMANCE_DIR, 'bench-minilm-l6');
+const RERANKER = join(CONFORMANCE_DIR, 'bert-cross-encoder');
+const root = await mkdtemp(join(tmpdir(), 'shoal-search-'));
+const index = join(root, 'index');
+afterAll(() => rm(root, { recursive: true, force: true }));
+
+const Hit = z.strictObject({
+  rank: z.number().int(),
+  score: z.number(),
+  id: z.string(),
+  document_id: z.string(),
+  source: z.string(),
+  page: z.number().int(),
+  text: z.string(),
+});
+
+const NOTES: Record<string, string> = {
+  'harbor.txt': 'The harbor master counts forty fishing boats every morning before sunrise.',
+  'orchard.txt': 'Apple trees in the northern orchard bloom two weeks later than the southern ones.',
+  'comet.txt': 'A faint comet crossed the constellation of Orion during the second week of March.',
+  'bakery.txt': 'The bakery on Elm Street sells rye bread, croissants and a famous cardamom bun.',
+  'glacier.txt': 'Measurements show the glacier retreated eleven meters over the last summer season.',
+};
+
+beforeAll(async () => {
+  const docs = join(root, 'docs');
+  await mkdir(docs);
+  for (const [name, text] of Object.entries(NOTES)) await writeFile(join(docs, name), text);
+  const run = await runShoal(['ingest', '--no-progress', '--model', MODEL, '--index', index, docs]);
+  expect(run.code, run.stderr).toBe(0);
+}, 120_000);
+
+function search(args: readonly string[]): ReturnType<typeof runShoal> {
+  return runShoal(['search', '--index', index, ...args]);
+}
+
+describe('shoal search', () => {
+  it('finds the chunk a query was copied from, first, using the model recorded by ingest', async () => {
+    for (const [name, text] of Object.entries(NOTES).slice(0, 3)) {
+      const run = await search([text, '--k', '3']);
+      expect(run.code, run.stderr).toBe(0);
+      const hits = parseJsonl(run.stdout, Hit);
+      expect(hits.map((hit) => hit.rank)).toEqual([1, 2, 3]);
+      expect(hits[0]).toMatchObject({ source: join(root, 'docs', name), page: 1, text });
+      expect(hits[0]?.score).toBeCloseTo(1, 4);
+      expect(hits[1]?.score).toBeLessThan(0.9999);
+      // Scores descend.
+      expect([...hits].sort((a, b) => b.score - a.score)).toEqual(hits);
+    }
+  });
+
+  it('applies --filter and --k, and rejects a filter over unknown columns', async () => {
+    const all = parseJsonl((await search(['bread', '--k', '10'])).stdout, Hit);
+    expect(all).toHaveLength(5);
+    const filtered = await search(['bread', '--filter', "source LIKE '%glacier%' OR source LIKE '%comet%'"]);
+    expect(filtered.code, filtered.stderr).toBe(0);
+    expect(parseJsonl(filtered.stdout, Hit).map((hit) => hit.source.split('/').at(-1)).sort()).toEqual(['comet.txt', 'glacier.txt']);
+
+    const bad = await search(['bread', '--filter', 'vector = 1']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('unknown column "vector"');
+    const missing = await runShoal(['search', 'x', '--index', join(root, 'nowhere')]);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('run shoal ingest first');
+    // Searching never creates an index folder as a side effect.
+    expect(existsSync(join(root, 'nowhere'))).toBe(false);
+  });
+
+  it('--rerank orders the candidates by the cross-encoder score', async () => {
+    const query = 'Which bakery sells cardamom buns?';
+    const run = await search([query, '--k', '3', '--rerank', RERANKER]);
+    expect(run.code, run.stderr).toBe(0);
+    const hits = parseJsonl(run.stdout, Hit);
+    expect(hits).toHaveLength(3);
+    const engine = new InferenceEngine({ runtime: { intraOpThreads: 1 } });
+    try {
+      const texts = Object.values(NOTES);
+      const reference = await engine.score({ model: RERANKER, query, items: texts.map((text) => ({ text })) });
+      const expected = reference.scores.slice(0, 3).map((entry) => ({ text: texts[entry.index], score: entry.score }));
+      expect(hits.map((hit) => hit.text)).toEqual(expected.map((entry) => entry.text));
+      hits.forEach((hit, i) => expect(hit.score).toBeCloseTo(expected[i]?.score ?? Number.NaN, 4));
+    } finally {
+      await engine.close();
+    }
+  });
+});

@@ -1,0 +1,65 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ErrorCode } from '../../../adapters/protocol/errors.js';
+import { resolvePipeline } from '../../../pipelines/documents/builtin.js';
+import { applyOverrides, loadDefinitionFile, parseDefinition } from '../../../pipelines/documents/definition.js';
+import { chunkId, contentHash, settingsHash } from '../../../pipelines/documents/identity.js';
+
+const dir = await mkdtemp(join(tmpdir(), 'shoal-pipeline-def-'));
+afterAll(() => rm(dir, { recursive: true, force: true }));
+
+describe('pipeline definitions', () => {
+  it('the built-in documents pipeline has every default filled in', async () => {
+    const definition = await resolvePipeline(undefined);
+    expect(definition).toEqual({
+      name: 'documents',
+      description: expect.any(String),
+      stages: {
+        parse: { ocr: 'auto', ocrModel: 'paddleocr/pp-ocrv4', ocrDpi: 150, maxBytes: 100 * 1024 * 1024, maxPages: 5000 },
+        chunk: { size: 200, overlap: 32 },
+        encode: { model: 'sentence-transformers/all-MiniLM-L6-v2', distance: 'cosine' },
+        write: { index: './shoal-index', table: 'chunks', batchRows: 2000 },
+      },
+    });
+  });
+
+  it('loads YAML with optional stages and rejects unknown keys, naming the path', async () => {
+    const yaml = join(dir, 'p.yaml');
+    await writeFile(yaml, 'name: legal\nstages:\n  chunk: {size: 128, overlap: 16}\n  classify:\n    labels: [contract, invoice]\n    threshold: 0.4\n');
+    const definition = await loadDefinitionFile(yaml);
+    expect(definition.stages.chunk).toEqual({ size: 128, overlap: 16 });
+    expect(definition.stages.classify).toEqual({ labels: ['contract', 'invoice'], threshold: 0.4, topK: 3 });
+    expect(definition.stages.extract).toBeUndefined();
+
+    const bad = join(dir, 'bad.json');
+    await writeFile(bad, JSON.stringify({ name: 'x', stages: { chunk: { size: 100, overlpa: 3 } } }));
+    await expect(loadDefinitionFile(bad)).rejects.toMatchObject({ code: ErrorCode.CONFIG_INVALID, message: expect.stringContaining('stages.chunk') });
+    expect(() => parseDefinition({ name: 'x', stages: { chunk: { size: 50, overlap: 50 } } }, 'inline')).toThrow(/overlap must be smaller than size/);
+  });
+
+  it('an unknown built-in name fails with NOT_FOUND', async () => {
+    await expect(resolvePipeline('nope')).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
+  });
+
+  it('command-line overrides win and the settings hash follows only what changes rows', async () => {
+    const base = await resolvePipeline('documents');
+    const moved = applyOverrides(base, { index: '/elsewhere', table: 't2' });
+    expect(moved.stages.write).toMatchObject({ index: '/elsewhere', table: 't2' });
+    expect(settingsHash(moved)).toBe(settingsHash(base));
+    const otherModel = applyOverrides(base, { model: 'BAAI/bge-small-en-v1.5' });
+    expect(otherModel.stages.encode.model).toBe('BAAI/bge-small-en-v1.5');
+    expect(settingsHash(otherModel)).not.toBe(settingsHash(base));
+    expect(settingsHash(applyOverrides(base, { ocr: 'never' }))).not.toBe(settingsHash(base));
+    expect(settingsHash(base)).toMatch(/^[0-9a-f]{16}$/);
+  });
+
+  it('ids are deterministic and distinguish source, content, settings and position', () => {
+    const doc = contentHash(new TextEncoder().encode('hello'));
+    expect(doc).toBe('2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824');
+    const id = chunkId('/a.txt', doc, 's1', 0);
+    expect(chunkId('/a.txt', doc, 's1', 0)).toBe(id);
+    expect(new Set([id, chunkId('/b.txt', doc, 's1', 0), chunkId('/a.txt', 'other', 's1', 0), chunkId('/a.txt', doc, 's2', 0), chunkId('/a.txt', doc, 's1', 1)]).size).toBe(5);
+  });
+});

@@ -1,0 +1,115 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ErrorCode } from '../../../adapters/protocol/errors.js';
+import { LanceDbSink } from '../../../adapters/sinks/lancedb.js';
+import { parseDefinition } from '../../../pipelines/documents/definition.js';
+import { DocumentParser } from '../../../pipelines/documents/parse.js';
+import { IngestRunner, type IngestProgress } from '../../../pipelines/documents/runner.js';
+import { fileSources } from '../../../pipelines/documents/sources.js';
+import { InferenceEngine } from '../../../pipelines/inference/engine.js';
+import { CONFORMANCE_DIR } from '../../helpers/shared.js';
+
+/**
+ * The in-process runner with its optional stages: the real parser, engine and LanceDB. The
+ * stored entities and labels are checked against the engine's own answers for the same chunk
+ * texts (extract) and against cosine similarities computed here (classify).
+ */
+
+const ENCODER = join(CONFORMANCE_DIR, 'bench-minilm-l6');
+const GLINER = join(CONFORMANCE_DIR, 'gliner-span');
+const LABELS = ['weather', 'cooking', 'finance'];
+const dir = await mkdtemp(join(tmpdir(), 'shoal-runner-'));
+const engine = new InferenceEngine({ runtime: { intraOpThreads: 1 } });
+afterAll(async () => {
+  await engine.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+await writeFile(join(dir, 'one.txt'), 'Rain is expected in Paris on Monday. Bring an umbrella.');
+await writeFile(join(dir, 'two.txt'), 'Whisk the eggs with sugar. Bake the cake for forty minutes.');
+
+function cosine(a: readonly number[], b: readonly number[]): number {
+  let dot = 0;
+  let na = 0;
+  let nb = 0;
+  a.forEach((x, i) => {
+    const y = b[i] ?? 0;
+    dot += x * y;
+    na += x * x;
+    nb += y * y;
+  });
+  return dot / Math.sqrt(na * nb);
+}
+
+describe('IngestRunner', () => {
+  it('runs extract and classify and stores their JSON per chunk', async () => {
+    const definition = parseDefinition(
+      {
+        name: 'enriched',
+        stages: {
+          chunk: { size: 64, overlap: 0 },
+          encode: { model: ENCODER },
+          extract: { model: GLINER, labels: ['city', 'day'], threshold: 0 },
+          classify: { labels: LABELS, threshold: -1, topK: 2 },
+          write: { index: join(dir, 'index') },
+        },
+      },
+      'test',
+    );
+    const sink = new LanceDbSink({ dir: join(dir, 'index') });
+    const parser = new DocumentParser(engine, { ocr: 'never' });
+    const progress: IngestProgress[] = [];
+    try {
+      const runner = new IngestRunner({ definition, engine, sink, reader: parser, onProgress: (p) => progress.push(p) });
+      const summary = await runner.run(await fileSources([dir], { include: ['*.txt'] }));
+      expect(summary).toMatchObject({ documents: { total: 2, ok: 2, failed: 0, unchanged: 0 }, pages: 2, chunks: 2 });
+      expect(progress.at(-1)).toMatchObject({ total: 2, done: 2, read: 2, pages: 2, chunks: 2 });
+      expect(await sink.describe()).toMatchObject({ dimension: 384, optionalColumns: ['entities', 'labels'], metadata: { model: ENCODER, pipeline: 'enriched' } });
+
+      const hits = await sink.search(new Array<number>(384).fill(0.01), { k: 10 });
+      expect(hits).toHaveLength(2);
+      const texts = hits.map((hit) => hit.row.text);
+      const entities = await engine.extract({ model: GLINER, items: texts.map((text) => ({ text })), labels: ['city', 'day'], threshold: 0 });
+      const vectors = await engine.encode({ model: ENCODER, items: [...texts, ...LABELS].map((text) => ({ text })), role: 'document' });
+      hits.forEach((hit, i) => {
+        expect(JSON.parse(hit.row.entities ?? 'null')).toEqual(entities.items[i]?.entities);
+        const chunkVector = vectors.items[i]?.dense ?? [];
+        const expected = LABELS.map((label, l) => ({ label, score: cosine(chunkVector, vectors.items[texts.length + l]?.dense ?? []) }))
+          .sort((a, b) => b.score - a.score)
+          .slice(0, 2);
+        const stored = labelEntries(JSON.parse(hit.row.labels ?? 'null'));
+        expect(stored.map((entry) => entry.label)).toEqual(expected.map((entry) => entry.label));
+        stored.forEach((entry, k) => expect(entry.score).toBeCloseTo(expected[k]?.score ?? Number.NaN, 4));
+      });
+    } finally {
+      await parser.close();
+      await sink.close();
+    }
+  });
+
+  it('an aborted run throws CANCELLED and records no document as failed', async () => {
+    const definition = parseDefinition({ name: 'plain', stages: { encode: { model: ENCODER } } }, 'test');
+    const sink = new LanceDbSink({ dir: join(dir, 'aborted') });
+    const parser = new DocumentParser(engine, { ocr: 'never' });
+    const controller = new AbortController();
+    controller.abort();
+    try {
+      const runner = new IngestRunner({ definition, engine, sink, reader: parser, signal: controller.signal });
+      await expect(runner.run(await fileSources([dir]))).rejects.toMatchObject({ code: ErrorCode.CANCELLED });
+      expect(await sink.states([join(dir, 'one.txt')])).toEqual(new Map());
+    } finally {
+      await parser.close();
+      await sink.close();
+    }
+  });
+});
+
+function labelEntries(value: unknown): { label: string; score: number }[] {
+  if (!Array.isArray(value)) throw new Error('labels are not an array');
+  return value.map((entry: unknown) => {
+    if (typeof entry !== 'object' || entry === null || !('label' in entry) || !('score' in entry)) throw new Error('bad label entry');
+    return { label: String(entry.label), score: Number(entry.score) };
+  });
+}

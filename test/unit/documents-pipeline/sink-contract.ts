@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest';
+import { ErrorCode } from '../../../adapters/protocol/errors.js';
+import { validateFilter } from '../../../adapters/sinks/filter.js';
+import type { ChunkRow, DocumentState, Sink, TableSpec } from '../../../adapters/sinks/sink.js';
+
+/**
+ * What every Sink must do, as one suite each backend runs with its own factory (LanceDB today;
+ * pgvector, Chroma, Qdrant... later): create on first use, refuse a mismatched table, idempotent
+ * upserts, replacement of a changed source, states, count and filtered search.
+ */
+
+const SPEC: TableSpec = { dimension: 3, distance: 'cosine', optionalColumns: ['labels'], metadata: { model: 'm1' } };
+
+function row(source: string, documentId: string, chunk: number, vector: number[], settings = 's'): ChunkRow {
+  return {
+    id: `${source}:${documentId}:${settings}:${chunk}`, document_id: documentId, source, page: chunk + 1, chunk, text: `${source} chunk ${chunk}`,
+    start: chunk * 10, end: chunk * 10 + 9, heading: chunk === 0 ? null : 'H', settings, vector, entities: null, labels: '[]', ingested_at: '2026-01-01T00:00:00.000Z',
+  };
+}
+
+function state(source: string, documentId: string, chunks: number, settings = 's'): DocumentState {
+  return { source, document_id: documentId, settings, chunks, pages: chunks, ingested_at: '2026-01-01T00:00:00.000Z' };
+}
+
+/** `open(name)` opens the table `name` of one backend; a second call with the same name sees the same data. */
+export function sinkContract(backend: string, open: (table: string) => Sink): void {
+  describe(`Sink contract: ${backend}`, () => {
+    it('creates the table with its spec, upserts, replaces a changed source and searches with a filter', async () => {
+      const sink = open('docs');
+      expect(await sink.describe()).toBeNull();
+      expect(await sink.states(['a'])).toEqual(new Map());
+      await sink.prepare(SPEC);
+      await sink.commit([row('a', 'd1', 0, [1, 0, 0]), row('a', 'd1', 1, [0, 1, 0]), row('b', 'd2', 0, [0, 0, 1])], [state('a', 'd1', 2), state('b', 'd2', 1)]);
+      // The same commit again: upserts by id, nothing doubled.
+      await sink.commit([row('a', 'd1', 0, [1, 0, 0]), row('a', 'd1', 1, [0, 1, 0])], [state('a', 'd1', 2)]);
+      expect(await sink.count()).toBe(3);
+      // Source a changes content: its old rows go, b's stay.
+      await sink.commit([row('a', 'd3', 0, [0.9, 0.1, 0])], [state('a', 'd3', 1)]);
+      expect(await sink.count()).toBe(2);
+      expect(await sink.count("document_id = 'd1'")).toBe(0);
+      expect((await sink.states(['a', 'b', 'c'])).get('a')).toMatchObject({ document_id: 'd3', chunks: 1 });
+      // A settings change alone also replaces.
+      await sink.commit([row('b', 'd2', 0, [0, 0, 1], 't')], [state('b', 'd2', 1, 't')]);
+      expect(await sink.count("settings = 's'")).toBe(1);
+      expect(await sink.count()).toBe(2);
+
+      const hits = await sink.search([1, 0, 0], { k: 5 });
+      expect(hits.map((hit) => hit.row.document_id)).toEqual(['d3', 'd2']);
+      expect(hits[0]?.score).toBeCloseTo(0.9 / Math.hypot(0.9, 0.1), 5);
+      expect(hits[1]?.score).toBeCloseTo(0, 5);
+      expect(hits[0]?.row).toMatchObject({ source: 'a', page: 1, chunk: 0, text: 'a chunk 0', start: 0, end: 9, heading: null, labels: '[]' });
+      const filtered = await sink.search([1, 0, 0], { k: 5, filter: validateFilter("source = 'b' AND end < 100") });
+      expect(filtered.map((hit) => hit.row.source)).toEqual(['b']);
+      await sink.optimize();
+      await sink.close();
+
+      // Opened again, the stored spec and metadata come back; a mismatched spec is refused.
+      const again = open('docs');
+      expect(await again.describe()).toEqual({ dimension: 3, distance: 'cosine', optionalColumns: ['labels'], metadata: { model: 'm1' } });
+      await again.prepare(SPEC);
+      await expect(again.prepare({ ...SPEC, dimension: 4 })).rejects.toMatchObject({ code: ErrorCode.CONFIG_INVALID, message: expect.stringContaining('dimension 3') });
+      await expect(again.prepare({ ...SPEC, distance: 'l2' })).rejects.toMatchObject({ code: ErrorCode.CONFIG_INVALID });
+      await expect(again.prepare({ ...SPEC, optionalColumns: ['labels', 'entities'] })).rejects.toMatchObject({ code: ErrorCode.CONFIG_INVALID });
+      await again.close();
+    });
+
+    it('records states of documents without rows before the table exists', async () => {
+      const sink = open('empty');
+      await sink.commit([], [state('blank.txt', 'd0', 0)]);
+      expect((await sink.states(['blank.txt'])).get('blank.txt')).toMatchObject({ chunks: 0 });
+      expect(await sink.describe()).toBeNull();
+      expect(await sink.count()).toBe(0);
+      await sink.close();
+    });
+  });
+}

@@ -1,0 +1,52 @@
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ErrorCode } from '../../../adapters/protocol/errors.js';
+import { fileSources, recordSources } from '../../../pipelines/documents/sources.js';
+
+const dir = await mkdtemp(join(tmpdir(), 'shoal-sources-'));
+afterAll(() => rm(dir, { recursive: true, force: true }));
+await mkdir(join(dir, 'sub', 'deep'), { recursive: true });
+for (const [path, text] of [['b.md', '# B'], ['a.txt', 'A'], ['sub/c.pdf', '%PDF'], ['sub/deep/d.txt', 'D'], ['sub/skip.log', 'L']]) {
+  await writeFile(join(dir, path ?? ''), text ?? '');
+}
+
+describe('document sources', () => {
+  it('walks folders in sorted order and applies include/exclude globs relative to the folder', async () => {
+    const all = await fileSources([dir]);
+    expect(all.map((s) => s.uri.slice(dir.length + 1))).toEqual(['a.txt', 'b.md', 'sub/c.pdf', 'sub/deep/d.txt', 'sub/skip.log']);
+    const some = await fileSources([dir], { include: ['**/*.txt', '**/*.pdf'], exclude: ['sub/deep/**'] });
+    expect(some.map((s) => s.uri.slice(dir.length + 1))).toEqual(['a.txt', 'sub/c.pdf']);
+    // A file given twice (directly and inside its folder) is one source.
+    expect((await fileSources([join(dir, 'a.txt'), dir], { include: ['*.txt'] })).length).toBe(1);
+    const loaded = await all[0]?.load();
+    expect(new TextDecoder().decode(loaded?.bytes)).toBe('A');
+    expect(loaded?.source).toMatchObject({ uri: join(dir, 'a.txt'), path: join(dir, 'a.txt') });
+  });
+
+  it('fails clearly on a missing path', async () => {
+    await expect(fileSources([join(dir, 'nope')])).rejects.toMatchObject({ code: ErrorCode.INVALID_INPUT, message: expect.stringContaining('nope') });
+  });
+
+  it('reads {"id","text"} and {"id","path"} records', async () => {
+    const input = Readable.from(['{"id":"r1","text":"inline text"}\n', '\n', `{"id":2,"path":"a.txt"}\n`]);
+    const records = await recordSources(input, dir);
+    expect(records.map((r) => r.uri)).toEqual(['r1', '2']);
+    const first = await records[0]?.load();
+    expect(first?.source).toEqual({ uri: 'r1', id: 'r1', text: 'inline text' });
+    expect(new TextDecoder().decode(first?.bytes)).toBe('inline text');
+    const second = await records[1]?.load();
+    expect(second?.source).toMatchObject({ uri: '2', id: '2', path: join(dir, 'a.txt') });
+  });
+
+  it.each([
+    ['{"id":"x"}\n', 'line 1'],
+    ['{"id":"x","text":"a","extra":1}\n', 'line 1'],
+    ['{"id":"x","text":"a"}\nnot json\n', 'line 2: not JSON'],
+    ['{"id":"x","text":"a"}\n{"id":"x","text":"b"}\n', 'duplicate id'],
+  ])('refuses bad records: %j', async (text, message) => {
+    await expect(recordSources(Readable.from([text]), dir)).rejects.toMatchObject({ code: ErrorCode.INVALID_INPUT, message: expect.stringContaining(message) });
+  });
+});
