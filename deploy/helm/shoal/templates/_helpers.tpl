@@ -1,0 +1,130 @@
+{{/* Names and labels. */}}
+{{- define "shoal.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "shoal.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "shoal.selector" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "shoal.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "shoal.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "shoal.image" -}}
+{{- $tag := .root.Values.image.tag | default .root.Chart.AppVersion -}}
+{{- if .gpu -}}{{- $tag = .root.Values.image.cudaTag | default (printf "%s-cuda" $tag) -}}{{- end -}}
+{{- printf "%s:%s" .root.Values.image.repository $tag -}}
+{{- end -}}
+
+{{/*
+The model token of a model id, as adapters/protocol/subjects.ts modelToken(): letters, digits and
+"-" stay, every other character becomes "_" + two upper-case hex digits of its UTF-8 byte. Only
+ASCII ids are supported here (the chart fails on others: name the consumer yourself then).
+*/}}
+{{- define "shoal.modelToken" -}}
+{{- $hex := dict " " "20" "!" "21" "\"" "22" "#" "23" "$" "24" "%" "25" "&" "26" "'" "27" "(" "28" ")" "29" "*" "2A" "+" "2B" "," "2C" "." "2E" "/" "2F" ":" "3A" ";" "3B" "<" "3C" "=" "3D" ">" "3E" "?" "3F" "@" "40" "[" "5B" "\\" "5C" "]" "5D" "^" "5E" "_" "5F" "`" "60" "{" "7B" "|" "7C" "}" "7D" "~" "7E" -}}
+{{- range $c := splitList "" . -}}
+{{- if regexMatch "^[A-Za-z0-9-]$" $c -}}{{ $c }}
+{{- else if hasKey $hex $c -}}_{{ get $hex $c }}
+{{- else -}}{{ fail (printf "model id %q has a character (%q) the chart cannot encode; use an ASCII id" . $c) }}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* natsNames(prefix): stream-name form (SHOAL) and lower form (shoal) of the subject prefix. */}}
+{{- define "shoal.prefixUpper" -}}{{ .Values.nats.subjectPrefix | replace "." "_" | replace "-" "_" | upper }}{{- end -}}
+{{- define "shoal.prefixLower" -}}{{ .Values.nats.subjectPrefix | replace "." "_" | replace "-" "_" | lower }}{{- end -}}
+{{- define "shoal.jobsStream" -}}{{ include "shoal.prefixUpper" . }}_JOBS{{- end -}}
+
+{{/* Consumer of (root, primitive, model): <lower>_<primitive>_<token>. */}}
+{{- define "shoal.consumer" -}}
+{{- printf "%s_%s_%s" (include "shoal.prefixLower" .root) .primitive (include "shoal.modelToken" .model) -}}
+{{- end -}}
+
+{{- define "shoal.natsSecretName" -}}
+{{- .Values.nats.auth.existingSecret | default (printf "%s-nats" (include "shoal.fullname" .)) -}}
+{{- end -}}
+
+{{/* NATS connection env for one component (gateway, worker, sink). */}}
+{{- define "shoal.natsEnv" -}}
+- name: NATS_URL
+  value: {{ .root.Values.nats.url | quote }}
+- name: SHOAL_SUBJECT_PREFIX
+  value: {{ .root.Values.nats.subjectPrefix | quote }}
+{{- if .root.Values.nats.auth.enabled }}
+- name: NATS_USER
+  value: {{ .component | quote }}
+- name: NATS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "shoal.natsSecretName" .root }}
+      key: {{ printf "%s-password" .component }}
+{{- end }}
+- name: SHOAL_LOG_LEVEL
+  value: {{ .root.Values.logLevel | quote }}
+{{- end -}}
+
+{{/* A pool with workerDefaults under it (the pool's keys win). */}}
+{{- define "shoal.pool" -}}
+{{- $pool := mergeOverwrite (deepCopy .root.Values.workerDefaults) (deepCopy .pool) -}}
+{{- toYaml $pool -}}
+{{- end -}}
+
+{{/* Validates one merged pool (fails the install with a message that says what to change). */}}
+{{- define "shoal.checkPool" -}}
+{{- $p := .pool -}}
+{{- if le (int $p.terminationGracePeriodSeconds) (add (div (int $p.drainTimeoutMs) 1000) 10 | int) -}}
+{{- fail (printf "pool %s: terminationGracePeriodSeconds (%v) must exceed drainTimeoutMs/1000 + 10 (%v), or Kubernetes kills workers mid-drain" $p.name $p.terminationGracePeriodSeconds (add (div (int $p.drainTimeoutMs) 1000) 10)) -}}
+{{- end -}}
+{{- if eq (int $p.replicas.min) 0 -}}
+{{- if not (and .root.Values.keda.enabled $p.keda.enabled) -}}
+{{- fail (printf "pool %s: replicas.min 0 needs KEDA (keda.enabled and the pool's keda.enabled), or nothing wakes it up" $p.name) -}}
+{{- end -}}
+{{- if le (int $p.keda.cooldownPeriod) (int $p.modelLoadSeconds) -}}
+{{- fail (printf "pool %s: keda.cooldownPeriod (%v s) must be longer than modelLoadSeconds (%v s), or the pool can be scaled to zero while its model still loads" $p.name $p.keda.cooldownPeriod $p.modelLoadSeconds) -}}
+{{- end -}}
+{{- end -}}
+{{- if gt (int $p.replicas.min) (int $p.replicas.max) -}}
+{{- fail (printf "pool %s: replicas.min > replicas.max" $p.name) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The password of one NATS user (root, component): the value given, else the one already installed
+(upgrades keep it), else a random one, generated once per render so the users Secret and the
+authorization block agree.
+*/}}
+{{- define "shoal.natsPassword" -}}
+{{- $auth := .root.Values.nats.auth -}}
+{{- $given := get $auth.passwords .component -}}
+{{- if $given -}}{{ $given }}
+{{- else -}}
+{{- $memo := get $auth "_generated" | default dict -}}
+{{- if not (hasKey $memo .component) -}}
+{{- $existing := (lookup "v1" "Secret" .root.Release.Namespace (printf "%s-nats" (include "shoal.fullname" .root))).data | default dict -}}
+{{- $old := get $existing (printf "%s-password" .component) -}}
+{{- $_ := set $memo .component (ternary ($old | b64dec) (randAlphaNum 32) (ne $old "")) -}}
+{{- $_ := set $auth "_generated" $memo -}}
+{{- end -}}
+{{- get $memo .component -}}
+{{- end -}}
+{{- end -}}

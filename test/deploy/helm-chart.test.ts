@@ -1,0 +1,353 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Ajv } from 'ajv';
+import { stringify } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { JobBacklog, registerBacklogMetrics } from '../../adapters/nats/backlog.js';
+import { ShoalMetrics } from '../../adapters/observability/metrics.js';
+import { natsNames, type Primitive } from '../../adapters/protocol/subjects.js';
+import { CHART_DIR, GO_MISSING, isFailure, renderChart, type Manifest, type Rendered } from './chart.js';
+import { SCHEMAS } from './k8s-schemas.js';
+import { checkManifest, installedVersion, SCHEMA_PACKAGES, schemaProblems, VALIDATORS, WITHOUT_PUBLISHED_SCHEMA } from './k8s-models.js';
+import { startKubeDiscovery, type KubeDiscovery } from './kube-discovery.js';
+import { envVariablesShoalReads } from './shoal-env.js';
+
+/**
+ * The Helm chart rendered by a real Go-template engine with sprig (deploy/tools/helm-render, a
+ * stand-in for `helm template`) for its default values and each overlay, then checked: values
+ * against values.schema.json (ajv, as Helm does on install), every manifest against the published
+ * schemas of its kind (the Kubernetes OpenAPI spec through kubernetes-models, KEDA's CRDs through
+ * @kubernetes-models/keda; ServiceMonitor and PrometheusRule have none: see k8s-models.ts) and
+ * against strict zod schemas of the Kubernetes and KEDA fields it uses (which also catch unknown
+ * fields, which the published schemas allow), every manifest parsed and mapped by kubectl's
+ * client-side dry run, and the content against Shoal itself (consumer names, env variables, ports,
+ * probes, the drain and cooldown invariants).
+ */
+
+const OVERLAYS: Record<string, string[]> = {
+  default: [],
+  laptop: [join(CHART_DIR, 'values-laptop.yaml')],
+  aws: [join(CHART_DIR, 'values-aws.yaml')],
+};
+const KUBECTL = ['/usr/bin/kubectl', '/usr/local/bin/kubectl'].find((p) => existsSync(p)) ?? null;
+
+
+interface PoolValues {
+  name: string;
+  models: Array<{ id: string; primitives: Primitive[]; preload?: boolean }>;
+}
+
+function byKind(manifests: readonly Manifest[], kind: string): Manifest[] {
+  return manifests.filter((m) => m.kind === kind);
+}
+
+/** The pool's settings as the chart merges them (workerDefaults, then the pool's own keys). */
+function mergedPool(values: Record<string, unknown>, pool: Record<string, unknown>): Record<string, unknown> {
+  const merge = (a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> => {
+    const out: Record<string, unknown> = { ...a };
+    for (const [k, v] of Object.entries(b)) {
+      const cur = out[k];
+      out[k] = cur !== null && typeof cur === 'object' && !Array.isArray(cur) && v !== null && typeof v === 'object' && !Array.isArray(v) ? merge(cur as Record<string, unknown>, v as Record<string, unknown>) : v;
+    }
+    return out;
+  };
+  return merge(values.workerDefaults as Record<string, unknown>, pool);
+}
+
+describe.skipIf(GO_MISSING !== null)(`Helm chart ${GO_MISSING ?? ''}`, () => {
+  const rendered = new Map<string, Rendered>();
+  let kube: KubeDiscovery | null = null;
+
+  beforeAll(async () => {
+    for (const [name, files] of Object.entries(OVERLAYS)) {
+      const result = renderChart(files);
+      if (isFailure(result)) throw new Error(`rendering ${name} failed: ${result.stderr}`);
+      rendered.set(name, result);
+    }
+    if (KUBECTL !== null) kube = await startKubeDiscovery();
+  }, 120_000);
+
+  afterAll(async () => {
+    await kube?.close();
+  });
+
+  const each = Object.keys(OVERLAYS);
+
+  it.each(each)('%s: values pass values.schema.json', (name) => {
+    const ajv = new Ajv({ allErrors: true, strict: false });
+    const validate = ajv.compile(JSON.parse(readFileSync(join(CHART_DIR, 'values.schema.json'), 'utf8')) as object);
+    const ok = validate(rendered.get(name)?.values);
+    expect(validate.errors ?? []).toEqual([]);
+    expect(ok).toBe(true);
+  });
+
+  it.each(each)('%s: every manifest matches the strict zod schema of its kind', (name) => {
+    const manifests = rendered.get(name)?.manifests ?? [];
+    expect(manifests.length).toBeGreaterThanOrEqual(14);
+    const problems: string[] = [];
+    for (const manifest of manifests) {
+      const schema = SCHEMAS[manifest.kind];
+      if (schema === undefined) {
+        problems.push(`${manifest.kind} ${manifest.metadata.name}: no schema (a kind the chart should not render)`);
+        continue;
+      }
+      const parsed = schema.safeParse(manifest);
+      if (!parsed.success) problems.push(`${manifest.kind} ${manifest.metadata.name}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    }
+    expect(problems).toEqual([]);
+    const names = manifests.map((m) => `${m.kind}/${m.metadata.name}`);
+    expect(new Set(names).size).toBe(names.length);
+  });
+
+  it.each(each)('%s: every manifest validates against the Kubernetes OpenAPI / KEDA CRD schema of its apiVersion and kind', (name) => {
+    const manifests = rendered.get(name)?.manifests ?? [];
+    expect(manifests.length).toBeGreaterThanOrEqual(14);
+    expect(schemaProblems(manifests)).toEqual([]);
+    const outcomes = manifests.map((m) => ({ kind: m.kind, check: checkManifest(m) }));
+    // Only the documented kinds go without a published schema, and each has a zod schema instead.
+    for (const { kind, check } of outcomes.filter((o) => o.check.outcome === 'allow-listed')) {
+      expect(['ServiceMonitor', 'PrometheusRule']).toContain(kind);
+      expect(SCHEMAS[kind], kind).toBeDefined();
+      expect(check).toMatchObject({ reason: expect.stringContaining('zod') });
+    }
+    // Workloads, Services, Secrets, PDBs, ... and every ScaledObject were validated by a package.
+    for (const kind of ['Deployment', 'Job', 'Service', 'PersistentVolumeClaim', 'ServiceAccount', 'ScaledObject']) {
+      expect(outcomes.filter((o) => o.kind === kind).length, kind).toBeGreaterThan(0);
+      for (const o of outcomes.filter((x) => x.kind === kind)) expect(o.check.outcome, kind).toBe('valid');
+    }
+    expect(outcomes.filter((o) => o.kind === 'ScaledObject').map((o) => o.check)).toEqual(
+      outcomes.filter((o) => o.kind === 'ScaledObject').map(() => ({ outcome: 'valid', source: '@kubernetes-models/keda@0.4.2' })),
+    );
+  });
+
+  it('the schema packages are the documented versions, and every kind the overlays render is validated or allow-listed', () => {
+    for (const [pkg, version] of Object.entries(SCHEMA_PACKAGES)) expect(installedVersion(pkg as keyof typeof SCHEMA_PACKAGES), pkg).toBe(version);
+    const kinds = new Set([...rendered.values()].flatMap((r) => r.manifests.map((m) => `${m.apiVersion} ${m.kind}`)));
+    const validated = [...kinds].filter((k) => VALIDATORS.has(k)).sort();
+    const allowListed = [...kinds].filter((k) => WITHOUT_PUBLISHED_SCHEMA.has(k)).sort();
+    expect(validated).toEqual([
+      'apps/v1 Deployment',
+      'autoscaling/v2 HorizontalPodAutoscaler',
+      'batch/v1 Job',
+      'keda.sh/v1alpha1 ScaledObject',
+      'networking.k8s.io/v1 Ingress',
+      'policy/v1 PodDisruptionBudget',
+      'v1 PersistentVolumeClaim',
+      'v1 Secret',
+      'v1 Service',
+      'v1 ServiceAccount',
+    ]);
+    expect(allowListed).toEqual(['monitoring.coreos.com/v1 PrometheusRule', 'monitoring.coreos.com/v1 ServiceMonitor']);
+    expect(validated.length + allowListed.length).toBe(kinds.size);
+  });
+
+  it('the schema check bites: broken manifests, unknown kinds and retired apiVersions are rejected', () => {
+    const manifests = rendered.get('aws')?.manifests ?? [];
+    const copy = <T>(m: T): T => structuredClone(m);
+    const find = (kind: string): Manifest => {
+      const found = manifests.find((m) => m.kind === kind);
+      if (found === undefined) throw new Error(`aws renders no ${kind}`);
+      return copy(found);
+    };
+    const problemsOf = (m: Manifest): string => schemaProblems([m]).join('\n');
+    type Spec = Record<string, unknown> & { template: { spec: { containers: Array<Record<string, unknown> & { resources: { limits: Record<string, unknown> }; ports?: Array<Record<string, unknown>> }> } } };
+
+    // A Deployment with replicas as a string.
+    const deployment = find('Deployment');
+    (deployment.spec as Spec).replicas = 'two';
+    expect(problemsOf(deployment)).toMatch(/apps\/v1 Deployment shoal-\S+: invalid against kubernetes-models@4\.5\.1: \/spec\/replicas: must be integer/);
+    // A container limit that is no Kubernetes quantity, a port that is no integer.
+    const worker = copy(manifests.find((m) => m.kind === 'Deployment' && m.metadata.name === 'shoal-worker-gpu') as Manifest);
+    const container = (worker.spec as Spec).template.spec.containers[0];
+    if (container === undefined) throw new Error('no container');
+    container.resources.limits.memory = '8 gigabytes';
+    container.ports = [{ name: 'metrics', containerPort: '9464' }];
+    expect(problemsOf(worker)).toMatch(/\/spec\/template\/spec\/containers\/0\/resources\/limits\/memory: must match format "quantity"/);
+    expect(problemsOf(worker)).toMatch(/\/spec\/template\/spec\/containers\/0\/ports\/0\/containerPort: must be integer/);
+    // A ScaledObject trigger without its type; trigger metadata that is not a string (KEDA wants strings).
+    const scaled = find('ScaledObject');
+    const triggers = (scaled.spec as { triggers: Array<Record<string, unknown> & { metadata: Record<string, unknown> }> }).triggers;
+    delete triggers[0]?.type;
+    if (triggers[1] !== undefined) triggers[1].metadata.lagThreshold = 64;
+    else if (triggers[0] !== undefined) triggers[0].metadata.lagThreshold = 64;
+    expect(problemsOf(scaled)).toMatch(/keda\.sh\/v1alpha1 ScaledObject \S+: invalid against @kubernetes-models\/keda@0\.4\.2: \/spec\/triggers\/0: must have required property type\b/);
+    expect(problemsOf(scaled)).toMatch(/\/spec\/triggers\/\d\/metadata\/lagThreshold: must be string/);
+    // A ScaledObject without scaleTargetRef; a PDB whose minAvailable is neither int nor string.
+    const noTarget = find('ScaledObject');
+    delete (noTarget.spec as Record<string, unknown>).scaleTargetRef;
+    expect(problemsOf(noTarget)).toMatch(/\/spec: must have required property scaleTargetRef\b/);
+    const pdb = find('PodDisruptionBudget');
+    (pdb.spec as Record<string, unknown>).minAvailable = { pods: 1 };
+    expect(problemsOf(pdb)).toMatch(/policy\/v1 PodDisruptionBudget \S+: invalid against kubernetes-models@4\.5\.1: \/spec\/minAvailable/);
+    // A kind no package covers and that is not allow-listed, and a known kind under a retired apiVersion.
+    const widget = { apiVersion: 'example.com/v1', kind: 'Widget', metadata: { name: 'w' } } as Manifest;
+    expect(problemsOf(widget)).toMatch(/example\.com\/v1 Widget w: no schema validator for this apiVersion and kind, and not on the allow-list/);
+    const oldPdb = { ...find('PodDisruptionBudget'), apiVersion: 'policy/v1beta1' };
+    expect(checkManifest(oldPdb)).toEqual({ outcome: 'no-validator' });
+    // The untouched manifests still pass, so each rejection above is the edit's doing.
+    expect(schemaProblems(manifests)).toEqual([]);
+  });
+
+  it('what the published schemas let through (unknown fields) is caught by the strict zod schemas', () => {
+    const deployment = structuredClone(rendered.get('default')?.manifests.find((m) => m.kind === 'Deployment')) as Manifest & { spec: Record<string, unknown> };
+    deployment.spec.replica = 3; // a typo of `replicas`
+    // The Kubernetes OpenAPI spec does not forbid additional properties: the model accepts it ...
+    expect(checkManifest(deployment)).toEqual({ outcome: 'valid', source: 'kubernetes-models@4.5.1' });
+    // ... the zod schema of the chart's fields does not.
+    const parsed = SCHEMAS.Deployment?.safeParse(deployment);
+    expect(parsed?.success).toBe(false);
+    expect(JSON.stringify(parsed?.error?.issues)).toContain('replica');
+  });
+
+  it.skipIf(KUBECTL === null)('every overlay is parsed and mapped by kubectl (client-side dry run)', async () => {
+    for (const [name, result] of rendered) {
+      const file = join(mkdtempSync(join(tmpdir(), 'shoal-kubectl-')), `${name}.yaml`);
+      writeFileSync(file, result.text);
+      // Asynchronous: the discovery server answering kubectl runs in this process.
+      const run = await promisify(execFile)(KUBECTL ?? 'kubectl', ['apply', '--dry-run=client', '--validate=false', '-n', 'shoal', '--server', kube?.url ?? '', '-f', file, '-o', 'name'], { timeout: 30_000 });
+      expect(run.stderr).toBe('');
+      const objects = run.stdout.trim().split('\n');
+      expect(objects.length).toBe(result.manifests.length);
+      expect(objects).toContain('scaledobject.keda.sh/shoal-worker-text');
+    }
+  }, 60_000);
+
+  it.each(each)('%s: KEDA triggers name the consumers Shoal creates, one per model and primitive', (name) => {
+    const result = rendered.get(name);
+    if (result === undefined) throw new Error('not rendered');
+    const values = result.values as { pools: PoolValues[]; nats: { subjectPrefix: string; monitoringEndpoint: string } };
+    const names = natsNames(values.nats.subjectPrefix);
+    for (const pool of values.pools) {
+      const scaled = byKind(result.manifests, 'ScaledObject').find((m) => m.metadata.name === `shoal-worker-${pool.name}`) as unknown as {
+        spec: { triggers: Array<{ type: string; metadata: Record<string, string> }>; scaleTargetRef: { name: string } };
+      };
+      expect(scaled.spec.scaleTargetRef.name).toBe(`shoal-worker-${pool.name}`);
+      expect(byKind(result.manifests, 'Deployment').some((d) => d.metadata.name === scaled.spec.scaleTargetRef.name)).toBe(true);
+      const nats = scaled.spec.triggers.filter((t) => t.type === 'nats-jetstream');
+      const expected = pool.models.flatMap((m) => m.primitives.map((p) => names.consumer(p, m.id)));
+      expect(nats.map((t) => t.metadata.consumer)).toEqual(expected);
+      for (const trigger of nats) {
+        expect(trigger.metadata.stream).toBe(names.jobsStream);
+        expect(trigger.metadata.natsServerMonitoringEndpoint).toBe(values.nats.monitoringEndpoint);
+      }
+      for (const trigger of scaled.spec.triggers.filter((t) => t.type === 'prometheus')) {
+        expect(trigger.metadata.query).toMatch(/^max\(shoal_backlog_tokens\{primitive="(encode|score|extract)",model="[^"]+"\}\)$/);
+      }
+    }
+  });
+
+  it('the Prometheus trigger reads a metric the gateway registers', () => {
+    const metrics = new ShoalMetrics({ processMetrics: false });
+    registerBacklogMetrics(metrics, new JobBacklog({ jsm: {} as never, names: natsNames() }));
+    const aws = rendered.get('aws');
+    const queries = byKind(aws?.manifests ?? [], 'ScaledObject').flatMap((m) =>
+      (m as unknown as { spec: { triggers: Array<{ type: string; metadata: Record<string, string> }> } }).spec.triggers.filter((t) => t.type === 'prometheus').map((t) => t.metadata.query ?? ''),
+    );
+    expect(queries.length).toBe(4);
+    for (const query of queries) expect(metrics.registry.getSingleMetric(/shoal_[a-z_]+/.exec(query)?.[0] ?? '')).toBeDefined();
+  });
+
+  it.each(each)('%s: containers set only variables Shoal reads; probes and ports are the ones it serves', (name) => {
+    const result = rendered.get(name);
+    if (result === undefined) throw new Error('not rendered');
+    const known = envVariablesShoalReads();
+    const workloads = [...byKind(result.manifests, 'Deployment'), ...byKind(result.manifests, 'Job')] as unknown as Array<{
+      metadata: { name: string };
+      spec: { template: { spec: { containers: Array<{ args: string[]; env: Array<{ name: string; value?: string }>; ports?: Array<{ name: string; containerPort: number }>; readinessProbe?: { httpGet: { path: string; port: string } } }> } } };
+    }>;
+    for (const workload of workloads) {
+      for (const container of workload.spec.template.spec.containers) {
+        const unknown = container.env.map((e) => e.name).filter((n) => !known.has(n));
+        expect(unknown, `${workload.metadata.name}`).toEqual([]);
+        const env = new Map(container.env.map((e) => [e.name, e.value]));
+        const role = container.args[0];
+        if (role === 'gateway') {
+          expect(container.ports?.[0]?.containerPort).toBe(Number(env.get('SHOAL_PORT')));
+          expect(container.readinessProbe?.httpGet.path).toBe('/readyz');
+        }
+        if (role === 'worker') {
+          expect(container.ports?.[0]).toEqual({ name: 'metrics', containerPort: Number(env.get('SHOAL_METRICS_PORT')) });
+          expect(container.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'metrics' });
+          expect(env.get('SHOAL_MODELS')?.split(',').length).toBeGreaterThanOrEqual(1);
+        }
+      }
+    }
+  });
+
+  it.each(each)('%s: workers outlive their drain, scale-to-zero pools cool down longer than a model load', (name) => {
+    const result = rendered.get(name);
+    if (result === undefined) throw new Error('not rendered');
+    const pools = (result.values.pools as Array<Record<string, unknown>>).map((p) => mergedPool(result.values, p));
+    for (const pool of pools) {
+      const deployment = byKind(result.manifests, 'Deployment').find((d) => d.metadata.name === `shoal-worker-${String(pool.name)}`) as unknown as {
+        spec: { template: { spec: { terminationGracePeriodSeconds: number; containers: Array<{ env: Array<{ name: string; value?: string }> }> } } };
+      };
+      const drainMs = Number(deployment.spec.template.spec.containers[0]?.env.find((e) => e.name === 'SHOAL_DRAIN_TIMEOUT_MS')?.value);
+      expect(deployment.spec.template.spec.terminationGracePeriodSeconds * 1000).toBeGreaterThan(drainMs + 10_000);
+      const scaled = byKind(result.manifests, 'ScaledObject').find((m) => m.metadata.name === `shoal-worker-${String(pool.name)}`) as unknown as { spec: { minReplicaCount: number; cooldownPeriod: number } };
+      if (scaled.spec.minReplicaCount === 0) expect(scaled.spec.cooldownPeriod).toBeGreaterThan(Number(pool.modelLoadSeconds));
+    }
+    // Every chart has a pool that scales to zero, with its cooldown from the values.
+    expect(byKind(result.manifests, 'ScaledObject').some((m) => (m as unknown as { spec: { minReplicaCount: number } }).spec.minReplicaCount === 0)).toBe(true);
+  });
+
+  it('aws: the GPU pool requests a GPU on tainted spot nodes with the CUDA image', () => {
+    const gpu = byKind(rendered.get('aws')?.manifests ?? [], 'Deployment').find((d) => d.metadata.name === 'shoal-worker-gpu') as unknown as {
+      spec: { template: { spec: { nodeSelector: Record<string, string>; tolerations: unknown[]; containers: Array<{ image: string; resources: { limits: Record<string, unknown> }; env: Array<{ name: string; value?: string }> }> } } };
+    };
+    const pod = gpu.spec.template.spec;
+    expect(pod.containers[0]?.resources.limits['nvidia.com/gpu']).toBe(1);
+    expect(pod.containers[0]?.image).toBe('ghcr.io/shoal-project/shoal:0.1.0-cuda');
+    expect(pod.containers[0]?.env.find((e) => e.name === 'SHOAL_PROVIDERS')?.value).toBe('cuda,cpu');
+    expect(pod.nodeSelector).toEqual({ 'shoal.dev/node': 'gpu' });
+    expect(pod.tolerations).toEqual([{ key: 'nvidia.com/gpu', operator: 'Exists', effect: 'NoSchedule' }]);
+  });
+
+  it('default: the NATS users Secret and the authorization block carry the same passwords and the permission file', () => {
+    const manifests = rendered.get('default')?.manifests ?? [];
+    const users = manifests.find((m) => m.metadata.name === 'shoal-nats') as unknown as { data: Record<string, string> };
+    const auth = manifests.find((m) => m.metadata.name === 'shoal-nats-authorization') as unknown as { stringData: Record<string, string> };
+    const conf = auth.stringData['shoal-authorization.conf'] ?? '';
+    for (const component of ['gateway', 'worker', 'sink']) {
+      const password = Buffer.from(users.data[`${component}-password`] ?? '', 'base64').toString('utf8');
+      expect(password).toMatch(/^[A-Za-z0-9]{32}$/);
+      expect(conf).toMatch(new RegExp(`user: "${component}"\\n\\s+password: "${password}"\\n`));
+    }
+    expect(conf).toContain('"$JS.API.STREAM.MSG.DELETE.SHOAL_JOBS"');
+    expect(conf).toContain('deny: ["$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>"]');
+  });
+
+  it('encodes model ids into consumer names exactly as Shoal does', () => {
+    const models = ['Org.Name/model_v1.5', 'a b+c@rev:x', 'UPPER/lower-dash~tilde', 'x!y#z$%&()*,;<=>?[]^`{|}'];
+    const dir = mkdtempSync(join(tmpdir(), 'shoal-overlay-'));
+    const overlay = join(dir, 'odd.yaml');
+    writeFileSync(overlay, stringify({ nats: { subjectPrefix: 'acme.search-1' }, pools: [{ name: 'odd', memoryBudget: '1GiB', models: models.map((id) => ({ id, primitives: ['encode', 'score'] })) }] }));
+    const result = renderChart([overlay]);
+    if (isFailure(result)) throw new Error(result.stderr);
+    const consumers = (byKind(result.manifests, 'ScaledObject')[0] as unknown as { spec: { triggers: Array<{ metadata: Record<string, string> }> } }).spec.triggers.map((t) => t.metadata.consumer);
+    const names = natsNames('acme.search-1');
+    expect(consumers).toEqual(models.flatMap((m) => [names.consumer('encode', m), names.consumer('score', m)]));
+    expect((byKind(result.manifests, 'ScaledObject')[0] as unknown as { spec: { triggers: Array<{ metadata: Record<string, string> }> } }).spec.triggers[0]?.metadata.stream).toBe(names.jobsStream);
+  });
+
+  it('refuses values that break the drain or the scale-to-zero invariants, saying what to change', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'shoal-overlay-'));
+    const write = (name: string, values: unknown): string => {
+      const path = join(dir, name);
+      writeFileSync(path, stringify(values));
+      return path;
+    };
+    const pool = { name: 'gpu', memoryBudget: '8GiB', models: [{ id: 'm', primitives: ['encode'] }] };
+    const shortGrace = renderChart([write('grace.yaml', { pools: [{ ...pool, drainTimeoutMs: 60000, terminationGracePeriodSeconds: 60 }] })]);
+    expect(isFailure(shortGrace) ? shortGrace.stderr : '').toMatch(/pool gpu: terminationGracePeriodSeconds \(60\) must exceed drainTimeoutMs\/1000 \+ 10 \(70\)/);
+    const shortCooldown = renderChart([write('cool.yaml', { pools: [{ ...pool, modelLoadSeconds: 600, replicas: { min: 0, max: 2 }, keda: { cooldownPeriod: 300 } }] })]);
+    expect(isFailure(shortCooldown) ? shortCooldown.stderr : '').toMatch(/pool gpu: keda.cooldownPeriod \(300 s\) must be longer than modelLoadSeconds \(600 s\)/);
+    const noKeda = renderChart([write('nokeda.yaml', { keda: { enabled: false }, pools: [{ ...pool, replicas: { min: 0, max: 2 } }] })]);
+    expect(isFailure(noKeda) ? noKeda.stderr : '').toMatch(/replicas.min 0 needs KEDA/);
+    // The same pool with sound values renders.
+    expect(isFailure(renderChart([write('ok.yaml', { pools: [{ ...pool, replicas: { min: 0, max: 2 } }] })]))).toBe(false);
+  });
+});
