@@ -195,9 +195,15 @@ async function backoff(options: HubOptions, attempt: number): Promise<void> {
   if (attempt > 1 && base > 0) await delay(base * 2 ** (attempt - 2));
 }
 
-/** The last failure of a request that was tried `attempts` times, saying so. */
+/** Failures that mean the hub cannot be reached at all (no network, no DNS, a firewall), not a bad request. */
+const UNREACHABLE = /ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ENETUNREACH|EHOSTUNREACH/;
+
+/** The last failure of a request that was tried `attempts` times, saying so (and what to do when the hub is out of reach). */
 function exhausted(last: ShoalError, attempts: number): ShoalError {
-  return new ShoalError(last.code, `${last.message} (after ${attempts} attempt${attempts === 1 ? '' : 's'})`, {
+  const hint = UNREACHABLE.test(last.message)
+    ? '; the hub cannot be reached from this machine: put the model folder in a models directory (SHOAL_MODEL_DIR, org/name/ inside; see docs/models.md) or set HF_ENDPOINT to a mirror'
+    : '';
+  return new ShoalError(last.code, `${last.message} (after ${attempts} attempt${attempts === 1 ? '' : 's'})${hint}`, {
     cause: last,
     ...(last.details === undefined ? {} : { details: last.details }),
   });

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { lstat, mkdir, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
@@ -288,6 +289,17 @@ describe('failures', () => {
     const error = await rejection(downloadModel('org/external', 'main', hubOptions(join(file, 'cache'))));
     expect(error.code).toBe(ErrorCode.DOWNLOAD_FAILED);
     expect(error.message).toContain(`cannot store org/external in the hub cache ${join(file, 'cache')}`);
+  });
+
+  it('a hub that cannot be reached says what to do instead (models directory, mirror)', async () => {
+    // A port that was free a moment ago: connection refused at once, as on a machine without network.
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const { port } = probe.address() as AddressInfo;
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const error = await rejection(downloadModel('org/synth', 'main', hubOptions(freshCache(), { endpoint: `http://127.0.0.1:${port}`, attempts: 2 })));
+    expect(error.code).toBe(ErrorCode.DOWNLOAD_FAILED);
+    expect(error.message).toMatch(/ECONNREFUSED.*\(after 2 attempts\); the hub cannot be reached from this machine: .*SHOAL_MODEL_DIR.*HF_ENDPOINT/);
   });
 
   it('MODEL_NOT_FOUND for an unknown repository or revision', async () => {
