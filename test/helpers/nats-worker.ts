@@ -57,8 +57,8 @@ export function uniquePrefix(name: string): string {
   return `${name}${counter}x${process.pid}`;
 }
 
-/** A job part the worker must refuse (no items): INVALID_INPUT, an error result, term(). */
-export function emptyEncodePart(jobId: string): Record<string, unknown> {
+/** A job part for the tiny mean model as a publisher would write it (1 part of 1, one text): tests vary its fields. */
+export function encodePart(jobId: string, items: readonly string[] = ['a']): Record<string, unknown> {
   return {
     v: WIRE_VERSION,
     job_id: jobId,
@@ -66,8 +66,13 @@ export function emptyEncodePart(jobId: string): Record<string, unknown> {
     parts: 1,
     primitive: 'encode',
     model: TINY_MEAN,
-    request: { model: TINY_MEAN, items: [] },
+    request: { model: TINY_MEAN, items: [...items] },
     result: { kind: 'stream' },
     submitted_at: new Date().toISOString(),
   };
+}
+
+/** A job part the worker must refuse (no items): INVALID_INPUT, an error result, term(). */
+export function emptyEncodePart(jobId: string): Record<string, unknown> {
+  return encodePart(jobId, []);
 }

@@ -12,7 +12,7 @@ import { hasErrorCode } from '../../adapters/protocol/errors.js';
 import { DEAD_LETTER_HEADERS, WIRE_VERSION } from '../../adapters/protocol/jobs.js';
 import type { ShoalWorker } from '../../services/worker/worker.js';
 import { NATS_SERVER_MISSING, eventually, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
-import { TINY_MEAN, startTestWorker, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
+import { TINY_MEAN, encodePart, startTestWorker, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
 
 /**
  * Hostile job messages and job ids against a real worker on a private nats-server:
@@ -26,17 +26,7 @@ import { TINY_MEAN, startTestWorker, testConnection, uniquePrefix } from '../hel
  */
 
 function forgedPart(jobId: string, parts: number, part = 0): Record<string, unknown> {
-  return {
-    v: WIRE_VERSION,
-    job_id: jobId,
-    part,
-    parts,
-    primitive: 'encode',
-    model: TINY_MEAN,
-    request: { model: TINY_MEAN, items: ['a'] },
-    result: { kind: 'stream' },
-    submitted_at: new Date().toISOString(),
-  };
+  return { ...encodePart(jobId), part, parts };
 }
 
 describe.skipIf(!natsServerAvailable())(`hostile job messages ${natsServerAvailable() ? '' : NATS_SERVER_MISSING}`, () => {

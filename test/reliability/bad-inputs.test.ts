@@ -3,11 +3,11 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JobsClient } from '../../adapters/nats/jobs-client.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
-import { DEAD_LETTER_HEADERS, WIRE_VERSION } from '../../adapters/protocol/jobs.js';
+import { DEAD_LETTER_HEADERS } from '../../adapters/protocol/jobs.js';
 import { startGateway, type GatewayHandle } from '../../services/gateway/main.js';
 import type { ShoalWorker } from '../../services/worker/worker.js';
 import { NATS_SERVER_MISSING, eventually, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
-import { TINY_CROSS, TINY_MEAN, quietLogger, startTestWorker, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
+import { TINY_CROSS, TINY_MEAN, encodePart, quietLogger, startTestWorker, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
 import { runShoal } from '../helpers/shoal-cli.js';
 import { reliabilityGatewayConfig } from './gateway-config.js';
 
@@ -85,28 +85,15 @@ const NATS_PART_CASES: readonly { kind: string; body: (subject: string) => strin
   { kind: 'part that is not JSON', body: () => 'not json at all', code: 'INVALID_INPUT' },
   { kind: 'part that is binary garbage', body: () => new Uint8Array([0xff, 0xfe, 0x00, 0x01]), code: 'INVALID_INPUT' },
   { kind: 'part that is a JSON array', body: () => '[1,2,3]', code: 'INVALID_INPUT' },
-  { kind: 'part of another wire version', body: () => JSON.stringify({ ...part('nats-v2'), v: 2 }), code: 'INVALID_INPUT' },
-  { kind: 'part with parts = 2^35', body: () => JSON.stringify({ ...part('nats-huge'), parts: 2 ** 35, part: 2 ** 35 - 1 }), code: 'INVALID_INPUT' },
-  { kind: 'part number not below parts', body: () => JSON.stringify({ ...part('nats-beyond'), part: 3, parts: 3 }), code: 'INVALID_INPUT' },
-  { kind: 'negative offset', body: () => JSON.stringify({ ...part('nats-offset'), offset: -5 }), code: 'INVALID_INPUT' },
-  { kind: 'both request and payload_ref', body: () => JSON.stringify({ ...part('nats-both'), payload_ref: 'obj://b/x' }), code: 'INVALID_INPUT' },
-  { kind: 'model differing from the subject', body: () => JSON.stringify({ ...part('nats-subject'), model: TINY_CROSS, request: { model: TINY_CROSS, items: ['a'] } }), code: 'INVALID_INPUT' },
-  { kind: 'submitted_at of a megabyte', body: () => JSON.stringify({ ...part('nats-stamp'), submitted_at: 'x'.repeat(100_000) }), code: 'INVALID_INPUT' },
+  { kind: 'part of another wire version', body: () => JSON.stringify({ ...encodePart('nats-v2'), v: 2 }), code: 'INVALID_INPUT' },
+  { kind: 'part with parts = 2^35', body: () => JSON.stringify({ ...encodePart('nats-huge'), parts: 2 ** 35, part: 2 ** 35 - 1 }), code: 'INVALID_INPUT' },
+  { kind: 'part number not below parts', body: () => JSON.stringify({ ...encodePart('nats-beyond'), part: 3, parts: 3 }), code: 'INVALID_INPUT' },
+  { kind: 'negative offset', body: () => JSON.stringify({ ...encodePart('nats-offset'), offset: -5 }), code: 'INVALID_INPUT' },
+  { kind: 'both request and payload_ref', body: () => JSON.stringify({ ...encodePart('nats-both'), payload_ref: 'obj://b/x' }), code: 'INVALID_INPUT' },
+  { kind: 'model differing from the subject', body: () => JSON.stringify({ ...encodePart('nats-subject'), model: TINY_CROSS, request: { model: TINY_CROSS, items: ['a'] } }), code: 'INVALID_INPUT' },
+  { kind: 'submitted_at of a megabyte', body: () => JSON.stringify({ ...encodePart('nats-stamp'), submitted_at: 'x'.repeat(100_000) }), code: 'INVALID_INPUT' },
 ];
 
-function part(jobId: string): Record<string, unknown> {
-  return {
-    v: WIRE_VERSION,
-    job_id: jobId,
-    part: 0,
-    parts: 1,
-    primitive: 'encode',
-    model: TINY_MEAN,
-    request: { model: TINY_MEAN, items: ['a'] },
-    result: { kind: 'stream' },
-    submitted_at: new Date().toISOString(),
-  };
-}
 
 describe.skipIf(!natsServerAvailable())(`bad-input catalogue ${natsServerAvailable() ? '' : NATS_SERVER_MISSING}`, () => {
   let server: NatsServerHandle;
