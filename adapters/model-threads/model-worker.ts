@@ -80,11 +80,19 @@ export class ModelThreads {
    * (a recycled one), else one at a lower value, else a new one.
    */
   async take(name: string, nice = 0): Promise<ThreadClient<ModelRequest, ModelResponse>> {
+    // After close() nothing would ever stop a thread started now: it would be killed at process
+    // exit, possibly in the middle of creating a session, which aborts the process.
+    if (this.#closed) throw new ShoalError(ErrorCode.UNAVAILABLE, 'the model threads are closed');
     let thread: ThreadClient<ModelRequest, ModelResponse> | null = null;
     const exact = this.#ready.findIndex((ready) => ready.nice === nice);
     const index = exact >= 0 ? exact : this.#ready.findIndex((ready) => ready.nice <= nice);
     const ready = index >= 0 ? this.#ready.splice(index, 1)[0] : undefined;
-    if (ready !== undefined && !this.#closed) thread = await ready.thread;
+    if (ready !== undefined) thread = await ready.thread;
+    if (this.#closed) {
+      // Closed while the spare was starting: close() no longer owns it (it was taken), so stop it here.
+      await thread?.close();
+      throw new ShoalError(ErrorCode.UNAVAILABLE, 'the model threads are closed');
+    }
     if (thread === null || !thread.alive) thread = this.#spawn();
     thread.rename(`model thread for ${name}`);
     return thread;

@@ -133,6 +133,8 @@ export class ModelPool {
   #idleTimer: NodeJS.Timeout | null = null;
   #useSeq = 0;
   #closed = false;
+  /** Interactive sessions being created (ensureInteractive), which close() waits for. */
+  readonly #creating = new Set<Promise<boolean>>();
 
   constructor(options: ModelPoolOptions) {
     if (!(options.budgetBytes > 0)) throw new ShoalError(ErrorCode.CONFIG_INVALID, 'the memory budget must be a positive number of bytes');
@@ -238,10 +240,24 @@ export class ModelPool {
   /**
    * Gives a leased model a second session for the interactive lane, if it fits in the budget now
    * (idle models may be evicted for it, busy ones are not waited for). Returns whether it has one.
+   *
+   * The engine starts this in the background (the first interactive request does not wait for it),
+   * so it can still be creating the session when close() is called: close() waits for it (see
+   * #creating), and a session created for a closed pool or an evicted model is released here.
    */
-  async ensureInteractive(lease: ModelLease): Promise<boolean> {
+  ensureInteractive(lease: ModelLease): Promise<boolean> {
+    if (lease.model.interactive !== null) return Promise.resolve(true);
+    if (this.#closed) return Promise.resolve(false);
+    const creation = this.#createInteractive(lease);
+    this.#creating.add(creation);
+    // Both ways, so this bookkeeping adds no unhandled rejection of its own (the caller handles the result).
+    const forget = (): void => void this.#creating.delete(creation);
+    creation.then(forget, forget);
+    return creation;
+  }
+
+  async #createInteractive(lease: ModelLease): Promise<boolean> {
     const model = lease.model;
-    if (model.interactive !== null) return true;
     const predict = this.#options.predictInteractive;
     const runtime = this.#options.interactiveRuntime;
     const entry = this.#entries.get(model.name);
@@ -249,36 +265,52 @@ export class ModelPool {
     const extra = await predict(model.profile);
     return this.#exclusive(async () => {
       if (model.interactive !== null) return true;
+      // Closed or evicted while this waited for the lock: no thread is started for a model that is gone.
+      if (this.#closed || this.#entries.get(model.name) !== entry) return false;
       if (!(await this.#makeRoom(extra, entry, 0))) return false;
       entry.chargedBytes += extra;
+      let worker: ModelWorker;
       try {
         const threads = this.#options.threads;
-        console.error('TRACE take', performance.now());
         const thread = await threads?.take(model.name, runtime.nice);
-        console.error('TRACE start', performance.now());
-        const { worker } = await ModelWorker.start(model.profile, runtime, thread, threads?.recycler(runtime.nice));
-        console.error('TRACE started', performance.now());
-        this.#options.threads?.replenish();
-        model.interactive = worker;
-        this.#emitChange();
-        return true;
+        worker = (await ModelWorker.start(model.profile, runtime, thread, threads?.recycler(runtime.nice))).worker;
       } catch {
         entry.chargedBytes -= extra;
         return false;
       }
+      if (this.#closed || this.#entries.get(model.name) !== entry) {
+        // close() (or an eviction outside the lock, which only close() does) took the model away
+        // while the session was being created: #evict saw no interactive session to close, so it
+        // is released here, before the caller goes on to stop the threads and exit. Left alone, its
+        // thread would outlive close() and be killed at process exit, aborting the process if
+        // that lands while onnxruntime is still creating the session.
+        entry.chargedBytes -= extra;
+        await worker.close();
+        return false;
+      }
+      this.#options.threads?.replenish();
+      model.interactive = worker;
+      this.#emitChange();
+      return true;
     });
   }
 
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    console.error('TRACE pool.close', performance.now());
     if (this.#idleTimer !== null) clearInterval(this.#idleTimer);
     const entries = [...this.#entries.values()];
-    await Promise.all(entries.map(async (entry) => {
-      await entry.ready.catch(() => undefined);
-      if (this.#entries.get(entry.name) === entry) await this.#evict(entry, 'shutdown');
-    }));
+    await Promise.all([
+      ...entries.map(async (entry) => {
+        await entry.ready.catch(() => undefined);
+        if (this.#entries.get(entry.name) === entry) await this.#evict(entry, 'shutdown');
+      }),
+      // Interactive sessions still being created: their thread is inside onnxruntime's session
+      // creation, and stopping it there (ModelThreads.close, process exit) aborts the whole process
+      // ("terminate called after throwing an instance of 'Napi::Error'"). Each one sees the pool
+      // closed once its session exists and releases it; close() returns only after that.
+      ...[...this.#creating].map((creation) => creation.catch(() => false)),
+    ]);
   }
 
   #startLoad(name: string): Entry {

@@ -71,9 +71,8 @@ export function registerSearch(program: Command, app: CliApp): void {
         if (model === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, 'the index does not record its model: give --model');
         const hits = await app.withEngine(config, progress, async (engine) => {
           const call = { signal: app.io.signal };
-          // The bulk lane: a one-shot CLI has no other traffic to overtake, and (an open engine bug) a
-          // process that used the interactive lane's second session aborts at exit about half the time.
-          const [vector] = await encodeDense(engine, [query], { model, role: 'query', priority: 'bulk' }, call);
+          // A query is interactive work: the interactive lane goes into the very next batch.
+          const [vector] = await encodeDense(engine, [query], { model, role: 'query', priority: 'interactive' }, call);
           if (vector === undefined) return [];
           if (vector.length !== spec.dimension) {
             throw new ShoalError(ErrorCode.CONFIG_INVALID, `model ${model} gives ${vector.length}-dimensional vectors, the index holds ${spec.dimension}`);
@@ -81,6 +80,7 @@ export function registerSearch(program: Command, app: CliApp): void {
           const k = flags.rerank === undefined ? flags.k : Math.max(flags.k * RERANK_CANDIDATES_PER_HIT, MIN_RERANK_CANDIDATES);
           const candidates = await sink.search(Array.from(vector), { k, filter });
           if (flags.rerank === undefined || candidates.length === 0) return candidates;
+          // The candidates (at least MIN_RERANK_CANDIDATES pairs) are a batch, not a query: bulk lane.
           const scored = await engine.score({ model: flags.rerank, query, items: candidates.map((hit) => ({ text: hit.row.text })), priority: 'bulk' }, call);
           return scored.scores.slice(0, flags.k).flatMap((entry) => {
             const hit = candidates[entry.index];

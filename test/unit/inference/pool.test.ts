@@ -178,6 +178,28 @@ describe('ModelPool', () => {
     await expect(pool.acquire('tiny-bert-mean')).rejects.toMatchObject({ code: 'UNAVAILABLE' });
   });
 
+  it('close() waits for an interactive session still being created and releases it', async () => {
+    const { pool } = makePool({ predictInteractive: async () => 10 * MB, interactiveRuntime: resolveRuntimeOptions({ intraOpThreads: 1 }) });
+    const lease = await pool.acquire('tiny-bert-mean');
+    let settled = false;
+    const creating = pool.ensureInteractive(lease).finally(() => {
+      settled = true;
+    });
+    // The extra bytes are charged just before the session's thread is started: from then on the
+    // session is being created, in its own thread (as when the engine starts it in the background).
+    const deadline = Date.now() + 10_000;
+    while (pool.residentBytes < 110 * MB && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 1));
+    expect(pool.residentBytes).toBe(110 * MB);
+    lease.release();
+    await pool.close();
+    // Before the fix close() returned here with the session still being created; it was then
+    // installed on the evicted model and its thread outlived close() (a process exiting now aborted).
+    expect(settled).toBe(true);
+    expect(await creating).toBe(false);
+    expect(lease.model.interactive).toBeNull();
+    expect(pool.residentBytes).toBe(0);
+  });
+
   it('charges at least the measured RSS growth when no explicit size is configured', async () => {
     const { pool } = makePool({
       resolve: (name) => prep.describe(name, join(FIXTURES_DIR, 'models', name), {}),

@@ -79,4 +79,16 @@ describe('model thread reuse', () => {
     await again.close();
     await (await threads.take('rest', 10)).close();
   });
+
+  it('starts no thread once closed, and stops a spare taken while it was closing', async () => {
+    const own = new ModelThreads(1);
+    // Taken while the spare is still starting, then closed before it is ready.
+    const taking = own.take('late');
+    await own.close();
+    await expect(taking).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    // A thread started after close() would never be stopped, and dies at process exit, possibly
+    // in the middle of creating a session, which aborts the process.
+    await expect(own.take('after close')).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    expect(own.readyCount).toBe(0);
+  });
 });
