@@ -50,6 +50,15 @@ export interface IngestProgress {
   chunks: number;
 }
 
+/**
+ * Where a run spends its time, for benchmarks (bench/ingest.ts): `parse` and `chunk` are per
+ * document (documents are parsed two at a time, so their sum can exceed the wall time), `encode`
+ * (plus extract/classify when configured) and `write` (a commit) per wave or flush, and `wait` is
+ * the time the main loop waited for the next wave to be parsed and chunked (intake not hidden
+ * behind inference).
+ */
+export type IngestStage = 'parse' | 'chunk' | 'encode' | 'write' | 'wait';
+
 export interface IngestRunOptions {
   definition: PipelineDefinition;
   engine: Engine;
@@ -59,6 +68,8 @@ export interface IngestRunOptions {
   force?: boolean;
   signal?: AbortSignal;
   onProgress?: (progress: IngestProgress) => void;
+  /** Called with the milliseconds of each stage step (see IngestStage); timing only, no effect on the run. */
+  onStage?: (stage: IngestStage, milliseconds: number) => void;
   /** Metadata stored with a table the run creates (the CLI records the encode model and pipeline). */
   tableMetadata?: Record<string, string>;
 }
@@ -118,7 +129,9 @@ export class IngestRunner {
       if (buffered.states.length === 0) return;
       const { rows, states } = buffered;
       buffered = { rows: [], states: [] };
+      const committing = performance.now();
       await this.#options.sink.commit(rows, states);
+      this.#stage('write', committing);
       this.#summary.documents.ok += states.length;
       this.#summary.chunks += rows.length;
       this.#progress.done += states.length;
@@ -126,7 +139,9 @@ export class IngestRunner {
     };
     try {
       let next = this.#nextWave();
+      let waiting = performance.now();
       for (let wave = await next; wave.length > 0; wave = await next) {
+        this.#stage('wait', waiting);
         next = this.#nextWave();
         // Handled here so an interrupt while this wave is written is not an unhandled rejection;
         // the loop's next `await next` still throws it.
@@ -136,7 +151,9 @@ export class IngestRunner {
         buffered.states.push(...written.states);
         const due = performance.now() - lastCommit >= MAX_COMMIT_INTERVAL_MS;
         if (due || buffered.rows.length >= this.#options.definition.stages.write.batchRows) await flush();
+        waiting = performance.now();
       }
+      this.#stage('wait', waiting);
       await flush();
     } catch (error) {
       // Whatever finished before the failure or interrupt is kept (an interrupt lets the wave being
@@ -144,7 +161,9 @@ export class IngestRunner {
       await flush().catch(() => undefined);
       throw error;
     }
+    const optimizing = performance.now();
     await this.#options.sink.optimize();
+    this.#stage('write', optimizing);
     this.#summary.seconds = (performance.now() - started) / 1000;
     return this.#summary;
   }
@@ -160,6 +179,10 @@ export class IngestRunner {
     if (recorded !== undefined && recorded !== model) {
       throw new ShoalError(ErrorCode.CONFIG_INVALID, `the index table was built with model ${recorded}, not ${model}: use that model, or another --table or --index`);
     }
+  }
+
+  #stage(stage: IngestStage, since: number): void {
+    this.#options.onStage?.(stage, performance.now() - since);
   }
 
   #report(): void {
@@ -210,6 +233,7 @@ export class IngestRunner {
     const state = this.#states.get(pending.uri);
     if (this.#options.force !== true && state?.document_id === documentId && state.settings === this.#settings) return { kind: 'unchanged' };
     let outcome: ParseOutcome;
+    const parsing = performance.now();
     try {
       outcome = await this.#options.reader.parse(loaded.source);
     } catch (error) {
@@ -218,6 +242,7 @@ export class IngestRunner {
       outcome = { ok: false, source: pending.uri, code: shoal.code, reason: shoal.message };
     }
     // An interrupt is the run's story, not this document's: it must not be recorded as a failure.
+    this.#stage('parse', parsing);
     if (!outcome.ok && outcome.code === ErrorCode.CANCELLED) throw new ShoalError(ErrorCode.CANCELLED, 'interrupted');
     if (!outcome.ok) return { kind: 'failed', failure: { source: pending.uri, code: outcome.code, reason: outcome.reason } };
     const { pages } = outcome.document;
@@ -226,7 +251,9 @@ export class IngestRunner {
     this.#summary.ocrPages += ocrPages;
     this.#progress.pages += pages.length;
     this.#progress.ocrPages += ocrPages;
+    const chunking = performance.now();
     const chunks = await chunkPages(pages, await this.#chunkSettings(), this.#count);
+    this.#stage('chunk', chunking);
     this.#progress.chunks += chunks.length;
     return { kind: 'ready', document: { uri: pending.uri, documentId, pages: pages.length, chunks } };
   }
@@ -247,11 +274,14 @@ export class IngestRunner {
     // No abort signal here: an interrupt stops intake (#nextWave) and lets this wave finish and
     // commit, like a drain; a second Ctrl-C still exits at once (services/cli/main.ts).
     const call = {};
+    const encoding = performance.now();
     const texts = wave.flatMap((document) => document.chunks.map((chunk) => chunk.text));
     const vectors = texts.length === 0 ? [] : await encodeDense(this.#options.engine, texts, { model: encode.model, role: 'document', normalize: encode.normalize }, call);
     const entities = extract === undefined || texts.length === 0 ? null : await extractEntities(this.#options.engine, texts, extract, call);
     const labels = this.#classifier === null || texts.length === 0 ? null : await this.#classifier.classify(texts, vectors, call);
+    this.#stage('encode', encoding);
     const first = vectors[0];
+    const preparing = performance.now();
     if (first !== undefined) await this.#prepareTable(first.length);
     const ingestedAt = new Date().toISOString();
     const rows: ChunkRow[] = [];
@@ -279,6 +309,7 @@ export class IngestRunner {
       }
       states.push({ source: document.uri, document_id: document.documentId, settings: this.#settings, chunks: document.chunks.length, pages: document.pages, ingested_at: ingestedAt });
     }
+    this.#stage('write', preparing);
     return { rows, states };
   }
 
