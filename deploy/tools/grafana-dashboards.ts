@@ -1,6 +1,7 @@
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { writeGenerated } from './generated-files.js';
 import { DEPLOY_DIR } from './nats-config.js';
 
 /**
@@ -135,22 +136,8 @@ export function dashboardJson(dashboard: Dashboard): string {
 function main(): number {
   const check = process.argv.includes('--check');
   mkdirSync(DASHBOARD_DIR, { recursive: true });
-  let stale = 0;
-  for (const dashboard of DASHBOARDS) {
-    const path = join(DASHBOARD_DIR, `${dashboard.uid}.json`);
-    const text = dashboardJson(dashboard);
-    let current = '';
-    try {
-      current = readFileSync(path, 'utf8');
-    } catch {
-      current = '';
-    }
-    if (current === text) continue;
-    stale++;
-    if (check) process.stderr.write(`stale: ${path}\n`);
-    else writeFileSync(path, text);
-  }
-  return check && stale > 0 ? 1 : 0;
+  const outputs = DASHBOARDS.map((dashboard) => [join(DASHBOARD_DIR, `${dashboard.uid}.json`), dashboardJson(dashboard)] as const);
+  return writeGenerated(outputs, check, 'run npx tsx deploy/tools/grafana-dashboards.ts');
 }
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) process.exitCode = main();

@@ -1,8 +1,9 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { z } from 'zod';
+import { writeGenerated } from './generated-files.js';
 
 /**
  * Renders deploy/nats/permissions.yaml (the one list of what each Shoal component may do on NATS)
@@ -106,20 +107,7 @@ function main(): number {
     [CHART_PERMISSIONS_FILE, source],
     [CHART_ALERTS_FILE, readFileSync(ALERTS_FILE, 'utf8')],
   ];
-  let stale = 0;
-  for (const [path, text] of outputs) {
-    let current = '';
-    try {
-      current = readFileSync(path, 'utf8');
-    } catch {
-      current = '';
-    }
-    if (current === text) continue;
-    stale++;
-    if (check) process.stderr.write(`stale: ${path} (run npx tsx deploy/tools/nats-config.ts)\n`);
-    else writeFileSync(path, text);
-  }
-  return check && stale > 0 ? 1 : 0;
+  return writeGenerated(outputs, check, 'run npx tsx deploy/tools/nats-config.ts');
 }
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) process.exitCode = main();

@@ -8,6 +8,7 @@ import { parseDefinition } from '../../../pipelines/documents/definition.js';
 import { DocumentParser } from '../../../pipelines/documents/parse.js';
 import { IngestRunner, type IngestProgress } from '../../../pipelines/documents/runner.js';
 import { fileSources } from '../../../pipelines/documents/sources.js';
+import { cosine } from '../../helpers/tiny-model.js';
 import { InferenceEngine } from '../../../pipelines/inference/engine.js';
 import { CONFORMANCE_DIR } from '../../helpers/shared.js';
 
@@ -30,18 +31,6 @@ afterAll(async () => {
 await writeFile(join(dir, 'one.txt'), 'Rain is expected in Paris on Monday. Bring an umbrella.');
 await writeFile(join(dir, 'two.txt'), 'Whisk the eggs with sugar. Bake the cake for forty minutes.');
 
-function cosine(a: readonly number[], b: readonly number[]): number {
-  let dot = 0;
-  let na = 0;
-  let nb = 0;
-  a.forEach((x, i) => {
-    const y = b[i] ?? 0;
-    dot += x * y;
-    na += x * x;
-    nb += y * y;
-  });
-  return dot / Math.sqrt(na * nb);
-}
 
 describe('IngestRunner', () => {
   it('runs extract and classify and stores their JSON per chunk', async () => {
