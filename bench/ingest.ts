@@ -1,9 +1,13 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { parseArgs } from 'node:util';
+import { spawn } from 'node:child_process';
+import { connectNats } from '../adapters/nats/connection.js';
 import { LanceDbSink } from '../adapters/sinks/lancedb.js';
+import { NatsIngest } from '../pipelines/documents/nats-ingest.js';
+import { startNatsServer } from '../test/helpers/nats-server.js';
 import { resolvePipeline } from '../pipelines/documents/builtin.js';
 import { chunkPages, encoderTokenLimit, engineTokenCounter, type ChunkSettings } from '../pipelines/documents/chunk.js';
 import { applyOverrides, type PipelineDefinition } from '../pipelines/documents/definition.js';
@@ -36,7 +40,13 @@ import { percentile, printTable, writeResult, type Row } from './lib/report.js';
  * warm-up) serve every round; the model is loaded before timing. Absolute figures depend on the
  * machine; the ratio is measured in the same run.
  *
- *   npx tsx bench/ingest.ts [--rounds 3] [--docs 1000] [--skip-pdfs]
+ * 4. With `--nats`: the same SciFact records through `shoal ingest --nats` (NatsIngest, the CLI's
+ *    coordinator, in this process) with one `shoal worker --parse` child process on a private
+ *    nats-server (parse tasks, then encode jobs of 64-chunk parts), once per round after the
+ *    in-process run: documents/s, chunks/s and the in-process / NATS ratio. `--nats-docs N` runs
+ *    a subset over NATS when the whole set would take too long.
+ *
+ *   npx tsx bench/ingest.ts [--rounds 3] [--docs 1000] [--skip-pdfs] [--skip-baseline] [--nats] [--nats-docs N]
  */
 
 const { values: args } = parseArgs({
@@ -44,6 +54,9 @@ const { values: args } = parseArgs({
     rounds: { type: 'string', default: '3' },
     docs: { type: 'string', default: '1000' },
     'skip-pdfs': { type: 'boolean', default: false },
+    'skip-baseline': { type: 'boolean', default: false },
+    nats: { type: 'boolean', default: false },
+    'nats-docs': { type: 'string' },
   },
 });
 
@@ -53,6 +66,8 @@ const PDF_DIR = join(DATA_DIR, 'pdfs');
 /** Same request size as pipelines/documents/stages/encode.ts. */
 const ENCODE_REQUEST_ITEMS = 8_192;
 const STAGES: readonly IngestStage[] = ['parse', 'chunk', 'encode', 'write', 'wait'];
+const NATS_DOCS = args['nats-docs'] === undefined ? DOCS : Number(args['nats-docs']);
+const NATS_PREFIX = 'benchingest';
 
 interface Scifact {
   _id: string;
@@ -90,6 +105,51 @@ async function runPipeline(engine: InferenceEngine, parser: DocumentParser, base
     const runner = new IngestRunner({ definition, engine, sink, reader: parser, onStage: (stage, ms) => (stages[stage] += ms / 1000) });
     const started = performance.now();
     const summary = await runner.run(sources);
+    return { summary, seconds: (performance.now() - started) / 1000, stages };
+  } finally {
+    await sink.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** A private nats-server, one `shoal worker --parse` child process serving the bench model, and the coordinator. */
+async function startNats(): Promise<{ ingest: NatsIngest; stop: () => Promise<void> }> {
+  const server = await startNatsServer();
+  const worker = spawn(process.execPath, [join(import.meta.dirname, '..', 'bin', 'shoal.js'), 'worker', '--parse', '--models', basename(BENCH_MODEL), '--nats', server.url, '--prefix', NATS_PREFIX], {
+    // The sources (a stale dist/ may predate the parse role).
+    // Served by name from its folder: model names over NATS are never paths.
+    env: { ...process.env, SHOAL_FROM_SOURCE: '1', SHOAL_LOG_LEVEL: 'warn', SHOAL_MODEL_DIR: dirname(BENCH_MODEL) },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  let stopping = false;
+  worker.once('exit', (code) => {
+    if (stopping) return;
+    console.error(`the worker exited with ${String(code)} during the bench`);
+    process.exit(1);
+  });
+  const nc = await connectNats({ servers: [server.url], retryFirstConnect: false });
+  const ingest = await NatsIngest.open(nc, { prefix: NATS_PREFIX });
+  return {
+    ingest,
+    stop: async () => {
+      stopping = true;
+      await ingest.close();
+      await nc.close();
+      worker.kill('SIGTERM');
+      await new Promise((resolve) => (worker.exitCode === null ? worker.once('exit', resolve) : resolve(undefined)));
+      await server.stop();
+    },
+  };
+}
+
+async function runNatsPipeline(ingest: NatsIngest, base: PipelineDefinition, sources: readonly PendingSource[]): Promise<PipelineRun> {
+  const dir = mkdtempSync(join(tmpdir(), 'shoal-bench-ingest-nats-'));
+  const definition = applyOverrides(base, { index: dir, model: basename(BENCH_MODEL) });
+  const sink = new LanceDbSink({ dir, table: definition.stages.write.table });
+  const stages = Object.fromEntries(STAGES.map((stage) => [stage, 0])) as Record<IngestStage, number>;
+  try {
+    const started = performance.now();
+    const summary = await ingest.run({ definition, sink, index: dir, onStage: (stage, ms) => (stages[stage] += ms / 1000) }, sources);
     return { summary, seconds: (performance.now() - started) / 1000, stages };
   } finally {
     await sink.close();
@@ -155,12 +215,14 @@ async function main(): Promise<void> {
   const parser = new DocumentParser(engine, { ...base.stages.parse });
   const lines = scifactLines(DOCS);
   const pdfFiles = readdirSync(PDF_DIR).filter((name) => name.endsWith('.pdf'));
+  const nats = args.nats ? await startNats() : null;
   try {
+    if (nats !== null) await runNatsPipeline(nats.ingest, base, await recordsOf(lines.slice(0, 8)));
     // Warm-up: parse threads, tokenizer and encoder loaded, OCR model loaded (one PDF page routed to OCR, if any).
     const warm = await recordsOf(lines.slice(0, 8));
     await runPipeline(engine, parser, base, warm);
     console.error('preparing the chunk texts with the pipeline chunker…');
-    const texts = await pipelineChunks(engine, parser, base, await recordsOf(lines));
+    const texts = args['skip-baseline'] ? [] : await pipelineChunks(engine, parser, base, await recordsOf(lines));
     await encodeOnly(engine, base, texts.slice(0, 64));
     if (!args['skip-pdfs']) await runPipeline(engine, parser, base, await fileSources(pdfFiles.slice(0, 2).map((name) => join(PDF_DIR, name))));
 
@@ -168,6 +230,7 @@ async function main(): Promise<void> {
     const pdfRows: Row[] = [];
     const rounds: unknown[] = [];
     const ratios: number[] = [];
+    const natsRows: Row[] = [];
     for (let round = 1; round <= ROUNDS; round++) {
       const sources = await recordsOf(lines);
       let pipeline: PipelineRun | undefined;
@@ -175,11 +238,11 @@ async function main(): Promise<void> {
       // Alternate the order so drift within a round does not favour one side.
       for (const side of round % 2 === 1 ? (['pipeline', 'baseline'] as const) : (['baseline', 'pipeline'] as const)) {
         if (side === 'pipeline') pipeline = await runPipeline(engine, parser, base, sources);
-        else baseline = await encodeOnly(engine, base, texts);
+        else if (!args['skip-baseline']) baseline = await encodeOnly(engine, base, texts);
       }
       if (pipeline === undefined) throw new Error('no pipeline run');
       const { summary } = pipeline;
-      if (summary.chunks !== texts.length || summary.documents.ok !== lines.length) {
+      if ((!args['skip-baseline'] && summary.chunks !== texts.length) || summary.documents.ok !== lines.length) {
         throw new Error(`round ${round}: pipeline wrote ${summary.chunks} chunks of ${summary.documents.ok} documents; encode-only has ${texts.length} chunks of ${lines.length}`);
       }
       const pipelineRate = summary.chunks / pipeline.seconds;
@@ -198,6 +261,30 @@ async function main(): Promise<void> {
         ...stageColumns(pipeline),
       });
       console.error(`round ${round}: pipeline ${pipelineRate.toFixed(1)} chunks/s, encode-only ${baselineRate.toFixed(1)} chunks/s, ratio ${(pipelineRate / baselineRate).toFixed(3)}`);
+
+      if (nats !== null) {
+        const subset = await recordsOf(lines.slice(0, NATS_DOCS));
+        // The in-process figure over the same subset (the whole run's when it is the whole set).
+        const local = NATS_DOCS >= lines.length ? pipeline : await runPipeline(engine, parser, base, subset);
+        const remote = await runNatsPipeline(nats.ingest, base, subset);
+        const s = remote.summary;
+        if (s.documents.ok !== subset.length || s.chunks !== local.summary.chunks) throw new Error(`round ${round}: NATS wrote ${s.chunks} chunks of ${s.documents.ok} documents, in process ${local.summary.chunks}`);
+        const localRate = local.summary.documents.ok / local.seconds;
+        const remoteRate = s.documents.ok / remote.seconds;
+        natsRows.push({
+          round,
+          docs: s.documents.ok,
+          chunks: s.chunks,
+          'in-process s': local.seconds,
+          'NATS s': remote.seconds,
+          'in-process docs/s': localRate,
+          'NATS docs/s': remoteRate,
+          'NATS chunks/s': s.chunks / remote.seconds,
+          'in-process / NATS': localRate / remoteRate,
+          ...stageColumns(remote),
+        });
+        console.error(`round ${round}: NATS ${remoteRate.toFixed(1)} docs/s, in process ${localRate.toFixed(1)} docs/s, ratio ${(localRate / remoteRate).toFixed(3)}`);
+      }
 
       let pdf: PipelineRun | null = null;
       if (!args['skip-pdfs']) {
@@ -233,6 +320,9 @@ async function main(): Promise<void> {
     console.log(`\npipeline / encode-only (median of ${ROUNDS} rounds): ${ratio.toFixed(3)} — target ≥ 0.9: ${ratio >= 0.9 ? 'met' : 'NOT met'}`);
     const pdfTable = pdfRows.length === 0 ? [] : [...pdfRows, medianRow(pdfRows)];
     printTable(`PDFs of ${PDF_DIR} (OCR auto)`, pdfTable);
+    const natsTitle = `SciFact abstracts (${NATS_DOCS} records), in process vs --nats with one worker process (stage % of the coordinator)`;
+    const natsTable = natsRows.length === 0 ? [] : [...natsRows, medianRow(natsRows)];
+    printTable(natsTitle, natsTable);
     const file = writeResult('ingest', {
       command: `npx tsx bench/ingest.ts --rounds ${ROUNDS} --docs ${DOCS}${args['skip-pdfs'] ? ' --skip-pdfs' : ''}`,
       model: BENCH_MODEL,
@@ -242,14 +332,16 @@ async function main(): Promise<void> {
       ratios,
       scifact: scifactTable,
       pdfs: pdfTable,
+      nats: natsTable,
       rounds,
     });
     const scifactTitle = `SciFact abstracts (${lines.length} JSON Lines records) → LanceDB, pipeline vs encode-only of the same ${texts.length} chunks (stage % = busy time / wall)`;
     const verdict = `pipeline / encode-only (median of ${ROUNDS} rounds): ${ratio.toFixed(3)} — target ≥ 0.9: ${ratio >= 0.9 ? 'met' : 'NOT met'}`;
     const md = file.replace(/\.json$/, '.md');
-    writeFileSync(md, [`# bench/ingest.ts`, '', `\`npx tsx bench/ingest.ts --rounds ${ROUNDS} --docs ${DOCS}\``, '', markdown(scifactTitle, scifactTable), verdict, '', markdown(`PDFs of ${PDF_DIR} (OCR auto)`, pdfTable)].join('\n'));
+    writeFileSync(md, [`# bench/ingest.ts`, '', `\`npx tsx bench/ingest.ts ${process.argv.slice(2).join(' ')}\``, '', markdown(scifactTitle, scifactTable), verdict, '', markdown(`PDFs of ${PDF_DIR} (OCR auto)`, pdfTable), markdown(natsTitle, natsTable)].join('\n'));
     console.log(`\nwrote ${file}\nwrote ${md}`);
   } finally {
+    await nats?.stop();
     await parser.close();
     await engine.close();
   }

@@ -1,105 +1,210 @@
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { createRequire } from 'node:module';
+import { availableParallelism } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { parseCatalog } from '../pipelines/inference/catalog.js';
 import { InferenceEngine } from '../pipelines/inference/engine.js';
-import { characterErrorRate } from '../test/helpers/text-distance.js';
-import { printTable, writeResult, type Row } from './lib/report.js';
+import { renderPage, type RenderedPage } from '../test/helpers/pdf-page.js';
+import { wordF1 } from '../test/helpers/word-f1.js';
+import { stageProfiler } from './lib/ocr-stages.js';
+import { percentile, printTable, writeResult, type Row } from './lib/report.js';
 
 /**
- * OCR accuracy and speed of the built-in PaddleOCR PP-OCRv4 model (paddleocr/pp-ocrv4) on pages
- * of the PDFs in ../shared/data/pdfs: each page is rendered with pdftoppm, read through the
- * engine, and compared with the PDF's own text layer (`pdftotext -layout`, which lays multi-column
- * text out row by row, the order OCR reads in). CER = Levenshtein distance / reference length,
- * after NFKC and whitespace normalization (test/helpers/text-distance.ts). Seconds per page are
- * the extract call alone (model loaded beforehand; rendering not counted).
+ * OCR speed and accuracy of the built-in PaddleOCR PP-OCRv4 model (paddleocr/pp-ocrv4) side by
+ * side with the peer, tesseract.js 7 with its English data (single-threaded WASM, offline), on
+ * pages of the PDFs in ../shared/data/pdfs. Each page is rendered once (pdftoppm when installed,
+ * else pdfjs through the project's PDF reader) and both engines read the same PNG. Accuracy is
+ * word-F1 against the page's own text layer (pdfjs text; test/helpers/word-f1.ts): a bag of
+ * words, so column order does not count. Seconds per page are one recognize/extract call with the models
+ * already loaded (rendering not counted); rounds are interleaved (round r: every page, Shoal then
+ * the peer, the order flipped every other round) and the median per page is reported, because
+ * the machine is shared and single timings are noisy. CPU seconds (process.cpuUsage over the
+ * call: every thread of the process, the engine's and the peer's worker threads included) say
+ * how much work a page took whatever else the machine was doing; tesseract.js uses one core,
+ * Shoal's model threads use every core they are given.
  *
- *   npx tsx bench/ocr.ts [--dpi 150] [--pages pdf-stem:page,...] [--options '{"limitSideLen":1280}'] [--threads N]
+ *   npx tsx bench/ocr.ts [--dpi 150] [--rounds 3] [--pages stem:page,...] [--peer tesseract|none]
+ *                        [--options '{"limitSideLen":1280}'] [--compare '{"fuseGraphs":false,"recMinWidth":320}']
+ *                        [--threads N] [--renderer auto|pdftoppm|pdfjs]
+ *   npx tsx bench/ocr.ts --stages [--rounds 3]   # where a page's time goes (bench/lib/ocr-stages.ts)
  *
- * Needs poppler-utils (pdftoppm, pdftotext). Prints a table; writes bench/results/ocr-*.json.
+ * Prints a table; writes bench/results/ocr-*.json.
  */
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const PDF_DIR = join(process.env.SHOAL_SHARED_DIR ?? resolve(HERE, '..', '..', 'shared'), 'data', 'pdfs');
 
-/** Clean text pages first, then harder ones (small print, rules, math, German, dense tables). */
+/** The issue's peer pages: Federal Register, SCOTUS, LibreOffice and Cupertino, page 1 each. */
 const DEFAULT_PAGES = [
-  '001-trivial__minimal-document:1',
-  '002-trivial-libre-office-writer__002-trivial-libre-office-writer:1',
-  '004-pdflatex-4-pages__pdflatex-4-pages:1',
-  '004-pdflatex-4-pages__pdflatex-4-pages:2',
-  '006-pdflatex-outline__pdflatex-outline:2',
-  '011-google-doc-document__google-doc-document:1',
-  '021-pdfa__crazyones-pdfa:1',
-  '026-latex-multicolumn__multicolumn:1',
-  '026-latex-multicolumn__multicolumn:2',
-  'pdfplumber__cupertino_usd_4-6-16:1',
   'pdfplumber__federal-register-2020-17221:1',
   'pdfplumber__scotus-transcript-p1:1',
-  'pdfplumber__la-precinct-bulletin-2014-p1:1',
-  'pdfplumber__WARN-Report-for-7-1-2015-to-03-25-2016:1',
-  '009-pdflatex-geotopo__GeoTopo-komprimiert:10',
-  'pdfplumber__senate-expenditures:1',
-  'pdfplumber__nics-background-checks-2015-11:1',
+  '002-trivial-libre-office-writer__002-trivial-libre-office-writer:1',
+  'pdfplumber__cupertino_usd_4-6-16:1',
 ].join(',');
 
 const { values: args } = parseArgs({
   options: {
     dpi: { type: 'string', default: '150' },
+    rounds: { type: 'string', default: '3' },
     pages: { type: 'string', default: DEFAULT_PAGES },
+    peer: { type: 'string', default: 'tesseract' },
+    /** Catalog options of a second Shoal reader, interleaved with the others (e.g. the old defaults). */
+    compare: { type: 'string' },
     options: { type: 'string', default: '{}' },
     threads: { type: 'string' },
+    renderer: { type: 'string', default: 'auto' },
+    /** Instead: per-stage milliseconds of each page, shipped graphs + old strip minimum vs the defaults. */
+    stages: { type: 'boolean', default: false },
   },
 });
 
-function run(command: string, argv: string[]): string {
-  const result = spawnSync(command, argv, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
-  if (result.error !== undefined || result.status !== 0) {
-    throw new Error(`${command} ${argv.join(' ')} failed: ${result.error?.message ?? result.stderr}`);
+interface Reader {
+  name: string;
+  read(png: Uint8Array): Promise<string>;
+  close(): Promise<void>;
+}
+
+async function shoalReader(name: string, options: unknown, threads: number | undefined): Promise<Reader> {
+  const engine = new InferenceEngine({
+    catalog: parseCatalog({ models: { ocr: { source: 'paddleocr/pp-ocrv4', options } } }, 'bench'),
+    ...(threads === undefined ? {} : { runtime: { intraOpThreads: threads } }),
+  });
+  await engine.preload('ocr');
+  return {
+    name,
+    async read(png) {
+      const result = await engine.extract({ model: 'ocr', items: [{ image: png }] });
+      return result.items[0]?.text ?? '';
+    },
+    close: () => engine.close(),
+  };
+}
+
+/** tesseract.js 7 + @tesseract.js-data/eng, offline: the language data is read from node_modules. */
+async function tesseractReader(): Promise<Reader> {
+  const { createWorker } = await import('tesseract.js');
+  const langPath = join(dirname(createRequire(import.meta.url).resolve('@tesseract.js-data/eng/package.json')), '4.0.0');
+  const worker = await createWorker('eng', 1, { langPath, gzip: true, cacheMethod: 'none' });
+  return {
+    name: 'tesseract.js',
+    async read(png) {
+      const { data } = await worker.recognize(Buffer.from(png));
+      return data.text;
+    },
+    close: async () => {
+      await worker.terminate();
+    },
+  };
+}
+
+interface Page extends RenderedPage {
+  pdf: string;
+  page: number;
+}
+
+const median = (values: readonly number[]): number => percentile(values, 50);
+
+/** Per-stage milliseconds (median over rounds, interleaved) for the shipped and the fused graphs. */
+async function stages(pages: readonly Page[], rounds: number, threads: number): Promise<void> {
+  const variants = [
+    { name: 'before (shipped graphs, strips ≥ 320)', profiler: await stageProfiler({ fuse: false, minWidth: 320, threads }) },
+    { name: 'now (fused graphs, strips ≥ 128)', profiler: await stageProfiler({ fuse: true, minWidth: 128, threads }) },
+  ];
+  const samples = new Map<string, Record<string, number>[]>();
+  try {
+    for (const variant of variants) await variant.profiler.profile(pages[0]?.png ?? new Uint8Array());
+    for (let round = 0; round < rounds; round++) {
+      for (const page of pages) {
+        for (const variant of round % 2 === 0 ? variants : [...variants].reverse()) {
+          const key = `${variant.name}|${page.pdf}`;
+          samples.set(key, [...(samples.get(key) ?? []), await variant.profiler.profile(page.png)]);
+        }
+      }
+    }
+  } finally {
+    for (const variant of variants) await variant.profiler.release();
   }
-  return result.stdout;
+  const rows: Row[] = [];
+  for (const page of pages) {
+    for (const variant of variants) {
+      const runs = samples.get(`${variant.name}|${page.pdf}`) ?? [];
+      const row: Row = { variant: variant.name, document: page.pdf.replace(/^pdfplumber__|__.*$/g, '') };
+      for (const stage of Object.keys(runs[0] ?? {})) row[stage] = Math.round(median(runs.map((r) => r[stage] ?? 0)));
+      row.total = Math.round(median(runs.map((r) => Object.entries(r).filter(([k]) => !['boxes_found', 'rec_columns'].includes(k)).reduce((a, [, v]) => a + v, 0))));
+      rows.push(row);
+    }
+  }
+  printTable(`OCR stages, ms per page (median of ${rounds} interleaved rounds, ${threads} intra-op threads, one thread for the rest)`, rows);
+  console.log(`\nwritten: ${writeResult('ocr-stages', { rounds, threads, pages: rows })}`);
 }
 
 async function main(): Promise<void> {
   const dpi = Number(args.dpi);
+  const rounds = Math.max(1, Number(args.rounds));
   const options: unknown = JSON.parse(args.options);
-  const work = mkdtempSync(join(tmpdir(), 'shoal-bench-ocr-'));
-  const runtime = args.threads === undefined ? {} : { runtime: { intraOpThreads: Number(args.threads) } };
-  const engine = new InferenceEngine({
-    images: { roots: [work] },
-    catalog: parseCatalog({ models: { ocr: { source: 'paddleocr/pp-ocrv4', options } } }, 'bench'),
-    ...runtime,
-  });
-  const rows: Row[] = [];
-  try {
-    await engine.preload('ocr');
-    let seconds = 0;
-    for (const entry of args.pages.split(',')) {
-      const [pdf = '', pageText = '1'] = entry.split(':');
-      const page = Number(pageText);
-      const file = join(PDF_DIR, `${pdf}.pdf`);
-      const stem = join(work, `${pdf}-${page}`);
-      run('pdftoppm', ['-r', String(dpi), '-f', String(page), '-l', String(page), '-singlefile', '-png', file, stem]);
-      const reference = run('pdftotext', ['-layout', '-f', String(page), '-l', String(page), file, '-']);
-      const started = performance.now();
-      const result = await engine.extract({ model: 'ocr', items: [{ image: `${stem}.png` }] });
-      const elapsed = (performance.now() - started) / 1000;
-      seconds += elapsed;
-      const item = result.items[0];
-      const cer = characterErrorRate(item?.text ?? '', reference);
-      rows.push({ document: pdf, page, 'CER %': Number((cer.cer * 100).toFixed(2)), edits: cer.distance, chars: cer.referenceLength, lines: item?.lines?.length ?? 0, seconds: Number(elapsed.toFixed(2)) });
-      console.error(`${pdf} p${page}: CER ${(cer.cer * 100).toFixed(2)} % in ${elapsed.toFixed(1)} s`);
-    }
-    printTable(`PP-OCRv4 at ${dpi} dpi, options ${JSON.stringify(options)}: ${(rows.length / seconds).toFixed(3)} pages/s`, rows);
-    const file = writeResult('ocr', { dpi, options, pagesPerSecond: rows.length / seconds, pages: rows });
-    console.log(`\nwritten: ${file}`);
-  } finally {
-    await engine.close();
-    rmSync(work, { recursive: true, force: true });
+  const renderer = args.renderer === 'pdftoppm' || args.renderer === 'pdfjs' ? args.renderer : 'auto';
+  const pages: Page[] = [];
+  for (const entry of args.pages.split(',')) {
+    const [pdf = '', pageText = '1'] = entry.split(':');
+    const page = Number(pageText);
+    pages.push({ pdf, page, ...(await renderPage(join(PDF_DIR, `${pdf}.pdf`), page, dpi, renderer)) });
   }
+  const threads = args.threads === undefined ? undefined : Number(args.threads);
+  if (args.stages) {
+    await stages(pages, rounds, threads ?? availableParallelism());
+    return;
+  }
+  const readers = [await shoalReader('shoal', options, threads)];
+  if (args.compare !== undefined) readers.push(await shoalReader(`shoal ${args.compare}`, JSON.parse(args.compare), threads));
+  if (args.peer === 'tesseract') readers.push(await tesseractReader());
+  const seconds = new Map<string, number[]>();
+  const cpuSeconds = new Map<string, number[]>();
+  const texts = new Map<string, string>();
+  try {
+    // One untimed read each: first-call costs (shape caches, WASM start-up) are not a page's cost.
+    for (const reader of readers) await reader.read(pages[0]?.png ?? new Uint8Array());
+    for (let round = 0; round < rounds; round++) {
+      for (const page of pages) {
+        const order = round % 2 === 0 ? readers : [...readers].reverse();
+        for (const reader of order) {
+          const started = performance.now();
+          const cpuBefore = process.cpuUsage();
+          const text = await reader.read(page.png);
+          const cpu = process.cpuUsage(cpuBefore);
+          const elapsed = (performance.now() - started) / 1000;
+          const key = `${reader.name}|${page.pdf}:${page.page}`;
+          seconds.set(key, [...(seconds.get(key) ?? []), elapsed]);
+          cpuSeconds.set(key, [...(cpuSeconds.get(key) ?? []), (cpu.user + cpu.system) / 1e6]);
+          texts.set(key, text);
+          console.error(`round ${round + 1}: ${reader.name} ${page.pdf} p${page.page} ${elapsed.toFixed(2)} s`);
+        }
+      }
+    }
+  } finally {
+    for (const reader of readers) await reader.close();
+  }
+  const rows: Row[] = [];
+  for (const page of pages) {
+    for (const reader of readers) {
+      const key = `${reader.name}|${page.pdf}:${page.page}`;
+      const text = texts.get(key) ?? '';
+      const f1 = wordF1(text, page.text);
+      rows.push({
+        engine: reader.name,
+        document: page.pdf.replace(/^pdfplumber__|__.*$/g, ''),
+        page: page.page,
+        's/page (median)': Number(median(seconds.get(key) ?? []).toFixed(2)),
+        'CPU s/page': Number(median(cpuSeconds.get(key) ?? []).toFixed(2)),
+        'word-F1 %': Number((f1.f1 * 100).toFixed(1)),
+        words: `${f1.common}/${f1.referenceWords}`,
+      });
+    }
+  }
+  const renderers = [...new Set(pages.map((p) => p.renderer))].join(',');
+  printTable(`OCR at ${dpi} dpi (${renderers}), median of ${rounds} interleaved rounds, options ${JSON.stringify(options)}`, rows);
+  const file = writeResult('ocr', { dpi, rounds, renderer: renderers, options, pages: rows, seconds: Object.fromEntries(seconds), cpuSeconds: Object.fromEntries(cpuSeconds) });
+  console.log(`\nwritten: ${file}`);
 }
 
 await main();

@@ -110,6 +110,7 @@ async function main(): Promise<void> {
   const engine = engineFor(threads, cacheDir);
   try {
     const fp32Load = await engine.inspect('minilm.fp32');
+    const maxLength = (await engine.profile('minilm.fp32')).maxLength;
     const int8Load = await engine.inspect('minilm.int8');
     const precision = int8Load.info.precision?.model;
     if (precision?.effective !== 'int8') throw new Error(`int8 was not used: ${JSON.stringify(precision)}`);
@@ -147,7 +148,8 @@ async function main(): Promise<void> {
     await engine.close();
     // The peer on fp32 (transformers.js feature-extraction as its docs show), same corpus and
     // thread count, after the engine has closed so the two never share the cores.
-    const peer = args['no-peer'] ? undefined : await measurePeer(MODEL_DIR, items, tokens, threads ?? availableParallelism());
+    // Truncating where Shoal does (the profile's max length, 256 for bench-minilm-l6).
+    const peer = args['no-peer'] ? undefined : await measurePeer(MODEL_DIR, items, tokens, threads ?? availableParallelism(), maxLength);
     const peerTokensPerSecond = peer === undefined ? undefined : Math.round(peer.tokensPerSecond);
     const rss = { fp32: await measureRss('fp32', cacheDir), int8: await measureRss('int8', cacheDir) };
     const mb = (bytes: number): number => Math.round(bytes / 1e6);

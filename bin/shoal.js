@@ -54,13 +54,20 @@ async function start() {
 
 // A child started by reexecWithMallocTrim must not outlive its parent: if the parent is killed
 // outright (SIGKILL, OOM killer), the child is re-parented; it then stops as on SIGTERM (drain).
+// The same under npm (`npx shoal dev &` then `kill $!`): npm forwards the SIGTERM to the `sh -c`
+// it runs the bin through, and sh dies without passing it on; npm sets npm_command in its
+// children's environment, and a shoal started through it stops when its parent goes away.
 function watchParent() {
-  const parent = Number(process.env.SHOAL_PARENT_PID);
-  if (!Number.isInteger(parent) || parent <= 0) return;
+  const explicit = Number(process.env.SHOAL_PARENT_PID);
+  const underNpm = process.env.npm_command === 'exec' || process.env.npm_command === 'run-script';
+  const parent = Number.isInteger(explicit) && explicit > 0 ? explicit : underNpm ? process.ppid : 0;
+  if (parent <= 1) return;
   const timer = setInterval(() => {
     if (process.ppid !== parent) {
       clearInterval(timer);
-      process.kill(process.pid, 'SIGTERM');
+      // SIGHUP, not SIGTERM: the CLI stops on it as on SIGTERM unless it is already stopping (a
+      // Ctrl-C reaches npm, sh and shoal together; the parents' exit must not cut the drain short).
+      process.kill(process.pid, 'SIGHUP');
     }
   }, 1000);
   timer.unref();
@@ -72,8 +79,10 @@ function needsTrimThreshold() {
   return !existsSync(fileURLToPath(new URL('../native/build/malloc-trim.node', import.meta.url)));
 }
 
-if (needsTrimThreshold()) reexecWithMallocTrim();
-else {
+if (needsTrimThreshold()) {
+  watchParent();
+  reexecWithMallocTrim();
+} else {
   watchParent();
   await start();
 }

@@ -5,7 +5,7 @@ import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { returnFreedMemory } from '../runtime/native-memory.js';
 import type { RuntimeOptions } from '../runtime/ort-session.js';
 import { serveThread, type HandlerResult } from '../runtime/thread-rpc.js';
-import type { Runner } from '../models/family.js';
+import type { ItemOutput, Runner } from '../models/family.js';
 import { openWithPrecision } from '../models/precision/precision.js';
 import type { PrecisionInfo } from '../models/precision/precision-info.js';
 import type { ModelProfile } from '../models/profile.js';
@@ -58,6 +58,19 @@ function openSessionFor(profile: ModelProfile, runtime: RuntimeOptions, precisio
   };
 }
 
+/**
+ * The buffers of the dense vectors, moved to the main thread instead of copied. Only a vector
+ * that owns its whole buffer is moved: a view into a shared tensor would detach its neighbours.
+ */
+function vectorBuffers(outputs: readonly ItemOutput[]): ArrayBuffer[] {
+  const buffers = new Set<ArrayBuffer>();
+  for (const { dense } of outputs) {
+    if (dense === undefined || !(dense.buffer instanceof ArrayBuffer)) continue;
+    if (dense.byteOffset === 0 && dense.byteLength === dense.buffer.byteLength) buffers.add(dense.buffer);
+  }
+  return [...buffers];
+}
+
 async function handle(message: ModelRequest): Promise<HandlerResult<ModelResponse>> {
   switch (message.type) {
     case 'load': {
@@ -74,7 +87,7 @@ async function handle(message: ModelRequest): Promise<HandlerResult<ModelRespons
       let outputs = await runner.run(message.batch, message.options);
       const reference = message.compareTo;
       if (reference !== undefined) outputs = outputs.map((output) => ({ score: similarity(output, reference) }));
-      return { body: { type: 'ran', outputs, runMs: performance.now() - started } };
+      return { body: { type: 'ran', outputs, runMs: performance.now() - started }, transfer: vectorBuffers(outputs) };
     }
     case 'ping':
       return { body: { type: 'pong' } };

@@ -8,7 +8,7 @@ import type { CompareTo } from './thread-messages.js';
  * ones, and ColBERT MaxSim for multi-vectors.
  */
 
-function cosine(a: readonly number[], b: readonly number[]): number {
+function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
   let dotSum = 0;
   let na = 0;
   let nb = 0;

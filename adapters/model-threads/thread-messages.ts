@@ -26,7 +26,7 @@ export type PrepResponse =
 
 /** Vectors an item is scored against (query side of embedding-based scoring). */
 export interface CompareTo {
-  dense?: number[];
+  dense?: Float32Array;
   sparse?: { indices: number[]; values: number[] };
   multivector?: number[][];
 }

@@ -33,7 +33,11 @@ function onnxComponents(folder: ModelFolder, overrides: ProfileOverrides, eviden
     evidence.push(`onnx: from catalog (${Object.values(overrides.onnx).join(', ')})`);
     return overrides.onnx;
   }
-  const precision = overrides.precision === 'int8' ? 'int8' : 'fp32';
+  // A folder that ships an int8 export beside the float graph (Optimum's and Xenova's
+  // model_quantized.onnx) runs the int8 one unless the catalog says `precision: fp32`: on CPU it is
+  // about twice as fast, and its authors shipped it to be used. `auto` starts from the float graph
+  // (it quantizes only when every provider is the CPU, which detection cannot know).
+  const precision = overrides.precision === 'int8' || overrides.precision === undefined ? 'int8' : 'fp32';
   const files = pickOnnxFiles(folder.files.map((path) => ({ path })), precision);
   if (files.length === 0) {
     throw new ShoalError(

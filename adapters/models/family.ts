@@ -118,7 +118,8 @@ export interface RunOptions {
 }
 
 export interface ItemOutput {
-  dense?: number[];
+  /** Its own ArrayBuffer (never a view into a batch tensor): the model thread transfers it. */
+  dense?: Float32Array;
   sparse?: SparseVector;
   multivector?: number[][];
   score?: number;

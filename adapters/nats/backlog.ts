@@ -193,7 +193,9 @@ export class JobBacklog {
     if (!part.success) return { primitive, model, items: 0, tokens: 0 };
     if (part.data.request !== undefined) return { primitive, model, ...requestSize(part.data.request) };
     const payloads = this.#options.payloads;
-    if (part.data.payload_ref === undefined || payloads === undefined) return { primitive, model, items: 1, tokens: 0 };
+    // Only this deployment's object store is read: an s3:// payload would cost a round trip to S3
+    // (and its retries while S3 is down) per scrape, for an estimate.
+    if (part.data.payload_ref === undefined || payloads === undefined || !part.data.payload_ref.startsWith('obj://')) return { primitive, model, items: 1, tokens: 0 };
     const request = await getJson(payloads, part.data.payload_ref).catch(() => null);
     return request === null ? { primitive, model, items: 1, tokens: 0 } : { primitive, model, ...requestSize(request) };
   }

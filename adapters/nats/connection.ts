@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { connect, credsAuthenticator, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
 import { z } from 'zod';
 import type { Logger } from '../observability/logger.js';
-import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { ErrorCode, hasErrorCode, ShoalError } from '../protocol/errors.js';
 import { parseWith } from '../protocol/validate.js';
 import { toNatsShoalError } from './nats-errors.js';
 
@@ -87,6 +87,8 @@ export interface ConnectNatsOptions {
   name?: string;
   /** Stops a first connection still being retried (SIGTERM, Ctrl-C): rejects with CANCELLED. */
   signal?: AbortSignal;
+  /** Told of each failed first-connection attempt (the gateway's /readyz says why it is not ready). */
+  onAttemptFailed?: (failure: ShoalError, attempt: number) => void;
 }
 
 /** Resolves after `ms`, or rejects with CANCELLED as soon as `signal` aborts. */
@@ -111,21 +113,53 @@ function connectFailure(error: unknown, servers: readonly string[]): ShoalError 
   return shoal.code === ErrorCode.INTERNAL ? new ShoalError(ErrorCode.UNAVAILABLE, shoal.message, { cause: error }) : shoal;
 }
 
+function isAborted(signal: AbortSignal | undefined): boolean {
+  return signal?.aborted === true;
+}
+
+/**
+ * One connection attempt, abandoned as soon as `signal` aborts: an attempt against a host that
+ * swallows packets can take the whole connect timeout, and a stop signal must not wait for it.
+ */
+async function attemptConnect(natsOptions: ConnectionOptions, signal: AbortSignal | undefined): Promise<NatsConnection> {
+  const attempt = connect({ ...natsOptions, waitOnFirstConnect: false });
+  if (signal === undefined) return attempt;
+  let onAbort = (): void => undefined;
+  const stopped = new Promise<never>((_resolve, reject) => {
+    onAbort = () => reject(new ShoalError(ErrorCode.CANCELLED, 'stopped while connecting to NATS'));
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([attempt, stopped]);
+  } catch (error) {
+    // A connection that completes after the stop is closed, never leaked.
+    if (signal.aborted) void attempt.then((nc) => nc.close(), () => undefined);
+    throw error;
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
+}
+
 /**
  * The first connection. Services retry it forever (the broker may start after them), but each
- * attempt is logged with its reason (wrong credentials, refused, timed out: a silent retry loop
- * looked like a hang), and the signal stops the retries at once.
+ * attempt is logged ("connecting to nats://... (attempt n)") and so is each failure with its
+ * reason (wrong credentials, refused, timed out: a silent retry loop looked like a hang), and the
+ * signal stops the retries, and an attempt in progress, at once.
  */
 async function firstConnection(settings: NatsConnectionSettings, natsOptions: ConnectionOptions, backoff: ReconnectBackoff, options: ConnectNatsOptions): Promise<NatsConnection> {
   const { logger, signal } = options;
   const servers = redacted(settings.servers);
-  logger?.info({ servers }, `connecting to NATS at ${servers}`);
   for (let attempt = 1; ; attempt++) {
     if (signal?.aborted === true) throw new ShoalError(ErrorCode.CANCELLED, 'stopped while connecting to NATS');
+    logger?.info({ servers, attempt }, `connecting to ${servers} (attempt ${attempt})`);
     try {
-      return await connect({ ...natsOptions, waitOnFirstConnect: false });
+      return await attemptConnect(natsOptions, signal);
     } catch (error) {
+      // The stop arrived during the attempt (the check above narrowed `aborted`, hence the call).
+      if (hasErrorCode(error, ErrorCode.CANCELLED) && isAborted(signal)) throw error;
       const failure = connectFailure(error, settings.servers);
+      options.onAttemptFailed?.(failure, attempt);
       if (!settings.retryFirstConnect) throw failure;
       const retryInMs = backoff.next();
       logger?.warn({ servers, attempt, code: failure.code, err: failure.message, retryInMs }, 'NATS connection failed; retrying');

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
+import type { S3SettingsInput } from '../object-store/index.js';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import {
   JobPartResult,
@@ -17,6 +18,7 @@ import { checkJobId } from '../protocol/subjects.js';
 import { parseWith } from '../protocol/validate.js';
 import { JS_CODES, isJsApiCode, toNatsShoalError } from './nats-errors.js';
 import { PayloadStore, getJson } from './payloads.js';
+import { checkFileTarget } from './file-targets.js';
 import { checkSameJob, jobContentHash } from './job-identity.js';
 import type { ModelGate } from './model-gate.js';
 import { decodeBody, jsonSafe } from './rpc-wire.js';
@@ -56,6 +58,13 @@ export interface JobsClientOptions {
   publishWindow?: number;
   /** Folders results written to `file://` targets may be read back from. @default [] */
   fileRoots?: readonly string[];
+  /** S3 settings for `s3://` result targets (checked at submit) and stored results read back. @default the SDK's defaults */
+  s3?: S3SettingsInput;
+  /**
+   * Refuse at submit a `file://` result target outside `fileRoots` (or any, when there are none):
+   * the gateway, whose file roots are the workers'. @default false
+   */
+  checkFileTargets?: boolean;
   /** How long a job may take before it ends `failed`/`partial` with TIMEOUT. @default 24 hours */
   jobTimeoutMs?: number;
   /** How long a submission may take to publish its parts before the job counts as abandoned. @default 10 minutes */
@@ -96,7 +105,7 @@ export class JobsClient implements JobsApi {
     this.#modelGate = options.modelGate?.(topology) ?? null;
     this.#js = jetstream(nc);
     this.#status = status;
-    this.#payloads = new PayloadStore(nc, { bucket: topology.names.payloadBucket, fileRoots: options.fileRoots ?? [] });
+    this.#payloads = new PayloadStore(nc, { bucket: topology.names.payloadBucket, fileRoots: options.fileRoots ?? [], ...(options.s3 === undefined ? {} : { s3: options.s3 }) });
     this.#options = options;
     this.#maxBytes = (options.maxMessageBytes ?? nc.info?.max_payload ?? 1024 * 1024) - MESSAGE_HEADROOM;
   }
@@ -125,7 +134,10 @@ export class JobsClient implements JobsApi {
     const request = parseWith(REQUEST_SCHEMAS[submission.primitive], submission.request, `${submission.primitive} request`);
     const { items, ...shared } = request;
     const model = request.model;
+    if (this.#options.checkFileTargets === true && submission.result.kind === 'store') checkFileTarget(submission.result.uri, this.#options.fileRoots ?? []);
     await this.#modelGate?.(submission.primitive, model);
+    // A target the workers could not write (a malformed or disallowed s3:// URI) is refused now, not part by part.
+    if (submission.result.kind === 'store') this.#payloads.checkTarget(submission.result.uri);
     const size = submission.part_items ?? this.#options.partItems ?? DEFAULT_PART_ITEMS;
     const parts = Math.ceil(items.length / size);
     const now = new Date();

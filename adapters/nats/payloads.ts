@@ -3,7 +3,8 @@ import { dirname, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Objm, type ObjectStore } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { S3Store, formatS3Uri, joinKey, parseS3Uri, type S3Location, type S3SettingsInput } from '../object-store/index.js';
+import { ErrorCode, ShoalError, hasErrorCode } from '../protocol/errors.js';
 import { toNatsShoalError } from './nats-errors.js';
 
 /**
@@ -12,17 +13,26 @@ import { toNatsShoalError } from './nats-errors.js';
  * - `obj://<bucket>/<name>`: the NATS object store (any bucket the account can read);
  * - `file:///path`: a shared filesystem, only inside the configured roots (a job from a remote
  *   caller must not read or write arbitrary files on a worker);
- * - `s3://bucket/key`: reserved; not implemented yet (UNSUPPORTED_OPERATION names it).
+ * - `s3://bucket/key`: S3 or an S3-compatible server (adapters/object-store), only in the allowed
+ *   buckets when the settings name some; writes are atomic (a put, or a multipart upload that
+ *   appears only when complete), reads and writes retried with backoff through short outages.
  */
+
+/** Largest object an `s3://` payload or result reference may point at (a part is at most 100,000 items). */
+export const MAX_S3_PAYLOAD_BYTES = 512 * 1024 * 1024;
 
 export interface PayloadStoreOptions {
   /** Object store bucket for this deployment's payloads (natsNames().payloadBucket). */
   bucket: string;
   /** Folders `file://` references may point into; empty = file references refused. @default [] */
   fileRoots?: readonly string[];
+  /** S3 settings for `s3://` references (client built at first use). @default the SDK's defaults, any bucket */
+  s3?: S3SettingsInput;
+  /** An S3 store to use instead (shared with other parts of the process; not closed by close()). */
+  s3Store?: S3Store;
 }
 
-type ParsedRef = { kind: 'obj'; bucket: string; name: string } | { kind: 'file'; path: string } | { kind: 's3' };
+type ParsedRef = { kind: 'obj'; bucket: string; name: string } | { kind: 'file'; path: string } | { kind: 's3'; location: S3Location };
 
 function parseRef(ref: string): ParsedRef {
   const obj = /^obj:\/\/([^/]+)\/(.+)$/.exec(ref);
@@ -34,8 +44,8 @@ function parseRef(ref: string): ParsedRef {
       throw new ShoalError(ErrorCode.INVALID_INPUT, `"${ref.slice(0, 200)}" is not a valid file:// URI (use file:///absolute/path)`, { cause: error });
     }
   }
-  if (ref.startsWith('s3://')) return { kind: 's3' };
-  throw new ShoalError(ErrorCode.INVALID_INPUT, `"${ref.slice(0, 200)}" is not a payload reference (obj://bucket/name or file:///path)`);
+  if (ref.startsWith('s3://')) return { kind: 's3', location: parseS3Uri(ref) };
+  throw new ShoalError(ErrorCode.INVALID_INPUT, `"${ref.slice(0, 200)}" is not a payload reference (obj://bucket/name, s3://bucket/key or file:///path)`);
 }
 
 function inside(root: string, path: string): boolean {
@@ -48,11 +58,28 @@ export class PayloadStore {
   readonly #objm: Objm;
   readonly #roots: readonly string[];
   readonly #stores = new Map<string, Promise<ObjectStore>>();
+  readonly #s3Settings: S3SettingsInput;
+  #s3: S3Store | null;
+  readonly #ownsS3: boolean;
 
   constructor(nc: NatsConnection, options: PayloadStoreOptions) {
     this.bucket = options.bucket;
     this.#objm = new Objm(nc);
     this.#roots = (options.fileRoots ?? []).map((root) => resolve(root));
+    this.#s3Settings = options.s3 ?? {};
+    this.#s3 = options.s3Store ?? null;
+    this.#ownsS3 = options.s3Store === undefined;
+  }
+
+  /** The S3 store, built at the first `s3://` reference (a worker without S3 traffic never builds a client). */
+  #s3Store(): S3Store {
+    this.#s3 ??= new S3Store(this.#s3Settings);
+    return this.#s3;
+  }
+
+  /** Checks a result target before a job is accepted: a bad or disallowed `s3://` URI is refused at submit, not on the worker. */
+  checkTarget(uri: string): void {
+    if (uri.startsWith('s3://')) this.#s3Store().locate(uri);
   }
 
   #store(bucket: string): Promise<ObjectStore> {
@@ -115,7 +142,16 @@ export class PayloadStore {
       return `obj://${bucket}/${name}`;
     }
     const parsed = parseRef(base);
-    if (parsed.kind !== 'file') throw s3Unsupported();
+    if (parsed.kind === 's3') {
+      const s3 = this.#s3Store();
+      const target = s3.locate(base);
+      const location = { bucket: target.bucket, key: joinKey(target.key, relative) };
+      // One object written whole (a put, or a multipart upload visible only once complete): a
+      // redelivered part rewrites the same key, so the result lands exactly once.
+      await s3.write(location, data, { contentType: relative.endsWith('.jsonl') ? 'application/x-ndjson' : 'application/json' });
+      return formatS3Uri(location);
+    }
+    if (parsed.kind !== 'file') throw new ShoalError(ErrorCode.INVALID_INPUT, `"${base.slice(0, 200)}" is not a result target (obj://, s3:// or file://)`);
     const path = await this.#checkFile(resolve(parsed.path, relative), true);
     try {
       await mkdir(dirname(path), { recursive: true });
@@ -132,7 +168,15 @@ export class PayloadStore {
   /** Reads the data a reference points at; a missing object is INVALID_INPUT (retrying will not help). */
   async get(ref: string): Promise<Uint8Array> {
     const parsed = parseRef(ref);
-    if (parsed.kind === 's3') throw s3Unsupported();
+    if (parsed.kind === 's3') {
+      const s3 = this.#s3Store();
+      try {
+        return await s3.read(s3.locate(ref), MAX_S3_PAYLOAD_BYTES);
+      } catch (error) {
+        if (hasErrorCode(error, ErrorCode.NOT_FOUND)) throw new ShoalError(ErrorCode.INVALID_INPUT, `${ref} does not exist`, { cause: error });
+        throw error;
+      }
+    }
     if (parsed.kind === 'file') {
       const path = await this.#checkFile(parsed.path, false);
       try {
@@ -160,10 +204,12 @@ export class PayloadStore {
     const store = await this.#store(parsed.bucket);
     await store.delete(parsed.name).catch(() => undefined);
   }
-}
 
-function s3Unsupported(): ShoalError {
-  return new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, 's3:// references are not supported yet; use obj:// (NATS object store) or file://');
+  /** Releases the S3 client's connections (when this store built it). */
+  close(): void {
+    if (this.#ownsS3) this.#s3?.close();
+    this.#s3 = null;
+  }
 }
 
 /** Reads a reference and parses it as JSON. */

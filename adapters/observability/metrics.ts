@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { SinkWriteObserver } from '../sinks/delivery.js';
 
 /**
  * Shoal's Prometheus metrics (prom-client). Every name starts with `shoal_`; labels are bounded
@@ -97,6 +98,34 @@ export class ShoalMetrics {
     buckets: REQUEST_BUCKETS,
     registers: [this.registry],
   });
+
+  readonly sinkWrites = new Counter({
+    name: 'shoal_sink_writes_total',
+    help: 'Index writes (commits of finished documents) by backend and outcome (ok, retry: a transient failure retried, failed: given up)',
+    labelNames: ['backend', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly sinkWriteSeconds = new Histogram({
+    name: 'shoal_sink_write_seconds',
+    help: 'Time of an index write, retries included',
+    labelNames: ['backend'] as const,
+    buckets: REQUEST_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly s3Retries = new Counter({
+    name: 'shoal_s3_retries_total',
+    help: 'S3 operations retried after a transient failure (S3 down, throttling, 5xx): a rising rate means the object store is degraded',
+    registers: [this.registry],
+  });
+
+  /** What a RetryingSink reports (adapters/sinks/delivery.ts), recorded on this registry. */
+  readonly sinkObserver: SinkWriteObserver = {
+    write: (backend, outcome, seconds) => {
+      this.sinkWrites.inc({ backend, outcome });
+      if (outcome !== 'retry') this.sinkWriteSeconds.observe({ backend }, seconds);
+    },
+  };
 
   constructor(options: ShoalMetricsOptions = {}) {
     if (options.defaultLabels !== undefined) this.registry.setDefaultLabels(options.defaultLabels);

@@ -200,4 +200,6 @@ export interface JobsApi {
   submit(submission: JobSubmission): Promise<SubmittedJob>;
   /** null when no job has that id. */
   status(jobId: string): Promise<JobStatus | null>;
+  /** Each part's result in part order, stored references read and packed vectors decoded (absent: results cannot be read back). */
+  results?(jobId: string): AsyncIterable<JobPartResult>;
 }

@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import { DEFAULT_LIMITS } from './limits.js';
+import { EntityOffsets } from './entity-offsets.js';
+import { Dimensions, EmbeddingDtype } from './output-types.js';
 
 /**
  * Wire schemas of the three primitives (plus tokenize). Shared by the in-process engine, the CLI,
@@ -105,6 +107,10 @@ export const EncodeRequest = z.strictObject({
   instruction: PromptText.optional(),
   /** L2-normalize dense vectors; defaults to what the model's own configuration says. */
   normalize: z.boolean().optional(),
+  /** Output type of dense vectors (output-types.ts): float32 (default), float16, int8, uint8, binary, ubinary. */
+  dtype: EmbeddingDtype.optional(),
+  /** Matryoshka: keep the first N dimensions of dense vectors, normalized again when they were unit length. */
+  dimensions: Dimensions.optional(),
 });
 export type EncodeRequest = z.input<typeof EncodeRequest>;
 export type ParsedEncodeRequest = z.output<typeof EncodeRequest>;
@@ -142,6 +148,8 @@ export const ExtractRequest = z.strictObject({
   aggregation: Aggregation.optional(),
   /** Return only the best k labels (classifiers). */
   top_k: z.number().int().min(1).max(1000).optional(),
+  /** What entity start/end count: `utf16` code units (default, JavaScript) or `codepoint`s (Python). */
+  offsets: EntityOffsets.optional(),
 });
 export type ExtractRequest = z.input<typeof ExtractRequest>;
 export type ParsedExtractRequest = z.output<typeof ExtractRequest>;

@@ -89,9 +89,9 @@ function inList(values: readonly string[]): string {
   return `(${values.map(sqlString).join(', ')})`;
 }
 
+/** LanceDB's distances → scores: its cosine and dot distances are 1 − similarity, its l2 the squared distance. */
 function similarity(distance: Distance, value: number): number {
-  if (distance === 'cosine') return 1 - value;
-  if (distance === 'dot') return -value;
+  if (distance === 'cosine' || distance === 'dot') return 1 - value;
   return -value;
 }
 
@@ -215,7 +215,9 @@ export class LanceDbSink implements Sink {
     const optional = this.#spec?.optionalColumns ?? [];
     for (let at = 0; at < rows.length; at += UPSERT_BATCH_ROWS) {
       const batch = rows.slice(at, at + UPSERT_BATCH_ROWS).map((row) => {
-        const out: Record<string, unknown> = { ...row, vector: Array.from(row.vector) };
+        // LanceDB has no sparse column: a row's sparse vector is not stored here (docs/storage.md).
+        const { sparse: _sparse, ...dense } = row;
+        const out: Record<string, unknown> = { ...dense, vector: Array.from(row.vector) };
         if (!optional.includes('entities')) delete out.entities;
         if (!optional.includes('labels')) delete out.labels;
         return out;

@@ -19,6 +19,13 @@ export interface TableSpec {
   metadata: Readonly<Record<string, string>>;
 }
 
+/** A sparse vector (SPLADE-style): term ids and weights, ids ascending, within `dimension`. */
+export interface SparseValues {
+  indices: readonly number[];
+  values: readonly number[];
+  dimension: number;
+}
+
 /** One chunk as stored. `entities` and `labels` are JSON strings (null when their stage did not run). */
 export interface ChunkRow {
   id: string;
@@ -36,6 +43,8 @@ export interface ChunkRow {
   entities: string | null;
   labels: string | null;
   ingested_at: string;
+  /** Stored where the backend has sparse vectors (pgvector `sparsevec`, Qdrant, file); ignored elsewhere. */
+  sparse?: SparseValues | null | undefined;
 }
 
 /** What was last committed from a source; a document counts as ingested only once this row exists. */
@@ -55,7 +64,7 @@ export interface SearchOptions {
 }
 
 export interface SearchHit {
-  row: Omit<ChunkRow, 'vector'>;
+  row: Omit<ChunkRow, 'vector' | 'sparse'>;
   /** Similarity, higher is better (cosine similarity, negated L2 distance or dot product). */
   score: number;
 }

@@ -74,7 +74,7 @@ function checkUrl(raw: string, policy: ImagePolicy): URL {
 
 async function checkPath(raw: string, policy: ImagePolicy): Promise<string> {
   if (policy.roots.length === 0) {
-    throw new ShoalError(ErrorCode.INVALID_INPUT, 'local image paths are not allowed here; send the image bytes (base64) or configure image roots');
+    throw new ShoalError(ErrorCode.INVALID_INPUT, 'local image paths are not allowed here; send the image bytes (base64), or allow a folder: --image-root DIR on the command line (shoal encode/extract/dev), SHOAL_IMAGE_ROOTS for the worker');
   }
   const candidate = isAbsolute(raw) ? raw : resolve(process.cwd(), raw);
   let real: string;
@@ -85,7 +85,7 @@ async function checkPath(raw: string, policy: ImagePolicy): Promise<string> {
   }
   const roots = await Promise.all(policy.roots.map((root) => realpath(resolve(root)).catch(() => resolve(root))));
   if (!roots.some((root) => inside(root, real))) {
-    throw new ShoalError(ErrorCode.INVALID_INPUT, `image file ${raw} is outside the allowed image roots (${policy.roots.join(', ')})`);
+    throw new ShoalError(ErrorCode.INVALID_INPUT, `image file ${raw} is outside the allowed image roots (${policy.roots.join(', ')}); allow its folder with --image-root DIR on the command line (shoal encode/extract/dev) or SHOAL_IMAGE_ROOTS for the worker`);
   }
   return real;
 }

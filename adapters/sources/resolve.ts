@@ -1,10 +1,11 @@
 import { realpath, stat } from 'node:fs/promises';
 import { join, resolve, sep } from 'node:path';
 import { z } from 'zod';
-import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { ErrorCode, ShoalError, toShoalError } from '../protocol/errors.js';
 import { parseWith } from '../protocol/validate.js';
 import type { Precision } from './file-selection.js';
-import { builtinModelDir } from './builtin-models.js';
+import { builtinModelDir, builtinModelIds } from './builtin-models.js';
+import { closeNames, missingModelDirs, modelsInDir } from './model-dirs.js';
 import { DEFAULT_HUB_CACHE_DIR, inspectCachedSnapshot } from './hf-cache.js';
 import { downloadModel, type DownloadProgress, type HubOptions } from './hub-download.js';
 import { parseModelRef, type ModelRef } from './model-ref.js';
@@ -102,33 +103,68 @@ async function findInModelDirs(repo: string, modelDirs: readonly string[]): Prom
   return null;
 }
 
-function notFoundOffline(raw: string, revision: string | null, options: SourceOptions, cacheDir: string, partial: string | null): ShoalError {
+/** What the models directories say about an id they do not hold: missing folders and close names. */
+interface LocalMiss {
+  /** A sentence for the error message. */
+  note: string;
+  close: string[];
+  missing: string[];
+}
+
+async function localMiss(repo: string, modelDirs: readonly string[]): Promise<LocalMiss> {
+  const missing = await missingModelDirs(modelDirs);
+  const present = modelDirs.filter((dir) => !missing.includes(dir));
+  const known = [...builtinModelIds()];
+  for (const dir of present) known.push(...(await modelsInDir(resolve(dir))));
+  const close = closeNames(repo, known);
+  const parts: string[] = [];
+  parts.push(modelDirs.length > 0 ? `not found in the models directories (${modelDirs.join(', ')})` : 'not found locally (no models directory is set: SHOAL_MODEL_DIR / --model-dir)');
+  if (missing.length > 0) parts.push(`models directory ${missing.join(', ')} does not exist`);
+  if (close.length > 0) parts.push(`close names: ${close.join(', ')}`);
+  return { note: parts.join('; '), close, missing };
+}
+
+function notFoundOffline(raw: string, revision: string | null, options: SourceOptions, cacheDir: string, partial: string | null, miss: LocalMiss | null): ShoalError {
   const places: string[] = [];
   if (revision !== null) places.push('the models directories are only searched for ids without @revision');
   else places.push(options.modelDirs.length > 0 ? `models directories ${options.modelDirs.join(', ')}` : 'no models directory (SHOAL_MODEL_DIR is not set)');
   places.push(partial === null ? `hub cache ${cacheDir}` : `hub cache ${cacheDir} (snapshot ${partial} exists but holds no ONNX graph: its download did not finish)`);
+  const hints = [miss !== null && miss.missing.length > 0 ? `models directory ${miss.missing.join(', ')} does not exist` : '', miss !== null && miss.close.length > 0 ? `close names: ${miss.close.join(', ')}` : '']
+    .filter((hint) => hint !== '')
+    .map((hint) => `; ${hint}`)
+    .join('');
   return new ShoalError(
     ErrorCode.MODEL_NOT_FOUND,
-    `model ${raw} was not found; looked in: ${places.join('; ')}. Downloads are off (HF_HUB_OFFLINE / SHOAL_OFFLINE): ` +
+    `model ${raw} was not found; looked in: ${places.join('; ')}${hints}. Downloads are off (HF_HUB_OFFLINE / SHOAL_OFFLINE): ` +
       'put the model in a models directory, or fetch it once with downloads on',
-    { details: { model: raw, modelDirs: options.modelDirs, hubCacheDir: cacheDir } },
+    { details: { model: raw, modelDirs: options.modelDirs, hubCacheDir: cacheDir, ...(miss === null ? {} : { closeNames: miss.close }) } },
   );
 }
 
 export async function resolveModelSource(raw: string, options: SourceOptions, extras: ResolveExtras = {}): Promise<ResolvedSource> {
   const ref = parseModelRef(raw);
   if (ref.kind === 'path') return resolveLocal(ref, options);
+  let miss: LocalMiss | null = null;
   if (ref.revision === null) {
     const builtin = builtinModelDir(ref.repo);
     if (builtin !== null) return { dir: builtin, ref, origin: 'builtin' };
     const dir = await findInModelDirs(ref.repo, options.modelDirs);
     if (dir !== null) return { dir, ref, origin: 'models-dir' };
+    miss = await localMiss(ref.repo, options.modelDirs);
   }
   const cacheDir = options.hubCacheDir ?? DEFAULT_HUB_CACHE_DIR;
   const revision = ref.revision ?? 'main';
   const cached = await inspectCachedSnapshot(cacheDir, ref.repo, revision);
   if (cached?.usable === true) return { dir: cached.dir, ref, origin: 'hub-cache' };
-  if (!options.allowDownload) throw notFoundOffline(raw, ref.revision, options, cacheDir, cached?.dir ?? null);
+  if (!options.allowDownload) throw notFoundOffline(raw, ref.revision, options, cacheDir, cached?.dir ?? null, miss);
+  // A bare name (no org/) next to a local model of a similar name, or while a models directory
+  // is missing, is a local name, not a hub id: say so now rather than after the hub's retries
+  // (hub ids are org/name, bar a few legacy ones).
+  if (miss !== null && !ref.repo.includes('/') && (miss.close.length > 0 || miss.missing.length > 0)) {
+    throw new ShoalError(ErrorCode.MODEL_NOT_FOUND, `model ${raw} was ${miss.note}`, {
+      details: { model: raw, modelDirs: options.modelDirs, closeNames: miss.close },
+    });
+  }
   const hub: HubOptions = {
     endpoint: options.hubEndpoint,
     token: options.hubToken,
@@ -138,6 +174,17 @@ export async function resolveModelSource(raw: string, options: SourceOptions, ex
   };
   if (extras.precision !== undefined) hub.precision = extras.precision;
   if (extras.onProgress !== undefined) hub.onProgress = extras.onProgress;
-  const dir = await downloadModel(ref.repo, revision, hub);
+  let dir: string;
+  try {
+    dir = await downloadModel(ref.repo, revision, hub);
+  } catch (error) {
+    if (miss === null) throw error;
+    // The hub's failure alone reads like an outage: say first that the local places were searched.
+    const shoal = toShoalError(error);
+    throw new ShoalError(shoal.code, `model ${raw} was ${miss.note}; then the hub: ${shoal.message}`, {
+      cause: shoal.cause ?? shoal,
+      details: { ...shoal.details, closeNames: miss.close },
+    });
+  }
   return { dir, ref, origin: 'download' };
 }

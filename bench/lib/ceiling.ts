@@ -21,8 +21,12 @@ export async function tokenize(modelDir: string, texts: readonly string[], maxLe
   return texts.map((text) => tokenizer.encode(text, { maxLength }).ids);
 }
 
-export async function measureCeiling(modelDir: string, ids: readonly number[][], budgets: readonly number[], threads: number): Promise<CeilingResult[]> {
-  const session = await ort.InferenceSession.create(join(modelDir, 'onnx', 'model.onnx'), {
+/**
+ * @param graph the ONNX file to run (default: the model's fp32 `onnx/model.onnx`; the int8
+ * ceiling passes the quantized graph Shoal itself loads).
+ */
+export async function measureCeiling(modelDir: string, ids: readonly number[][], budgets: readonly number[], threads: number, graph = join(modelDir, 'onnx', 'model.onnx')): Promise<CeilingResult[]> {
+  const session = await ort.InferenceSession.create(graph, {
     intraOpNumThreads: threads,
     interOpNumThreads: 1,
     graphOptimizationLevel: 'all',

@@ -72,6 +72,10 @@ export interface IngestRunOptions {
   onStage?: (stage: IngestStage, milliseconds: number) => void;
   /** Metadata stored with a table the run creates (the CLI records the encode model and pipeline). */
   tableMetadata?: Record<string, string>;
+  /** Called with the sources of a wave once its model stages ran (the NATS coordinator records them `encoded`). */
+  onEncoded?: (sources: readonly string[]) => Promise<void> | void;
+  /** Called with the states of documents once their rows are committed. */
+  onCommitted?: (states: readonly DocumentState[]) => Promise<void> | void;
 }
 
 /** Chunks per wave at most: one wave's texts go to the engine together (fewer when write.batchRows is smaller). */
@@ -132,6 +136,7 @@ export class IngestRunner {
       const committing = performance.now();
       await this.#options.sink.commit(rows, states);
       this.#stage('write', committing);
+      await this.#options.onCommitted?.(states);
       this.#summary.documents.ok += states.length;
       this.#summary.chunks += rows.length;
       this.#progress.done += states.length;
@@ -280,6 +285,7 @@ export class IngestRunner {
     const entities = extract === undefined || texts.length === 0 ? null : await extractEntities(this.#options.engine, texts, extract, call);
     const labels = this.#classifier === null || texts.length === 0 ? null : await this.#classifier.classify(texts, vectors, call);
     this.#stage('encode', encoding);
+    await this.#options.onEncoded?.(wave.map((document) => document.uri));
     const first = vectors[0];
     const preparing = performance.now();
     if (first !== undefined) await this.#prepareTable(first.length);

@@ -4,14 +4,17 @@ import type { Readable } from 'node:stream';
 import { createInterface } from 'node:readline';
 import picomatch from 'picomatch';
 import { z } from 'zod';
+import type { S3Store } from '../../adapters/object-store/index.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { DocumentSource } from './document.js';
+import { s3Sources } from './s3-sources.js';
 
 /**
  * Where documents come from: files and folders (walked recursively in a stable, sorted order,
  * filtered by --include/--exclude globs matched against the path relative to the folder given),
- * or JSON Lines records on stdin, `{"id","text"}` (inline text) or `{"id","path"}` (a file).
- * Each source has a stable `uri`: the absolute file path, or the record's id.
+ * `s3://bucket/prefix` (listed recursively, see s3-sources.ts), or JSON Lines records on stdin,
+ * `{"id","text"}` (inline text) or `{"id","path"}` (a file). Each source has a stable `uri`: the
+ * absolute file path, the `s3://` URI of the object, or the record's id.
  */
 
 export interface SelectOptions {
@@ -19,7 +22,13 @@ export interface SelectOptions {
   include?: readonly string[];
   /** Globs that drop a file (any of them). */
   exclude?: readonly string[];
+  /** Reads `s3://` paths (built on first use); without it they are refused. */
+  s3?: () => S3Store;
+  /** Largest document read from S3 (the parse stage's limit; local files are checked by the parser). @default 100 MiB */
+  maxBytes?: number;
 }
+
+const DEFAULT_MAX_BYTES = 100 * 1024 * 1024;
 
 /** A document to ingest, with its bytes read lazily (only when it is not already in the index). */
 export interface PendingSource {
@@ -54,7 +63,19 @@ export async function fileSources(paths: readonly string[], options: SelectOptio
   const exclude = options.exclude !== undefined && options.exclude.length > 0 ? picomatch([...options.exclude], { dot: true }) : null;
   const seen = new Set<string>();
   const out: PendingSource[] = [];
+  let s3: S3Store | null = null;
   for (const given of paths) {
+    if (given.startsWith('s3://')) {
+      if (options.s3 === undefined) throw new ShoalError(ErrorCode.CONFIG_INVALID, `${given}: S3 is not configured here`);
+      s3 ??= options.s3();
+      const keep = (relative: string): boolean => (include === null || include(relative)) && (exclude === null || !exclude(relative));
+      for (const source of await s3Sources(given, { store: s3, maxBytes: options.maxBytes ?? DEFAULT_MAX_BYTES, keep })) {
+        if (seen.has(source.uri)) continue;
+        seen.add(source.uri);
+        out.push(source);
+      }
+      continue;
+    }
     const root = resolve(given);
     const info = await stat(root).catch((error: unknown) => {
       throw new ShoalError(ErrorCode.INVALID_INPUT, `${given}: no such file or folder`, { cause: error });

@@ -19,6 +19,15 @@ import { DEFAULT_SCHEDULER_OPTIONS, type SchedulerHooks } from './scheduler.js';
 
 const ByteSize = z.union([z.number().int().positive(), z.string().min(1)]);
 
+/**
+ * The default batch budget of a model running int8. int8 matmuls run fastest on smaller batches
+ * (their activations stay in cache): raw onnxruntime on bench-minilm-l6's int8 graph, 2 threads,
+ * ran 1.1-2.0x faster at 512 than at 1,024 or 2,048 in three runs on both corpora
+ * (bench/throughput.ts, 2026-11-25, a busy shared machine); fp32 keeps the 2,048 default.
+ * `maxBatchTokens: 'auto'` measures the best budget on the machine at hand instead.
+ */
+export const INT8_BATCH_TOKENS = 512;
+
 export const EngineOptions = z.strictObject({
   sources: SourceOptions.optional(),
   runtime: RuntimeOptions.optional(),
@@ -27,9 +36,9 @@ export const EngineOptions = z.strictObject({
   /**
    * Padded tokens per batch (longest × items); a model's catalog `options.maxBatchTokens` overrides it.
    * 'auto' measures the best budget of each model on this machine once (cached in the runtime's cacheDir, `tuning/`).
-   * @default 2048
+   * @default 2048, and `INT8_BATCH_TOKENS` (512) for a model that runs int8
    */
-  maxBatchTokens: z.union([z.number().int().min(1), z.literal('auto')]).default(DEFAULT_SCHEDULER_OPTIONS.maxBatchTokens),
+  maxBatchTokens: z.union([z.number().int().min(1), z.literal('auto')]).optional(),
   /** @default 256 */
   maxBatchItems: z.number().int().min(1).default(DEFAULT_SCHEDULER_OPTIONS.maxBatchItems),
   /** Longest wait to fill a bulk batch while more items are being prepared. @default 2 */
@@ -86,6 +95,8 @@ export interface ResolvedEngineOptions
   /** The fixed budget, or the fallback while tuning is impossible (untunable families). */
   maxBatchTokens: number;
   autoBatchTokens: boolean;
+  /** The budget of a model that runs int8 when none was configured; null when one was. */
+  int8BatchTokens: number | null;
   sources: SourceOptions;
   images: ImagePolicy;
   runtime: RuntimeOptions;
@@ -104,8 +115,9 @@ export function resolveEngineOptions(input: Omit<EngineOptionsInput, 'catalog' |
   const { memoryBudget, sources, maxConcurrentBatches, images, maxBatchTokens, ...rest } = options;
   return Object.freeze({
     ...rest,
-    maxBatchTokens: maxBatchTokens === 'auto' ? DEFAULT_SCHEDULER_OPTIONS.maxBatchTokens : maxBatchTokens,
+    maxBatchTokens: maxBatchTokens === 'auto' || maxBatchTokens === undefined ? DEFAULT_SCHEDULER_OPTIONS.maxBatchTokens : maxBatchTokens,
     autoBatchTokens: maxBatchTokens === 'auto',
+    int8BatchTokens: maxBatchTokens === undefined ? INT8_BATCH_TOKENS : null,
     images: images ?? ImagePolicy.parse({}),
     sources: sources ?? resolveSourceOptions(),
     runtime,

@@ -22,6 +22,7 @@ import type {
   ScoreResult,
   TokenizeResult,
 } from '../../adapters/protocol/results.js';
+import { toCodePointOffsets } from '../../adapters/protocol/entity-offsets.js';
 import { parseWith } from '../../adapters/protocol/validate.js';
 import {
   preparedCost,
@@ -41,6 +42,7 @@ import type { CompareTo } from '../../adapters/model-threads/thread-messages.js'
 import { checkImageSource, ImageFetcher } from '../../adapters/sources/image-input.js';
 import { tunedBudget } from './batch-tuning.js';
 import { EMPTY_CATALOG } from './catalog.js';
+import { shapeDense, toWireResult, type TypedEncodedItem, type TypedEncodeResult } from './dense-output.js';
 import { resolveEngineOptions, type EngineOptionsInput, type ResolvedEngineOptions } from './engine-options.js';
 import { predictModelBytes } from './memory.js';
 import { resolveProfile } from './model-loader.js';
@@ -64,6 +66,14 @@ const PREP_CHUNK = 128;
 
 function throwIfAborted(signal: AbortSignal | undefined): void {
   if (signal?.aborted === true) throw new ShoalError(ErrorCode.CANCELLED, 'the request was cancelled');
+}
+
+/** The int8 default budget for a model whose main graph runs int8, unless a budget was configured (engine or catalog). */
+function int8Budget(worker: ModelWorker, budget: number | null): number | null {
+  if (budget === null || typeof worker.profile.options.maxBatchTokens === 'number') return null;
+  const precision = worker.info.precision ?? {};
+  const graphs = Object.values(precision);
+  return graphs.length > 0 && graphs.every((p) => p.effective === 'int8') ? budget : null;
 }
 
 function withId<T extends object>(target: T, id: string | number | undefined): T {
@@ -130,7 +140,9 @@ export class InferenceEngine implements Engine, Lifecycle {
     this.#pool = new ModelPool({
       threads: this.#threads,
       reuseThreads: options.reuseModelThreads,
-      ...(options.autoBatchTokens ? { tune: (worker: ModelWorker) => tunedBudget(worker, options.runtime) } : {}),
+      ...(options.autoBatchTokens
+        ? { tune: (worker: ModelWorker) => tunedBudget(worker, options.runtime) }
+        : { tune: async (worker: ModelWorker) => int8Budget(worker, options.int8BatchTokens) }),
       resolve: (name) => this.profile(name),
       runtime: options.runtime,
       interactiveRuntime: options.interactiveRuntime,
@@ -351,7 +363,16 @@ export class InferenceEngine implements Engine, Lifecycle {
 
 
   async encode(input: EncodeRequest, call: CallOptions = {}): Promise<EncodeResult> {
+    return toWireResult(await this.encodeTyped(input, call));
+  }
+
+  /**
+   * `encode` with dense vectors left as typed arrays (Float32Array for float32): what an
+   * in-process caller that serializes them itself (the CLI) uses, skipping the number[] copy.
+   */
+  async encodeTyped(input: EncodeRequest, call: CallOptions = {}): Promise<TypedEncodeResult> {
     const request = parseWith(EncodeRequest, input, 'encode request');
+    const shape = { dtype: request.dtype ?? 'float32', dimensions: request.dimensions };
     return this.#withModel(request.model, async (lease) => {
       const { profile } = lease.model;
       const family = getFamily(profile.family);
@@ -377,17 +398,17 @@ export class InferenceEngine implements Engine, Lifecycle {
         signal: call.signal,
       });
       let tokens = 0;
-      const encoded = results.map((output, index): EncodedItem => {
+      const encoded = results.map((output, index): TypedEncodedItem => {
         const prep = prepared[index];
         tokens += prep === undefined ? 0 : preparedCost(prep);
-        const item: EncodedItem = withId({ index }, request.items[index]?.id);
-        if (outputs.includes('dense') && output.dense !== undefined) item.dense = output.dense;
+        const item: TypedEncodedItem = withId({ index }, request.items[index]?.id);
+        if (outputs.includes('dense') && output.dense !== undefined) item.dense = shapeDense(output.dense, shape);
         if (outputs.includes('sparse') && output.sparse !== undefined) item.sparse = output.sparse;
         if (outputs.includes('multivector') && output.multivector !== undefined) item.multivector = output.multivector;
         if (prep !== undefined && prep.kind !== 'image' && prep.truncated) item.truncated = true;
         return item;
       });
-      return { model: request.model, items: encoded, usage: { items: encoded.length, tokens } };
+      return { model: request.model, dtype: shape.dtype, items: encoded, usage: { items: encoded.length, tokens } };
     });
   }
 
@@ -465,7 +486,11 @@ export class InferenceEngine implements Engine, Lifecycle {
       });
       const extracted = outputs.map((output, index): ExtractedItem => {
         const item: ExtractedItem = withId({ index }, request.items[index]?.id);
-        if (output.entities !== undefined) item.entities = output.entities;
+        if (output.entities !== undefined) {
+          const source = request.items[index];
+          const text = source !== undefined && 'text' in source ? source.text : '';
+          item.entities = request.offsets === 'codepoint' ? toCodePointOffsets(text, output.entities) : output.entities;
+        }
         if (output.labels !== undefined) item.labels = output.labels;
         if (output.text !== undefined) item.text = output.text;
         if (output.lines !== undefined) item.lines = output.lines;

@@ -47,5 +47,5 @@ export function formatError(error: ShoalError): string {
 export function partialOutputNote(error: ShoalError): string {
   const partial = error.details?.partialOutput;
   if (typeof partial !== 'string') return '';
-  return `  the ${String(error.details?.linesWritten ?? 'first')} result lines written before it stopped are in ${partial}\n`;
+  return `  the ${String(error.details?.linesWritten ?? 'first')} result lines written before it stopped are in ${partial}; run the same command with --resume to continue after them\n`;
 }

@@ -1,16 +1,16 @@
-import { once } from 'node:events';
-import { createReadStream, createWriteStream, type WriteStream } from 'node:fs';
-import { rename, rm, stat } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
-import type { Readable, Writable } from 'node:stream';
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import { describeFsError } from './line-sink.js';
+
+// The output side lives in line-sink.ts; re-exported for the modules that read and write lines.
+export { isBrokenPipe, openSink, type LineSink } from './line-sink.js';
 
 /**
  * JSON Lines in and out, streaming. Input is split on raw bytes (a UTF-8 newline byte never occurs
  * inside a multi-byte character), so every line knows its exact byte offset for the progress bar
- * and memory stays bounded by one chunk of lines however large the file. Output goes to stdout, or
- * to a temporary file renamed into place on success, so a failed run never leaves a file that
- * looks complete.
+ * and memory stays bounded by one chunk of lines however large the file. Output: line-sink.ts.
  */
 
 /** Longest accepted input line. A score line may carry many long items; beyond this it is a mistake. */
@@ -45,14 +45,6 @@ export async function openSource(path: string | undefined, stdin: Readable): Pro
   }
   const stream = createReadStream(path, { highWaterMark: 1024 * 1024 });
   return { name: path, stream, totalBytes: size };
-}
-
-function describeFsError(error: unknown): string {
-  if (error instanceof Error && 'code' in error && typeof error.code === 'string') {
-    if (error.code === 'ENOENT') return 'no such file';
-    if (error.code === 'EACCES') return 'permission denied';
-  }
-  return error instanceof Error ? error.message : String(error);
 }
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
@@ -134,156 +126,3 @@ export async function* readLineChunks(source: LineSource, size: number): AsyncGe
   if (chunk.length > 0) yield chunk;
 }
 
-/** Where result lines go. `write` respects backpressure; `finish` makes the output final. */
-export interface LineSink {
-  readonly name: string;
-  readonly linesWritten: number;
-  write(lines: readonly string[]): Promise<void>;
-  finish(): Promise<void>;
-  /** After a failure: keeps what was written as `<file>.partial` and returns that path, or null. */
-  abort(): Promise<string | null>;
-}
-
-/** Thrown when the reader of stdout went away (`shoal ... | head`): not a failure of shoal. */
-export function isBrokenPipe(error: unknown): boolean {
-  return error instanceof ShoalError && error.code === ErrorCode.CANCELLED && error.details?.reason === 'broken-pipe';
-}
-
-async function writeAll(stream: Writable, text: string): Promise<void> {
-  if (!stream.write(text)) await once(stream, 'drain');
-}
-
-class StreamSink implements LineSink {
-  readonly name: string;
-  readonly #stream: Writable;
-  /** stdout stays open for whoever prints after us; a stream we opened is ended by finish(). */
-  readonly #owned: boolean;
-  #failure: unknown = null;
-  #count = 0;
-
-  constructor(name: string, stream: Writable, owned: boolean) {
-    this.name = name;
-    this.#stream = stream;
-    this.#owned = owned;
-    stream.on('error', (error: NodeJS.ErrnoException) => {
-      this.#failure =
-        error.code === 'EPIPE'
-          ? new ShoalError(ErrorCode.CANCELLED, 'the output pipe was closed', { details: { reason: 'broken-pipe' } })
-          : new ShoalError(ErrorCode.INTERNAL, `cannot write to ${name}: ${error.message}`, { cause: error });
-    });
-  }
-
-  get linesWritten(): number {
-    return this.#count;
-  }
-
-  async write(lines: readonly string[]): Promise<void> {
-    if (this.#failure !== null) throw this.#failure;
-    if (lines.length === 0) return;
-    try {
-      await writeAll(this.#stream, `${lines.join('\n')}\n`);
-    } catch (error) {
-      throw this.#failure ?? error;
-    }
-    if (this.#failure !== null) throw this.#failure;
-    this.#count += lines.length;
-  }
-
-  async finish(): Promise<void> {
-    if (this.#failure !== null) throw this.#failure;
-    if (this.#owned) {
-      this.#stream.end();
-      await once(this.#stream, 'finish');
-    } else if (this.#stream.writableNeedDrain) {
-      await once(this.#stream, 'drain');
-    }
-  }
-
-  async abort(): Promise<string | null> {
-    if (this.#owned) this.#stream.destroy();
-    return null;
-  }
-}
-
-/** Writes `<dir>/.<name>.<pid>.tmp`, renamed to the target on success. */
-class FileSink implements LineSink {
-  readonly name: string;
-  readonly #temp: string;
-  readonly #stream: WriteStream;
-  #count = 0;
-  #failure: unknown = null;
-
-  constructor(path: string) {
-    this.name = path;
-    this.#temp = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
-    this.#stream = createWriteStream(this.#temp);
-    this.#stream.on('error', (error) => {
-      this.#failure = new ShoalError(ErrorCode.INVALID_INPUT, `cannot write --output ${path}: ${describeFsError(error)}`, { cause: error });
-    });
-  }
-
-  get linesWritten(): number {
-    return this.#count;
-  }
-
-  async write(lines: readonly string[]): Promise<void> {
-    if (this.#failure !== null) throw this.#failure;
-    if (lines.length === 0) return;
-    try {
-      await writeAll(this.#stream, `${lines.join('\n')}\n`);
-    } catch (error) {
-      throw this.#failure ?? error;
-    }
-    this.#count += lines.length;
-  }
-
-  async #close(): Promise<void> {
-    if (this.#stream.closed) return;
-    this.#stream.end();
-    try {
-      await once(this.#stream, 'close');
-    } catch {
-      // The 'error' listener has recorded the failure.
-    }
-  }
-
-  async finish(): Promise<void> {
-    await this.#close();
-    if (this.#failure !== null) throw this.#failure;
-    await rename(this.#temp, this.name);
-  }
-
-  async abort(): Promise<string | null> {
-    await this.#close();
-    if (this.#count === 0 || this.#failure !== null) {
-      await rm(this.#temp, { force: true });
-      return null;
-    }
-    const partial = `${this.name}.partial`;
-    await rename(this.#temp, partial);
-    return partial;
-  }
-}
-
-/**
- * stdout when `path` is absent or "-". A path that exists and is not a regular file (/dev/stdout,
- * a named pipe) is written directly: it cannot be replaced by a rename.
- */
-export async function openSink(path: string | undefined, stdout: Writable): Promise<LineSink> {
-  if (path === undefined || path === '-') return new StreamSink('stdout', stdout, false);
-  let special = false;
-  try {
-    const info = await stat(path);
-    if (info.isDirectory()) throw new ShoalError(ErrorCode.INVALID_INPUT, `--output ${path} is a folder; name a file`);
-    special = !info.isFile();
-  } catch (error) {
-    if (error instanceof ShoalError) throw error;
-    // Does not exist yet: the normal case.
-  }
-  try {
-    await stat(dirname(path));
-  } catch (error) {
-    throw new ShoalError(ErrorCode.INVALID_INPUT, `cannot write --output ${path}: folder ${dirname(path)} does not exist`, { cause: error });
-  }
-  return special ? new StreamSink(path, createWriteStream(path, { flags: 'a' }), true) : new FileSink(path);
-}

@@ -1,4 +1,4 @@
-import { resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
@@ -21,6 +21,7 @@ export const LineIoFlags = {
   input: z.string().min(1).optional(),
   out: z.string().min(1).optional(),
   maxLength: PositiveIntFlag(DEFAULT_LIMITS.maxSequenceLength).optional(),
+  resume: z.boolean().optional(),
 };
 
 export interface LineIoOptions {
@@ -33,6 +34,21 @@ export function addLineIoOptions(command: Command, options: LineIoOptions): Comm
     .option('-i, --input <file>', 'read JSON Lines from FILE (default: stdin)')
     .option('-o, --out <file>', 'write JSON Lines to FILE, renamed into place on success (default: stdout)');
   if (options.outputFlagIsFile) command.option('--output <file>', 'same as --out');
+  command.option('--resume', 'continue the FILE.partial an interrupted --out FILE run left, after its last complete line');
+  // `shoal encode -m M docs.jsonl`: a lone file argument is the input, as a newcomer expects.
+  command.allowExcessArguments(true).hook('preAction', (self) => {
+    const args = self.args;
+    if (args.length === 0) return;
+    const name = self.name();
+    if (args.length > 1) {
+      throw new ShoalError(ErrorCode.INVALID_INPUT, `shoal ${name} reads one input file (-i/--input FILE, or the file as the only argument); got ${args.length} arguments: ${args.join(' ')}`);
+    }
+    const given: unknown = self.getOptionValue('input');
+    if (given !== undefined && given !== args[0]) {
+      throw new ShoalError(ErrorCode.INVALID_INPUT, `shoal ${name}: --input ${String(given)} and the argument ${args[0]} name different input files; give one`);
+    }
+    self.setOptionValue('input', args[0]);
+  });
   return command.option('--max-length <n>', "maximum tokens per input, special tokens included (default: the model's own)");
 }
 
@@ -64,21 +80,25 @@ function collect(value: string, previous: string[] | undefined): string[] {
 /** Where `{"image": ...}` lines may point: local folders and URL hosts. */
 export function addImageOptions(command: Command): Command {
   return command
-    .option('--image-root <dir>', 'folder that image paths may point into; repeatable (the current folder is always allowed)', collect)
+    .option('--image-root <dir>', 'folder that image paths may point into; repeatable (the current folder and the --input file\'s folder are always allowed)', collect)
     .option('--allow-image-host <host>', 'host that image URLs may be fetched from (exact, or *.example.com); repeatable (default: none)', collect);
 }
 
-/** The image policy of a line command: the current folder plus --image-root folders, and the allowed hosts. */
-export function imagePolicyFromFlags(flags: { imageRoot: string[]; allowImageHost: string[] }): ImagePolicyInput {
-  return { roots: [resolve('.'), ...flags.imageRoot.map((dir) => resolve(dir))], allowedHosts: flags.allowImageHost };
+/**
+ * The image policy of a line command: the current folder, the folder of the --input file (a list
+ * of image paths usually sits beside the images) and the --image-root folders, plus the allowed hosts.
+ */
+export function imagePolicyFromFlags(flags: { imageRoot: string[]; allowImageHost: string[]; input?: string | undefined }): ImagePolicyInput {
+  const inputDir = flags.input === undefined ? [] : [dirname(resolve(flags.input))];
+  return { roots: [...new Set([resolve('.'), ...inputDir, ...flags.imageRoot.map((dir) => resolve(dir))])], allowedHosts: flags.allowImageHost };
 }
 
 /** `--out` and its synonym `--output` must not disagree. */
-export function lineIo(flags: { input?: string | undefined; out?: string | undefined; output?: string | undefined }): LineIo {
+export function lineIo(flags: { input?: string | undefined; out?: string | undefined; output?: string | undefined; resume?: boolean | undefined }): LineIo {
   if (flags.out !== undefined && flags.output !== undefined && flags.out !== flags.output) {
     throw new ShoalError(ErrorCode.INVALID_INPUT, `--out ${flags.out} and --output ${flags.output} name different files; give one`);
   }
-  return { input: flags.input, output: flags.out ?? flags.output };
+  return { input: flags.input, output: flags.out ?? flags.output, resume: flags.resume === true };
 }
 
 /** `dense,sparse` → validated output types; `flag` names the option in the message. */

@@ -4,6 +4,7 @@ import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { ItemId } from '../../adapters/protocol/requests.js';
 import { describeIssues } from '../../adapters/protocol/validate.js';
 import { readLineChunks, type LineSink, type LineSource, type RawLine } from './jsonl.js';
+import type { ResumePoint } from './line-sink.js';
 
 /**
  * The streaming loop every line command shares: read a chunk of lines, validate each, hand the
@@ -25,13 +26,20 @@ export interface LineJob<T extends { id?: ItemId | undefined }> {
   schema: z.ZodType<T>;
   /** One JSON-safe result per line, in the same order; each must carry the line's `id`. */
   run(lines: NumberedLine<T>[], signal: AbortSignal): Promise<object[]>;
+  /** Renames fields of each parsed line before `schema` (--id-field, --text-field, --template: line-fields.ts). */
+  prepare?: LinePrepare;
 }
+
+/** Rewrites a parsed JSON line (its 1-based number given); throws INVALID_INPUT to reject it. */
+export type LinePrepare = (line: Record<string, unknown>, number: number) => Record<string, unknown>;
 
 export interface StreamOptions {
   chunkLines: number;
   signal: AbortSignal;
   /** After each written chunk: input bytes and lines fully processed. */
   onProgress?: (bytes: number, lines: number) => void;
+  /** --resume: this many non-blank input lines already have their results in the output; skip them. */
+  resume?: ResumePoint | null;
 }
 
 export interface StreamSummary {
@@ -46,7 +54,7 @@ function lineError(source: string, line: number, message: string, cause?: unknow
 }
 
 /** Parses one non-blank line; throws INVALID_INPUT naming the line. */
-export function parseLine<T extends { id?: ItemId | undefined }>(raw: RawLine, schema: z.ZodType<T>, source: string): NumberedLine<T> {
+export function parseLine<T extends { id?: ItemId | undefined }>(raw: RawLine, schema: z.ZodType<T>, source: string, prepare?: LinePrepare): NumberedLine<T> {
   let data: unknown;
   try {
     data = JSON.parse(raw.text);
@@ -55,6 +63,13 @@ export function parseLine<T extends { id?: ItemId | undefined }>(raw: RawLine, s
   }
   if (typeof data !== 'object' || data === null || Array.isArray(data)) {
     throw lineError(source, raw.number, 'expected a JSON object like {"id": ..., "text": ...}');
+  }
+  if (prepare !== undefined) {
+    try {
+      data = prepare({ ...data }, raw.number);
+    } catch (error) {
+      throw lineError(source, raw.number, error instanceof Error ? error.message : String(error), error);
+    }
   }
   const result = schema.safeParse(data);
   if (!result.success) throw lineError(source, raw.number, describeIssues(result.error.issues));
@@ -74,6 +89,50 @@ function chunkSignal(run: AbortSignal): { signal: AbortSignal; release: () => vo
   if (run.aborted) follow();
   else run.addEventListener('abort', follow, { once: true });
   return { signal: controller.signal, release: () => run.removeEventListener('abort', follow) };
+}
+
+/**
+ * Skips the lines an earlier run finished (--resume), checking at the last of them that the
+ * partial output's last id is that line's id: a FILE.partial of another input is refused instead
+ * of being continued into a mix.
+ */
+class ResumeSkip<T extends { id?: ItemId | undefined }> {
+  #skipped = 0;
+  constructor(
+    private readonly point: ResumePoint | null | undefined,
+    private readonly job: LineJob<T>,
+    private readonly source: string,
+  ) {}
+
+  /** Whether this non-blank line was done by the earlier run. */
+  skip(raw: RawLine): boolean {
+    const point = this.point;
+    if (point === null || point === undefined || this.#skipped >= point.lines) return false;
+    this.#skipped++;
+    if (this.#skipped === point.lines && point.lastId !== null) {
+      const { id } = parseLine(raw, this.job.schema, this.source, this.job.prepare);
+      if (id !== point.lastId) {
+        throw new ShoalError(
+          ErrorCode.INVALID_INPUT,
+          `--resume: the partial output ends with id ${JSON.stringify(point.lastId)} but line ${raw.number} of ${this.source} has id ${JSON.stringify(id)}; it is not this input's output (delete it to start over)`,
+          { details: { reason: 'resume-mismatch' } },
+        );
+      }
+    }
+    return true;
+  }
+
+  /** After the input: the partial output must not hold more lines than the input has. */
+  checkComplete(): void {
+    const total = this.point?.lines ?? 0;
+    if (this.#skipped < total) {
+      throw new ShoalError(
+        ErrorCode.INVALID_INPUT,
+        `--resume: the partial output has ${total} lines but ${this.source} has only ${this.#skipped}; it is not this input's output (delete it to start over)`,
+        { details: { reason: 'resume-mismatch' } },
+      );
+    }
+  }
 }
 
 function throwIfAborted(signal: AbortSignal): void {
@@ -107,6 +166,7 @@ export async function streamLines<T extends { id?: ItemId | undefined }>(
   };
 
   let stop: unknown = null;
+  const resume = new ResumeSkip(options.resume, job, source.name);
   const chunks = readLineChunks(source, options.chunkLines);
   try {
     for (;;) {
@@ -125,7 +185,7 @@ export async function streamLines<T extends { id?: ItemId | undefined }>(
       let endOffset = 0;
       for (const line of raw) {
         try {
-          if (line.text.trim() !== '') parsed.push(parseLine(line, job.schema, source.name));
+          if (line.text.trim() !== '' && !resume.skip(line)) parsed.push(parseLine(line, job.schema, source.name, job.prepare));
         } catch (error) {
           stop = error;
           break;
@@ -149,5 +209,6 @@ export async function streamLines<T extends { id?: ItemId | undefined }>(
   while (inFlight.length > 0) await flushOne();
   if (stop !== null) throw stop;
   throwIfAborted(options.signal);
+  resume.checkComplete();
   return { lines: done };
 }

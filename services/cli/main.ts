@@ -29,6 +29,12 @@ function installSignals(controller: AbortController): { received: () => NodeJS.S
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  // SIGHUP: the parent went away (a closed terminal; bin/shoal.js's watch when the npm or re-exec
+  // parent is gone). It stops like SIGTERM, but never cuts short a stop already under way: after
+  // Ctrl-C under npx the parent dies too, and that must not turn into an immediate exit.
+  process.on('SIGHUP', () => {
+    if (first === null) onSignal('SIGTERM');
+  });
   return { received: () => first?.signal ?? null };
 }
 

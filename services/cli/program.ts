@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { z } from 'zod';
 import type { CliApp } from './app.js';
+import { registerClassify } from './commands/classify.js';
 import { registerDev } from './commands/dev.js';
 import { registerEncode } from './commands/encode.js';
 import { registerExtract } from './commands/extract.js';
@@ -82,7 +83,7 @@ export function buildProgram(app: CliApp): Command {
     .option('--model-dir <dirs>', "folders holding models as org/name/, ':'-separated (env SHOAL_MODEL_DIR)")
     .option('--threads <n>', 'onnxruntime intra-op threads per model (env SHOAL_THREADS; default: all cores)')
     .option('--providers <list>', 'execution providers by preference, e.g. cuda,cpu or webgpu (env SHOAL_PROVIDERS; default: cpu; CPU is always the fallback)')
-    .option('--batch-tokens <n>', `padded tokens (longest input × inputs) per model batch (env SHOAL_BATCH_TOKENS; default: ${DEFAULT_BATCH_TOKENS}, or the catalog's per-model value; 'auto' measures the best budget per model on this machine once)`)
+    .option('--batch-tokens <n>', `padded tokens (longest input × inputs) per model batch (env SHOAL_BATCH_TOKENS; default: ${DEFAULT_BATCH_TOKENS}, 512 for a model running int8, or the catalog's per-model value; 'auto' measures the best budget per model on this machine once)`)
     .option('--memory-budget <size>', 'memory for models: bytes, 2GiB, 60% (env SHOAL_MEMORY_BUDGET; default: half the RAM or of the container limit)')
     .option('--chunk-lines <n>', `input lines handed to the engine at a time (env SHOAL_CHUNK_LINES; default: ${DEFAULT_CHUNK_LINES})`)
     .option('--progress', 'always draw progress bars on stderr (default: only when stderr is a terminal and the input is a file)')
@@ -103,5 +104,6 @@ export function buildProgram(app: CliApp): Command {
   registerIngest(program, app);
   registerSearch(program, app);
   registerPipelines(program, app);
+  registerClassify(program, app);
   return program;
 }

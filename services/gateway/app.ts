@@ -8,11 +8,14 @@ import type { GatewayDeps, GatewaySettings, RouteContext } from './context.js';
 import { registerCors } from './cors.js';
 import { fromFastifyError, sendError } from './errors.js';
 import { RequestMetrics } from './request-metrics.js';
+import { registerClassifyRoutes } from './routes/classify.js';
 import { registerHealthRoutes } from './routes/health.js';
+import { registerIngestRoutes } from './routes/ingest.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerModelRoutes } from './routes/models.js';
 import { registerOpenAiRoutes } from './routes/openai.js';
 import { registerPrimitiveRoutes } from './routes/primitives.js';
+import { registerSearchRoutes } from './routes/search.js';
 import { registerTeiRoutes } from './routes/tei.js';
 
 /**
@@ -86,5 +89,8 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
   registerModelRoutes(app, context);
   registerOpenAiRoutes(app, context);
   registerTeiRoutes(app, context);
+  registerSearchRoutes(app, context);
+  registerIngestRoutes(app, context);
+  registerClassifyRoutes(app, context);
   return app;
 }

@@ -3,11 +3,13 @@ import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { DEFAULT_SUBJECT_PREFIX } from '../../adapters/protocol/subjects.js';
 import { resolveNatsSettings, type NatsConnectionSettings } from '../../adapters/nats/connection.js';
+import type { S3SettingsInput } from '../../adapters/object-store/index.js';
 import { parseBytes } from '../../pipelines/inference/memory.js';
 import type { GatewaySettings } from './context.js';
-import { natsSettingsFromEnv, splitList } from '../settings/environment.js';
+import { natsSettingsFromEnv, s3SettingsFromEnv, sinkCredentialsFromEnv, splitDirs, splitList } from '../settings/environment.js';
 import { CommaListFlag, WholeNumberFlag } from '../settings/flag-values.js';
 import { envValue, isTrueValue, SETTINGS, type SettingKey } from '../settings/table.js';
+import { parseIndexes } from './index-sinks.js';
 import { DEFAULT_BODY_LIMIT, DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS } from './defaults.js';
 
 /**
@@ -106,7 +108,7 @@ export interface GatewayConfig extends GatewaySettings {
   readonly port: number;
   readonly shutdownTimeoutMs: number;
   /** Job deadline and submission deadline (JobsClient options); absent: the client's defaults. */
-  readonly jobs?: { readonly jobTimeoutMs: number; readonly submitTimeoutMs: number };
+  readonly jobs?: { readonly jobTimeoutMs: number; readonly submitTimeoutMs: number; readonly fileRoots?: readonly string[]; readonly checkFileTargets?: boolean; readonly s3?: S3SettingsInput };
   /** Connection settings (servers, credentials, TLS, reconnects), validated. */
   readonly nats: NatsConnectionSettings;
 }
@@ -150,6 +152,10 @@ function natsSettings(servers: string[] | undefined, credsFile: string | undefin
     fromEnv.credsFile = credsFile;
   }
   return resolveNatsSettings({ ...fromEnv, name: 'shoal-gateway' });
+}
+
+function indexesFromEnv(env: NodeJS.ProcessEnv): Record<string, string> | undefined {
+  return parseIndexes(envValue(env, 'indexes'));
 }
 
 /** Flags win over the environment; an empty environment variable counts as unset. */
@@ -197,8 +203,12 @@ export function resolveGatewayConfig(flags: GatewayFlags = {}, env: NodeJS.Proce
     embedModel: c['embed-model'] ?? null,
     rerankModel: c['rerank-model'] ?? null,
     natsPrefix: c.prefix,
+    // Index names requests may use (POST /v1/search, /v1/ingest); a request never names a path.
+    ...(indexesFromEnv(env) === undefined ? {} : { indexes: Object.freeze(indexesFromEnv(env) ?? {}) }),
+    indexOptions: Object.freeze({ credentials: sinkCredentialsFromEnv(env), s3: s3SettingsFromEnv(env) }),
     admission: Object.freeze({ maxInFlightItemsPerModel: c['max-inflight-items'], maxQueueSeconds: c['max-queue-seconds'] }),
-    jobs: Object.freeze({ jobTimeoutMs: c['job-timeout-ms'], submitTimeoutMs: c['submit-timeout-ms'] }),
+    // The workers' file roots (SHOAL_FILE_ROOTS, shared config): file:// targets outside them are refused at submit, and results inside them can be read back.
+    jobs: Object.freeze({ jobTimeoutMs: c['job-timeout-ms'], submitTimeoutMs: c['submit-timeout-ms'], fileRoots: Object.freeze(splitDirs(envValue(env, 'fileRoots')) ?? []), checkFileTargets: true, s3: s3SettingsFromEnv(env) }),
     nats: natsSettings(c.nats, c['nats-creds'], env),
   });
 }

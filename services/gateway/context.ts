@@ -1,11 +1,14 @@
 import type { Logger } from '../../adapters/observability/logger.js';
 import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import type { Engine } from '../../adapters/protocol/engine.js';
+import type { IngestRunStatus } from '../../adapters/protocol/ingest.js';
 import type { JobsApi } from '../../adapters/protocol/jobs.js';
+import type { PipelineDefinition } from '../../pipelines/documents/definition.js';
 import type { NatsNames } from '../../adapters/protocol/subjects.js';
 import type { AdmissionSettings } from './admission.js';
 import type { CallRunner, callWithDeadline } from './call-context.js';
 import type { RequestMetrics } from './request-metrics.js';
+import type { IndexSinkOptions } from './index-sinks.js';
 
 /**
  * The types every part of the gateway shares: what the app is built from (deps, settings) and
@@ -38,6 +41,8 @@ export interface GatewayDeps {
   metrics: ShoalMetrics;
   /** Whether requests can be served now (backends connected, workers present). */
   ready(): Promise<ReadyReport>;
+  /** Ingest runs (POST /v1/ingest, and their status under GET /v1/jobs/:id); absent: POST /v1/ingest answers UNAVAILABLE. */
+  ingest?: IngestApi | null;
   logger?: Logger;
 }
 
@@ -60,6 +65,28 @@ export interface GatewaySettings {
   natsPrefix: string;
   /** Admission control of synchronous calls (admission.ts). @default DEFAULT_ADMISSION */
   admission?: AdmissionSettings;
+  /** Indexes served by /v1/search and /v1/ingest: name → sink target (SHOAL_INDEXES). @default none */
+  indexes?: Readonly<Record<string, string>>;
+  /** Credentials and S3 client settings the indexes are opened with (never logged). @default none */
+  indexOptions?: IndexSinkOptions;
+}
+
+/** A source of an ingest request: an inline text record or a document by reference. */
+export type IngestRecord = { id: string; text: string } | { id?: string | undefined; ref: string };
+
+export interface IngestStart {
+  job_id?: string | undefined;
+  definition: PipelineDefinition;
+  /** The configured index name and its sink target. */
+  index: { name: string; target: string };
+  records: readonly IngestRecord[];
+  force: boolean;
+}
+
+/** Ingest runs in the background (over NATS), their status read back by id. */
+export interface IngestApi {
+  start(request: IngestStart): Promise<IngestRunStatus>;
+  status(jobId: string): Promise<IngestRunStatus | null>;
 }
 
 /** What every route file receives. */

@@ -24,6 +24,7 @@ export class LateBackend {
   readonly jobs: JobsApi;
   readonly #servers: string;
   #backend: NatsBackend | null = null;
+  #lastFailure: string | null = null;
 
   constructor(servers: string) {
     this.#servers = servers;
@@ -38,6 +39,7 @@ export class LateBackend {
     this.jobs = {
       submit: (submission) => backend().jobs.submit(submission),
       status: (jobId) => backend().jobs.status(jobId),
+      results: (jobId) => backend().jobs.results(jobId),
     };
   }
 
@@ -57,8 +59,14 @@ export class LateBackend {
     });
   }
 
-  /** Readiness before the connection: not ready, and why. */
+  /** Records why the latest connection attempt failed, for the readiness probe. */
+  attemptFailed(failure: ShoalError, attempt: number): void {
+    this.#lastFailure = `attempt ${attempt} failed: ${failure.code}: ${failure.message}`;
+  }
+
+  /** Readiness before the connection: not ready, and why (the last attempt's reason, once there is one). */
   notConnected(): ReadyReport {
-    return { ready: false, reason: `connecting to NATS at ${this.#servers}` };
+    const why = this.#lastFailure === null ? '' : ` (${this.#lastFailure})`;
+    return { ready: false, reason: `connecting to NATS at ${this.#servers}${why}` };
   }
 }

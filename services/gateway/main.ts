@@ -11,6 +11,7 @@ import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/err
 import { buildGatewayApp } from './app.js';
 import type { ModelCard, ReadyReport } from './context.js';
 import type { GatewayConfig } from './config.js';
+import { IngestRuns } from './ingest-runs.js';
 import { LateBackend } from './late-backend.js';
 import { cachedModelList } from './worker-models.js';
 import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
@@ -89,6 +90,7 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
   const servers = config.nats.servers.map((s) => s.replace(/\/\/[^@/]*@/, '//***@')).join(',');
   // The port opens before NATS is reached: probes answer (readiness says why not) while it connects.
   const late = new LateBackend(servers);
+  const ingest = new IngestRuns({ connection: () => late.require().nc, prefix: config.natsPrefix, fileRoots: config.jobs?.fileRoots ?? [], ...(config.indexOptions === undefined ? {} : { indexOptions: config.indexOptions }), logger });
   const app = buildGatewayApp(
     {
       engine: late.engine,
@@ -97,6 +99,7 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
       models: options.models ?? cachedModelList(async () => late.require().engine.workers()),
       metrics,
       ready: async () => (late.attached === null ? late.notConnected() : natsReady(late.attached.nc)),
+      ingest,
       logger,
     },
     config,
@@ -118,7 +121,12 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
   let nc: NatsConnection | null = options.nc ?? null;
   let engine: NatsEngine | null = null;
   try {
-    nc ??= await connectNats(config.nats, { logger, name: 'shoal-gateway', ...(options.signal === undefined ? {} : { signal: options.signal }) });
+    nc ??= await connectNats(config.nats, {
+      logger,
+      name: 'shoal-gateway',
+      onAttemptFailed: (failure, attempt) => late.attemptFailed(failure, attempt),
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+    });
     const connection = nc;
     const client = new NatsEngine(connection, { prefix: config.natsPrefix, loadTimeoutMs: config.requestTimeoutMs });
     engine = client;
@@ -148,6 +156,7 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
       try {
         await closeHttp(app, config.shutdownTimeoutMs, logger);
       } finally {
+        await ingest.close().catch((error: unknown) => logger.warn({ err: String(error) }, 'stopping ingest runs failed'));
         await connected.close();
         if (ownsConnection) await connection.drain().catch(() => connection.close());
       }

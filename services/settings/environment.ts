@@ -1,6 +1,8 @@
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import type { NatsConnectionSettingsInput } from '../../adapters/nats/connection.js';
+import type { SinkCredentials } from '../../adapters/sinks/open.js';
+import type { S3SettingsInput } from '../../adapters/object-store/index.js';
 import type { SourceOptionsInput } from '../../adapters/sources/resolve.js';
 import { envValue, isTrueValue, SETTINGS } from './table.js';
 
@@ -84,4 +86,44 @@ export function logLevelFromEnv(env: NodeJS.ProcessEnv, fallback: string = Strin
 /** SHOAL_NATIVE_TRIM=0 turns the malloc_trim addon off. */
 export function nativeTrimFromEnv(env: NodeJS.ProcessEnv): boolean {
   return env.SHOAL_NATIVE_TRIM?.trim() !== '0';
+}
+
+/**
+ * S3 from the standard AWS variables: AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL (path-style when
+ * set), AWS_REGION, AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN), AWS_PROFILE,
+ * AWS_MAX_ATTEMPTS, and SHOAL_S3_BUCKETS. Read here rather than left to the SDK so a settings
+ * file can hold them too; what is unset falls to the SDK's chains (instance roles, SSO...).
+ */
+export function s3SettingsFromEnv(env: NodeJS.ProcessEnv): S3SettingsInput {
+  const out: S3SettingsInput = {};
+  const endpoint = envValue(env, 's3Endpoint');
+  if (endpoint !== undefined) out.endpoint = endpoint;
+  const region = envValue(env, 's3Region');
+  if (region !== undefined) out.region = region;
+  const keyId = env.AWS_ACCESS_KEY_ID?.trim();
+  const secret = env.AWS_SECRET_ACCESS_KEY?.trim();
+  if (keyId !== undefined && keyId !== '' && secret !== undefined && secret !== '') {
+    const token = env.AWS_SESSION_TOKEN?.trim();
+    out.credentials = { accessKeyId: keyId, secretAccessKey: secret, ...(token === undefined || token === '' ? {} : { sessionToken: token }) };
+  }
+  const profile = envValue(env, 's3Profile');
+  if (profile !== undefined) out.profile = profile;
+  const attempts = envValue(env, 's3MaxAttempts');
+  if (attempts !== undefined) out.maxAttempts = Number(attempts);
+  const buckets = splitList(envValue(env, 's3Buckets'));
+  if (buckets !== undefined) out.allowedBuckets = buckets;
+  return out;
+}
+
+/** Credentials and TLS of the vector stores `--index URI` may name (PGPASSWORD, PGSSLMODE, PGSSLROOTCERT, CHROMA_*, QDRANT_API_KEY). */
+export function sinkCredentialsFromEnv(env: NodeJS.ProcessEnv): SinkCredentials {
+  return {
+    pgPassword: envValue(env, 'pgPassword'),
+    pgSslMode: envValue(env, 'pgSslMode'),
+    pgSslRootCert: envValue(env, 'pgSslRootCert'),
+    chromaApiKey: envValue(env, 'chromaApiKey'),
+    chromaTenant: envValue(env, 'chromaTenant'),
+    chromaDatabase: envValue(env, 'chromaDatabase'),
+    qdrantApiKey: envValue(env, 'qdrantApiKey'),
+  };
 }

@@ -4,6 +4,7 @@ import { PayloadStore } from '../../adapters/nats/payloads.js';
 import { ResultSink, type ResultSinkOptions } from '../../adapters/nats/result-sink.js';
 import { StatusStore } from '../../adapters/nats/status-store.js';
 import { ensureTopology } from '../../adapters/nats/topology.js';
+import type { S3SettingsInput } from '../../adapters/object-store/index.js';
 import type { Logger } from '../../adapters/observability/logger.js';
 import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
 import { envValue, SETTINGS } from '../settings/table.js';
@@ -27,6 +28,8 @@ export interface SinkSettings {
   dir: string;
   logger?: Logger;
   onWritten?: ResultSinkOptions['onWritten'];
+  /** S3 settings for results stored by reference under `s3://` targets. @default the SDK's defaults */
+  s3?: S3SettingsInput;
 }
 
 export interface SinkHandle extends Lifecycle {
@@ -37,7 +40,7 @@ export async function startSink(settings: SinkSettings): Promise<SinkHandle> {
   const nc = await connectNats(settings.nats, { ...(settings.logger === undefined ? {} : { logger: settings.logger }), name: 'shoal sink' });
   try {
     const topology = await ensureTopology(nc, settings.prefix === undefined ? {} : { prefix: settings.prefix });
-    const payloads = new PayloadStore(nc, { bucket: topology.names.payloadBucket });
+    const payloads = new PayloadStore(nc, { bucket: topology.names.payloadBucket, ...(settings.s3 === undefined ? {} : { s3: settings.s3 }) });
     // Results are checked against their job's status before they are written (forged results are refused).
     const status = await StatusStore.open(nc, topology.names.statusBucket);
     const sink = new ResultSink({

@@ -2,11 +2,12 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { NatsConnectionSettings } from '../../adapters/nats/connection.js';
 import { ConsumerSettings, TopologySettings } from '../../adapters/nats/topology.js';
+import { S3Settings } from '../../adapters/object-store/index.js';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { parseWith } from '../../adapters/protocol/validate.js';
 import { EngineSettings, engineSettingsFromEnv, wholeNumber } from '../settings/engine-settings.js';
-import { natsSettingsFromEnv, splitDirs, splitList } from '../settings/environment.js';
-import { envValue, SETTINGS } from '../settings/table.js';
+import { natsSettingsFromEnv, s3SettingsFromEnv, splitDirs, splitList } from '../settings/environment.js';
+import { envValue, isTrueValue, SETTINGS } from '../settings/table.js';
 
 /**
  * Configuration of `shoal worker`, validated once and frozen. Sources, weakest first: defaults,
@@ -48,6 +49,12 @@ export const WorkerConfig = z.strictObject({
   metricsHost: z.string().min(1).default(SETTINGS.metricsHost.default),
   /** Folders `file://` payload and result references may use; empty = refused. */
   fileRoots: z.array(z.string().min(1)).default([]),
+  /** Also run parse tasks of `shoal ingest --nats` (SHOAL_PARSE): document parsing, OCR through this engine. @default false */
+  parse: z.boolean().default(false),
+  /** S3 for `s3://` payload references and result targets (AWS_* variables, SHOAL_S3_BUCKETS; never logged). */
+  s3: S3Settings.prefault({}),
+  /** When models are found in the model dirs (none named, no catalog), serve the built-in models too (`shoal dev`). @default false */
+  serveBuiltins: z.boolean().default(false),
 });
 export type WorkerConfig = z.output<typeof WorkerConfig>;
 export type WorkerConfigInput = z.input<typeof WorkerConfig>;
@@ -61,7 +68,7 @@ export function parseWorkerConfig(input: unknown): WorkerConfig {
   return Object.freeze(parseWith(WorkerConfig, input, 'worker configuration', ErrorCode.CONFIG_INVALID));
 }
 
-const NESTED = new Set(['nats', 'topology', 'consumer', 'engine']);
+const NESTED = new Set(['nats', 'topology', 'consumer', 'engine', 's3']);
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
@@ -80,7 +87,7 @@ export function mergeWorkerInput(base: Record<string, unknown>, over: Record<str
 
 /** Partial input with only what the environment sets (zod reports bad values by field). */
 export function workerConfigFromEnv(env: NodeJS.ProcessEnv): Record<string, unknown> {
-  const out: Record<string, unknown> = { nats: natsSettingsFromEnv(env), engine: engineSettingsFromEnv(env) };
+  const out: Record<string, unknown> = { nats: natsSettingsFromEnv(env), engine: engineSettingsFromEnv(env), s3: s3SettingsFromEnv(env) };
   const put = (target: Record<string, unknown>, key: string, value: unknown): void => {
     if (value !== undefined) target[key] = value;
   };
@@ -99,5 +106,7 @@ export function workerConfigFromEnv(env: NodeJS.ProcessEnv): Record<string, unkn
   put(out, 'metricsPort', wholeNumber(envValue(env, 'metricsPort')));
   put(out, 'metricsHost', envValue(env, 'metricsHost'));
   put(out, 'fileRoots', splitDirs(envValue(env, 'fileRoots')));
+  const parse = envValue(env, 'parseRole');
+  put(out, 'parse', parse === undefined ? undefined : isTrueValue(parse));
   return out;
 }

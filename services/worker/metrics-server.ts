@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
+import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 
 /**
  * The worker's small HTTP side door for operations: `/metrics` (Prometheus text), `/healthz`
@@ -48,9 +49,16 @@ export async function startMetricsServer(options: MetricsServerOptions): Promise
     res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: the worker serves /metrics, /healthz and /readyz\n');
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    // "address already in use" alone does not say which setting chose the port.
+    server.once('error', (error) =>
+      reject(
+        new ShoalError(ErrorCode.UNAVAILABLE, `cannot listen on ${options.host}:${options.port} for /metrics (choose another with --metrics-port / SHOAL_METRICS_PORT): ${error.message}`, {
+          cause: error,
+        }),
+      ),
+    );
     server.listen(options.port, options.host, () => {
-      server.off('error', reject);
+      server.removeAllListeners('error');
       resolve();
     });
   });

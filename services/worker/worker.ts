@@ -6,6 +6,7 @@ import { JobConsumer, type PulledRoute } from '../../adapters/nats/job-consumer.
 import { PartHandler, type ModelState } from '../../adapters/nats/part-handler.js';
 import { PartResults } from '../../adapters/nats/part-results.js';
 import { PayloadStore } from '../../adapters/nats/payloads.js';
+import { S3Store } from '../../adapters/object-store/index.js';
 import { RpcServer, type Route } from '../../adapters/nats/rpc-server.js';
 import { StatusStore } from '../../adapters/nats/status-store.js';
 import { ensureJobConsumer, ensureTopology, type Topology } from '../../adapters/nats/topology.js';
@@ -18,8 +19,10 @@ import type { EngineOptionsInput } from '../../pipelines/inference/engine-option
 import type { PoolHooks, PoolSnapshot } from '../../pipelines/inference/pool.js';
 import { poolMetrics, schedulerMetrics } from '../../pipelines/inference/telemetry.js';
 import type { WorkerConfig } from './config.js';
+import { ParseRole } from './parse-role.js';
 import { routesFor, servedModels } from './served-models.js';
 import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
+import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
 
 /**
  * `shoal worker`: an in-process engine fed from NATS. Composes the connection, the topology, the
@@ -67,6 +70,7 @@ export class ShoalWorker implements Lifecycle {
   readonly #rpc: RpcServer;
   readonly #consumer: JobConsumer;
   readonly #deadLetters: DeadLetters;
+  readonly #parse: ParseRole | null;
   #state: WorkerState = 'starting';
   #stopping: Promise<void> | null = null;
 
@@ -79,6 +83,7 @@ export class ShoalWorker implements Lifecycle {
     rpc: RpcServer;
     consumer: JobConsumer;
     deadLetters: DeadLetters;
+    parse: ParseRole | null;
   }) {
     this.id = parts.config.workerId;
     this.#config = parts.config;
@@ -89,6 +94,7 @@ export class ShoalWorker implements Lifecycle {
     this.#rpc = parts.rpc;
     this.#consumer = parts.consumer;
     this.#deadLetters = parts.deadLetters;
+    this.#parse = parts.parse;
   }
 
   get state(): WorkerState {
@@ -109,15 +115,27 @@ export class ShoalWorker implements Lifecycle {
     });
     let nc: NatsConnection | null = null;
     try {
-      const models = await servedModels(config.models, catalog, config.engine.modelDirs);
-      const routes = await routesFor(engine, models);
+      const selection = await servedModels(config.models, catalog, config.engine.modelDirs, config.serveBuiltins);
+      const skipUnusable = (model: string, error: unknown): void => {
+        const shoal = toShoalError(error);
+        logger.warn({ model, code: shoal.code, err: shoal.message }, `skipping ${model}: it cannot be used (${shoal.code}: ${shoal.message})`);
+      };
+      const routes = await routesFor(engine, selection.models, selection.discovered ? skipUnusable : undefined);
+      if (routes.length === 0) throw new ShoalError(ErrorCode.CONFIG_INVALID, `the worker serves no models: none of ${selection.models.join(', ')} can be used (see the warnings above)`);
       nc = await connectNats(config.nats, { logger, name: `shoal-worker ${config.workerId}`, ...(deps.signal === undefined ? {} : { signal: deps.signal }) });
       const connection = nc;
       const topology = await ensureTopology(connection, config.topology);
       const pulled = await ensureConsumers(topology, routes, config);
       const js = jetstream(connection);
       const status = await StatusStore.open(connection, topology.names.statusBucket);
-      const payloads = new PayloadStore(connection, { bucket: topology.names.payloadBucket, fileRoots: config.fileRoots });
+      // S3 retries are logged (every fifth of an operation) and counted: while S3 is down, parts wait here instead of failing.
+      const s3Store = new S3Store(config.s3, {
+        onRetry: (event) => {
+          deps.metrics?.s3Retries.inc();
+          if (event.attempt % 5 === 0) logger.warn({ code: event.error.code, err: event.error.message, retry: event.attempt + 1, delayMs: event.delayMs }, `S3 degraded: retrying ${event.what}`);
+        },
+      });
+      const payloads = new PayloadStore(connection, { bucket: topology.names.payloadBucket, fileRoots: config.fileRoots, s3Store });
       const maxMessageBytes = connection.info?.max_payload ?? 1024 * 1024;
       const results = new PartResults({ js, jsm: topology.jsm, names: topology.names, payloads, status, workerId: config.workerId, maxMessageBytes });
       const deadLetters = new DeadLetters({ js, jsm: topology.jsm, names: topology.names, results, status, logger });
@@ -175,9 +193,12 @@ export class ShoalWorker implements Lifecycle {
       });
       consumer.start();
       deadLetters.start();
-      const worker = new ShoalWorker({ config, logger, engine: ready, routes, nc: connection, rpc, consumer, deadLetters });
+      const parse = config.parse
+        ? await ParseRole.start({ nc: connection, topology, engine: ready, payloads, workerId: config.workerId, ackWaitMs: config.consumer.ackWaitMs, maxDeliver: config.consumer.maxDeliver, retryDelayMs: config.retryDelayMs, logger })
+        : null;
+      const worker = new ShoalWorker({ config, logger, engine: ready, routes, nc: connection, rpc, consumer, deadLetters, parse });
       worker.#state = 'running';
-      logger.info({ worker: config.workerId, routes: routes.map((r) => `${r.primitive}:${r.model}`), concurrency: config.concurrency }, 'worker started');
+      logger.info({ worker: config.workerId, routes: routes.map((r) => `${r.primitive}:${r.model}`), concurrency: config.concurrency, parse: config.parse }, 'worker started');
       return worker;
     } catch (error) {
       await rpc?.close().catch(() => undefined);
@@ -209,10 +230,12 @@ export class ShoalWorker implements Lifecycle {
       this.#logger.warn({ inFlight: this.#consumer.inFlight }, 'drain deadline passed; aborting in-flight work');
       void this.#rpc.close();
       void this.#consumer.close();
+      void this.#parse?.close();
     };
     const deadline = setTimeout(force, timeoutMs);
     try {
-      await Promise.all(timeoutMs === 0 ? [this.#rpc.close(), this.#consumer.close()] : [this.#rpc.drain(), this.#consumer.drain()]);
+      const parse = this.#parse === null ? [] : [timeoutMs === 0 ? this.#parse.close() : this.#parse.drain()];
+      await Promise.all(timeoutMs === 0 ? [this.#rpc.close(), this.#consumer.close(), ...parse] : [this.#rpc.drain(), this.#consumer.drain(), ...parse]);
     } finally {
       clearTimeout(deadline);
     }

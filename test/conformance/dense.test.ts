@@ -51,6 +51,8 @@ const DENSE_MODELS = [
   'modernbert-mean-embed',
   // 1_Pooling include_prompt: false: [CLS] and the prompt's tokens are left out of the mean.
   'bert-exclude-prompt-embed',
+  // Pooling → Dense → Dense → Normalize finished inside the graph: the embedding is `sentence_embedding`.
+  'dense-projection-embed',
 ];
 for (const name of DENSE_MODELS) {
   conformanceSuite(name, denseSuite);

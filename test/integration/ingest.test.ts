@@ -155,7 +155,7 @@ describe('shoal ingest', () => {
     expect(textRows.every((row) => row.ingested_at > (after.find((old) => old.id === row.id)?.ingested_at ?? ''))).toBe(true);
   });
 
-  it('reads JSON Lines records on stdin and refuses --nats for now', async () => {
+  it('reads JSON Lines records on stdin, and refuses an index built with another model', async () => {
     const recordsIndex = join(root, 'records');
     const run = await ingest(recordsIndex, ['-'], '{"id":"r1","text":"First record about rivers."}\n{"id":"r2","path":"' + join(docs, 'gamma.txt') + '"}\n');
     expect(run.code, run.stderr).toBe(0);
@@ -166,10 +166,6 @@ describe('shoal ingest', () => {
     const otherModel = await runShoal(['ingest', '--no-progress', '--model', join(CONFORMANCE_DIR, 'bert-mean-embed'), '--index', recordsIndex, '-'], { stdin: '{"id":"r3","text":"x"}\n' });
     expect(otherModel.code).toBe(2);
     expect(otherModel.stderr).toContain(`built with model ${MODEL}`);
-
-    const nats = await runShoal(['ingest', docs, '--nats', 'nats://127.0.0.1:4222', '--index', join(root, 'unused')]);
-    expect(nats.code).toBe(2);
-    expect(nats.stderr).toContain('--nats is not available yet');
   });
 
   it('a scanned page is OCR\'d and its words are indexed under its own page number', async () => {

@@ -52,7 +52,7 @@ describe('connecting to an unreachable NATS', () => {
     expect(hasErrorCode(failure, 'CANCELLED')).toBe(true);
     expect(Date.now() - abortedAt).toBeLessThan(500);
     const lines = logs.lines();
-    expect(lines[0]?.msg).toBe(`connecting to NATS at nats://127.0.0.1:${port}`);
+    expect(lines[0]?.msg).toBe(`connecting to nats://127.0.0.1:${port} (attempt 1)`);
     const retries = lines.filter((line) => line.msg === 'NATS connection failed; retrying');
     expect(retries.length).toBeGreaterThanOrEqual(2);
     expect(retries[0]).toMatchObject({ attempt: 1, code: 'UNAVAILABLE', level: 40 });

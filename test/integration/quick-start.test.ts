@@ -1,9 +1,10 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { REPO_ROOT } from '../helpers/shared.js';
+import { readmeCommand } from '../helpers/readme.js';
 import { parseJsonl, runShoal } from '../helpers/shoal-cli.js';
 
 /**
@@ -13,15 +14,6 @@ import { parseJsonl, runShoal } from '../helpers/shoal-cli.js';
  */
 
 const Hit = z.object({ rank: z.number(), score: z.number(), id: z.string(), document_id: z.string(), source: z.string(), page: z.number().nullable(), text: z.string() });
-
-function readmeCommand(prefix: string): string[] {
-  const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
-  const line = readme.split('\n').find((text) => text.startsWith(prefix));
-  if (line === undefined) throw new Error(`README has no line starting with: ${prefix}`);
-  // `SHOAL_MODEL_DIR=test/fixtures/models npx shoal ARGS...` → ARGS (the words are plain, unquoted but for the query).
-  const words = line.replace(/^SHOAL_MODEL_DIR=\S+ npx shoal /, '').match(/"[^"]*"|\S+/g) ?? [];
-  return words.map((word) => word.replace(/^"|"$/g, ''));
-}
 
 let index: string;
 beforeAll(() => {

@@ -165,7 +165,7 @@ class ClipRunner implements Runner {
     const normalize = options.normalize ?? this.#options.normalize;
     return vectors.map((vector) => {
       if (normalize) l2Normalize(vector);
-      return { dense: Array.from(vector) };
+      return { dense: vector };
     });
   }
 

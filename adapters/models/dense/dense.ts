@@ -46,7 +46,10 @@ class DenseRunner extends TextRunner {
   readonly #pooled: boolean;
 
   constructor(profile: ModelProfile, created: CreatedSession, options: DenseOptions) {
-    super(profile, created, { holds: 'embeddings', preferred: [...TOKEN_OUTPUTS, ...POOLED_OUTPUTS], configured: options.output });
+    // A Dense projection exists only in the pooled output, so with one the pooled output is tried
+    // first (EmbeddingGemma/Optimum exports carry both last_hidden_state and sentence_embedding).
+    const preferred = options.projection ? [...POOLED_OUTPUTS, ...TOKEN_OUTPUTS] : [...TOKEN_OUTPUTS, ...POOLED_OUTPUTS];
+    super(profile, created, { holds: 'embeddings', preferred, configured: options.output });
     this.#options = options;
     this.#pooled = POOLED_OUTPUTS.includes(this.output);
     if (options.projection && !this.#pooled) {
@@ -74,7 +77,7 @@ class DenseRunner extends TextRunner {
         vector = poolRow(output, row, this.#options.pooling, { seqLen: collated.seqLen, mask });
       }
       if (normalize) l2Normalize(vector);
-      return { dense: Array.from(vector) };
+      return { dense: vector };
     });
   }
 }

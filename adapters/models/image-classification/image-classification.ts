@@ -151,7 +151,7 @@ class ClassifierRunner implements Runner {
       if (encode) {
         const vector = this.#options.output === 'probabilities' ? probabilities.slice() : row;
         if (options.normalize === true) l2Normalize(vector);
-        return { dense: Array.from(vector) };
+        return { dense: vector };
       }
       const labels = this.#labels.length > 0 ? this.#labels : Array.from(row.keys(), String);
       return { labels: topLabels(probabilities, labels, options.topK ?? this.#options.topK, options.threshold ?? 0) };

@@ -95,8 +95,15 @@ export function cropStrip(image: RgbPixels, quad: Quad, width: number, height: n
   const src = image.data;
   for (let row = 0; row < height; row++) {
     const v = (row + 0.5) / height;
+    // mapPoint inlined: this loop runs for every pixel of every strip of a page.
+    const rowX = map.b * v + map.c;
+    const rowY = map.e * v + map.f;
+    const rowW = map.h * v + 1;
     for (let col = 0; col < width; col++) {
-      const [px, py] = mapPoint(map, (col + 0.5) / width, v);
+      const u = (col + 0.5) / width;
+      const w = map.g * u + rowW;
+      const px = (map.a * u + rowX) / w;
+      const py = (map.d * u + rowY) / w;
       // Quad coordinates measure from the image's top-left edge; pixel centres sit at +0.5.
       const x = Math.min(maxX, Math.max(0, px - 0.5));
       const y = Math.min(maxY, Math.max(0, py - 0.5));

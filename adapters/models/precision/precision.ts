@@ -131,7 +131,7 @@ export async function openWithPrecision(profile: ModelProfile, file: string, run
   if (requested !== 'int8' && INT8_FILE.test(file)) {
     // The graph chosen for this component is an int8 export (a folder shipping no float graph, or
     // a catalog naming it): it runs as int8 whatever was asked, and the load info says so.
-    const reason = `${basename(file)} is an int8 export; no float graph was chosen for this component`;
+    const reason = `${basename(file)} is an int8 export the folder ships (precision: fp32 in the catalog picks the float graph when there is one)`;
     return { created: await createSession(file, runtime), precision: { requested, effective: 'int8', graph: file, origin: 'shipped int8 graph', reason } };
   }
   if (requested === 'fp32') {

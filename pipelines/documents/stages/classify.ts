@@ -1,38 +1,31 @@
 import type { CallOptions, Engine } from '../../../adapters/protocol/engine.js';
+import { labelsTaxonomy, type Taxonomy } from '../../../adapters/taxonomy/index.js';
+import { categoryIndex, packRows, topK, type PackedMatrix } from '../../classify/index.js';
 import type { PipelineDefinition } from '../definition.js';
 import { encodeDense } from './encode.js';
 
 /**
- * The optional classify stage, labels only for now: each label is embedded once, each chunk gets
- * the labels whose cosine similarity to its embedding reaches the threshold (best first, at most
- * topK). The chunk vectors of the encode stage are reused when the stage names no other model.
- * (Taxonomies with cross-encoder reranking will come from the taxonomy classification module.)
+ * The optional classify stage, on the taxonomy classification module (pipelines/classify): the
+ * labels form a one-level taxonomy whose category matrix is embedded once per run; each chunk
+ * gets the labels whose cosine similarity reaches the threshold (best first, at most topK), found
+ * by the module's packed float32 search. The chunk vectors of the encode stage are reused when
+ * the stage names no other model.
  */
 
 export type ClassifySettings = NonNullable<PipelineDefinition['stages']['classify']>;
-
-function norm(vector: Float32Array): number {
-  let sum = 0;
-  for (const value of vector) sum += value * value;
-  return Math.sqrt(sum);
-}
-
-function cosine(a: Float32Array, normA: number, b: Float32Array, normB: number): number {
-  let dot = 0;
-  for (let i = 0; i < a.length; i += 1) dot += (a[i] ?? 0) * (b[i] ?? 0);
-  return normA === 0 || normB === 0 ? 0 : dot / (normA * normB);
-}
 
 export class LabelClassifier {
   readonly #engine: Engine;
   readonly #settings: ClassifySettings;
   readonly #encodeModel: string;
-  #labels: Promise<{ vector: Float32Array; norm: number }[]> | null = null;
+  readonly #taxonomy: Taxonomy;
+  #labels: Promise<PackedMatrix> | null = null;
 
   constructor(engine: Engine, settings: ClassifySettings, encodeModel: string) {
     this.#engine = engine;
     this.#settings = settings;
     this.#encodeModel = encodeModel;
+    this.#taxonomy = labelsTaxonomy(settings.labels);
   }
 
   get #model(): string {
@@ -41,19 +34,22 @@ export class LabelClassifier {
 
   /** One JSON string per chunk: `[{"label","score"}, ...]`. */
   async classify(texts: readonly string[], chunkVectors: readonly Float32Array[], call: CallOptions = {}): Promise<string[]> {
-    this.#labels ??= encodeDense(this.#engine, this.#settings.labels, { model: this.#model, role: 'document' }, call).then((vectors) =>
-      vectors.map((vector) => ({ vector, norm: norm(vector) })),
-    );
+    this.#labels ??= categoryIndex(this.#engine, this.#taxonomy, { model: this.#model, template: '{name}', role: 'document' }, null, call).then((index) => index.matrix);
     const labels = await this.#labels;
     const vectors = this.#model === this.#encodeModel ? chunkVectors : await encodeDense(this.#engine, texts, { model: this.#model, role: 'document' }, call);
-    return vectors.map((vector) => {
-      const vectorNorm = norm(vector);
-      const scored = labels
-        .map((label, index) => ({ label: this.#settings.labels[index] ?? '', score: cosine(vector, vectorNorm, label.vector, label.norm) }))
-        .filter((entry) => entry.score >= this.#settings.threshold)
-        .sort((a, b) => b.score - a.score)
-        .slice(0, this.#settings.topK)
-        .map((entry) => ({ label: entry.label, score: Math.round(entry.score * 1e6) / 1e6 }));
+    if (vectors.length === 0) return [];
+    // At most 1,024 labels: the scan is small enough for this thread (no search thread to manage).
+    const queries = packRows(vectors, labels.dim);
+    const k = Math.min(this.#settings.topK, labels.rows);
+    const found = topK(labels, queries.data, vectors.length, k);
+    return vectors.map((_, at) => {
+      const scored: { label: string; score: number }[] = [];
+      for (let i = 0; i < k; i++) {
+        const index = found.indices[at * k + i] ?? -1;
+        const score = found.scores[at * k + i] ?? 0;
+        if (index < 0 || score < this.#settings.threshold) continue;
+        scored.push({ label: this.#taxonomy.categories[index]?.id ?? '', score: Math.round(score * 1e6) / 1e6 });
+      }
       return JSON.stringify(scored);
     });
   }

@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { createLogger } from '../../../adapters/observability/logger.js';
@@ -15,7 +16,8 @@ import { addGatewayOptions, gatewayConfig, interrupted } from './gateway.js';
 /**
  * `shoal dev`: everything on one machine with one command. Starts a private nats-server (temp
  * store, free port), a worker serving every model it can resolve (catalog entries, else every
- * model under --model-dir / SHOAL_MODEL_DIR), the results sink writing job results into
+ * model under --model-dir / SHOAL_MODEL_DIR, plus the built-in paddleocr/pp-ocrv4; a folder there
+ * that cannot be used is skipped with a warning), the results sink writing job results into
  * ./shoal-results, and the gateway on 127.0.0.1:8080, prints where they listen, and on Ctrl-C
  * stops them in order: HTTP intake and in-flight requests, then the worker (in-flight job parts
  * finish and are acked), then the sink, then nats-server, whose store is removed.
@@ -25,12 +27,18 @@ import { addGatewayOptions, gatewayConfig, interrupted } from './gateway.js';
 const DevFlags = z.looseObject({
   models: CommaListFlag.optional(),
   resultsDir: z.string().min(1).optional(),
+  imageRoot: z.array(z.string().min(1)).default([]),
 });
+
+function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}
 
 const EXAMPLE = `
 Examples:
   $ SHOAL_MODEL_DIR=./models shoal dev
   $ shoal dev --port 9090 --models BAAI/bge-small-en-v1.5,cross-encoder/ms-marco-MiniLM-L6-v2
+  $ shoal dev --image-root ./photos     # image items may name files under ./photos
   $ curl -s localhost:8080/v1/embeddings -H 'content-type: application/json' \\
       -d '{"model": "BAAI/bge-small-en-v1.5", "input": ["hello"]}'`;
 
@@ -83,10 +91,12 @@ export function registerDev(program: Command, app: CliApp): void {
   addGatewayOptions(command, { host: '127.0.0.1' })
     .option('--models <list>', 'models to serve, comma-separated (default: every catalog entry, else every model under --model-dir)')
     .option('--results-dir <dir>', 'folder the job results are written into (env SHOAL_RESULTS_DIR; default ./shoal-results)')
+    .option('--image-root <dir>', 'folder that image paths in requests may point into; repeatable (adds to env SHOAL_IMAGE_ROOTS)', collect)
     .addHelpText('after', EXAMPLE)
     .action(async (_options: unknown, self: Command) => {
       const flags = parseFlags(DevFlags, self);
       const cli = app.config(self);
+      await app.warnMissingModelDirs(cli);
       const level = cli.quiet ? 'error' : logLevelFromEnv(app.io.env, 'warn');
       const baseConfig = await gatewayConfig(self, app, { host: '127.0.0.1' });
       const [{ resolveNatsSettings }, { mergeWorkerInput, parseWorkerConfig, workerConfigFromEnv }, { ShoalWorker }, { startGateway }, { resultsDirFrom, startSink }] =
@@ -114,10 +124,11 @@ export function registerDev(program: Command, app: CliApp): void {
         nats = await startLocalNats({ env: app.io.env });
         const local = { servers: [nats.url], retryFirstConnect: false };
         const merged = mergeWorkerInput(workerConfigFromEnv(app.io.env), {
-          engine: { ...cli.engine },
+          engine: { ...cli.engine, imageRoots: [...cli.engine.imageRoots, ...flags.imageRoot.map((dir) => resolve(dir))] },
           topology: { prefix: baseConfig.natsPrefix },
           models: flags.models,
           workerId: 'dev',
+          serveBuiltins: true,
         });
         // The private server has no credentials: NATS_* variables of the environment are not for it.
         const workerConfig = parseWorkerConfig({ ...merged, nats: { ...local, name: 'shoal-dev-worker' } });

@@ -2,8 +2,11 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { ImageItem, ItemId, ModelRef, Role, TextItem, type EncodeRequest, type Item, type OutputType } from '../../../adapters/protocol/requests.js';
+import { Dimensions, EmbeddingDtype } from '../../../adapters/protocol/output-types.js';
 import type { EncodedItem } from '../../../adapters/protocol/results.js';
 import type { CliApp } from '../app.js';
+import { addLineFieldOptions, LineFieldFlags } from '../line-fields.js';
+import { summaryLine } from '../progress.js';
 import { addImageOptions, addLineIoOptions, ImageFlags, imagePolicyFromFlags, LineIoFlags, lineIo, parseFlags, parseOutputTypes } from '../line-options.js';
 
 /**
@@ -28,6 +31,7 @@ type EncodeLine = z.infer<typeof EncodeLine>;
 
 const EncodeFlags = z.strictObject({
   ...LineIoFlags,
+  ...LineFieldFlags,
   ...ImageFlags,
   model: ModelRef,
   output: z.string().optional(),
@@ -37,6 +41,8 @@ const EncodeFlags = z.strictObject({
   promptText: z.string().optional(),
   instruction: z.string().min(1).optional(),
   normalize: z.boolean().optional(),
+  dtype: EmbeddingDtype.optional(),
+  dimensions: z.coerce.number().pipe(Dimensions).optional(),
 });
 
 const EXAMPLE = `
@@ -50,6 +56,8 @@ Examples:
   $ shoal encode --model naver/splade-v3 --output sparse -i docs.jsonl -o vectors.jsonl
   $ shoal encode --model colbert-ir/colbertv2.0 --output multivector --role query < queries.jsonl
   $ echo '{"id":"cat","image":"photos/cat.jpg"}' | shoal encode --model Xenova/clip-vit-base-patch32
+  $ shoal encode --model BAAI/bge-small-en-v1.5 --id-field _id --template '{title}. {text}' corpus.jsonl -o vectors.jsonl
+  $ shoal encode --model BAAI/bge-small-en-v1.5 corpus.jsonl -o vectors.jsonl --resume   # after Ctrl-C: continue vectors.jsonl.partial
 
 --output LIST names the representations (as in the spec); write results to a file with --out FILE.`;
 
@@ -92,16 +100,22 @@ export function registerEncode(program: Command, app: CliApp): void {
     .option('--prompt-text <text>', 'literal text prepended to every input instead of a named prompt')
     .option('--instruction <text>', "task description filled into the model's instruction template")
     .option('--normalize', 'L2-normalize dense vectors')
-    .option('--no-normalize', "return dense vectors as pooled (default: the model's own configuration)");
+    .option('--no-normalize', "return dense vectors as pooled (default: the model's own configuration)")
+    .option('--dtype <type>', 'dense output type: float32 (default), float16, int8, uint8 (fixed range [-1, 1]), binary, ubinary (sign bits, 8 dimensions per value)')
+    .option('--dimensions <n>', 'keep the first N dense dimensions (Matryoshka), normalized again when the vectors are unit length');
   addLineIoOptions(command, { outputFlagIsFile: false });
+  addLineFieldOptions(command, { text: true });
   addImageOptions(command);
   command.addHelpText('after', EXAMPLE);
   command.action(async (_options: unknown, self: Command) => {
     const flags = parseFlags(EncodeFlags, self);
     const types = outputTypes(flags);
-    const io = lineIo({ input: flags.input, out: flags.out });
-    await app.runLines<EncodeLine>(self, io, (engine) => ({
+    const io = lineIo({ input: flags.input, out: flags.out, resume: flags.resume });
+    const prepare = app.lineFields(self, flags);
+    const totals = { tokens: 0, truncated: 0 };
+    const run = await app.runLines<EncodeLine>(self, io, (engine) => ({
       schema: EncodeLine,
+      prepare,
       run: async (lines, signal) => {
         const request: EncodeRequest = {
           model: flags.model,
@@ -112,13 +126,18 @@ export function registerEncode(program: Command, app: CliApp): void {
           prompt_text: flags.promptText,
           instruction: flags.instruction,
           normalize: flags.normalize,
+          dtype: flags.dtype,
+          dimensions: flags.dimensions,
           max_length: flags.maxLength,
           priority: 'bulk',
         };
         const result = await engine.encode(request, { signal });
+        totals.tokens += result.usage.tokens;
+        totals.truncated += result.items.filter((item) => item.truncated === true).length;
         const byIndex = new Map(result.items.map((item) => [item.index, item]));
         return lines.map((line, index) => resultLine(line.id, byIndex.get(index)));
       },
     }), { images: imagePolicyFromFlags(flags) });
+    run.progress.note(summaryLine('encode', { ...totals, lines: run.lines, resumed: run.resumed, seconds: run.seconds }));
   });
 }

@@ -1,15 +1,19 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
+import { S3Store } from '../../../adapters/object-store/index.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
-import { LanceDbSink } from '../../../adapters/sinks/lancedb.js';
+import { redactUri } from '../../../adapters/sinks/open.js';
 import { resolvePipeline } from '../../../pipelines/documents/builtin.js';
 import { applyOverrides, type PipelineDefinition } from '../../../pipelines/documents/definition.js';
 import { DocumentParser } from '../../../pipelines/documents/parse.js';
 import { IngestRunner, type IngestSummary } from '../../../pipelines/documents/runner.js';
 import { fileSources, recordSources, type PendingSource } from '../../../pipelines/documents/sources.js';
+import { s3SettingsFromEnv } from '../../settings/environment.js';
 import type { CliApp } from '../app.js';
+import { INDEX_HELP, openIndex } from '../index-sink.js';
 import { parseFlags } from '../line-options.js';
 import { IngestBar } from './ingest-progress.js';
+import { ingestOverNats } from './ingest-nats.js';
 
 /**
  * `shoal ingest PATH...`: documents (files, folders, or JSON Lines records on stdin) → chunks →
@@ -50,7 +54,7 @@ async function collectSources(paths: readonly string[], flags: z.output<typeof I
     throw new ShoalError(ErrorCode.INVALID_INPUT, 'name files or folders to ingest, or pipe JSON Lines records on stdin (see --help)');
   }
   const selection = { include: flags.include ?? [], exclude: flags.exclude ?? [] };
-  const out = await fileSources(files, selection);
+  const out = await fileSources(files, { ...selection, s3: () => new S3Store(s3SettingsFromEnv(app.io.env)) });
   if (fromStdin) out.push(...(await recordSources(app.io.stdin, process.cwd())));
   return out;
 }
@@ -60,7 +64,7 @@ function humanSummary(summary: IngestSummary, definition: PipelineDefinition): s
   const lines = [
     `${documents.total} documents: ${documents.ok} indexed, ${documents.failed} failed, ${documents.unchanged} unchanged; ` +
       `${summary.pages} pages (${summary.ocrPages} OCR), ${summary.chunks} chunks in ${summary.seconds.toFixed(1)} s ` +
-      `→ ${definition.stages.write.index} (table ${definition.stages.write.table})`,
+      `→ ${redactUri(definition.stages.write.index)} (table ${definition.stages.write.table})`,
     ...summary.failed.map((failure) => `  failed ${failure.source}: [${failure.code}] ${failure.reason}`),
   ];
   return `${lines.join('\n')}\n`;
@@ -74,7 +78,7 @@ function jsonSummary(summary: IngestSummary, definition: PipelineDefinition): st
     ocr_pages: summary.ocrPages,
     chunks: summary.chunks,
     seconds: Math.round(summary.seconds * 1000) / 1000,
-    index: definition.stages.write.index,
+    index: redactUri(definition.stages.write.index),
     table: definition.stages.write.table,
     pipeline: definition.name,
   })}\n`;
@@ -85,23 +89,20 @@ export function registerIngest(program: Command, app: CliApp): void {
     .command('ingest')
     .summary('documents → chunks → vectors → a searchable index')
     .description('Parse, chunk, embed and index documents (PDF, text, Markdown, HTML, images) into LanceDB.')
-    .argument('[paths...]', "files or folders (recursive); '-' or none with piped stdin: JSON Lines records")
+    .argument('[paths...]', "files, folders (recursive) or s3://bucket/prefix; '-' or none with piped stdin: JSON Lines records")
     .option('--pipeline <name|file>', 'pipeline: a built-in name or a YAML/JSON file (default: documents)')
     .option('-m, --model <model>', "encode stage's model (default: the pipeline's, sentence-transformers/all-MiniLM-L6-v2)")
-    .option('--index <dir>', 'LanceDB folder (default: the pipeline\'s, ./shoal-index)')
+    .option('--index <uri>', `${INDEX_HELP} (default: the pipeline's, ./shoal-index)`)
     .option('--table <name>', 'table in the index (default: chunks)')
     .option('--include <glob>', 'only files matching (relative to the folder; repeatable)', Collect)
     .option('--exclude <glob>', 'skip files matching (repeatable)', Collect)
     .option('--ocr <mode>', 'auto (pages without usable text), always or never')
     .option('--force', 'redo every document, even unchanged ones')
-    .option('--nats <url>', 'fan the pipeline out over NATS JetStream (not available yet)')
+    .option('--nats <url>', 'fan the pipeline out over NATS JetStream: parse and encode on `shoal worker` processes (see docs/ingest.md)')
     .option('--json', 'print the summary as one JSON object on stdout')
     .addHelpText('after', EXAMPLE)
     .action(async (paths: string[], _options: unknown, self: Command) => {
       const flags = parseFlags(IngestFlags, self);
-      if (flags.nats !== undefined) {
-        throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, '--nats is not available yet: ingest runs in process for now (drop --nats)');
-      }
       const config = app.config(self);
       const definition = applyOverrides(await resolvePipeline(flags.pipeline), {
         model: flags.model,
@@ -112,10 +113,12 @@ export function registerIngest(program: Command, app: CliApp): void {
       const sources = await collectSources(paths, flags, app);
       const progress = app.progress(config);
       const bar = new IngestBar(app.io.stderr, progress.barsEnabled);
-      const sink = new LanceDbSink({ dir: definition.stages.write.index, table: definition.stages.write.table });
+      const { sink } = openIndex(app, definition.stages.write.index, definition.stages.write.table);
       let summary: IngestSummary;
       try {
-        summary = await app.withEngine(config, progress, async (engine) => {
+        summary = flags.nats !== undefined
+          ? await ingestOverNats({ app, nats: flags.nats, definition, sink, sources, force: flags.force === true, onProgress: bar.update, quiet: config.quiet })
+          : await app.withEngine(config, progress, async (engine) => {
           const { parse } = definition.stages;
           const parser = new DocumentParser(engine, { ...parse, signal: app.io.signal, onPage: bar.page });
           try {

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { ModelRef } from '../../../adapters/protocol/requests.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import type { CliApp } from '../app.js';
+import { registerModelsList } from './models-list.js';
 import { registerModelsQuantize } from './models-quantize.js';
 
 /**
@@ -18,7 +19,7 @@ Examples:
   $ shoal --catalog deploy/catalog models inspect minilm | jq .evidence`;
 
 export function registerModels(program: Command, app: CliApp): void {
-  const models = program.command('models').summary('inspect models').description('Commands about models.');
+  const models = program.command('models').summary('list and inspect models').description('Commands about models.');
   models
     .command('inspect')
     .summary('print the detected profile and runner info of a model as JSON')
@@ -46,6 +47,7 @@ export function registerModels(program: Command, app: CliApp): void {
         progress.stop();
       }
     });
+  registerModelsList(models, app);
   registerModelsQuantize(models, app);
   models.action(() => {
     models.help({ error: true });

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { DEFAULT_LIMITS } from '../../../adapters/protocol/limits.js';
 import { ItemId, ModelRef, ScoreRequest } from '../../../adapters/protocol/requests.js';
 import type { CliApp } from '../app.js';
+import { addLineFieldOptions, LineFieldFlags } from '../line-fields.js';
 import { addLineIoOptions, LineIoFlags, lineIo, parseFlags, PositiveIntFlag } from '../line-options.js';
 
 /**
@@ -20,6 +21,7 @@ type ScoreLine = z.infer<typeof ScoreLine>;
 
 const ScoreFlags = z.strictObject({
   ...LineIoFlags,
+  idField: LineFieldFlags.idField,
   output: z.string().min(1).optional(),
   model: ModelRef,
   topK: PositiveIntFlag(DEFAULT_LIMITS.maxItemsPerRequest).optional(),
@@ -47,11 +49,14 @@ export function registerScore(program: Command, app: CliApp): void {
     .option('--prompt <name>', 'named prompt for the query (embedding models)')
     .option('--instruction <text>', "task description for the model's instruction template (embedding models)");
   addLineIoOptions(command, { outputFlagIsFile: true });
+  addLineFieldOptions(command, { text: false });
   command.addHelpText('after', EXAMPLE);
   command.action(async (_options: unknown, self: Command) => {
     const flags = parseFlags(ScoreFlags, self);
+    const prepare = app.lineFields(self, { idField: flags.idField });
     await app.runLines<ScoreLine>(self, lineIo(flags), (engine) => ({
       schema: ScoreLine,
+      prepare,
       run: async (lines, signal) =>
         Promise.all(
           lines.map(async ({ id, value }) => {

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { logLevelFromEnv, natsSettingsFromEnv } from '../../settings/environment.js';
+import { logLevelFromEnv, natsSettingsFromEnv, s3SettingsFromEnv } from '../../settings/environment.js';
 import { envValue } from '../../settings/table.js';
 import { createLogger } from '../../../adapters/observability/logger.js';
 import type { CliApp } from '../app.js';
@@ -52,6 +52,7 @@ export function registerSink(program: Command, app: CliApp): void {
         prefix: flags.prefix ?? envValue(env, 'subjectPrefix'),
         dir,
         logger,
+        s3: s3SettingsFromEnv(env),
       });
       if (!cli.quiet) app.io.stderr.write(`shoal sink writing results into ${sink.dir} (Ctrl-C to stop)\n`);
       await interrupted(app.io.signal);

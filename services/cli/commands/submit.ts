@@ -8,11 +8,12 @@ import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { DataRef, JobId, PrimitiveSchema, type JobStatus } from '../../../adapters/protocol/jobs.js';
 import { ImageSource, ItemId, ModelRef, Role, TextItem } from '../../../adapters/protocol/requests.js';
 import { PRIMITIVES } from '../../../adapters/protocol/subjects.js';
-import { natsSettingsFromEnv } from '../../settings/environment.js';
+import { natsSettingsFromEnv, s3SettingsFromEnv } from '../../settings/environment.js';
 import { envValue } from '../../settings/table.js';
 import type { CliApp } from '../app.js';
 import { openSource, readLineChunks } from '../jsonl.js';
-import { parseLine } from '../line-stream.js';
+import { addLineFieldOptions, LineFieldFlags } from '../line-fields.js';
+import { parseLine, type LinePrepare } from '../line-stream.js';
 import { CommaListFlag, PositiveIntFlag, parseFlags } from '../line-options.js';
 
 /**
@@ -42,6 +43,7 @@ const JsonObject = z
   .pipe(z.record(z.string(), z.unknown()));
 
 const SubmitFlags = z.strictObject({
+  ...LineFieldFlags,
   model: ModelRef,
   input: z.string().min(1).optional(),
   query: z.string().optional(),
@@ -65,16 +67,24 @@ Examples:
   $ shoal submit score --model cross-encoder/ms-marco-MiniLM-L6-v2 --query "what is nats" -i passages.jsonl
   $ shoal submit extract --model urchade/gliner_small-v2.1 --labels person,organization -i news.jsonl \\
       --result-uri obj://shoal_payloads/results
-  $ shoal submit encode --model BAAI/bge-m3 --options '{"output_types":["dense","sparse"]}' -i docs.jsonl`;
+  $ shoal submit encode --model BAAI/bge-m3 --options '{"output_types":["dense","sparse"]}' -i docs.jsonl
+  $ shoal submit encode --model BAAI/bge-small-en-v1.5 --id-field _id --template '{title}. {text}' -i corpus.jsonl
 
-async function readItems(app: CliApp, input: string | undefined): Promise<SubmitLine[]> {
+Items keep their id (or --id-field's, else their line number) into the results.`;
+
+/**
+ * The items of the input, each with its id: the line's own (or --id-field's), else its line
+ * number, as the line commands number theirs, so results can always be matched to input lines.
+ */
+async function readItems(app: CliApp, input: string | undefined, prepare: LinePrepare): Promise<SubmitLine[]> {
   const source = await openSource(input, app.io.stdin);
   const items: SubmitLine[] = [];
   try {
     for await (const chunk of readLineChunks(source, 1024)) {
       for (const raw of chunk) {
         if (raw.text.trim() === '') continue;
-        items.push(parseLine(raw, SubmitLine, source.name).value);
+        const line = parseLine(raw, SubmitLine, source.name, prepare);
+        items.push({ ...line.value, id: line.id });
       }
     }
   } finally {
@@ -104,7 +114,7 @@ function summary(status: JobStatus): string {
 }
 
 export function registerSubmit(program: Command, app: CliApp): void {
-  program
+  const command = program
     .command('submit')
     .summary('publish an asynchronous job to NATS (done by shoal worker)')
     .description('Publish the JSON Lines items as one job for the workers; print the job id (and, with --wait, the final status).')
@@ -116,12 +126,13 @@ export function registerSubmit(program: Command, app: CliApp): void {
     .option('--options <json>', 'more request fields as a JSON object, e.g. {"output_types":["sparse"]}')
     .option('--job-id <id>', 'job id (resubmitting the same id adds nothing); default: a random one')
     .option('--part-items <n>', 'items per part (default 64)')
-    .option('--result-uri <uri>', 'write results under obj://bucket/prefix or file:///dir instead of the results stream')
+    .option('--result-uri <uri>', 'write results under obj://bucket/prefix, s3://bucket/prefix or file:///dir instead of the results stream')
     .option('--vectors <format>', 'vectors in result stream messages: f32 (packed float32, default) or json (plain numbers)')
     .option('--wait', 'wait until the job finishes and print its final status')
     .option('--timeout <ms>', 'with --wait: give up after this long')
     .option('--nats <urls>', 'NATS server URLs, comma-separated (env NATS_URL; default nats://127.0.0.1:4222)')
-    .option('--prefix <prefix>', 'subject prefix (env SHOAL_SUBJECT_PREFIX; default shoal)')
+    .option('--prefix <prefix>', 'subject prefix (env SHOAL_SUBJECT_PREFIX; default shoal)');
+  addLineFieldOptions(command, { text: true })
     .addHelpText('after', EXAMPLE)
     .action(async (primitiveArg: unknown, _options: unknown, self: Command) => {
       const primitive = PrimitiveSchema.safeParse(primitiveArg);
@@ -130,7 +141,7 @@ export function registerSubmit(program: Command, app: CliApp): void {
       if (primitive.data === 'score' && flags.query === undefined && flags.options?.query === undefined) {
         throw new ShoalError(ErrorCode.INVALID_INPUT, 'shoal submit score: give --query TEXT');
       }
-      const items = await readItems(app, flags.input);
+      const items = await readItems(app, flags.input, app.lineFields(self, flags));
       const request: Record<string, unknown> = { ...flags.options, model: flags.model, items };
       if (flags.query !== undefined) request.query = flags.query;
       if (flags.labels !== undefined) request.labels = flags.labels;
@@ -141,7 +152,7 @@ export function registerSubmit(program: Command, app: CliApp): void {
         const topology = prefix === undefined ? {} : { prefix };
         // Refuse models no worker serves (or served) before anything is stored: a typo answers MODEL_NOT_FOUND with the served list.
         const discovery = new NatsEngine(nc, topology);
-        const client = await JobsClient.open(nc, { topology, ...jobTimeouts(app.io.env), modelGate: (t) => servedModelGate({ topology: t, discover: () => discovery.workers() }) });
+        const client = await JobsClient.open(nc, { topology, ...jobTimeouts(app.io.env), s3: s3SettingsFromEnv(app.io.env), modelGate: (t) => servedModelGate({ topology: t, discover: () => discovery.workers() }) });
         const submitted = await client.submit({
           primitive: primitive.data,
           request,

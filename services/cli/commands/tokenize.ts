@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { ItemId, ModelRef, Role, TextItem, type TokenizeRequest } from '../../../adapters/protocol/requests.js';
 import type { TokenizedItem } from '../../../adapters/protocol/results.js';
 import type { CliApp } from '../app.js';
+import { addLineFieldOptions, LineFieldFlags } from '../line-fields.js';
 import { addLineIoOptions, LineIoFlags, lineIo, parseFlags } from '../line-options.js';
 
 /**
@@ -21,6 +22,7 @@ type TokenizeLine = z.infer<typeof TokenizeLine>;
 
 const TokenizeFlags = z.strictObject({
   ...LineIoFlags,
+  ...LineFieldFlags,
   output: z.string().min(1).optional(),
   model: ModelRef,
   role: Role.optional(),
@@ -54,11 +56,14 @@ export function registerTokenize(program: Command, app: CliApp): void {
     .option('--prompt-text <text>', 'literal text prepended to every input')
     .option('--instruction <text>', "task description filled into the model's instruction template");
   addLineIoOptions(command, { outputFlagIsFile: true });
+  addLineFieldOptions(command, { text: true });
   command.addHelpText('after', EXAMPLE);
   command.action(async (_options: unknown, self: Command) => {
     const flags = parseFlags(TokenizeFlags, self);
+    const prepare = app.lineFields(self, flags);
     await app.runLines<TokenizeLine>(self, lineIo(flags), (engine) => ({
       schema: TokenizeLine,
+      prepare,
       run: async (lines, signal) => {
         const request: TokenizeRequest = {
           model: flags.model,

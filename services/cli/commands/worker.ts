@@ -27,13 +27,14 @@ const WorkerFlags = z.strictObject({
   fileRoot: z.array(z.string().min(1)).optional(),
   metricsPort: z.string().trim().regex(/^\d+$/, 'must be a port number').transform(Number).pipe(z.number().int().min(0).max(65535)).optional(),
   metricsHost: z.string().min(1).optional(),
+  parse: z.boolean().optional(),
 });
 
 const EXAMPLE = `
 Environment (flags win): NATS_URL, NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_CREDS, NATS_TLS_CA,
   NATS_TLS_CERT, NATS_TLS_KEY, SHOAL_MODELS, SHOAL_PRELOAD, SHOAL_SUBJECT_PREFIX, SHOAL_CONCURRENCY,
   SHOAL_ACK_WAIT_MS, SHOAL_MAX_DELIVER, SHOAL_MEMORY_BUDGET, SHOAL_DRAIN_TIMEOUT_MS, SHOAL_WORKER_ID,
-  SHOAL_FILE_ROOTS, SHOAL_METRICS_PORT, SHOAL_METRICS_HOST, SHOAL_IMAGE_ROOTS (":"-separated), SHOAL_IMAGE_HOSTS, SHOAL_LOG_LEVEL.
+  SHOAL_FILE_ROOTS, SHOAL_PARSE, SHOAL_METRICS_PORT, SHOAL_METRICS_HOST, SHOAL_IMAGE_ROOTS (":"-separated), SHOAL_IMAGE_HOSTS, SHOAL_LOG_LEVEL.
 
 Examples:
   $ shoal worker --models sentence-transformers/all-MiniLM-L6-v2 --nats nats://nats:4222
@@ -62,6 +63,7 @@ export function registerWorker(program: Command, app: CliApp): void {
     .option('--file-root <dir>', 'folder file:// payloads and results may use; repeatable (default: none)', collect)
     .option('--metrics-port <port>', 'serve /metrics (Prometheus), /healthz and /readyz on this port (env SHOAL_METRICS_PORT; default: off)')
     .option('--metrics-host <host>', 'address of the metrics port (env SHOAL_METRICS_HOST; default 0.0.0.0)')
+    .option('--parse', 'also parse documents for `shoal ingest --nats` (env SHOAL_PARSE=1)')
     .addHelpText('after', EXAMPLE)
     .action(async (_options: unknown, self: Command) => {
       const flags = parseFlags(WorkerFlags, self);
@@ -83,6 +85,7 @@ export function registerWorker(program: Command, app: CliApp): void {
         fileRoots: flags.fileRoot,
         metricsPort: flags.metricsPort,
         metricsHost: flags.metricsHost,
+        parse: flags.parse,
       };
       const config = parseWorkerConfig(mergeWorkerInput(workerConfigFromEnv(app.io.env), fromFlags));
       const logger = createLogger('worker', cli.quiet ? 'error' : logLevelFromEnv(app.io.env));

@@ -1,7 +1,8 @@
+import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
-import { JobId, JobSubmission, REQUEST_SCHEMAS, type JobsApi, type JobStatus } from '../../../adapters/protocol/jobs.js';
+import { JobId, JobSubmission, REQUEST_SCHEMAS, type JobPartResult, type JobsApi, type JobStatus } from '../../../adapters/protocol/jobs.js';
 import type { NatsNames } from '../../../adapters/protocol/subjects.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import type { RouteContext } from '../context.js';
@@ -12,7 +13,8 @@ import { OTHER_MODEL } from '../request-metrics.js';
  * model and items, where results go, optional client job id for idempotent retries), checks the
  * inner request against the primitive's schema before anything is queued, and answers 202 with
  * the job id, its first status and a Location. GET /v1/jobs/:id answers the status from the
- * status bucket (state, part and item counts, first errors) plus where the results are.
+ * status bucket (state, part and item counts, first errors) plus where the results are;
+ * GET /v1/jobs/:id/results streams a finished job's results as JSON Lines.
  */
 
 /** Where a job's results can be read, for clients that did not choose the target themselves. */
@@ -29,6 +31,36 @@ export function resultLocation(status: JobStatus, names: NatsNames): ResultLocat
 }
 
 const JobParams = z.strictObject({ id: JobId });
+
+/** The status as clients see it: the bookkeeping (counted-parts bitmap, content hash, submit marker) stays inside. */
+export type PublicJobStatus = Omit<JobStatus, 'counted_parts' | 'content_hash' | 'submitted'>;
+
+export function publicStatus(status: JobStatus): PublicJobStatus {
+  const { counted_parts: _counted, content_hash: _hash, submitted: _submitted, ...visible } = status;
+  return visible;
+}
+
+const FINISHED: ReadonlySet<JobStatus['state']> = new Set(['completed', 'failed', 'partial']);
+
+/**
+ * A job's results as JSON Lines, in item order: one line per item (encode, extract: the item as
+ * the primitive returns it, `index` counting over the whole job; score: `{index, id?, score}`),
+ * and `{"part", "error"}` in place of the items of a part that failed. Vectors packed on the
+ * results stream arrive as JSON numbers.
+ */
+async function* resultLines(parts: AsyncIterable<JobPartResult>): AsyncGenerator<string> {
+  for await (const part of parts) {
+    if (part.status === 'error' || part.result === undefined) {
+      yield `${JSON.stringify({ part: part.part, error: part.error ?? { code: ErrorCode.INTERNAL, message: 'the part has no result' } })}\n`;
+      continue;
+    }
+    const result = part.result;
+    const rows: ReadonlyArray<{ index: number }> = 'scores' in result ? result.scores : result.items;
+    let out = '';
+    for (const row of [...rows].sort((a, b) => a.index - b.index)) out += `${JSON.stringify(row)}\n`;
+    yield out;
+  }
+}
 
 function jobsOrUnavailable(jobs: JobsApi | null): JobsApi {
   if (jobs === null) {
@@ -50,14 +82,32 @@ export function registerJobRoutes(app: FastifyInstance, context: RouteContext): 
     return reply
       .code(202)
       .header('location', location)
-      .send({ ...submitted, links: { self: location }, results: resultLocation(submitted.status, context.names) });
+      .send({ ...submitted, status: publicStatus(submitted.status), links: { self: location, results: `${location}/results` }, results: resultLocation(submitted.status, context.names) });
   });
 
   app.get('/v1/jobs/:id', async (request, reply) => {
     const { id } = parseWith(JobParams, request.params, 'job path');
     const jobs = jobsOrUnavailable(context.deps.jobs);
     const status = await context.call(reply)(() => jobs.status(id));
+    // An ingest run (POST /v1/ingest) is a job too, its status kept by the ingest runs.
+    const run = status === null ? await context.call(reply)(async () => (await context.deps.ingest?.status(id)) ?? null) : null;
+    if (run !== null) return run;
     if (status === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no job with id "${id}" (it never existed or its status has expired)`, { details: { job_id: id } });
-    return { ...status, results: resultLocation(status, context.names) };
+    return { ...publicStatus(status), results: resultLocation(status, context.names) };
+  });
+
+  app.get('/v1/jobs/:id/results', async (request, reply) => {
+    const { id } = parseWith(JobParams, request.params, 'job path');
+    const jobs = jobsOrUnavailable(context.deps.jobs);
+    const status = await context.call(reply)(() => jobs.status(id));
+    if (status === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no job with id "${id}" (it never existed or its status has expired)`, { details: { job_id: id } });
+    if (!FINISHED.has(status.state)) {
+      throw new ShoalError(ErrorCode.UNAVAILABLE, `job ${id} is ${status.state} (${status.parts_done + status.parts_failed} of ${status.parts} parts finished): read its results once GET /v1/jobs/${id} says completed, partial or failed`, {
+        details: { job_id: id, state: status.state },
+      });
+    }
+    if (jobs.results === undefined) throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, 'this gateway cannot read job results back');
+    const parts = jobs.results(id);
+    return reply.type('application/x-ndjson').header('shoal-job-state', status.state).send(Readable.from(resultLines(parts)));
   });
 }

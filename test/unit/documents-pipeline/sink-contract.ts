@@ -22,8 +22,13 @@ function state(source: string, documentId: string, chunks: number, settings = 's
   return { source, document_id: documentId, settings, chunks, pages: chunks, ingested_at: '2026-01-01T00:00:00.000Z' };
 }
 
+/** Filter forms a backend may refuse with UNSUPPORTED_OPERATION (its docs/storage.md section says so). */
+export interface ContractOptions {
+  unsupportedFilters?: readonly ('like' | 'null')[];
+}
+
 /** `open(name)` opens the table `name` of one backend; a second call with the same name sees the same data. */
-export function sinkContract(backend: string, open: (table: string) => Sink): void {
+export function sinkContract(backend: string, open: (table: string) => Sink, options: ContractOptions = {}): void {
   describe(`Sink contract: ${backend}`, () => {
     it('creates the table with its spec, upserts, replaces a changed source and searches with a filter', async () => {
       const sink = open('docs');
@@ -62,6 +67,41 @@ export function sinkContract(backend: string, open: (table: string) => Sink): vo
       await expect(again.prepare({ ...SPEC, distance: 'l2' })).rejects.toMatchObject({ code: ErrorCode.CONFIG_INVALID });
       await expect(again.prepare({ ...SPEC, optionalColumns: ['labels', 'entities'] })).rejects.toMatchObject({ code: ErrorCode.CONFIG_INVALID });
       await again.close();
+    });
+
+    it('scores as LanceDB does for every distance (cosine similarity, -squared L2, dot product) and translates every filter form', async () => {
+      const rows = [row('a', 'd1', 0, [1, 0, 0]), row('a', 'd1', 1, [0, 2, 0]), row('b', 'd2', 0, [0, 0, 3]), row('c', 'd3', 0, [1, 1, 0])];
+      const states = [state('a', 'd1', 2), state('b', 'd2', 1), state('c', 'd3', 1)];
+      const expected: Record<'l2' | 'dot', number[]> = { l2: [-0, -1, -2, -11], dot: [2, 2, 1, 0] };
+      for (const distance of ['l2', 'dot'] as const) {
+        const sink = open(`scores-${distance}`);
+        await sink.prepare({ ...SPEC, distance });
+        await sink.commit(rows, states);
+        const hits = await sink.search([1, 1, 0], { k: 4 });
+        const scores = hits.map((hit) => hit.score);
+        expected[distance].forEach((value, at) => expect(scores[at]).toBeCloseTo(value, 4));
+        if (distance === 'l2') expect(hits.map((hit) => hit.row.id)).toEqual(['c:d3:s:0', 'a:d1:s:0', 'a:d1:s:1', 'b:d2:s:0']);
+        await sink.close();
+      }
+      const sink = open('scores-dot');
+      const ids = async (filter: string): Promise<string[]> => (await sink.search([1, 1, 0], { k: 10, filter: validateFilter(filter) })).map((hit) => hit.row.id).sort();
+      expect(await ids("source IN ('a', 'c')")).toEqual(['a:d1:s:0', 'a:d1:s:1', 'c:d3:s:0']);
+      expect(await ids("NOT source = 'a'")).toEqual(['b:d2:s:0', 'c:d3:s:0']);
+      expect(await ids('page BETWEEN 2 AND 5')).toEqual(['a:d1:s:1']);
+      expect(await ids("page >= 2 OR (source = 'c' AND chunk = 0)")).toEqual(['a:d1:s:1', 'c:d3:s:0']);
+      expect(await ids("source NOT IN ('a') AND end <= 9")).toEqual(['b:d2:s:0', 'c:d3:s:0']);
+      expect(await sink.count('start > 5')).toBe(1);
+      const maybe = async (kind: 'like' | 'null', filter: string, want: string[]): Promise<void> => {
+        if (options.unsupportedFilters?.includes(kind) === true) {
+          await expect(ids(filter)).rejects.toMatchObject({ code: ErrorCode.UNSUPPORTED_OPERATION });
+        } else {
+          expect(await ids(filter)).toEqual(want);
+        }
+      };
+      await maybe('like', "text LIKE 'a chunk%'", ['a:d1:s:0', 'a:d1:s:1']);
+      await maybe('null', 'heading IS NULL', ['a:d1:s:0', 'b:d2:s:0', 'c:d3:s:0']);
+      await maybe('null', 'heading IS NOT NULL', ['a:d1:s:1']);
+      await sink.close();
     });
 
     it('records states of documents without rows before the table exists', async () => {

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { checkCharset, ctcDecode, isUpsideDown, parseCharset, widthBatches } from '../../../adapters/models/ocr/ocr-recognize.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
@@ -83,5 +84,34 @@ describe('width batches', () => {
   it('caps a batch by padded columns', () => {
     const batches = widthBatches([500, 500, 500], { maxItems: 8, maxColumns: 1000, minWidth: 320, minFill: 0.5 });
     expect(batches.map((b) => b.indices)).toEqual([[0, 1], [2]]);
+  });
+
+  it('batches narrow strips (line numbers, short words) at a narrow minimum width instead of 320', () => {
+    const widths = [40, 60, 90, 110, 700];
+    const batches = widthBatches(widths, { maxItems: 8, maxColumns: 5120, minWidth: 128, minFill: 0.6 });
+    expect(batches).toEqual([
+      { indices: [4], width: 700 },
+      { indices: [3, 2, 1, 0], width: 128 },
+    ]);
+    const padded = batches.reduce((sum, b) => sum + b.width * b.indices.length, 0);
+    expect(padded).toBe(700 + 4 * 128); // 1,212 columns, against 700 + 4 × 320 = 1,980 at a 320 minimum
+  });
+
+  it('keeps every strip once, and padding within the fill bound, for any widths', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 1, max: 2400 }), { maxLength: 200 }), fc.integer({ min: 16, max: 400 }), (widths, minWidth) => {
+        const options = { maxItems: 8, maxColumns: 8 * 640, minWidth, minFill: 0.6 };
+        const batches = widthBatches(widths, options);
+        expect(batches.flatMap((b) => b.indices).sort((a, b) => a - b)).toEqual(widths.map((_, i) => i));
+        for (const batch of batches) {
+          const members = batch.indices.map((i) => Math.max(minWidth, widths[i] ?? 0));
+          expect(batch.width).toBe(Math.max(...members));
+          expect(batch.indices.length).toBeLessThanOrEqual(options.maxItems);
+          if (batch.indices.length > 1) expect(batch.width * batch.indices.length).toBeLessThanOrEqual(options.maxColumns);
+          for (const width of members) expect(width).toBeGreaterThanOrEqual(options.minFill * batch.width);
+        }
+      }),
+      { numRuns: 200 },
+    );
   });
 });

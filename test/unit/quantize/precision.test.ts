@@ -118,10 +118,13 @@ describe('precision at load time', () => {
   it('a shipped int8 graph is used as is when int8 is asked for, never rewritten', async () => {
     const file = join(shipped, 'onnx', 'model_quantized.onnx');
     const before = await sha256File(file);
-    const engine = engineWith({ shipped: { source: shipped, precision: 'int8' }, plain: { source: shipped } });
+    const engine = engineWith({ shipped: { source: shipped, precision: 'int8' }, unset: { source: shipped }, float: { source: shipped, precision: 'fp32' } });
     const precision = (await engine.inspect('shipped')).info.precision?.model;
     expect(precision).toMatchObject({ effective: 'int8', origin: 'shipped int8 graph', graph: file });
-    expect((await engine.profile('plain')).onnx).toEqual({ model: 'onnx/model.onnx' });
+    // No precision in the catalog: the shipped int8 export is used; `precision: fp32` keeps the float graph.
+    expect((await engine.profile('unset')).onnx).toEqual({ model: 'onnx/model_quantized.onnx' });
+    expect((await engine.inspect('unset')).info.precision?.model).toMatchObject({ effective: 'int8', origin: 'shipped int8 graph', graph: file });
+    expect((await engine.profile('float')).onnx).toEqual({ model: 'onnx/model.onnx' });
     expect(await sha256File(file)).toBe(before);
   });
 });

@@ -22,7 +22,8 @@ async function encodeOnce(worker: ModelWorker, text: string): Promise<number[]> 
   const prepared = await prep.prepare(worker.profile, { task: 'encode', items: [{ text, role: 'document' }], maxLength: worker.profile.maxLength });
   const { outputs } = await worker.run(prepared, { outputs: ['dense'] });
   const first = outputs[0];
-  return first !== undefined && 'dense' in first && Array.isArray(first.dense) ? first.dense : [];
+  // Vectors leave the model thread as Float32Array (moved, not copied).
+  return first?.dense instanceof Float32Array ? Array.from(first.dense) : [];
 }
 
 describe('model thread reuse', () => {

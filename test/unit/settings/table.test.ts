@@ -78,7 +78,7 @@ describe('settings table', () => {
     expect(gateway.nats.servers).toEqual([SETTINGS.natsUrl.default]);
     expect(gateway.admission).toEqual(DEFAULT_ADMISSION);
     expect(DEFAULT_ADMISSION).toEqual({ maxInFlightItemsPerModel: SETTINGS.maxInFlightItems.default, maxQueueSeconds: SETTINGS.maxQueueSeconds.default });
-    expect(gateway.jobs).toEqual({ jobTimeoutMs: DEFAULT_JOB_TIMEOUT_MS, submitTimeoutMs: DEFAULT_SUBMIT_TIMEOUT_MS });
+    expect(gateway.jobs).toMatchObject({ jobTimeoutMs: DEFAULT_JOB_TIMEOUT_MS, submitTimeoutMs: DEFAULT_SUBMIT_TIMEOUT_MS });
     expect([DEFAULT_JOB_TIMEOUT_MS, DEFAULT_SUBMIT_TIMEOUT_MS]).toEqual([SETTINGS.jobTimeoutMs.default, SETTINGS.submitTimeoutMs.default]);
     expect(resolveGatewayConfig({ maxInflightItems: '64' }, { SHOAL_JOB_TIMEOUT_MS: '60000', SHOAL_MAX_QUEUE_SECONDS: '2' })).toMatchObject({
       admission: { maxInFlightItemsPerModel: 64, maxQueueSeconds: 2 },

@@ -1,0 +1,193 @@
+import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType } from '@nats-io/jetstream';
+import { Kvm, type KV, type KvEntry } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { DocumentStatus, IngestRunStatus } from '../protocol/ingest.js';
+import { checkJobId, type NatsNames } from '../protocol/subjects.js';
+import { parseWith } from '../protocol/validate.js';
+import { JS_CODES, isJsApiCode, toNatsShoalError } from './nats-errors.js';
+import type { Topology } from './topology.js';
+
+/**
+ * What document ingest adds to the NATS topology (docs/ingest.md, "Over NATS"), beside the jobs
+ * topology it builds on:
+ * - `<P>_INGEST`: a work-queue stream of parse tasks, `<prefix>.ingest.parse`, with one durable
+ *   pull consumer shared by every parse worker (`<p>_ingest_parse`);
+ * - the `<p>_ingest` KV bucket: per-document status (`doc.<run>.<n>`) and per-run status
+ *   (`run.<run>`). Writes are whole values (last writer wins): a document's status only moves
+ *   forward through one writer at a time (the worker that holds its task, then the coordinator).
+ */
+
+const SECOND_NS = 1_000_000_000;
+
+export interface IngestNames {
+  stream: string;
+  parseSubject: string;
+  parseConsumer: string;
+  bucket: string;
+}
+
+export function ingestNames(names: NatsNames): IngestNames {
+  const lower = names.statusBucket.replace(/_jobs$/, '');
+  return Object.freeze({
+    stream: names.jobsStream.replace(/_JOBS$/, '_INGEST'),
+    parseSubject: `${names.prefix}.ingest.parse`,
+    parseConsumer: `${lower}_ingest_parse`,
+    bucket: `${lower}_ingest`,
+  });
+}
+
+export interface ParseConsumerSettings {
+  /** Time a worker has to finish a parse task before it is redelivered (working() extends it). @default 30000 */
+  ackWaitMs?: number;
+  /** Deliveries before the document is marked failed. @default 5 */
+  maxDeliver?: number;
+}
+
+/** Creates (idempotently) the parse stream, its consumer and the ingest KV bucket. */
+export async function ensureIngestTopology(nc: NatsConnection, topology: Topology, consumer: ParseConsumerSettings = {}): Promise<IngestNames> {
+  const names = ingestNames(topology.names);
+  const { settings, jsm } = topology;
+  const storage = settings.storage === 'file' ? StorageType.File : StorageType.Memory;
+  try {
+    try {
+      await jsm.streams.info(names.stream);
+    } catch (error) {
+      if (!isJsApiCode(error, JS_CODES.StreamNotFound)) throw error;
+      await jsm.streams
+        .add({
+          name: names.stream,
+          subjects: [names.parseSubject],
+          retention: RetentionPolicy.Workqueue,
+          storage,
+          num_replicas: settings.replicas,
+          discard: DiscardPolicy.New,
+          max_age: settings.jobsMaxAgeSeconds * SECOND_NS,
+          max_bytes: settings.jobsMaxBytes,
+          duplicate_window: settings.duplicateWindowSeconds * SECOND_NS,
+        })
+        .catch((added: unknown) => {
+          if (!isJsApiCode(added, JS_CODES.StreamNameInUse)) throw added;
+        });
+    }
+    const config = {
+      durable_name: names.parseConsumer,
+      filter_subject: names.parseSubject,
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.All,
+      ack_wait: (consumer.ackWaitMs ?? 30_000) * 1_000_000,
+      max_deliver: consumer.maxDeliver ?? 5,
+    };
+    try {
+      const info = await jsm.consumers.info(names.stream, names.parseConsumer);
+      if (info.config.ack_wait !== config.ack_wait || info.config.max_deliver !== config.max_deliver) {
+        await jsm.consumers.update(names.stream, names.parseConsumer, { ack_wait: config.ack_wait, max_deliver: config.max_deliver });
+      }
+    } catch (error) {
+      if (!isJsApiCode(error, JS_CODES.ConsumerNotFound)) throw error;
+      await jsm.consumers.add(names.stream, config);
+    }
+    await new Kvm(nc).create(names.bucket, { history: 1, ttl: settings.statusMaxAgeSeconds * 1000, storage, replicas: settings.replicas });
+  } catch (error) {
+    throw toNatsShoalError(error, 'set up the NATS ingest topology');
+  }
+  return names;
+}
+
+const docKey = (run: string, doc: number): string => `doc.${checkJobId(run)}.${doc}`;
+const runKey = (run: string): string => `run.${checkJobId(run)}`;
+
+function decodeEntry<T>(entry: KvEntry, parse: (value: unknown) => T): T {
+  let value: unknown;
+  try {
+    value = entry.json();
+  } catch (error) {
+    throw new ShoalError(ErrorCode.INTERNAL, `ingest status ${entry.key} is not JSON`, { cause: error });
+  }
+  return parse(value);
+}
+
+const parseDocument = (value: unknown): DocumentStatus => parseWith(DocumentStatus, value, 'document status', ErrorCode.INTERNAL);
+const parseRun = (value: unknown): IngestRunStatus => parseWith(IngestRunStatus, value, 'ingest run status', ErrorCode.INTERNAL);
+
+/** Per-document and per-run ingest status in the KV bucket. */
+export class IngestStatusStore {
+  readonly #kv: KV;
+
+  private constructor(kv: KV) {
+    this.#kv = kv;
+  }
+
+  static async open(nc: NatsConnection, bucket: string): Promise<IngestStatusStore> {
+    try {
+      return new IngestStatusStore(await new Kvm(nc).open(bucket));
+    } catch (error) {
+      throw toNatsShoalError(error, `open the ingest status bucket ${bucket}`);
+    }
+  }
+
+  async #get<T>(key: string, parse: (value: unknown) => T): Promise<T | null> {
+    let entry: KvEntry | null;
+    try {
+      entry = await this.#kv.get(key);
+    } catch (error) {
+      throw toNatsShoalError(error, `read ingest status ${key}`);
+    }
+    return entry === null || entry.operation !== 'PUT' ? null : decodeEntry(entry, parse);
+  }
+
+  async #put(key: string, value: unknown): Promise<void> {
+    try {
+      await this.#kv.put(key, JSON.stringify(value));
+    } catch (error) {
+      throw toNatsShoalError(error, `write ingest status ${key}`);
+    }
+  }
+
+  document(run: string, doc: number): Promise<DocumentStatus | null> {
+    return this.#get(docKey(run, doc), parseDocument);
+  }
+
+  putDocument(status: DocumentStatus): Promise<void> {
+    return this.#put(docKey(status.run_id, status.doc), parseDocument(status));
+  }
+
+  run(run: string): Promise<IngestRunStatus | null> {
+    return this.#get(runKey(run), parseRun);
+  }
+
+  putRun(status: IngestRunStatus): Promise<void> {
+    return this.#put(runKey(status.job_id), parseRun(status));
+  }
+
+  /**
+   * Every document status of a run as it is written, from the current values on; ends when
+   * `signal` aborts. A value that does not parse is skipped (it cannot be ours).
+   */
+  async *watchDocuments(run: string, signal: AbortSignal): AsyncGenerator<DocumentStatus> {
+    let watcher;
+    try {
+      watcher = await this.#kv.watch({ key: `doc.${checkJobId(run)}.>` });
+    } catch (error) {
+      throw toNatsShoalError(error, `watch the documents of ingest run ${run}`);
+    }
+    const stop = (): void => watcher.stop();
+    signal.addEventListener('abort', stop, { once: true });
+    try {
+      for await (const entry of watcher) {
+        if (entry.operation !== 'PUT') continue;
+        let value: unknown;
+        try {
+          value = entry.json();
+        } catch {
+          continue;
+        }
+        const parsed = DocumentStatus.safeParse(value);
+        if (parsed.success) yield parsed.data;
+      }
+    } finally {
+      signal.removeEventListener('abort', stop);
+      watcher.stop();
+    }
+  }
+}

@@ -1,0 +1,116 @@
+import { createHash } from 'node:crypto';
+import type { CallOptions, Engine } from '../protocol/engine.js';
+import { ERROR_TRAITS, ErrorCode, ShoalError, toShoalError } from '../protocol/errors.js';
+import type { JobSubmission } from '../protocol/jobs.js';
+import type { EncodeRequest, ExtractRequest, ScoreRequest, TokenizeRequest } from '../protocol/requests.js';
+import type { EncodeResult, ExtractResult, ScoreResult, TokenizeResult } from '../protocol/results.js';
+import type { JobsClient } from './jobs-client.js';
+
+/**
+ * An Engine for bulk document work over NATS: bulk `encode` and `extract` calls become JetStream
+ * jobs on the model's subject (split into parts the workers batch across, results gathered back
+ * in item order), while `tokenize`, `score` and interactive calls go to `rpc` (request-reply).
+ * Job ids are `<prefix>-<n>`, numbered per engine, so a caller that restarts with the same prefix
+ * resubmits the same jobs (the jobs client answers an existing job instead of running it twice).
+ */
+
+export interface JobsEngineOptions {
+  /** Prefix of the job ids (an ingest run's id). */
+  jobPrefix: string;
+  /** Items per job part. @default the jobs client's */
+  partItems?: number;
+  /** Longest wait for one job. @default 24 hours */
+  timeoutMs?: number;
+  /**
+   * How long a request-reply call keeps being retried while it fails with a retryable code (no
+   * worker answers: one restarting after a crash). @default 120000
+   */
+  retryForMs?: number;
+}
+
+const FIRST_RETRY_MS = 250;
+/** Leaves room for `-e<n>` in a 64-character job id. */
+const MAX_PREFIX_CHARS = 48;
+const MAX_RETRY_MS = 5_000;
+
+type ItemsResult = EncodeResult | ExtractResult;
+
+export class JobsEngine implements Engine {
+  readonly #rpc: Engine;
+  readonly #jobs: JobsClient;
+  readonly #options: JobsEngineOptions;
+  readonly #prefix: string;
+  #next = 0;
+
+  /** `rpc` and `jobs` stay the caller's: close() closes neither. */
+  constructor(rpc: Engine, jobs: JobsClient, options: JobsEngineOptions) {
+    this.#rpc = rpc;
+    this.#jobs = jobs;
+    this.#options = options;
+    // Job ids are at most 64 characters: a long prefix is replaced by a digest of itself (still stable).
+    this.#prefix = options.jobPrefix.length <= MAX_PREFIX_CHARS ? options.jobPrefix : createHash('sha256').update(options.jobPrefix).digest('hex').slice(0, MAX_PREFIX_CHARS);
+  }
+
+  async #job<R extends ItemsResult>(primitive: 'encode' | 'extract', request: EncodeRequest | ExtractRequest, options: CallOptions): Promise<R> {
+    const jobId = `${this.#prefix}-${primitive[0]}${this.#next++}`;
+    const submission: JobSubmission = { job_id: jobId, primitive, request: { ...request }, result: { kind: 'stream' } };
+    if (this.#options.partItems !== undefined) submission.part_items = this.#options.partItems;
+    await this.#jobs.submit(submission);
+    const status = await this.#jobs.wait(jobId, { timeoutMs: this.#options.timeoutMs ?? 24 * 3_600_000, ...(options.signal === undefined ? {} : { signal: options.signal }) });
+    if (status.state !== 'completed') {
+      const first = status.errors[0];
+      const code = first?.code ?? ErrorCode.INFERENCE_FAILED;
+      throw new ShoalError(code, `${primitive} job ${jobId} on ${request.model} ended ${status.state}: ${first?.message ?? 'no error recorded'}`);
+    }
+    const items: R['items'][number][] = [];
+    let model = request.model;
+    const usage = { tokens: 0 };
+    for await (const part of this.#jobs.results(jobId)) {
+      const result = part.result;
+      if (result === undefined || !('items' in result)) throw new ShoalError(ErrorCode.INTERNAL, `part ${part.part} of job ${jobId} has no items`);
+      model = result.model;
+      usage.tokens += result.usage.tokens;
+      items.push(...(result.items as R['items'][number][]));
+    }
+    items.sort((a, b) => a.index - b.index);
+    const expected = request.items.length;
+    if (items.length !== expected) throw new ShoalError(ErrorCode.INTERNAL, `job ${jobId} returned ${items.length} of ${expected} items`);
+    return { model, items, usage } as R;
+  }
+
+  encode(request: EncodeRequest, options: CallOptions = {}): Promise<EncodeResult> {
+    if (request.priority === 'interactive') return this.#rpc.encode(request, options);
+    return this.#job<EncodeResult>('encode', request, options);
+  }
+
+  extract(request: ExtractRequest, options: CallOptions = {}): Promise<ExtractResult> {
+    if (request.priority === 'interactive') return this.#rpc.extract(request, options);
+    return this.#job<ExtractResult>('extract', request, options);
+  }
+
+  score(request: ScoreRequest, options: CallOptions = {}): Promise<ScoreResult> {
+    return this.#retrying(() => this.#rpc.score(request, options), options);
+  }
+
+  tokenize(request: TokenizeRequest, options: CallOptions = {}): Promise<TokenizeResult> {
+    return this.#retrying(() => this.#rpc.tokenize(request, options), options);
+  }
+
+  /** A bulk run outlives a worker restart: retryable failures are retried with a growing pause. */
+  async #retrying<T>(call: () => Promise<T>, options: CallOptions): Promise<T> {
+    const until = Date.now() + (this.#options.retryForMs ?? 120_000);
+    for (let pause = FIRST_RETRY_MS; ; pause = Math.min(MAX_RETRY_MS, pause * 2)) {
+      try {
+        return await call();
+      } catch (error) {
+        const shoal = toShoalError(error);
+        if (!ERROR_TRAITS[shoal.code].retryable || Date.now() + pause > until || options.signal?.aborted === true) throw shoal;
+        await new Promise((resolve) => setTimeout(resolve, pause));
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    // Nothing of its own to release.
+  }
+}

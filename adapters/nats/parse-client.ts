@@ -1,0 +1,91 @@
+import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { ErrorCode } from '../protocol/errors.js';
+import { ParseTask, StoredPages, type DocumentStatus, type IngestRunStatus } from '../protocol/ingest.js';
+import { WIRE_VERSION } from '../protocol/jobs.js';
+import { parseWith } from '../protocol/validate.js';
+import { ensureIngestTopology, IngestStatusStore, type IngestNames, type ParseConsumerSettings } from './ingest-store.js';
+import { toNatsShoalError } from './nats-errors.js';
+import { getJson, PayloadStore } from './payloads.js';
+import type { Topology } from './topology.js';
+
+/**
+ * The coordinator's side of remote parsing: stores a document's bytes in the object store,
+ * records it `queued`, publishes its parse task (message id `<run>.<doc>`, so a re-publish adds
+ * nothing), then follows the document statuses workers write and reads back the stored pages.
+ * Also reads and writes the run's own status.
+ */
+
+export type ParseTaskInput = Omit<ParseTask, 'v' | 'ref'>;
+
+export class ParseTaskClient {
+  readonly names: IngestNames;
+  readonly status: IngestStatusStore;
+  readonly #js: JetStreamClient;
+  readonly #payloads: PayloadStore;
+
+  private constructor(nc: NatsConnection, names: IngestNames, status: IngestStatusStore, payloads: PayloadStore) {
+    this.names = names;
+    this.status = status;
+    this.#js = jetstream(nc);
+    this.#payloads = payloads;
+  }
+
+  /** Sets up the ingest topology (idempotent) on top of `topology`. The connection stays the caller's. */
+  static async open(nc: NatsConnection, topology: Topology, consumer: ParseConsumerSettings = {}): Promise<ParseTaskClient> {
+    const names = await ensureIngestTopology(nc, topology, consumer);
+    const status = await IngestStatusStore.open(nc, names.bucket);
+    return new ParseTaskClient(nc, names, status, new PayloadStore(nc, { bucket: topology.names.payloadBucket }));
+  }
+
+  /** Stores the bytes, marks the document queued and publishes its task. */
+  async submit(input: ParseTaskInput, bytes: Uint8Array): Promise<void> {
+    const ref = await this.#payloads.put(`ingest/${input.run_id}/${input.doc}.bin`, bytes);
+    const task = parseWith(ParseTask, { ...input, v: WIRE_VERSION, ref }, 'parse task');
+    await this.status.putDocument({
+      v: WIRE_VERSION,
+      run_id: task.run_id,
+      doc: task.doc,
+      source: task.source,
+      document_id: task.document_id,
+      state: 'queued',
+      updated_at: new Date().toISOString(),
+    });
+    try {
+      await this.#js.publish(this.names.parseSubject, JSON.stringify(task), { msgID: `${task.run_id}.${task.doc}`, expect: { streamName: this.names.stream } });
+    } catch (error) {
+      throw toNatsShoalError(error, `publish the parse task of ${task.source}`);
+    }
+  }
+
+  /** The pages a worker stored for a parsed document. */
+  async pages(status: DocumentStatus): Promise<StoredPages> {
+    if (status.pages_ref === undefined) throw toNatsShoalError(new Error('no pages_ref'), `read the pages of ${status.source}`);
+    const stored = parseWith(StoredPages, await getJson(this.#payloads, status.pages_ref), `pages of ${status.source}`, ErrorCode.INTERNAL);
+    if (stored.document_id !== status.document_id) throw toNatsShoalError(new Error('document id mismatch'), `read the pages of ${status.source}`);
+    return stored;
+  }
+
+  /** Removes what a run stored for one document (bytes and pages), once it is committed or failed. */
+  async forget(status: Pick<DocumentStatus, 'run_id' | 'doc'>): Promise<void> {
+    const bucket = this.#payloads.bucket;
+    await this.#payloads.remove(`obj://${bucket}/ingest/${status.run_id}/${status.doc}.bin`);
+    await this.#payloads.remove(`obj://${bucket}/ingest/${status.run_id}/${status.doc}.pages.json`);
+  }
+
+  putDocument(status: DocumentStatus): Promise<void> {
+    return this.status.putDocument(status);
+  }
+
+  watch(run: string, signal: AbortSignal): AsyncGenerator<DocumentStatus> {
+    return this.status.watchDocuments(run, signal);
+  }
+
+  run(run: string): Promise<IngestRunStatus | null> {
+    return this.status.run(run);
+  }
+
+  putRun(status: IngestRunStatus): Promise<void> {
+    return this.status.putRun(status);
+  }
+}

@@ -1,0 +1,124 @@
+import type { CompletedPart, S3Client } from '@aws-sdk/client-s3';
+import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { isMissing, s3ErrorName, toS3Error } from './errors.js';
+import { withRetry, type RetryOptions } from './retry.js';
+import { s3Sdk } from './sdk.js';
+
+/**
+ * Atomic writes: a reader sees the old object or the whole new one under a key, never a part.
+ * PutObject is atomic for one request; a body over `partBytes` goes up as a multipart upload,
+ * whose object only appears when CompleteMultipartUpload succeeds. Any failure aborts the upload,
+ * so its parts are dropped and nothing partial remains (an abort that cannot reach the server
+ * leaves only invisible parts, which a bucket lifecycle rule AbortIncompleteMultipartUpload
+ * removes; docs/storage.md). Each request is retried on its own within the budget: a part is
+ * idempotent by number, so a part retried after a lost answer is simply replaced.
+ */
+
+export interface WriteOptions extends RetryOptions {
+  partBytes: number;
+  /** Parts in flight at once. */
+  partConcurrency: number;
+  contentType?: string;
+  /** Called after each part is stored (progress; tests use it to interrupt an upload). */
+  onPart?: (partNumber: number, parts: number) => void;
+}
+
+export interface WriteResult {
+  /** Parts of the multipart upload, 1 for a single PutObject. */
+  parts: number;
+  etag: string | null;
+}
+
+export async function writeObject(client: S3Client, bucket: string, key: string, body: Uint8Array, options: WriteOptions): Promise<WriteResult> {
+  const uri = `s3://${bucket}/${key}`;
+  const { PutObjectCommand } = await s3Sdk();
+  if (body.byteLength <= options.partBytes) {
+    const answer = await withRetry(
+      `write ${uri}`,
+      () => client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body, ContentLength: body.byteLength, ContentType: options.contentType }), { abortSignal: options.signal }),
+      options,
+    );
+    return { parts: 1, etag: answer.ETag ?? null };
+  }
+  return multipart(client, bucket, key, body, options);
+}
+
+async function multipart(client: S3Client, bucket: string, key: string, body: Uint8Array, options: WriteOptions): Promise<WriteResult> {
+  const uri = `s3://${bucket}/${key}`;
+  const { CreateMultipartUploadCommand, UploadPartCommand } = await s3Sdk();
+  const created = await withRetry(
+    `start a multipart upload of ${uri}`,
+    () => client.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key, ContentType: options.contentType }), { abortSignal: options.signal }),
+    options,
+  );
+  const uploadId = created.UploadId;
+  if (uploadId === undefined) throw new ShoalError(ErrorCode.UNAVAILABLE, `start a multipart upload of ${uri}: the server returned no upload id`);
+  const count = Math.ceil(body.byteLength / options.partBytes);
+  const done: CompletedPart[] = new Array<CompletedPart>(count);
+  try {
+    let next = 0;
+    const uploader = async (): Promise<void> => {
+      while (next < count) {
+        const index = next++;
+        const slice = body.subarray(index * options.partBytes, Math.min(body.byteLength, (index + 1) * options.partBytes));
+        const answer = await withRetry(
+          `upload part ${index + 1} of ${count} of ${uri}`,
+          () => client.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId: uploadId, PartNumber: index + 1, Body: slice, ContentLength: slice.byteLength }), { abortSignal: options.signal }),
+          options,
+        );
+        done[index] = { PartNumber: index + 1, ETag: answer.ETag };
+        options.onPart?.(index + 1, count);
+        if (options.signal?.aborted === true) throw new ShoalError(ErrorCode.CANCELLED, `write ${uri}: cancelled`);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(options.partConcurrency, count) }, uploader));
+    const answer = await complete(client, bucket, key, uploadId, done, body.byteLength, options);
+    return { parts: count, etag: answer };
+  } catch (error) {
+    await abort(client, bucket, key, uploadId, options.budgetMs);
+    throw toS3Error(error, `write ${uri}`);
+  }
+}
+
+/**
+ * Completes the upload. A Complete retried after its answer was lost finds the upload gone
+ * (NoSuchUpload): the object is then checked to be there with the expected size. Not cancelled
+ * by the signal: once the parts are up, finishing is cheaper than leaving the upload behind.
+ */
+async function complete(client: S3Client, bucket: string, key: string, uploadId: string, parts: CompletedPart[], size: number, options: WriteOptions): Promise<string | null> {
+  const uri = `s3://${bucket}/${key}`;
+  const { CompleteMultipartUploadCommand, HeadObjectCommand } = await s3Sdk();
+  return withRetry(
+    `complete the multipart upload of ${uri}`,
+    async () => {
+      try {
+        const answer = await client.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: uploadId, MultipartUpload: { Parts: parts } }));
+        return answer.ETag ?? null;
+      } catch (error) {
+        // Also after the SDK's own retry of a Complete whose first answer was lost.
+        if (s3ErrorName(error) === 'NoSuchUpload') {
+          const head = await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
+          if (head.ContentLength === size) return head.ETag ?? null;
+        }
+        throw error;
+      }
+    },
+    { ...options, signal: undefined },
+  );
+}
+
+/** Best effort within a short budget: the upload's parts are dropped, nothing became visible anyway. */
+async function abort(client: S3Client, bucket: string, key: string, uploadId: string, budgetMs: number): Promise<void> {
+  const { AbortMultipartUploadCommand } = await s3Sdk();
+  await withRetry(
+    `abort the multipart upload of s3://${bucket}/${key}`,
+    async () => {
+      try {
+        await client.send(new AbortMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: uploadId }));
+      } catch (error) {
+        if (!isMissing(error)) throw error;
+      }
+    },
+    { budgetMs: Math.min(budgetMs, 10_000) },
+  ).catch(() => undefined);
+}

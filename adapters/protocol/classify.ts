@@ -1,0 +1,82 @@
+import { z } from 'zod';
+import { DEFAULT_LIMITS } from './limits.js';
+import { ImageSource, ItemId, ModelRef } from './requests.js';
+
+/**
+ * Wire schemas of taxonomy classification (`POST /v1/classify`, the `classify()` API): products
+ * (text, optionally an image) in, one category of a taxonomy (or of a label list) per product out,
+ * with its score, alternatives, what decided it and whether a person should review it.
+ */
+
+/** Characters of taxonomy text accepted inline (the 10,595-category Shopify file is ~1 MB). */
+export const MAX_TAXONOMY_CHARS = 8 * 1024 * 1024;
+/** Categories returned per product (the category plus top_k − 1 alternatives). */
+export const MAX_CLASSIFY_TOP_K = 100;
+/** Candidates retrieved for reranking, image fusion or the hierarchy vote. */
+export const MAX_CLASSIFY_CANDIDATES = 1_000;
+
+const Text = z.string().max(DEFAULT_LIMITS.maxTextChars);
+
+export const ClassifyItem = z.union([Text, z.strictObject({ id: ItemId.optional(), text: Text, image: ImageSource.optional() })]).transform(
+  (value): { id?: ItemId | undefined; text: string; image?: ImageSource | undefined } => (typeof value === 'string' ? { text: value } : value),
+);
+export type ClassifyItem = z.output<typeof ClassifyItem>;
+
+const Top = z.number().int().min(1).max(MAX_CLASSIFY_CANDIDATES);
+
+export const ClassifyRequest = z
+  .strictObject({
+    /** Dense embedding model for products and categories. */
+    model: ModelRef,
+    items: z.array(ClassifyItem).min(1, 'items must not be empty').max(DEFAULT_LIMITS.maxItemsPerRequest),
+    /** Taxonomy file text (Shopify `gid : A > B`, Google `id - A > B`, or one path per line). */
+    taxonomy: z.string().min(1).max(MAX_TAXONOMY_CHARS).optional(),
+    /** Or a flat list of labels. */
+    labels: z.array(z.string().min(1).max(DEFAULT_LIMITS.maxLabelChars)).min(1).max(DEFAULT_LIMITS.maxItemsPerRequest).optional(),
+    /** Keep taxonomy categories down to this depth. */
+    max_depth: z.number().int().min(1).max(64).optional(),
+    /** Categories returned per product: the best plus top_k − 1 alternatives. @default 5 */
+    top_k: z.number().int().min(1).max(MAX_CLASSIFY_TOP_K).optional(),
+    /** Candidates retrieved before rerank / image fusion / hierarchy vote. @default max(top_k, rerank top, 20 with hierarchy or image) */
+    candidates: Top.optional(),
+    /** Cross-encoder that reranks the best candidates (a model, or the model and how many). */
+    rerank: z.union([ModelRef, z.strictObject({ model: ModelRef, top: Top.optional() })]).optional(),
+    /** Keep the chosen path consistent: each level is the branch the candidates vote for. @default false */
+    hierarchy: z.boolean().optional(),
+    /** Below this score a product is marked needs_review. @default 0.5 */
+    threshold: z.number().min(-1e6).max(1e6).optional(),
+    /** CLIP-style model whose image–category similarity is fused with the text similarity (items with `image`). */
+    image_model: ModelRef.optional(),
+    /** Weight of the image similarity in the fused score. @default 0.3 */
+    image_weight: z.number().min(0).max(1).optional(),
+    /** Category text: `{path}`, `{name}`, `{id}`. @default '{path}' */
+    category_template: z.string().min(1).max(DEFAULT_LIMITS.maxLabelChars).optional(),
+    max_length: z.number().int().min(1).max(DEFAULT_LIMITS.maxSequenceLength).optional(),
+  })
+  .refine((request) => (request.taxonomy === undefined) !== (request.labels === undefined), { message: 'give taxonomy or labels (exactly one)', path: ['taxonomy'] });
+export type ClassifyRequest = z.input<typeof ClassifyRequest>;
+export type ParsedClassifyRequest = z.output<typeof ClassifyRequest>;
+
+export const DecidedBy = z.enum(['retrieve', 'rerank']);
+export type DecidedBy = z.infer<typeof DecidedBy>;
+
+export const CategoryScore = z.strictObject({ id: z.string(), path: z.string(), score: z.number() });
+export type CategoryScore = z.infer<typeof CategoryScore>;
+
+export const Classification = z.strictObject({
+  id: ItemId,
+  category: z.strictObject({ id: z.string(), path: z.string() }),
+  score: z.number(),
+  alternatives: z.array(CategoryScore),
+  decided_by: DecidedBy,
+  needs_review: z.boolean(),
+});
+export type Classification = z.infer<typeof Classification>;
+
+export const ClassifyResult = z.strictObject({
+  model: z.string(),
+  /** Categories in the taxonomy (after max_depth). */
+  categories: z.number().int().nonnegative(),
+  items: z.array(Classification),
+});
+export type ClassifyResult = z.infer<typeof ClassifyResult>;

@@ -1,0 +1,115 @@
+import { z } from 'zod';
+import { DataRef, JobId, WIRE_VERSION } from './jobs.js';
+
+/**
+ * Wire schemas of document ingest over NATS (docs/ingest.md, "Over NATS"): the parse task a
+ * coordinator publishes for one document stored by reference, the pages a parse worker stores
+ * back, the per-document status in the ingest KV bucket, and the status of a whole ingest run
+ * (what `GET /v1/jobs/:id` answers for an ingest job). Every field is bounded.
+ */
+
+/** Documents in one run at most (a document index is part of a KV key and a message id). */
+export const MAX_RUN_DOCUMENTS = 10_000_000;
+const DocIndex = z.number().int().nonnegative().max(MAX_RUN_DOCUMENTS - 1);
+const Count = z.number().int().nonnegative().max(1_000_000_000);
+const Timestamp = z.string().max(64);
+const Hex64 = z.string().regex(/^[0-9a-f]{64}$/);
+/** A source as shown to users: an absolute path, a record id or a reference. */
+const SourceName = z.string().min(1).max(4096);
+const Reason = z.string().max(2048);
+const Code = z.string().min(1).max(64);
+
+/** The parse settings a worker applies to one document (the pipeline's parse stage, limits included). */
+export const ParseTaskSettings = z.strictObject({
+  ocr: z.enum(['auto', 'always', 'never']),
+  ocrModel: z.string().min(1).max(1024),
+  ocrDpi: z.number().int().min(36).max(600),
+  maxBytes: z.number().int().positive().max(2 ** 40),
+  maxPages: z.number().int().positive().max(1_000_000),
+});
+export type ParseTaskSettings = z.infer<typeof ParseTaskSettings>;
+
+/** One document to parse: its bytes by reference (obj://), published on `<prefix>.ingest.parse`. */
+export const ParseTask = z.strictObject({
+  v: z.literal(WIRE_VERSION),
+  run_id: JobId,
+  doc: DocIndex,
+  source: SourceName,
+  /** The record id of an inline source, when it had one. */
+  id: z.string().max(512).optional(),
+  /** The file name the coordinator read (a hint for the type, as in process: `.md` is Markdown). */
+  name: z.string().min(1).max(4096).optional(),
+  /** sha256 of the bytes: a worker checks what it read against it. */
+  document_id: Hex64,
+  ref: DataRef,
+  /** Inline text records are parsed as text, whatever their bytes look like. */
+  inline_text: z.boolean().optional(),
+  parse: ParseTaskSettings,
+});
+export type ParseTask = z.infer<typeof ParseTask>;
+
+/** A parsed page as stored for the coordinator (the parse stage's ParsedPage). */
+export const StoredPage = z.strictObject({
+  page: z.number().int().min(1).max(1_000_000),
+  text: z.string().max(64 * 1024 * 1024),
+  ocr: z.boolean(),
+  headings: z.array(z.strictObject({ offset: z.number().int().nonnegative(), text: z.string().max(4096) })).max(100_000).optional(),
+  ocrReason: z.enum(['no-text', 'images', 'always', 'image-file']).optional(),
+});
+export type StoredPage = z.infer<typeof StoredPage>;
+
+export const StoredPages = z.strictObject({
+  v: z.literal(WIRE_VERSION),
+  document_id: Hex64,
+  type: z.enum(['pdf', 'text', 'markdown', 'html', 'image']),
+  pages: z.array(StoredPage).max(1_000_000),
+});
+export type StoredPages = z.infer<typeof StoredPages>;
+
+export const DocumentState = z.enum(['queued', 'parsed', 'encoded', 'committed', 'failed']);
+export type DocumentStateName = z.infer<typeof DocumentState>;
+
+/** Per-document status in the ingest KV bucket, key `doc.<run>.<doc>`. */
+export const DocumentStatus = z.strictObject({
+  v: z.literal(WIRE_VERSION),
+  run_id: JobId,
+  doc: DocIndex,
+  source: SourceName,
+  document_id: Hex64,
+  state: DocumentState,
+  /** Set when `failed`: the document's own error code (DOCUMENT_ENCRYPTED...) and why. */
+  code: Code.optional(),
+  reason: Reason.optional(),
+  pages: Count.optional(),
+  ocr_pages: Count.optional(),
+  chunks: Count.optional(),
+  /** Where a parse worker stored the pages (StoredPages JSON), once `parsed`. */
+  pages_ref: DataRef.optional(),
+  worker: z.string().max(512).optional(),
+  updated_at: Timestamp,
+});
+export type DocumentStatus = z.infer<typeof DocumentStatus>;
+
+export const IngestRunState = z.enum(['queued', 'running', 'completed', 'partial', 'failed']);
+
+/** The status of one ingest run, key `run.<run>`: what `GET /v1/jobs/:id` answers for an ingest job. */
+export const IngestRunStatus = z.strictObject({
+  v: z.literal(WIRE_VERSION),
+  job_id: JobId,
+  kind: z.literal('ingest'),
+  state: IngestRunState,
+  pipeline: z.string().max(128),
+  /** The configured index name (gateway) or the index location (CLI). */
+  index: z.string().max(4096),
+  documents: z.strictObject({ total: Count, ok: Count, failed: Count, unchanged: Count }),
+  pages: Count,
+  ocr_pages: Count,
+  chunks: Count,
+  /** The first failed documents (bounded). */
+  failed: z.array(z.strictObject({ source: SourceName, code: Code, reason: Reason })).max(20),
+  /** Why the run itself failed (not one document). */
+  error: z.strictObject({ code: Code, message: Reason }).optional(),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+});
+export type IngestRunStatus = z.infer<typeof IngestRunStatus>;

@@ -1,0 +1,103 @@
+import type { Where } from 'chromadb';
+import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import type { CompareOp, FilterNode, Literal } from './filter-tree.js';
+
+/**
+ * A filter tree in the filter languages of the stores without SQL: Chroma's `where` and Qdrant's
+ * payload filter. Negations are pushed down to the comparisons (Chroma has no NOT). What a store
+ * cannot express is refused with UNSUPPORTED_OPERATION naming the construct, never approximated.
+ */
+
+function unsupported(store: string, what: string): ShoalError {
+  return new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `--filter: ${store} cannot filter on ${what} (docs/storage.md lists what each backend supports)`);
+}
+
+const NEGATED: Readonly<Record<CompareOp, CompareOp>> = { '=': '<>', '<>': '=', '<': '>=', '<=': '>', '>': '<=', '>=': '<' };
+
+/** The same tree with NOT moved onto the leaves (De Morgan), so no `not` node remains above a leaf. */
+export function pushNot(node: FilterNode, negate = false): FilterNode {
+  switch (node.kind) {
+    case 'not':
+      return pushNot(node.item, !negate);
+    case 'and':
+    case 'or': {
+      const items = node.items.map((item) => pushNot(item, negate));
+      return (node.kind === 'and') !== negate ? { kind: 'and', items } : { kind: 'or', items };
+    }
+    case 'compare':
+      return negate ? { ...node, op: NEGATED[node.op] } : node;
+    case 'in':
+    case 'null':
+    case 'like':
+      return negate ? { ...node, negated: !node.negated } : node;
+  }
+}
+
+// ---- Chroma ---------------------------------------------------------------------------------
+
+export type ChromaWhere = Where;
+
+function chromaLeaf(column: string, op: CompareOp, value: Literal): Where {
+  switch (op) {
+    case '=': return { [column]: { $eq: value } };
+    case '<>': return { [column]: { $ne: value } };
+    case '<': return { [column]: { $lt: value } };
+    case '<=': return { [column]: { $lte: value } };
+    case '>': return { [column]: { $gt: value } };
+    case '>=': return { [column]: { $gte: value } };
+  }
+}
+/** Chroma keeps `text` as the record's document, not in its metadata. */
+const CHROMA_UNFILTERABLE = new Set(['text']);
+
+export function toChromaWhere(tree: FilterNode): ChromaWhere {
+  const walk = (node: FilterNode): ChromaWhere => {
+    if (node.kind === 'and' || node.kind === 'or') {
+      const items = node.items.map(walk);
+      if (items.length === 1 && items[0] !== undefined) return items[0];
+      return node.kind === 'and' ? { $and: items } : { $or: items };
+    }
+    if (node.kind === 'not') throw unsupported('Chroma', 'NOT over this expression');
+    if (CHROMA_UNFILTERABLE.has(node.column)) throw unsupported('Chroma', `the ${node.column} column`);
+    if (node.kind === 'compare') {
+      if ((node.op !== '=' && node.op !== '<>') && typeof node.value !== 'number') throw unsupported('Chroma', `${node.op} with a non-number (${node.column})`);
+      return chromaLeaf(node.column, node.op, node.value);
+    }
+    if (node.kind === 'in') return { [node.column]: node.negated ? { $nin: node.values } : { $in: node.values } };
+    if (node.kind === 'null') throw unsupported('Chroma', 'IS [NOT] NULL');
+    throw unsupported('Chroma', 'LIKE');
+  };
+  return walk(pushNot(tree));
+}
+
+// ---- Qdrant ---------------------------------------------------------------------------------
+
+export type QdrantCondition = Record<string, unknown> | QdrantFilter;
+export interface QdrantFilter {
+  must?: QdrantCondition[];
+  should?: QdrantCondition[];
+  must_not?: QdrantCondition[];
+}
+
+function qdrantLeaf(node: Exclude<FilterNode, { kind: 'and' | 'or' | 'not' }>): { condition: QdrantCondition; negated: boolean } {
+  if (node.kind === 'null') return { condition: { is_null: { key: node.column } }, negated: node.negated };
+  if (node.kind === 'like') throw unsupported('Qdrant', 'LIKE');
+  if (node.kind === 'in') return { condition: { key: node.column, match: { any: node.values } }, negated: node.negated };
+  const { column, op, value } = node;
+  if (op === '=' || op === '<>') return { condition: { key: column, match: { value } }, negated: op === '<>' };
+  if (typeof value !== 'number') throw unsupported('Qdrant', `${op} with a non-number (${column})`);
+  const bound: Record<CompareOp, string> = { '<': 'lt', '<=': 'lte', '>': 'gt', '>=': 'gte', '=': '', '<>': '' };
+  return { condition: { key: column, range: { [bound[op]]: value } }, negated: false };
+}
+
+/** A Qdrant filter (must / should / must_not nest as conditions). */
+export function toQdrantFilter(tree: FilterNode): QdrantFilter {
+  const walk = (node: FilterNode): QdrantFilter => {
+    if (node.kind === 'and') return { must: node.items.map(walk) };
+    if (node.kind === 'or') return { should: node.items.map(walk) };
+    if (node.kind === 'not') return { must_not: [walk(node.item)] };
+    const { condition, negated } = qdrantLeaf(node);
+    return negated ? { must_not: [condition] } : { must: [condition] };
+  };
+  return walk(tree);
+}

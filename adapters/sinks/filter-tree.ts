@@ -1,0 +1,246 @@
+import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { FILTER_COLUMNS } from './sink.js';
+
+/**
+ * The `--filter` where-clause (already checked by `validateFilter`) parsed into a small tree, so
+ * backends without SQL (Chroma, Qdrant, the JSON Lines files) and PostgreSQL (as parameterised
+ * SQL) can each translate it; the user's text never reaches a database as text.
+ *
+ * Grammar: or := and (OR and)*; and := not (AND not)*; not := NOT not | primary;
+ * primary := '(' or ')' | column op value | column [NOT] IN (values) | column IS [NOT] NULL
+ *          | column [NOT] LIKE 'pattern' | column [NOT] BETWEEN value AND value.
+ */
+
+export type Literal = string | number | boolean;
+export type CompareOp = '=' | '<>' | '<' | '<=' | '>' | '>=';
+
+export type FilterNode =
+  | { kind: 'and'; items: FilterNode[] }
+  | { kind: 'or'; items: FilterNode[] }
+  | { kind: 'not'; item: FilterNode }
+  | { kind: 'compare'; column: string; op: CompareOp; value: Literal }
+  | { kind: 'in'; column: string; values: Literal[]; negated: boolean }
+  | { kind: 'null'; column: string; negated: boolean }
+  | { kind: 'like'; column: string; pattern: string; negated: boolean };
+
+type Token = { kind: 'identifier' | 'keyword' | 'string' | 'number' | 'operator'; text: string };
+
+const KEYWORDS = new Set(['AND', 'OR', 'NOT', 'IN', 'IS', 'NULL', 'LIKE', 'BETWEEN', 'TRUE', 'FALSE']);
+const OPERATORS = ['<=', '>=', '<>', '!=', '=', '<', '>', '(', ')', ','];
+/** Deep nesting is refused rather than risking the stack on a hostile expression. */
+const MAX_DEPTH = 64;
+
+function invalid(message: string): ShoalError {
+  return new ShoalError(ErrorCode.INVALID_INPUT, `--filter: ${message}`);
+}
+
+function tokenize(expression: string): Token[] {
+  const tokens: Token[] = [];
+  let at = 0;
+  while (at < expression.length) {
+    const rest = expression.slice(at);
+    const match =
+      /^\s+/.exec(rest) ?? /^'(?:[^']|'')*'/.exec(rest) ?? /^-?\d+(?:\.\d+)?/.exec(rest) ?? /^`?[A-Za-z_][A-Za-z0-9_]*`?/.exec(rest);
+    if (match !== null) {
+      const text = match[0];
+      at += text.length;
+      if (/^\s/.test(text)) continue;
+      if (text.startsWith("'")) tokens.push({ kind: 'string', text: text.slice(1, -1).replaceAll("''", "'") });
+      else if (/^-?\d/.test(text)) tokens.push({ kind: 'number', text });
+      else if (text.startsWith('`')) tokens.push({ kind: 'identifier', text: text.replaceAll('`', '') });
+      else tokens.push(KEYWORDS.has(text.toUpperCase()) ? { kind: 'keyword', text: text.toUpperCase() } : { kind: 'identifier', text });
+      continue;
+    }
+    const operator = OPERATORS.find((op) => rest.startsWith(op));
+    if (operator === undefined) throw invalid(`unexpected ${JSON.stringify(rest[0])} at character ${at + 1}`);
+    tokens.push({ kind: 'operator', text: operator === '!=' ? '<>' : operator });
+    at += operator.length;
+  }
+  return tokens;
+}
+
+class Parser {
+  #at = 0;
+  readonly #tokens: Token[];
+
+  constructor(tokens: Token[]) {
+    this.#tokens = tokens;
+  }
+
+  parse(): FilterNode {
+    const node = this.#or(0);
+    const extra = this.#tokens[this.#at];
+    if (extra !== undefined) throw invalid(`unexpected ${JSON.stringify(extra.text)}`);
+    return node;
+  }
+
+  #peek(): Token | undefined {
+    return this.#tokens[this.#at];
+  }
+
+  #accept(kind: Token['kind'], text?: string): Token | null {
+    const token = this.#peek();
+    if (token === undefined || token.kind !== kind || (text !== undefined && token.text !== text)) return null;
+    this.#at += 1;
+    return token;
+  }
+
+  #expect(kind: Token['kind'], text?: string): Token {
+    const token = this.#accept(kind, text);
+    if (token === null) throw invalid(`expected ${text ?? kind} ${this.#peek() === undefined ? 'at the end' : `before ${JSON.stringify(this.#peek()?.text)}`}`);
+    return token;
+  }
+
+  #or(depth: number): FilterNode {
+    if (depth > MAX_DEPTH) throw invalid(`nested deeper than ${MAX_DEPTH}`);
+    const items = [this.#and(depth)];
+    while (this.#accept('keyword', 'OR') !== null) items.push(this.#and(depth));
+    return items.length === 1 && items[0] !== undefined ? items[0] : { kind: 'or', items };
+  }
+
+  #and(depth: number): FilterNode {
+    const items = [this.#not(depth)];
+    while (this.#accept('keyword', 'AND') !== null) items.push(this.#not(depth));
+    return items.length === 1 && items[0] !== undefined ? items[0] : { kind: 'and', items };
+  }
+
+  #not(depth: number): FilterNode {
+    if (this.#accept('keyword', 'NOT') !== null) return { kind: 'not', item: this.#not(depth + 1) };
+    if (this.#accept('operator', '(') !== null) {
+      const inner = this.#or(depth + 1);
+      this.#expect('operator', ')');
+      return inner;
+    }
+    return this.#predicate();
+  }
+
+  #literal(): Literal {
+    const token = this.#peek();
+    if (token?.kind === 'string') {
+      this.#at += 1;
+      return token.text;
+    }
+    if (token?.kind === 'number') {
+      this.#at += 1;
+      return Number(token.text);
+    }
+    if (token?.kind === 'keyword' && (token.text === 'TRUE' || token.text === 'FALSE')) {
+      this.#at += 1;
+      return token.text === 'TRUE';
+    }
+    throw invalid(`expected a 'string' or a number ${token === undefined ? 'at the end' : `before ${JSON.stringify(token.text)}`}`);
+  }
+
+  #predicate(): FilterNode {
+    const column = this.#expect('identifier').text;
+    if (!FILTER_COLUMNS.includes(column)) throw invalid(`unknown column ${JSON.stringify(column)} (columns: ${FILTER_COLUMNS.join(', ')})`);
+    if (this.#accept('keyword', 'IS') !== null) {
+      const negated = this.#accept('keyword', 'NOT') !== null;
+      this.#expect('keyword', 'NULL');
+      return { kind: 'null', column, negated };
+    }
+    const negated = this.#accept('keyword', 'NOT') !== null;
+    if (this.#accept('keyword', 'IN') !== null) {
+      this.#expect('operator', '(');
+      const values = [this.#literal()];
+      while (this.#accept('operator', ',') !== null) values.push(this.#literal());
+      this.#expect('operator', ')');
+      return { kind: 'in', column, values, negated };
+    }
+    if (this.#accept('keyword', 'LIKE') !== null) {
+      const pattern = this.#literal();
+      if (typeof pattern !== 'string') throw invalid('LIKE takes a quoted pattern');
+      return { kind: 'like', column, pattern, negated };
+    }
+    if (this.#accept('keyword', 'BETWEEN') !== null) {
+      const low = this.#literal();
+      this.#expect('keyword', 'AND');
+      const high = this.#literal();
+      const range: FilterNode = { kind: 'and', items: [{ kind: 'compare', column, op: '>=', value: low }, { kind: 'compare', column, op: '<=', value: high }] };
+      return negated ? { kind: 'not', item: range } : range;
+    }
+    if (negated) throw invalid(`NOT after ${column} must be followed by IN, LIKE or BETWEEN`);
+    const op = this.#expect('operator').text;
+    if (!['=', '<>', '<', '<=', '>', '>='].includes(op)) throw invalid(`expected a comparison after ${column}, got ${JSON.stringify(op)}`);
+    return { kind: 'compare', column, op: op as CompareOp, value: this.#literal() };
+  }
+}
+
+/** The tree of a filter expression, or INVALID_INPUT naming the problem. */
+export function parseFilter(expression: string): FilterNode {
+  if (expression.trim() === '') throw invalid('empty expression');
+  return new Parser(tokenize(expression)).parse();
+}
+
+/** SQL LIKE (`%` any run, `_` one character) as an anchored regular expression. */
+export function likeRegex(pattern: string): RegExp {
+  const body = [...pattern].map((ch) => (ch === '%' ? '.*' : ch === '_' ? '.' : ch.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))).join('');
+  return new RegExp(`^${body}$`, 's');
+}
+
+function compare(left: unknown, op: CompareOp, right: Literal): boolean | null {
+  if (left === null || left === undefined) return null;
+  const a = typeof right === 'number' && typeof left === 'string' ? Number(left) : left;
+  const b = typeof left === 'number' && typeof right === 'string' ? Number(right) : right;
+  if (typeof a !== typeof b) return false;
+  const x = a as string | number | boolean;
+  switch (op) {
+    case '=': return x === b;
+    case '<>': return x !== b;
+    case '<': return x < b;
+    case '<=': return x <= b;
+    case '>': return x > b;
+    case '>=': return x >= b;
+  }
+}
+
+/** SQL's three-valued logic: null (unknown) when a compared column is null. */
+function evaluate(node: FilterNode, row: Readonly<Record<string, unknown>>): boolean | null {
+  switch (node.kind) {
+    case 'and': {
+      let unknown = false;
+      for (const item of node.items) {
+        const value = evaluate(item, row);
+        if (value === false) return false;
+        if (value === null) unknown = true;
+      }
+      return unknown ? null : true;
+    }
+    case 'or': {
+      let unknown = false;
+      for (const item of node.items) {
+        const value = evaluate(item, row);
+        if (value === true) return true;
+        if (value === null) unknown = true;
+      }
+      return unknown ? null : false;
+    }
+    case 'not': {
+      const value = evaluate(node.item, row);
+      return value === null ? null : !value;
+    }
+    case 'compare':
+      return compare(row[node.column], node.op, node.value);
+    case 'in': {
+      const value = row[node.column];
+      if (value === null || value === undefined) return null;
+      const found = node.values.some((candidate) => compare(value, '=', candidate) === true);
+      return node.negated ? !found : found;
+    }
+    case 'null': {
+      const isNull = row[node.column] === null || row[node.column] === undefined;
+      return node.negated ? !isNull : isNull;
+    }
+    case 'like': {
+      const value = row[node.column];
+      if (value === null || value === undefined) return null;
+      const found = likeRegex(node.pattern).test(String(value));
+      return node.negated ? !found : found;
+    }
+  }
+}
+
+/** Whether a stored row passes the filter (rows where it is unknown do not, as in SQL). */
+export function matchesFilter(node: FilterNode, row: Readonly<Record<string, unknown>>): boolean {
+  return evaluate(node, row) === true;
+}

@@ -1,0 +1,222 @@
+import { createHash } from 'node:crypto';
+import { QdrantClient } from '@qdrant/js-client-rest';
+import { z } from 'zod';
+import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { toQdrantFilter, type QdrantFilter } from './filter-stores.js';
+import { parseFilter } from './filter-tree.js';
+import type { ChunkRow, Distance, DocumentState, SearchHit, SearchOptions, Sink, TableSpec } from './sink.js';
+import { byScore, checkQuery, checkSpec, checkTableName, freezeSpec, keptOptional, StoredSpec, toHitRow, toState } from './table-spec.js';
+
+/**
+ * Qdrant (`qdrant://host:port/COLLECTION`) through @qdrant/js-client-rest. Point ids must be
+ * unsigned integers or UUIDs, so each row's id becomes a name-based UUID (SHA-1, version 5
+ * layout) and our id stays in the payload. The collection has a named dense vector `dense` (size
+ * and distance from the spec) and a sparse vector `sparse`. States and the spec live in
+ * `COLLECTION__documents` (points with a one-number placeholder vector). Rows are upserted with
+ * `wait: true` before the states, so a retry after a failure rewrites the same points.
+ */
+
+export interface QdrantSinkOptions {
+  host: string;
+  port: number;
+  https?: boolean;
+  apiKey?: string | undefined;
+  /** @default 'chunks' */
+  collection?: string;
+  /** Points per upsert. @default 500 */
+  batchRows?: number;
+}
+
+const QDRANT_DISTANCE: Readonly<Record<Distance, 'Cosine' | 'Euclid' | 'Dot'>> = { cosine: 'Cosine', l2: 'Euclid', dot: 'Dot' };
+const PAGE = 1_000;
+const SPEC_KEY = 'shoal:spec';
+
+/** A name-based UUID (RFC 4122 version 5 layout over SHA-1): the same id always gives the same point. */
+export function pointId(id: string): string {
+  const hash = createHash('sha1').update('shoal:').update(id).digest();
+  hash[6] = ((hash[6] ?? 0) & 0x0f) | 0x50;
+  hash[8] = ((hash[8] ?? 0) & 0x3f) | 0x80;
+  const hex = hash.subarray(0, 16).toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/** Qdrant's score → Shoal's: its Euclid score is the plain distance; cosine and dot are similarities already. */
+function scoreFrom(distance: Distance, value: number): number {
+  return distance === 'l2' ? -(value * value) : value;
+}
+
+function classify(error: unknown, what: string): ShoalError {
+  if (error instanceof ShoalError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  const status = typeof error === 'object' && error !== null && 'status' in error ? Number(error.status) : 0;
+  const transient = status === 429 || status >= 500 || /fetch failed|ECONNREFUSED|ECONNRESET|socket hang up|timeout/i.test(message);
+  return new ShoalError(transient ? ErrorCode.UNAVAILABLE : ErrorCode.INTERNAL, `qdrant ${what}: ${message}`, { cause: error });
+}
+
+const CollectionInfo = z.object({
+  config: z.object({ params: z.object({ vectors: z.record(z.string(), z.object({ size: z.number(), distance: z.string() })).optional() }) }),
+});
+
+export class QdrantSink implements Sink {
+  readonly #client: QdrantClient;
+  readonly #name: string;
+  readonly #documents: string;
+  readonly #where: string;
+  readonly #batchRows: number;
+  #spec: TableSpec | null = null;
+  #documentsReady = false;
+
+  constructor(options: QdrantSinkOptions) {
+    this.#name = checkTableName(options.collection ?? 'chunks');
+    this.#documents = `${this.#name}__documents`;
+    this.#batchRows = options.batchRows ?? 500;
+    this.#where = `collection ${this.#name} on qdrant://${options.host}:${options.port}`;
+    this.#client = new QdrantClient({
+      host: options.host,
+      port: options.port,
+      https: options.https ?? false,
+      ...(options.apiKey === undefined ? {} : { apiKey: options.apiKey }),
+      checkCompatibility: false,
+      timeout: 60_000,
+    });
+  }
+
+  async #call<T>(what: string, body: () => Promise<T>): Promise<T> {
+    try {
+      return await body();
+    } catch (error) {
+      throw classify(error, what);
+    }
+  }
+
+  async #exists(name: string): Promise<boolean> {
+    return (await this.#call('lookup', () => this.#client.collectionExists(name))).exists;
+  }
+
+  async #ensureDocuments(): Promise<void> {
+    if (this.#documentsReady) return;
+    if (!(await this.#exists(this.#documents))) {
+      await this.#call('create state collection', () => this.#client.createCollection(this.#documents, { vectors: { size: 1, distance: 'Dot' } }));
+    }
+    this.#documentsReady = true;
+  }
+
+  async describe(): Promise<TableSpec | null> {
+    if (this.#spec !== null) return this.#spec;
+    if (!(await this.#exists(this.#name)) || !(await this.#exists(this.#documents))) return null;
+    const [point] = await this.#call('describe', () => this.#client.retrieve(this.#documents, { ids: [pointId(SPEC_KEY)], with_payload: true }));
+    const stored = StoredSpec.safeParse(JSON.parse(String(point?.payload?.spec ?? 'null')));
+    if (!stored.success) throw new ShoalError(ErrorCode.CONFIG_INVALID, `${this.#where} was not written by shoal ingest`);
+    // The collection's own vector config is the truth; a spec that disagrees with it is refused.
+    const info = CollectionInfo.safeParse(await this.#call('describe', () => this.#client.getCollection(this.#name)));
+    const dense = info.success ? info.data.config.params.vectors?.dense : undefined;
+    if (dense === undefined) throw new ShoalError(ErrorCode.CONFIG_INVALID, `${this.#where} has no 'dense' vector: it was not created by shoal ingest`);
+    const distance = (Object.entries(QDRANT_DISTANCE).find(([, name]) => name === dense.distance)?.[0] ?? dense.distance) as Distance;
+    this.#spec = freezeSpec({ ...stored.data, dimension: dense.size, distance });
+    return this.#spec;
+  }
+
+  async prepare(spec: TableSpec): Promise<void> {
+    const existing = await this.describe();
+    if (existing !== null) {
+      checkSpec(existing, spec, this.#where);
+      return;
+    }
+    const stored = StoredSpec.parse({ ...spec, optionalColumns: [...spec.optionalColumns] });
+    await this.#ensureDocuments();
+    if (!(await this.#exists(this.#name))) {
+      await this.#call('create collection', () =>
+        this.#client.createCollection(this.#name, { vectors: { dense: { size: spec.dimension, distance: QDRANT_DISTANCE[spec.distance] } }, sparse_vectors: { sparse: {} } }),
+      );
+      await this.#call('create index', () => this.#client.createPayloadIndex(this.#name, { field_name: 'source', field_schema: 'keyword', wait: true }));
+    }
+    await this.#call('store spec', () =>
+      this.#client.upsert(this.#documents, { wait: true, points: [{ id: pointId(SPEC_KEY), vector: [0], payload: { spec: JSON.stringify(stored) } }] }),
+    );
+    this.#spec = null;
+    const created = await this.describe();
+    if (created !== null) checkSpec(created, spec, this.#where);
+  }
+
+  async states(sources: readonly string[]): Promise<Map<string, DocumentState>> {
+    const out = new Map<string, DocumentState>();
+    if (sources.length === 0 || !(await this.#exists(this.#documents))) return out;
+    for (let at = 0; at < sources.length; at += PAGE) {
+      const ids = sources.slice(at, at + PAGE).map((source) => pointId(`state:${source}`));
+      const points = await this.#call('states', () => this.#client.retrieve(this.#documents, { ids, with_payload: true }));
+      for (const point of points) {
+        const state = toState(point.payload);
+        out.set(state.source, state);
+      }
+    }
+    return out;
+  }
+
+  async commit(rows: readonly ChunkRow[], states: readonly DocumentState[]): Promise<void> {
+    if (states.length === 0) return;
+    const spec = rows.length > 0 ? await this.describe() : null;
+    if (rows.length > 0 && spec === null) throw new ShoalError(ErrorCode.INTERNAL, `${this.#where} must be prepared before rows are written`);
+    const optional = spec?.optionalColumns ?? [];
+    for (let at = 0; at < rows.length; at += this.#batchRows) {
+      const points = rows.slice(at, at + this.#batchRows).map((row) => {
+        const { vector, sparse, ...payload } = row;
+        return {
+          id: pointId(row.id),
+          vector: { dense: Array.from(vector), ...(sparse == null ? {} : { sparse: { indices: [...sparse.indices], values: [...sparse.values] } }) },
+          payload: { ...payload, ...keptOptional(row, optional) },
+        };
+      });
+      await this.#call('upsert', () => this.#client.upsert(this.#name, { wait: true, points }));
+    }
+    if (spec !== null || (await this.#exists(this.#name))) await this.#deleteStale(states);
+    await this.#ensureDocuments();
+    for (let at = 0; at < states.length; at += this.#batchRows) {
+      const points = states.slice(at, at + this.#batchRows).map((state) => ({ id: pointId(`state:${state.source}`), vector: [0], payload: { ...state } }));
+      await this.#call('states', () => this.#client.upsert(this.#documents, { wait: true, points }));
+    }
+  }
+
+  /** Per source: its points with another document id or settings (older versions). */
+  async #deleteStale(states: readonly DocumentState[]): Promise<void> {
+    for (let at = 0; at < states.length; at += 100) {
+      const should = states.slice(at, at + 100).map((state) => ({
+        must: [{ key: 'source', match: { value: state.source } }],
+        should: [
+          { must_not: [{ key: 'document_id', match: { value: state.document_id } }] },
+          { must_not: [{ key: 'settings', match: { value: state.settings } }] },
+        ],
+      }));
+      await this.#call('delete stale rows', () => this.#client.delete(this.#name, { wait: true, filter: { should } }));
+    }
+  }
+
+  #filter(filter: string | undefined): QdrantFilter | undefined {
+    return filter === undefined ? undefined : toQdrantFilter(parseFilter(filter));
+  }
+
+  async count(filter?: string): Promise<number> {
+    if ((await this.describe()) === null) return 0;
+    const where = this.#filter(filter);
+    const result = await this.#call('count', () => this.#client.count(this.#name, { exact: true, ...(where === undefined ? {} : { filter: where }) }));
+    return result.count;
+  }
+
+  async search(vector: readonly number[], options: SearchOptions): Promise<SearchHit[]> {
+    const spec = await this.describe();
+    if (spec === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no ${this.#where} (run shoal ingest first)`);
+    checkQuery(vector, spec, options.k);
+    const where = this.#filter(options.filter);
+    const result = await this.#call('search', () =>
+      this.#client.query(this.#name, { query: [...vector], using: 'dense', limit: options.k, with_payload: true, ...(where === undefined ? {} : { filter: where }) }),
+    );
+    return result.points.map((point) => ({ row: toHitRow(point.payload), score: scoreFrom(spec.distance, point.score) })).sort(byScore);
+  }
+
+  async optimize(): Promise<void> {
+    // Qdrant builds and maintains its HNSW index itself.
+  }
+
+  async close(): Promise<void> {
+    this.#spec = null;
+  }
+}

@@ -1,0 +1,68 @@
+import { readFile } from 'node:fs/promises';
+import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { buildTaxonomy, splitPath, TaxonomyFormat, type Taxonomy, type TaxonomyEntry } from './tree.js';
+
+/**
+ * Taxonomy files: Shopify (`gid://shopify/TaxonomyCategory/aa : A > B`, or any `ID : A > B`
+ * text export), Google (`166 - A > B`) and plain (`A > B`, one path per line). The format is
+ * recognized from the first category line and every other line must follow it, so a stray line
+ * is reported with its number instead of becoming a category. `#` lines and blank lines are skipped.
+ */
+
+/** Largest taxonomy file read (the Shopify taxonomy is about 1 MB). */
+export const MAX_TAXONOMY_BYTES = 64 * 1024 * 1024;
+
+const SHOPIFY = /^(\S+)\s+:\s+(.+)$/;
+const GOOGLE = /^(\d+)\s+-\s+(.+)$/;
+
+function detect(line: string): TaxonomyFormat {
+  if (GOOGLE.test(line)) return TaxonomyFormat.google;
+  if (SHOPIFY.test(line)) return TaxonomyFormat.shopify;
+  return TaxonomyFormat.plain;
+}
+
+function entry(line: string, format: TaxonomyFormat, where: string): TaxonomyEntry {
+  if (format === TaxonomyFormat.plain) {
+    const path = splitPath(line, where);
+    return { id: path.join(' > '), path };
+  }
+  const match = (format === TaxonomyFormat.google ? GOOGLE : SHOPIFY).exec(line);
+  if (match === null) {
+    const shape = format === TaxonomyFormat.google ? '"ID - A > B"' : '"ID : A > B"';
+    throw new ShoalError(ErrorCode.INVALID_INPUT, `${where}: expected ${shape} like the first category line (${format} format), got "${line.slice(0, 200)}"`);
+  }
+  return { id: match[1] ?? '', path: splitPath(match[2] ?? '', where) };
+}
+
+export interface ParseTaxonomyOptions {
+  /** Keep categories down to this depth (1 = top level only). @default all */
+  maxDepth?: number | undefined;
+  /** Names the source in messages. @default 'taxonomy' */
+  name?: string;
+}
+
+export function parseTaxonomy(text: string, options: ParseTaxonomyOptions = {}): Taxonomy {
+  const name = options.name ?? 'taxonomy';
+  let format: TaxonomyFormat | null = null;
+  const entries: TaxonomyEntry[] = [];
+  const lines = text.split(/\r?\n/);
+  for (const [number, raw] of lines.entries()) {
+    const line = raw.trim();
+    if (line.length === 0 || line.startsWith('#')) continue;
+    format ??= detect(line);
+    entries.push(entry(line, format, `${name} line ${number + 1}`));
+  }
+  if (format === null) throw new ShoalError(ErrorCode.INVALID_INPUT, `${name} has no category lines`);
+  return buildTaxonomy(entries, format, { maxDepth: options.maxDepth });
+}
+
+export async function loadTaxonomyFile(path: string, options: Omit<ParseTaxonomyOptions, 'name'> = {}): Promise<Taxonomy> {
+  let bytes: Buffer;
+  try {
+    bytes = await readFile(path);
+  } catch (error) {
+    throw new ShoalError(ErrorCode.INVALID_INPUT, `taxonomy file ${path}: cannot read it`, { cause: error });
+  }
+  if (bytes.byteLength > MAX_TAXONOMY_BYTES) throw new ShoalError(ErrorCode.INPUT_TOO_LARGE, `taxonomy file ${path} is over ${MAX_TAXONOMY_BYTES} bytes`);
+  return parseTaxonomy(bytes.toString('utf8'), { ...options, name: `taxonomy file ${path}` });
+}

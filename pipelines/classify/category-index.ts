@@ -1,0 +1,170 @@
+import { createHash } from 'node:crypto';
+import { mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { z } from 'zod';
+import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
+import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import type { Role } from '../../adapters/protocol/requests.js';
+import type { Taxonomy } from '../../adapters/taxonomy/index.js';
+import { normalizeRow, type PackedMatrix } from './matrix.js';
+
+/**
+ * The category side of classification: every category's text (its full path through a template)
+ * embedded once and packed into one float32 matrix in shared memory, cached on disk under
+ * `<cacheDir>/classify/` by a hash of the taxonomy, the model and the prompt/template, so later
+ * runs (and other processes) load it instead of re-embedding thousands of categories.
+ */
+
+/** Bump when the file layout or the meaning of a cached matrix changes. */
+const CACHE_VERSION = 1;
+/** Categories per encode request: large, so the engine's scheduler forms full batches. */
+const ENCODE_REQUEST_ITEMS = 4_096;
+
+export interface CategoryEmbedding {
+  model: string;
+  /** `{path}` (full path, ' > ' separated), `{name}` (the category's own name), `{id}`. @default '{path}' */
+  template: string;
+  /** @default 'document' */
+  role: Role;
+  /** Literal prompt prepended by the engine. */
+  promptText?: string | undefined;
+  maxLength?: number | undefined;
+}
+
+export interface CategoryIndex {
+  /** Identifies the matrix (cache key): taxonomy + model + template + role + prompt. */
+  readonly key: string;
+  readonly matrix: PackedMatrix;
+  /** Whether this call embedded the categories (false: loaded from the cache or memory). */
+  readonly built: boolean;
+  readonly seconds: number;
+  /** The cache file, when a cache folder is in use. */
+  readonly file: string | null;
+}
+
+export function categoryText(template: string, category: { id: string; path: readonly string[]; pathText: string }): string {
+  return template.replaceAll('{path}', category.pathText).replaceAll('{name}', category.path.at(-1) ?? '').replaceAll('{id}', category.id);
+}
+
+export function categoryKey(taxonomy: Taxonomy, embedding: CategoryEmbedding): string {
+  return createHash('sha256')
+    .update(JSON.stringify({ v: CACHE_VERSION, taxonomy: taxonomy.hash, model: embedding.model, template: embedding.template, role: embedding.role, prompt: embedding.promptText ?? null, maxLength: embedding.maxLength ?? null }))
+    .digest('hex');
+}
+
+function sharedMatrix(rows: number, dim: number): Float32Array {
+  return new Float32Array(new SharedArrayBuffer(rows * dim * Float32Array.BYTES_PER_ELEMENT));
+}
+
+async function embed(engine: Engine, taxonomy: Taxonomy, embedding: CategoryEmbedding, call: CallOptions): Promise<PackedMatrix> {
+  const texts = taxonomy.categories.map((category) => categoryText(embedding.template, category));
+  let data: Float32Array | null = null;
+  let dim = 0;
+  for (let at = 0; at < texts.length; at += ENCODE_REQUEST_ITEMS) {
+    const slice = texts.slice(at, at + ENCODE_REQUEST_ITEMS);
+    const result = await engine.encode(
+      {
+        model: embedding.model,
+        items: slice.map((text) => ({ text })),
+        output_types: ['dense'],
+        role: embedding.role,
+        ...(embedding.promptText === undefined ? {} : { prompt_text: embedding.promptText }),
+        ...(embedding.maxLength === undefined ? {} : { max_length: embedding.maxLength }),
+        priority: 'bulk',
+      },
+      call,
+    );
+    const seen = new Uint8Array(slice.length);
+    for (const item of result.items) {
+      const vector = item.dense;
+      if (vector === undefined) throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${embedding.model} gives no dense vectors: classification needs a dense embedding model`);
+      if (data === null) {
+        dim = vector.length;
+        data = sharedMatrix(texts.length, dim);
+      }
+      if (vector.length !== dim) throw new ShoalError(ErrorCode.INFERENCE_FAILED, `model ${embedding.model} returned vectors of ${vector.length} and ${dim} dimensions`);
+      const row = at + item.index;
+      data.set(vector, row * dim);
+      normalizeRow(data, row * dim, dim);
+      seen[item.index] = 1;
+    }
+    if (seen.includes(0)) throw new ShoalError(ErrorCode.INFERENCE_FAILED, `model ${embedding.model} returned fewer vectors than categories`);
+  }
+  if (data === null) throw new ShoalError(ErrorCode.INVALID_INPUT, 'taxonomy has no categories');
+  return { rows: texts.length, dim, data };
+}
+
+const CacheMeta = z.strictObject({
+  v: z.literal(CACHE_VERSION),
+  rows: z.number().int().positive(),
+  dim: z.number().int().positive().max(65_536),
+  model: z.string().max(1024),
+  taxonomy: z.string().max(128),
+});
+type CacheMeta = z.infer<typeof CacheMeta>;
+
+async function readCached(file: string, rows: number): Promise<PackedMatrix | null> {
+  let meta: CacheMeta;
+  try {
+    const parsed = CacheMeta.safeParse(JSON.parse(await readFile(`${file}.json`, 'utf8')));
+    if (!parsed.success || parsed.data.rows !== rows) return null;
+    meta = parsed.data;
+  } catch {
+    return null; // No cache yet (or an unreadable one, rebuilt below).
+  }
+  const data = sharedMatrix(meta.rows, meta.dim);
+  const bytes = new Uint8Array(data.buffer);
+  let handle;
+  try {
+    handle = await open(`${file}.f32`, 'r');
+  } catch {
+    return null;
+  }
+  try {
+    const { size } = await handle.stat();
+    if (size !== bytes.byteLength) return null;
+    let offset = 0;
+    while (offset < bytes.byteLength) {
+      const { bytesRead } = await handle.read(bytes, offset, bytes.byteLength - offset, offset);
+      if (bytesRead === 0) return null;
+      offset += bytesRead;
+    }
+  } finally {
+    await handle.close();
+  }
+  return { rows: meta.rows, dim: meta.dim, data };
+}
+
+/** Writes the matrix, then its metadata, each through a temporary file: a reader never sees half a cache. */
+async function writeCached(file: string, matrix: PackedMatrix, meta: CacheMeta): Promise<void> {
+  const suffix = `.${process.pid}.${Date.now()}.tmp`;
+  await writeFile(`${file}.f32${suffix}`, new Uint8Array(matrix.data.buffer, matrix.data.byteOffset, matrix.data.byteLength));
+  await rename(`${file}.f32${suffix}`, `${file}.f32`);
+  await writeFile(`${file}.json${suffix}`, `${JSON.stringify(meta)}\n`);
+  await rename(`${file}.json${suffix}`, `${file}.json`);
+}
+
+/**
+ * The category matrix of `taxonomy` for `embedding`: from `cacheDir` when it holds one, else
+ * embedded through `engine` (and written there). `cacheDir` null keeps it in memory only.
+ */
+export async function categoryIndex(engine: Engine, taxonomy: Taxonomy, embedding: CategoryEmbedding, cacheDir: string | null, call: CallOptions = {}): Promise<CategoryIndex> {
+  const started = performance.now();
+  const key = categoryKey(taxonomy, embedding);
+  const file = cacheDir === null ? null : join(cacheDir, 'classify', key);
+  if (file !== null) {
+    const cached = await readCached(file, taxonomy.categories.length);
+    if (cached !== null) return { key, matrix: cached, built: false, seconds: (performance.now() - started) / 1000, file };
+  }
+  const matrix = await embed(engine, taxonomy, embedding, call);
+  if (file !== null) {
+    try {
+      await mkdir(join(file, '..'), { recursive: true });
+      await writeCached(file, matrix, { v: CACHE_VERSION, rows: matrix.rows, dim: matrix.dim, model: embedding.model, taxonomy: taxonomy.hash });
+    } catch (error) {
+      await rm(`${file}.json`, { force: true });
+      throw new ShoalError(ErrorCode.INTERNAL, `cannot write the category cache under ${cacheDir}: ${String(error)}`, { cause: error });
+    }
+  }
+  return { key, matrix, built: true, seconds: (performance.now() - started) / 1000, file };
+}

@@ -1,0 +1,168 @@
+import type { Classification, ClassifyItem, DecidedBy } from '../../adapters/protocol/classify.js';
+import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
+import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import type { Item } from '../../adapters/protocol/requests.js';
+import type { Taxonomy } from '../../adapters/taxonomy/index.js';
+import { categoryIndex, categoryText, type CategoryIndex } from './category-index.js';
+import { hierarchyChoice, type Scored } from './hierarchy.js';
+import { normalizeRow, rowDot } from './matrix.js';
+import { resolveClassifierOptions, type ClassifierOptions, type ClassifierOptionsInput } from './options.js';
+import { SearchThread } from './search-pool.js';
+
+/**
+ * Taxonomy classification through the Engine interface (in process, or over NATS): products are
+ * embedded, the nearest categories retrieved from the packed category matrix (search thread),
+ * optionally re-weighted by image similarity (CLIP-style model), rescored by a cross-encoder and
+ * voted top-down for a consistent path; a score below the threshold marks needs_review.
+ */
+
+/** Scores in outputs are rounded to this many decimals (float noise never shows). */
+const SCORE_DECIMALS = 6;
+
+function round(score: number): number {
+  const factor = 10 ** SCORE_DECIMALS;
+  return Math.round(score * factor) / factor;
+}
+
+export interface CategoryStats {
+  /** True when this classifier embedded the categories (false: cache). */
+  built: boolean;
+  seconds: number;
+  categories: number;
+  file: string | null;
+}
+
+export class TaxonomyClassifier {
+  readonly taxonomy: Taxonomy;
+  readonly options: ClassifierOptions;
+  readonly #engine: Engine;
+  readonly #text: CategoryIndex;
+  readonly #image: CategoryIndex | null;
+  readonly #search = new SearchThread();
+
+  private constructor(engine: Engine, taxonomy: Taxonomy, options: ClassifierOptions, text: CategoryIndex, image: CategoryIndex | null) {
+    this.#engine = engine;
+    this.taxonomy = taxonomy;
+    this.options = options;
+    this.#text = text;
+    this.#image = image;
+  }
+
+  /** Builds (or loads from the cache) the category matrices; nothing else is started until the first batch. */
+  static async open(engine: Engine, taxonomy: Taxonomy, input: ClassifierOptionsInput, call: CallOptions = {}): Promise<TaxonomyClassifier> {
+    const options = resolveClassifierOptions(input);
+    const embedding = { template: options.categoryTemplate, role: options.categoryRole, maxLength: options.maxLength };
+    const text = await categoryIndex(engine, taxonomy, { ...embedding, model: options.model }, options.cacheDir, call);
+    const image = options.imageModel === null ? null : await categoryIndex(engine, taxonomy, { ...embedding, model: options.imageModel }, options.cacheDir, call);
+    return new TaxonomyClassifier(engine, taxonomy, options, text, image);
+  }
+
+  /** How the category matrix was obtained (cache or embedding), for progress lines and tests. */
+  get categoryStats(): CategoryStats {
+    return { built: this.#text.built || (this.#image?.built ?? false), seconds: this.#text.seconds + (this.#image?.seconds ?? 0), categories: this.#text.matrix.rows, file: this.#text.file };
+  }
+
+  async #encode(model: string, dim: number, items: readonly Item[], call: CallOptions): Promise<Float32Array<ArrayBuffer>> {
+    const result = await this.#engine.encode(
+      {
+        model,
+        items: [...items],
+        output_types: ['dense'],
+        role: this.options.productRole,
+        ...(this.options.maxLength === undefined ? {} : { max_length: this.options.maxLength }),
+        priority: 'bulk',
+      },
+      call,
+    );
+    const packed = new Float32Array(items.length * dim);
+    const seen = new Uint8Array(items.length);
+    for (const item of result.items) {
+      if (item.dense === undefined || item.dense.length !== dim) throw new ShoalError(ErrorCode.INFERENCE_FAILED, `model ${model} returned no ${dim}-dimensional vector for item ${item.index}`);
+      packed.set(item.dense, item.index * dim);
+      normalizeRow(packed, item.index * dim, dim);
+      seen[item.index] = 1;
+    }
+    if (seen.includes(0)) throw new ShoalError(ErrorCode.INFERENCE_FAILED, `model ${model} returned fewer vectors than items`);
+    return packed;
+  }
+
+  /** Image similarity of each product's candidates, fused into their scores (products without an image keep theirs). */
+  async #fuseImages(items: readonly ClassifyItem[], candidates: Scored[][], call: CallOptions): Promise<void> {
+    const image = this.#image;
+    if (image === null) return;
+    const withImage = items.flatMap((item, at) => (item.image === undefined ? [] : [{ at, image: item.image }]));
+    if (withImage.length === 0) return;
+    const vectors = await this.#encode(this.options.imageModel ?? this.options.model, image.matrix.dim, withImage.map(({ image: source }) => ({ image: source })), call);
+    const weight = this.options.imageWeight;
+    withImage.forEach(({ at }, row) => {
+      const list = candidates[at] ?? [];
+      for (const candidate of list) candidate.score = (1 - weight) * candidate.score + weight * rowDot(image.matrix, candidate.index, vectors, row * image.matrix.dim);
+      list.sort((a, b) => b.score - a.score || a.index - b.index);
+    });
+  }
+
+  async #rerank(item: ClassifyItem, candidates: Scored[], call: CallOptions): Promise<Scored[]> {
+    const model = this.options.rerankModel;
+    if (model === null || candidates.length === 0) return candidates;
+    const top = candidates.slice(0, this.options.rerankTop);
+    const result = await this.#engine.score(
+      {
+        model,
+        query: item.text,
+        items: top.map((candidate) => categoryText(this.options.categoryTemplate, this.taxonomy.categories[candidate.index] ?? { id: '', path: [], pathText: '' })),
+        ...(this.options.maxLength === undefined ? {} : { max_length: this.options.maxLength }),
+        priority: 'bulk',
+      },
+      call,
+    );
+    return result.scores
+      .map((scored) => ({ index: top[scored.index]?.index ?? -1, score: scored.score }))
+      .filter((scored) => scored.index >= 0)
+      .sort((a, b) => b.score - a.score || a.index - b.index);
+  }
+
+  #decide(id: Classification['id'], candidates: readonly Scored[], decidedBy: DecidedBy): Classification {
+    const first = candidates[0];
+    if (first === undefined) throw new ShoalError(ErrorCode.INTERNAL, `no category candidates for product ${String(id)}`);
+    const chosen = this.options.hierarchy ? hierarchyChoice(this.taxonomy, candidates) : first.index;
+    const chosenScore = candidates.find((candidate) => candidate.index === chosen)?.score ?? first.score;
+    const category = this.taxonomy.categories[chosen];
+    if (category === undefined) throw new ShoalError(ErrorCode.INTERNAL, `category ${chosen} is not in the taxonomy`);
+    const alternatives = candidates
+      .filter((candidate) => candidate.index !== chosen)
+      .slice(0, this.options.topK - 1)
+      .map((candidate) => {
+        const alternative = this.taxonomy.categories[candidate.index];
+        return { id: alternative?.id ?? '', path: alternative?.pathText ?? '', score: round(candidate.score) };
+      });
+    const score = round(chosenScore);
+    return { id, category: { id: category.id, path: category.pathText }, score, alternatives, decided_by: decidedBy, needs_review: score < this.options.threshold };
+  }
+
+  /** One classification per item, in item order; `id` is the item's id or its 0-based position. */
+  async classify(items: readonly ClassifyItem[], call: CallOptions = {}): Promise<Classification[]> {
+    if (items.length === 0) return [];
+    const { matrix, key } = this.#text;
+    const queries = await this.#encode(this.options.model, matrix.dim, items.map((item) => ({ text: item.text })), call);
+    await this.#search.load(key, matrix);
+    const k = Math.min(this.options.candidates, matrix.rows);
+    const found = await this.#search.search(key, queries, items.length, k);
+    const candidates: Scored[][] = items.map((_, at) => {
+      const list: Scored[] = [];
+      for (let i = 0; i < k; i++) {
+        const index = found.indices[at * k + i] ?? -1;
+        if (index >= 0) list.push({ index, score: found.scores[at * k + i] ?? 0 });
+      }
+      return list;
+    });
+    await this.#fuseImages(items, candidates, call);
+    const reranked = this.options.rerankModel === null ? candidates : await Promise.all(items.map((item, at) => this.#rerank(item, candidates[at] ?? [], call)));
+    const decidedBy: DecidedBy = this.options.rerankModel === null ? 'retrieve' : 'rerank';
+    return items.map((item, at) => this.#decide(item.id ?? at, reranked[at] ?? [], decidedBy));
+  }
+
+  /** Stops the search thread. The engine stays the caller's. */
+  async close(): Promise<void> {
+    await this.#search.close();
+  }
+}

@@ -1,0 +1,54 @@
+import { ClassifyRequest, type ClassifyResult } from '../../adapters/protocol/classify.js';
+import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
+import { parseWith } from '../../adapters/protocol/validate.js';
+import { labelsTaxonomy, parseTaxonomy, type Taxonomy } from '../../adapters/taxonomy/index.js';
+import { TaxonomyClassifier } from './classifier.js';
+
+/**
+ * The engine-facing API: `classify(engine, {model, items, taxonomy | labels, top_k, rerank})`
+ * over any Engine (in process or NATS). One call opens a classifier (category matrix from the
+ * cache when `cacheDir` holds it), classifies the items and stops its search thread; programs
+ * classifying many batches keep a TaxonomyClassifier open instead.
+ */
+
+export interface ClassifyCallOptions extends CallOptions {
+  /** Category cache folder (`classify/` beneath it). @default none: embedded for this call only */
+  cacheDir?: string | null;
+}
+
+export function requestTaxonomy(request: { taxonomy?: string | undefined; labels?: readonly string[] | undefined; max_depth?: number | undefined }): Taxonomy {
+  if (request.labels !== undefined) return labelsTaxonomy(request.labels);
+  return parseTaxonomy(request.taxonomy ?? '', { maxDepth: request.max_depth, name: 'taxonomy' });
+}
+
+export async function classify(engine: Engine, input: ClassifyRequest, options: ClassifyCallOptions = {}): Promise<ClassifyResult> {
+  const request = parseWith(ClassifyRequest, input, 'classify request');
+  const taxonomy = requestTaxonomy(request);
+  const rerank = typeof request.rerank === 'string' ? { model: request.rerank } : request.rerank;
+  const call = options.signal === undefined ? {} : { signal: options.signal };
+  const classifier = await TaxonomyClassifier.open(
+    engine,
+    taxonomy,
+    {
+      model: request.model,
+      topK: request.top_k,
+      candidates: request.candidates,
+      rerankModel: rerank?.model,
+      rerankTop: rerank?.top,
+      hierarchy: request.hierarchy,
+      threshold: request.threshold,
+      imageModel: request.image_model,
+      imageWeight: request.image_weight,
+      categoryTemplate: request.category_template,
+      maxLength: request.max_length,
+      cacheDir: options.cacheDir ?? null,
+    },
+    call,
+  );
+  try {
+    const items = await classifier.classify(request.items, call);
+    return { model: request.model, categories: taxonomy.categories.length, items };
+  } finally {
+    await classifier.close();
+  }
+}

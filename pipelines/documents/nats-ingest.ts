@@ -1,0 +1,198 @@
+import { randomUUID } from 'node:crypto';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { NatsEngine } from '../../adapters/nats/engine-client.js';
+import type { ParseConsumerSettings } from '../../adapters/nats/ingest-store.js';
+import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { JobsEngine } from '../../adapters/nats/jobs-engine.js';
+import { ParseTaskClient } from '../../adapters/nats/parse-client.js';
+import { ensureTopology } from '../../adapters/nats/topology.js';
+import { toShoalError } from '../../adapters/protocol/errors.js';
+import type { IngestRunStatus } from '../../adapters/protocol/ingest.js';
+import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
+import { checkJobId } from '../../adapters/protocol/subjects.js';
+import type { Sink } from '../../adapters/sinks/sink.js';
+import type { PipelineDefinition } from './definition.js';
+import { settingsHash } from './identity.js';
+import { RemoteParseReader } from './remote-parse.js';
+import { IngestRunner, type IngestProgress, type IngestStage, type IngestSummary } from './runner.js';
+import type { PendingSource } from './sources.js';
+
+/**
+ * `shoal ingest --nats` and `POST /v1/ingest`: the same IngestRunner as in process, with its
+ * stages fanned out over NATS JetStream. This process is the coordinator: it publishes one parse
+ * task per document (bytes in the object store), reads back the pages parse workers store,
+ * chunks them (token counts by request-reply from a worker serving the encode model), submits
+ * the chunks of many documents as encode jobs on the model's subject (workers batch the parts),
+ * and commits each document's rows and state through the Sink once all its chunks are encoded.
+ * Per-document status lives in the ingest KV bucket; the run's status under `run.<id>`.
+ * Rows are identical to an in-process run: same chunker, same deterministic ids, same upserts.
+ */
+
+export interface NatsIngestOptions {
+  /** Subject prefix. @default 'shoal' */
+  prefix?: string;
+  /** Parse consumer settings (ack wait, deliveries). */
+  parse?: ParseConsumerSettings;
+  /** Chunks per encode job part. @default 64 */
+  partItems?: number;
+  /**
+   * Wait for a request-reply answer (token counts) that may include a model load. Kept short:
+   * a call in flight on a worker that died is only noticed when it times out, and it is then
+   * retried (a slow first load is retried too, and finds the model loaded). @default 30000
+   */
+  loadTimeoutMs?: number;
+  /** How long request-reply calls are retried while no worker answers (workers restarting). @default 600000 */
+  retryForMs?: number;
+}
+
+export interface NatsIngestRun {
+  /** Run id (also the job id of `GET /v1/jobs/:id`). @default a random UUID */
+  runId?: string;
+  definition: PipelineDefinition;
+  sink: Sink;
+  /** Where the rows go, as shown in the run's status (an index name or folder). */
+  index: string;
+  force?: boolean;
+  signal?: AbortSignal;
+  onProgress?: (progress: IngestProgress) => void;
+  onStage?: (stage: IngestStage, milliseconds: number) => void;
+  tableMetadata?: Record<string, string>;
+}
+
+/** How often the run's status is rewritten while it runs. */
+const RUN_STATUS_INTERVAL_MS = 1_000;
+
+export class NatsIngest {
+  readonly #rpc: NatsEngine;
+  readonly #jobs: JobsClient;
+  readonly #tasks: ParseTaskClient;
+  readonly #options: NatsIngestOptions;
+
+  private constructor(rpc: NatsEngine, jobs: JobsClient, tasks: ParseTaskClient, options: NatsIngestOptions) {
+    this.#rpc = rpc;
+    this.#jobs = jobs;
+    this.#tasks = tasks;
+    this.#options = options;
+  }
+
+  /** Sets up the jobs and ingest topology (idempotent). The connection stays the caller's. */
+  static async open(nc: NatsConnection, options: NatsIngestOptions = {}): Promise<NatsIngest> {
+    const topologyInput = { prefix: options.prefix ?? 'shoal' };
+    const topology = await ensureTopology(nc, topologyInput);
+    const jobs = await JobsClient.open(nc, { topology: topologyInput });
+    const tasks = await ParseTaskClient.open(nc, topology, options.parse ?? {});
+    const rpc = new NatsEngine(nc, { prefix: topologyInput.prefix, loadTimeoutMs: options.loadTimeoutMs ?? 30_000 });
+    return new NatsIngest(rpc, jobs, tasks, options);
+  }
+
+  /** The status of a run (null: no such run, or its status expired). */
+  status(runId: string): Promise<IngestRunStatus | null> {
+    return this.#tasks.run(checkJobId(runId));
+  }
+
+  /** Records a run as queued before it starts (an HTTP caller may read it at once). */
+  async queue(runId: string, definition: PipelineDefinition, index: string, total: number): Promise<void> {
+    await this.#tasks.putRun(initialRun(runId, definition, index, total, 'queued'));
+  }
+
+  async run(run: NatsIngestRun, sources: readonly PendingSource[]): Promise<IngestSummary> {
+    const runId = checkJobId(run.runId ?? randomUUID());
+    const { definition, sink } = run;
+    const status = initialRun(runId, definition, run.index, sources.length, 'running');
+    await this.#tasks.putRun(status);
+    const engine = new JobsEngine(this.#rpc, this.#jobs, {
+      jobPrefix: runId,
+      retryForMs: this.#options.retryForMs ?? 600_000,
+      ...(this.#options.partItems === undefined ? {} : { partItems: this.#options.partItems }),
+    });
+    const { parse } = definition.stages;
+    const reader = new RemoteParseReader(this.#tasks, runId, { ocr: parse.ocr, ocrModel: parse.ocrModel, ocrDpi: parse.ocrDpi, maxBytes: parse.maxBytes, maxPages: parse.maxPages });
+    const settings = settingsHash(definition);
+    const states = await sink.states(sources.map((source) => source.uri));
+    let unchanged = 0;
+    reader.start(sources, (uri, documentId) => {
+      const state = states.get(uri);
+      const skip = run.force !== true && state?.document_id === documentId && state.settings === settings;
+      if (skip) unchanged += 1;
+      return skip;
+    });
+    let committed = 0;
+    let lastWrite = 0;
+    const writeProgress = (progress: IngestProgress): void => {
+      if (performance.now() - lastWrite < RUN_STATUS_INTERVAL_MS) return;
+      lastWrite = performance.now();
+      const now = new Date().toISOString();
+      const documents = { total: sources.length, ok: committed, failed: reader.failed, unchanged };
+      void this.#tasks.putRun({ ...status, documents, pages: progress.pages, ocr_pages: progress.ocrPages, chunks: progress.chunks, updated_at: now }).catch(() => undefined);
+    };
+    const runner = new IngestRunner({
+      definition,
+      engine,
+      sink,
+      reader,
+      ...(run.force === undefined ? {} : { force: run.force }),
+      ...(run.signal === undefined ? {} : { signal: run.signal }),
+      ...(run.onStage === undefined ? {} : { onStage: run.onStage }),
+      ...(run.tableMetadata === undefined ? {} : { tableMetadata: run.tableMetadata }),
+      onProgress: (progress) => {
+        run.onProgress?.(progress);
+        writeProgress(progress);
+      },
+      onEncoded: (uris) => reader.mark(uris.map((source) => ({ source, state: 'encoded' as const }))),
+      onCommitted: async (committedStates) => {
+        committed += committedStates.length;
+        await reader.mark(committedStates.map((state) => ({ source: state.source, state: 'committed' as const, pages: state.pages, chunks: state.chunks })));
+      },
+    });
+    try {
+      const summary = await runner.run(sources);
+      await this.#tasks.putRun(finalRun(status, summary));
+      return summary;
+    } catch (error) {
+      const shoal = toShoalError(error);
+      await this.#tasks.putRun({ ...status, state: 'failed', error: { code: shoal.code, message: shoal.message.slice(0, 2048) }, updated_at: new Date().toISOString() }).catch(() => undefined);
+      throw error;
+    } finally {
+      await reader.close();
+    }
+  }
+
+  /** Closes the request-reply client; the connection stays the caller's. */
+  async close(): Promise<void> {
+    await this.#rpc.close();
+  }
+}
+
+function initialRun(runId: string, definition: PipelineDefinition, index: string, total: number, state: 'queued' | 'running'): IngestRunStatus {
+  const now = new Date().toISOString();
+  return {
+    v: WIRE_VERSION,
+    job_id: runId,
+    kind: 'ingest',
+    state,
+    pipeline: definition.name.slice(0, 128),
+    index: index.slice(0, 4096),
+    documents: { total, ok: 0, failed: 0, unchanged: 0 },
+    pages: 0,
+    ocr_pages: 0,
+    chunks: 0,
+    failed: [],
+    created_at: now,
+    updated_at: now,
+  };
+}
+
+function finalRun(status: IngestRunStatus, summary: IngestSummary): IngestRunStatus {
+  const { documents } = summary;
+  const state = documents.failed === 0 ? 'completed' : documents.ok + documents.unchanged > 0 ? 'partial' : 'failed';
+  return {
+    ...status,
+    state,
+    documents,
+    pages: summary.pages,
+    ocr_pages: summary.ocrPages,
+    chunks: summary.chunks,
+    failed: summary.failed.slice(0, 20).map((failure) => ({ source: failure.source.slice(0, 4096), code: failure.code.slice(0, 64), reason: failure.reason.slice(0, 2048) })),
+    updated_at: new Date().toISOString(),
+  };
+}

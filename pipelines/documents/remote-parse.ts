@@ -1,0 +1,184 @@
+import type { ParseTaskClient } from '../../adapters/nats/parse-client.js';
+import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
+import type { DocumentStatus, DocumentStateName, ParseTaskSettings } from '../../adapters/protocol/ingest.js';
+import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
+import type { DocumentSource, ParseOutcome } from './document.js';
+import { contentHash } from './identity.js';
+import type { DocumentReader } from './runner.js';
+import type { PendingSource } from './sources.js';
+
+/**
+ * The parse stage run by workers: a DocumentReader for the IngestRunner whose `parse` waits for
+ * a worker's answer instead of parsing here. `start` publishes the parse tasks of every source
+ * that needs parsing ahead of the runner (bounded by a window of documents published and not yet
+ * read back), so workers parse while the runner chunks and encodes; one KV watch follows the
+ * documents' statuses. It also records the later states (`encoded`, `committed`) the runner reports.
+ */
+
+/** Documents published and not yet handed to the runner, at most (their bytes and pages sit in the object store). */
+const PUBLISH_WINDOW = 512;
+
+interface Deferred {
+  promise: Promise<DocumentStatus>;
+  resolve: (status: DocumentStatus) => void;
+  reject: (error: unknown) => void;
+}
+
+function deferred(): Deferred {
+  let resolve!: (status: DocumentStatus) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<DocumentStatus>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  // Rejections are read through parse(); one nobody asks for must not be unhandled.
+  promise.catch(() => undefined);
+  return { promise, resolve, reject };
+}
+
+interface Published {
+  doc: number;
+  documentId: string;
+}
+
+export class RemoteParseReader implements DocumentReader {
+  readonly #client: ParseTaskClient;
+  readonly #runId: string;
+  readonly #settings: ParseTaskSettings;
+  readonly #published = new Map<string, Published>();
+  readonly #answers = new Map<number, Deferred>();
+  readonly #stop = new AbortController();
+  #window = 0;
+  #windowWaiter: (() => void) | null = null;
+  #failure: unknown = null;
+  #tasks: Promise<void> | null = null;
+  /** Documents a worker failed, for the run's status. */
+  failed = 0;
+
+  constructor(client: ParseTaskClient, runId: string, settings: ParseTaskSettings) {
+    this.#client = client;
+    this.#runId = runId;
+    this.#settings = settings;
+  }
+
+  #answer(doc: number): Deferred {
+    let answer = this.#answers.get(doc);
+    if (answer === undefined) {
+      answer = deferred();
+      this.#answers.set(doc, answer);
+    }
+    return answer;
+  }
+
+  /** Publishes the tasks of the sources `skip` does not rule out (unchanged ones), and follows their statuses. */
+  start(sources: readonly PendingSource[], skip: (uri: string, documentId: string) => boolean): void {
+    void this.#watch().catch((error: unknown) => this.#abortAll(error));
+    this.#tasks = this.#publish(sources, skip).catch((error: unknown) => this.#abortAll(error));
+  }
+
+  #abortAll(error: unknown): void {
+    if (this.#stop.signal.aborted) return;
+    this.#failure = error;
+    for (const answer of this.#answers.values()) answer.reject(error);
+  }
+
+  async #watch(): Promise<void> {
+    for await (const status of this.#client.watch(this.#runId, this.#stop.signal)) {
+      if (status.state === 'parsed' || status.state === 'failed') this.#answer(status.doc).resolve(status);
+    }
+  }
+
+  async #publish(sources: readonly PendingSource[], skip: (uri: string, documentId: string) => boolean): Promise<void> {
+    for (const [doc, pending] of sources.entries()) {
+      if (this.#stop.signal.aborted) return;
+      let loaded: Awaited<ReturnType<PendingSource['load']>>;
+      try {
+        loaded = await pending.load();
+      } catch {
+        // The runner reads it too and records the failure (READ_FAILED).
+        continue;
+      }
+      const documentId = contentHash(loaded.bytes);
+      if (skip(pending.uri, documentId)) continue;
+      while (this.#window >= PUBLISH_WINDOW) await new Promise<void>((resolve) => (this.#windowWaiter = resolve));
+      this.#window += 1;
+      this.#published.set(pending.uri, { doc, documentId });
+      const { source } = loaded;
+      await this.#client.submit(
+        {
+          run_id: this.#runId,
+          doc,
+          source: pending.uri,
+          ...(source.id === undefined ? {} : { id: source.id }),
+          ...(source.path === undefined ? {} : { name: source.path }),
+          document_id: documentId,
+          ...(source.text !== undefined && source.path === undefined ? { inline_text: true } : {}),
+          parse: this.#settings,
+        },
+        loaded.bytes,
+      );
+    }
+  }
+
+  async #whenPublished(uri: string): Promise<Published> {
+    for (;;) {
+      const published = this.#published.get(uri);
+      if (published !== undefined) return published;
+      if (this.#failure !== null) throw this.#failure;
+      if (this.#stop.signal.aborted) throw new ShoalError(ErrorCode.CANCELLED, 'interrupted');
+      // The runner asks in source order and the publisher runs ahead: this is a short wait.
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+
+  async parse(source: DocumentSource): Promise<ParseOutcome> {
+    const { doc, documentId } = await this.#whenPublished(source.uri);
+    try {
+      const status = await this.#answer(doc).promise;
+      if (status.state === 'failed') {
+        this.failed += 1;
+        await this.#client.forget(status).catch(() => undefined);
+        return { ok: false, source: source.uri, code: status.code ?? ErrorCode.INTERNAL, reason: status.reason ?? 'no reason recorded' };
+      }
+      const stored = await this.#client.pages(status);
+      const document = { source: source.uri, type: stored.type, contentHash: documentId, pages: stored.pages, bytes: 0 };
+      return { ok: true, document: source.id === undefined ? document : { ...document, id: source.id } };
+    } catch (error) {
+      throw toShoalError(error);
+    } finally {
+      this.#window -= 1;
+      this.#windowWaiter?.();
+      this.#windowWaiter = null;
+    }
+  }
+
+  /** Records a later state of documents this run published (unknown sources are ignored). */
+  async mark(entries: readonly { source: string; state: DocumentStateName; pages?: number; chunks?: number }[]): Promise<void> {
+    await Promise.all(
+      entries.map(async (entry) => {
+        const published = this.#published.get(entry.source);
+        if (published === undefined) return;
+        const status: DocumentStatus = {
+          v: WIRE_VERSION,
+          run_id: this.#runId,
+          doc: published.doc,
+          source: entry.source,
+          document_id: published.documentId,
+          state: entry.state,
+          ...(entry.pages === undefined ? {} : { pages: entry.pages }),
+          ...(entry.chunks === undefined ? {} : { chunks: entry.chunks }),
+          updated_at: new Date().toISOString(),
+        };
+        await this.#client.putDocument(status);
+        if (entry.state === 'committed') await this.#client.forget(status).catch(() => undefined);
+      }),
+    );
+  }
+
+  /** Stops publishing and watching. */
+  async close(): Promise<void> {
+    this.#stop.abort();
+    this.#windowWaiter?.();
+    await this.#tasks;
+  }
+}

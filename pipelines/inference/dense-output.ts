@@ -1,0 +1,58 @@
+import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import { quantizeVector, truncateDimensions, vectorValues, type EmbeddingDtype, type TypedVector } from '../../adapters/protocol/output-types.js';
+import type { EncodedItem, EncodeResult } from '../../adapters/protocol/results.js';
+
+/**
+ * Dense vectors as the request asks for them: Matryoshka `dimensions`, then the output type
+ * (adapters/protocol/output-types.ts). Runs on the engine's thread on vectors that arrived as
+ * transferred Float32Arrays; nothing here copies a vector more than once.
+ */
+
+/** An encoded item whose dense vector is still a typed array (the CLI formats it itself). */
+export type TypedEncodedItem = Omit<EncodedItem, 'dense'> & { dense?: TypedVector };
+
+export interface TypedEncodeResult extends Omit<EncodeResult, 'items'> {
+  dtype: EmbeddingDtype;
+  items: TypedEncodedItem[];
+}
+
+export interface DenseShape {
+  dtype: EmbeddingDtype;
+  dimensions?: number | undefined;
+}
+
+/** How far from 1 a norm may be for the vector to count as normalized (float32 rounding of 1,024 values stays far below). */
+const UNIT_TOLERANCE = 1e-3;
+
+function isUnit(vector: Float32Array): boolean {
+  let sum = 0;
+  for (let i = 0; i < vector.length; i++) sum += (vector[i] ?? 0) * (vector[i] ?? 0);
+  return Math.abs(Math.sqrt(sum) - 1) < UNIT_TOLERANCE;
+}
+
+/**
+ * One vector in the requested shape. `dimensions` keeps the first N values and normalizes them
+ * again when the full vector was unit length (the model or the request normalizes), so a
+ * normalized model stays normalized and `normalize: false` gets the plain cut.
+ */
+export function shapeDense(vector: Float32Array, shape: DenseShape): TypedVector {
+  let cut = vector;
+  if (shape.dimensions !== undefined && shape.dimensions !== vector.length) {
+    if (shape.dimensions > vector.length) {
+      throw new ShoalError(ErrorCode.INVALID_INPUT, `dimensions ${shape.dimensions} is more than the model's ${vector.length}`, {
+        details: { issues: [{ path: ['dimensions'], message: `at most ${vector.length}` }], modelDimensions: vector.length },
+      });
+    }
+    cut = truncateDimensions(vector, shape.dimensions, isUnit(vector));
+  }
+  return quantizeVector(cut, shape.dtype);
+}
+
+/** The wire form: dense vectors as number arrays (float16 as the half values). */
+export function toWireResult(result: TypedEncodeResult): EncodeResult {
+  const { dtype, items, ...rest } = result;
+  return {
+    ...rest,
+    items: items.map(({ dense, ...item }): EncodedItem => (dense === undefined ? item : { ...item, dense: vectorValues(dense, dtype) })),
+  };
+}

@@ -1,0 +1,222 @@
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { connectNats } from '../../../adapters/nats/connection.js';
+import { JobsClient } from '../../../adapters/nats/jobs-client.js';
+import type { Engine } from '../../../adapters/protocol/engine.js';
+import { ErrorCode, ShoalError, toShoalError } from '../../../adapters/protocol/errors.js';
+import { ModelRef } from '../../../adapters/protocol/requests.js';
+import { loadTaxonomyFile } from '../../../adapters/taxonomy/index.js';
+import { Evaluator, TaxonomyClassifier } from '../../../pipelines/classify/index.js';
+import { natsSettingsFromEnv, shoalCacheDirFromEnv } from '../../settings/environment.js';
+import { envValue } from '../../settings/table.js';
+import type { CliApp } from '../app.js';
+import { openSink, openSource } from '../jsonl.js';
+import { addImageOptions, CommaListFlag, ImageFlags, imagePolicyFromFlags, parseFlags, PositiveIntFlag } from '../line-options.js';
+import { JobsEngine } from './classify/jobs-engine.js';
+import { catalogFormat } from './classify/products.js';
+import { ClassifyBar } from './classify/progress.js';
+import { evaluationJson, evaluationTable } from './classify/report.js';
+import { runClassify } from './classify/run.js';
+
+/**
+ * `shoal classify CATALOG --taxonomy FILE`: every product of a CSV or JSON Lines catalog into a
+ * taxonomy, one JSON line per product, in process or with --nats through JetStream jobs
+ * (workers embed, the client retrieves), resumable, with an evaluation against a gold column.
+ */
+
+const DEFAULT_MODEL = 'sentence-transformers/all-MiniLM-L6-v2';
+const DEFAULT_FIELDS = ['title', 'description'];
+
+const Score = z.string().transform((text, ctx) => {
+  const value = Number(text);
+  if (text.trim() === '' || !Number.isFinite(value)) {
+    ctx.addIssue({ code: 'custom', message: 'must be a number' });
+    return z.NEVER;
+  }
+  return value;
+});
+
+const ClassifyFlags = z.strictObject({
+  ...ImageFlags,
+  taxonomy: z.string().min(1),
+  model: ModelRef.default(DEFAULT_MODEL),
+  rerankModel: ModelRef.optional(),
+  rerankTop: PositiveIntFlag(1_000).optional(),
+  topK: PositiveIntFlag(100).optional(),
+  candidates: PositiveIntFlag(1_000).optional(),
+  fields: CommaListFlag.optional(),
+  template: z.string().min(1).max(8_192).optional(),
+  idField: z.string().min(1).max(256).default('id'),
+  imageField: z.string().min(1).max(256).optional(),
+  imageModel: ModelRef.optional(),
+  imageWeight: Score.pipe(z.number().min(0).max(1)).optional(),
+  maxDepth: PositiveIntFlag(64).optional(),
+  hierarchy: z.boolean().optional(),
+  threshold: Score.optional(),
+  categoryTemplate: z.string().min(1).max(512).optional(),
+  maxLength: PositiveIntFlag(32_768).optional(),
+  format: z.enum(['csv', 'jsonl'], { error: '--format is csv or jsonl' }).optional(),
+  out: z.string().min(1).optional(),
+  resume: z.boolean().optional(),
+  gold: z.string().min(1).max(256).optional(),
+  json: z.boolean().optional(),
+  nats: CommaListFlag.optional(),
+  prefix: z.string().min(1).optional(),
+  partItems: PositiveIntFlag(100_000).optional(),
+});
+type ClassifyFlags = z.output<typeof ClassifyFlags>;
+
+const EXAMPLE = `
+Output lines (one per product, in input order):
+  {"id": "p1", "category": {"id": "gid://shopify/TaxonomyCategory/aa-1", "path": "Apparel & Accessories > Clothing"},
+   "score": 0.61, "alternatives": [{"id", "path", "score"}, ...], "decided_by": "retrieve", "needs_review": false}
+
+Examples:
+  $ shoal classify products.csv --taxonomy shopify-categories.txt --out classified.jsonl
+  $ shoal classify products.jsonl --taxonomy google-taxonomy.txt --rerank-model cross-encoder/ms-marco-MiniLM-L6-v2 --top-k 3
+  $ shoal classify products.jsonl --taxonomy tree.txt --gold category --json --out result.jsonl
+  $ shoal classify products.jsonl --taxonomy tree.txt --nats nats://127.0.0.1:4222 --out result.jsonl
+  $ shoal classify products.jsonl --taxonomy tree.txt --out result.jsonl --resume    (after an interrupt)
+
+The category embeddings are cached under $SHOAL_CACHE_DIR/classify (one file per taxonomy,
+model and template) and reused by later runs. With --gold FIELD the evaluation is printed on
+stdout when --out names a file, else on stderr.`;
+
+async function openEngine(app: CliApp, flags: ClassifyFlags): Promise<{ engine: Engine; close(): Promise<void> }> {
+  const env = natsSettingsFromEnv(app.io.env);
+  const nc = await connectNats({ ...env, ...(flags.nats === undefined ? {} : { servers: flags.nats }), retryFirstConnect: false, name: 'shoal classify' });
+  try {
+    const prefix = flags.prefix ?? envValue(app.io.env, 'subjectPrefix');
+    const jobs = await JobsClient.open(nc, prefix === undefined ? {} : { topology: { prefix } });
+    return { engine: new JobsEngine(jobs, flags.partItems === undefined ? {} : { partItems: flags.partItems }), close: () => nc.close() };
+  } catch (error) {
+    await nc.close();
+    throw error;
+  }
+}
+
+export function registerClassify(program: Command, app: CliApp): void {
+  const command = program
+    .command('classify')
+    .summary('put every product of a catalog into a taxonomy')
+    .description('Classify the products of a CSV or JSON Lines catalog into a taxonomy (Shopify, Google or one path per line).')
+    .argument('<catalog>', "CSV (header row) or JSON Lines file of products; '-' for stdin")
+    .requiredOption('--taxonomy <file>', 'taxonomy: Shopify "gid : A > B", Google "id - A > B", or one "A > B" path per line')
+    .option('-m, --model <model>', `dense embedding model for products and categories (default: ${DEFAULT_MODEL})`)
+    .option('--rerank-model <model>', 'cross-encoder that rescores the best candidates (decided_by "rerank")')
+    .option('--rerank-top <n>', 'candidates the cross-encoder rescores (default 20)')
+    .option('--top-k <k>', 'categories per product: the best plus k-1 alternatives (default 5)')
+    .option('--candidates <n>', 'candidates retrieved (default: max(top-k, rerank-top), 20 with --hierarchy or images)')
+    .option('--fields <list>', `product fields embedded, comma-separated (default: ${DEFAULT_FIELDS.join(',')})`)
+    .option('--template <text>', 'product text template with {field} placeholders, instead of --fields')
+    .option('--id-field <name>', 'field holding the product id (default: id; missing: the record number)')
+    .option('--image-field <name>', 'field holding an image path or URL, fused with --image-model')
+    .option('--image-model <model>', 'CLIP-style model for image similarity (with --image-field)')
+    .option('--image-weight <w>', 'weight of the image similarity, 0..1 (default 0.3)')
+    .option('--max-depth <n>', 'use taxonomy categories down to this depth only')
+    .option('--hierarchy', 'keep the path consistent: each level is the branch the candidates vote for')
+    .option('--threshold <score>', 'scores below this are marked needs_review (default 0.5)')
+    .option('--category-template <text>', 'category text: {path}, {name}, {id} (default {path})')
+    .option('--max-length <n>', "maximum tokens per text (default: the model's own)")
+    .option('--format <format>', 'csv or jsonl (default: from the file extension, .csv or else JSON Lines)')
+    .option('-o, --out <file>', 'write the JSON lines to FILE (FILE.partial until done; default: stdout)')
+    .option('--resume', 'continue the FILE.partial of an interrupted run after its last complete line')
+    .option('--gold <field>', 'field with the true category (id or path): print accuracy per level, exact and hierarchical P/R/F1')
+    .option('--json', 'with --gold: the evaluation as one JSON object')
+    .option('--nats <urls>', 'fan the products out as JetStream jobs to shoal workers (NATS URLs, comma-separated)')
+    .option('--prefix <prefix>', 'with --nats: subject prefix (env SHOAL_SUBJECT_PREFIX; default shoal)')
+    .option('--part-items <n>', 'with --nats: products per job part (default 64)');
+  addImageOptions(command);
+  command.addHelpText('after', EXAMPLE);
+  command.action(async (catalog: string, _options: unknown, self: Command) => {
+    const flags = parseFlags(ClassifyFlags, self);
+    if (flags.imageField !== undefined && flags.imageModel === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--image-field needs --image-model (a CLIP-style model)');
+    if (flags.json === true && flags.gold === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--json prints the --gold evaluation: give --gold FIELD');
+    const config = app.config(self);
+    const taxonomy = await loadTaxonomyFile(flags.taxonomy, { maxDepth: flags.maxDepth });
+    const source = await openSource(catalog, app.io.stdin);
+    const sink = await openSink(flags.out, app.io.stdout, { resume: flags.resume === true });
+    const progress = app.progress(config);
+    const bar = new ClassifyBar(app.io.stderr, progress.barsEnabled, source.totalBytes);
+    const evaluator = flags.gold === undefined ? null : new Evaluator();
+    const log = (line: string): void => {
+      if (!config.quiet) app.io.stderr.write(`${line}\n`);
+    };
+    const body = async (engine: Engine): Promise<void> => {
+      const classifier = await TaxonomyClassifier.open(
+        engine,
+        taxonomy,
+        {
+          model: flags.model,
+          topK: flags.topK,
+          candidates: flags.candidates,
+          rerankModel: flags.rerankModel,
+          rerankTop: flags.rerankTop,
+          hierarchy: flags.hierarchy,
+          threshold: flags.threshold,
+          imageModel: flags.imageModel,
+          imageWeight: flags.imageWeight,
+          categoryTemplate: flags.categoryTemplate,
+          maxLength: flags.maxLength,
+          cacheDir: shoalCacheDirFromEnv(app.io.env),
+        },
+        { signal: app.io.signal },
+      );
+      try {
+        const stats = classifier.categoryStats;
+        log(`categories: ${stats.categories} ${stats.built ? `embedded in ${stats.seconds.toFixed(1)} s, cached` : 'loaded from the cache'} (${stats.file ?? 'memory'})`);
+        const summary = await runClassify({
+          source,
+          format: catalogFormat(source.name === 'stdin' ? undefined : source.name, flags.format),
+          chunkSize: config.chunkLines,
+          classifier,
+          taxonomy,
+          sink,
+          partialOutput: flags.out === undefined ? null : `${flags.out}.partial`,
+          fields: flags.fields ?? DEFAULT_FIELDS,
+          template: flags.template,
+          idField: flags.idField,
+          imageField: flags.imageField,
+          goldField: flags.gold,
+          evaluator,
+          signal: app.io.signal,
+          onProgress: (bytes, products) => bar.update(bytes, products),
+          onSkipped: (bytes) => bar.skipped(bytes),
+        });
+        bar.stop();
+        const rate = summary.seconds > 0 ? summary.products / summary.seconds : 0;
+        log(`classified ${summary.products} products in ${summary.seconds.toFixed(1)} s (${rate.toFixed(1)} products/s)${summary.skipped > 0 ? `, ${summary.skipped} already done (--resume)` : ''}`);
+      } finally {
+        await classifier.close();
+      }
+    };
+    try {
+      if (flags.nats === undefined) {
+        await app.withEngine(config, progress, body, { images: imagePolicyFromFlags(flags) });
+      } else {
+        const remote = await openEngine(app, flags);
+        try {
+          await body(remote.engine);
+        } finally {
+          await remote.close();
+        }
+      }
+      bar.stop();
+      progress.stop();
+      await sink.finish();
+    } catch (error) {
+      bar.stop();
+      progress.stop();
+      const partial = await sink.abort();
+      const shoal = toShoalError(error);
+      throw partial === null ? error : new ShoalError(shoal.code, shoal.message, { cause: shoal.cause, details: { ...shoal.details, partialOutput: partial, linesWritten: sink.linesWritten } });
+    } finally {
+      if (source.name !== 'stdin') source.stream.destroy();
+    }
+    if (evaluator !== null) {
+      const evaluation = evaluator.result();
+      const text = flags.json === true ? evaluationJson(evaluation) : evaluationTable(evaluation);
+      (flags.out === undefined ? app.io.stderr : app.io.stdout).write(text);
+    }
+  });
+}

@@ -1,0 +1,144 @@
+import { createReadStream } from 'node:fs';
+import { z } from 'zod';
+import type { ClassifyItem } from '../../../../adapters/protocol/classify.js';
+import { ErrorCode, ShoalError } from '../../../../adapters/protocol/errors.js';
+import type { Taxonomy } from '../../../../adapters/taxonomy/index.js';
+import { goldPath, type Evaluator, type TaxonomyClassifier } from '../../../../pipelines/classify/index.js';
+import { readLineChunks, type LineSink, type LineSource } from '../../jsonl.js';
+import { fieldText, productText, readProducts, type CatalogFormat, type ProductRecord } from './products.js';
+
+/**
+ * The streaming loop of `shoal classify`: products are read in chunks, each chunk classified
+ * while the previous one is written (two in flight keep the engine busy without holding more),
+ * results written in input order, one JSON line per product. With --resume the products already
+ * in the output are skipped (checked by the id of the last line); with --gold every product's
+ * prediction is scored as it is written (and, when resuming, the earlier lines are read back).
+ */
+
+/** What --gold needs of an earlier output line. */
+const ResultLine = z.object({ category: z.object({ id: z.string() }) });
+
+export interface ClassifyRunOptions {
+  source: LineSource;
+  format: CatalogFormat;
+  chunkSize: number;
+  classifier: TaxonomyClassifier;
+  taxonomy: Taxonomy;
+  sink: LineSink;
+  /** Where the resumed lines are, to score them with --gold. */
+  partialOutput: string | null;
+  fields: readonly string[];
+  template: string | undefined;
+  idField: string;
+  imageField: string | undefined;
+  goldField: string | undefined;
+  evaluator: Evaluator | null;
+  signal: AbortSignal;
+  onProgress(bytes: number, products: number): void;
+  onSkipped(bytes: number): void;
+}
+
+export interface ClassifyRunSummary {
+  products: number;
+  skipped: number;
+  seconds: number;
+}
+
+function productId(record: ProductRecord, idField: string): string | number {
+  const value = record.fields[idField];
+  if (typeof value === 'string' && value.length > 0) return value;
+  if (typeof value === 'number' && Number.isFinite(value)) return value;
+  return record.number;
+}
+
+function toItem(record: ProductRecord, options: ClassifyRunOptions): ClassifyItem {
+  const text = productText(record.fields, options.fields, options.template);
+  const image = options.imageField === undefined ? '' : fieldText(record.fields[options.imageField]).trim();
+  return { id: productId(record, options.idField), text, ...(image.length > 0 ? { image } : {}) };
+}
+
+function gold(record: ProductRecord, options: ClassifyRunOptions): string[] | null {
+  if (options.goldField === undefined) return null;
+  const value = fieldText(record.fields[options.goldField]);
+  return value.trim() === '' ? null : goldPath(options.taxonomy, value);
+}
+
+/** Predicted paths of the resumed output's lines, one at a time (bounded memory). */
+async function* resumedPaths(path: string, taxonomy: Taxonomy): AsyncGenerator<string[]> {
+  const source: LineSource = { name: path, stream: createReadStream(path, { highWaterMark: 1024 * 1024 }), totalBytes: null };
+  try {
+    for await (const lines of readLineChunks(source, 256)) {
+      for (const line of lines) {
+        if (line.text.trim() === '') continue;
+        const parsed = ResultLine.safeParse(JSON.parse(line.text));
+        const index = parsed.success ? taxonomy.byId.get(parsed.data.category.id) : undefined;
+        yield index === undefined ? [] : [...(taxonomy.categories[index]?.path ?? [])];
+      }
+    }
+  } finally {
+    source.stream.destroy();
+  }
+}
+
+export async function runClassify(options: ClassifyRunOptions): Promise<ClassifyRunSummary> {
+  const started = performance.now();
+  const resumed = options.sink.resumed;
+  let toSkip = resumed?.lines ?? 0;
+  const skippedTotal = toSkip;
+  const earlier = toSkip > 0 && options.evaluator !== null && options.partialOutput !== null ? resumedPaths(options.partialOutput, options.taxonomy) : null;
+  let written = 0;
+  let previous: Promise<void> = Promise.resolve();
+  try {
+    for await (const records of readProducts(options.source, options.format, options.chunkSize)) {
+      if (options.signal.aborted) throw new ShoalError(ErrorCode.CANCELLED, 'interrupted');
+      let fresh = records;
+      if (toSkip > 0) {
+        const skipping = records.slice(0, toSkip);
+        fresh = records.slice(skipping.length);
+        toSkip -= skipping.length;
+        for (const record of skipping) {
+          const truth = gold(record, options);
+          const predicted = earlier === null ? null : await earlier.next();
+          if (truth !== null && predicted !== null && predicted.done !== true) options.evaluator?.add(predicted.value, truth);
+        }
+        const last = skipping.at(-1);
+        if (toSkip === 0 && last !== undefined) {
+          const id = productId(last, options.idField);
+          if (resumed !== null && resumed.lastId !== null && String(resumed.lastId) !== String(id)) {
+            throw new ShoalError(
+              ErrorCode.INVALID_INPUT,
+              `--resume: the output's last line is product ${String(resumed.lastId)}, but product ${skippedTotal} of the input is ${String(id)}: the output belongs to another catalog or order`,
+            );
+          }
+          options.onSkipped(last.endOffset);
+        }
+      }
+      if (fresh.length === 0) continue;
+      const items = fresh.map((record) => toItem(record, options));
+      const classified = options.classifier.classify(items, { signal: options.signal });
+      // Settled below, after the previous chunk is written; never an unhandled rejection meanwhile.
+      classified.catch(() => undefined);
+      await previous;
+      const endOffset = fresh.at(-1)?.endOffset ?? 0;
+      previous = classified.then(async (results) => {
+        await options.sink.write(results.map((result) => JSON.stringify(result)));
+        written += results.length;
+        if (options.evaluator !== null) {
+          results.forEach((result, i) => {
+            const record = fresh[i];
+            const truth = record === undefined ? null : gold(record, options);
+            const index = options.taxonomy.byId.get(result.category.id);
+            if (truth !== null && index !== undefined) options.evaluator?.add(options.taxonomy.categories[index]?.path ?? [], truth);
+          });
+        }
+        options.onProgress(endOffset, written);
+      });
+    }
+    await previous;
+  } finally {
+    previous.catch(() => undefined);
+    await earlier?.return(undefined);
+  }
+  if (toSkip > 0) throw new ShoalError(ErrorCode.INVALID_INPUT, `--resume: the output has ${skippedTotal} lines but the input only ${skippedTotal - toSkip} products`);
+  return { products: written, skipped: skippedTotal, seconds: (performance.now() - started) / 1000 };
+}

@@ -1,0 +1,57 @@
+import { connectNats } from '../../../adapters/nats/connection.js';
+import type { Sink } from '../../../adapters/sinks/sink.js';
+import type { PipelineDefinition } from '../../../pipelines/documents/definition.js';
+import { NatsIngest } from '../../../pipelines/documents/nats-ingest.js';
+import type { IngestProgress, IngestSummary } from '../../../pipelines/documents/runner.js';
+import type { PendingSource } from '../../../pipelines/documents/sources.js';
+import { natsSettingsFromEnv, splitList } from '../../settings/environment.js';
+import { envValue } from '../../settings/table.js';
+import type { CliApp } from '../app.js';
+
+/**
+ * `shoal ingest --nats URL`: this process coordinates (reads the sources, publishes parse tasks,
+ * chunks, submits encode jobs, commits through the sink); parsing runs on `shoal worker --parse`
+ * processes and encoding on workers serving the encode model (pipelines/documents/nats-ingest.ts).
+ * The run id is printed on stderr so its status can be read while it runs (`GET /v1/jobs/:id`).
+ */
+
+export interface NatsIngestCall {
+  app: CliApp;
+  nats: string;
+  definition: PipelineDefinition;
+  sink: Sink;
+  sources: readonly PendingSource[];
+  force: boolean;
+  onProgress: (progress: IngestProgress) => void;
+  quiet: boolean;
+}
+
+export async function ingestOverNats(call: NatsIngestCall): Promise<IngestSummary> {
+  const { app, definition } = call;
+  const servers = splitList(call.nats) ?? [call.nats];
+  const nc = await connectNats({ ...natsSettingsFromEnv(app.io.env), servers, retryFirstConnect: false, name: 'shoal ingest' });
+  try {
+    const prefix = envValue(app.io.env, 'subjectPrefix');
+    const ingest = await NatsIngest.open(nc, prefix === undefined ? {} : { prefix });
+    try {
+      const runId = crypto.randomUUID();
+      if (!call.quiet) app.io.stderr.write(`ingest run ${runId} over ${servers.join(',')}: parse tasks for workers started with --parse\n`);
+      return await ingest.run(
+        {
+          runId,
+          definition,
+          sink: call.sink,
+          index: definition.stages.write.index,
+          force: call.force,
+          signal: app.io.signal,
+          onProgress: call.onProgress,
+        },
+        call.sources,
+      );
+    } finally {
+      await ingest.close();
+    }
+  } finally {
+    await nc.drain().catch(() => nc.close());
+  }
+}

@@ -1,0 +1,112 @@
+import { randomUUID } from 'node:crypto';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { PayloadStore } from '../../adapters/nats/payloads.js';
+import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import { natsNames } from '../../adapters/protocol/subjects.js';
+import type { Logger } from '../../adapters/observability/logger.js';
+import type { IngestRunStatus } from '../../adapters/protocol/ingest.js';
+import { checkJobId } from '../../adapters/protocol/subjects.js';
+import { NatsIngest } from '../../pipelines/documents/nats-ingest.js';
+import type { PendingSource } from '../../pipelines/documents/sources.js';
+import type { IngestApi, IngestRecord, IngestStart } from './context.js';
+import { openIndexSink, type IndexSinkOptions } from './index-sinks.js';
+
+/**
+ * POST /v1/ingest runs: the gateway process coordinates each run in the background (the same
+ * NatsIngest as `shoal ingest --nats`: parse tasks and encode jobs for the workers, rows
+ * committed through the configured index's sink), and its status is the run status in the
+ * ingest KV bucket. Resubmitting a job id that exists answers its status and starts nothing.
+ * A gateway stopped mid-run stops intake; what was committed stays, and a resubmission under a
+ * new id skips it (unchanged documents are not redone).
+ */
+
+export interface IngestRunsOptions {
+  /** The gateway's NATS connection (throws UNAVAILABLE while it is not connected). */
+  connection: () => NatsConnection;
+  prefix: string;
+  /** Folders `file://` references may point into. @default [] */
+  fileRoots?: readonly string[];
+  /** Credentials and S3 settings the configured indexes are opened with. */
+  indexOptions?: IndexSinkOptions;
+  logger?: Logger;
+}
+
+export class IngestRuns implements IngestApi {
+  readonly #options: IngestRunsOptions;
+  readonly #stop = new AbortController();
+  readonly #running = new Set<Promise<void>>();
+  #opened: Promise<{ ingest: NatsIngest; payloads: PayloadStore }> | null = null;
+
+  constructor(options: IngestRunsOptions) {
+    this.#options = options;
+  }
+
+  #open(): Promise<{ ingest: NatsIngest; payloads: PayloadStore }> {
+    if (this.#opened === null) {
+      const nc = this.#options.connection();
+      const opening = NatsIngest.open(nc, { prefix: this.#options.prefix }).then((ingest) => ({
+        ingest,
+        payloads: new PayloadStore(nc, { bucket: natsNames(this.#options.prefix).payloadBucket, fileRoots: this.#options.fileRoots ?? [] }),
+      }));
+      opening.catch(() => (this.#opened = null));
+      this.#opened = opening;
+    }
+    return this.#opened;
+  }
+
+  async status(jobId: string): Promise<IngestRunStatus | null> {
+    const { ingest } = await this.#open();
+    return ingest.status(jobId);
+  }
+
+  async start(request: IngestStart): Promise<IngestRunStatus> {
+    const { ingest, payloads } = await this.#open();
+    const runId = checkJobId(request.job_id ?? randomUUID());
+    const existing = await ingest.status(runId);
+    if (existing !== null) return existing;
+    const sources = request.records.map((record) => pendingOf(record, payloads));
+    await ingest.queue(runId, request.definition, request.index.name, sources.length);
+    const sink = openIndexSink(request.index.target, this.#options.indexOptions);
+    const run = ingest
+      .run({ runId, definition: request.definition, sink, index: request.index.name, force: request.force, signal: this.#stop.signal }, sources)
+      .then(
+        (summary) => this.#options.logger?.info({ run: runId, documents: summary.documents, chunks: summary.chunks }, 'ingest run finished'),
+        (error: unknown) => this.#options.logger?.warn({ run: runId, err: String(error) }, 'ingest run failed'),
+      )
+      .finally(async () => {
+        await sink.close().catch(() => undefined);
+        this.#running.delete(run);
+      });
+    this.#running.add(run);
+    return (await ingest.status(runId)) ?? existingOrThrow(runId);
+  }
+
+  /** Stops intake of every run (each commits what it finished) and waits for them. */
+  async close(): Promise<void> {
+    this.#stop.abort();
+    await Promise.all([...this.#running]);
+    const opened = this.#opened;
+    this.#opened = null;
+    if (opened !== null) await (await opened.catch(() => null))?.ingest.close();
+  }
+}
+
+function existingOrThrow(runId: string): never {
+  throw new ShoalError(ErrorCode.INTERNAL, `the status of ingest run ${runId} vanished right after it was written`);
+}
+
+function pendingOf(record: IngestRecord, payloads: PayloadStore): PendingSource {
+  if ('text' in record) {
+    const { id, text } = record;
+    return { uri: id, load: async () => ({ source: { uri: id, id, text }, bytes: new TextEncoder().encode(text) }) };
+  }
+  const uri = record.id ?? record.ref;
+  return {
+    uri,
+    load: async () => {
+      // obj:// from the object store, file:// only inside the configured roots (PayloadStore checks).
+      const bytes = await payloads.get(record.ref);
+      return { source: { uri, bytes, ...(record.id === undefined ? {} : { id: record.id }) }, bytes };
+    },
+  };
+}

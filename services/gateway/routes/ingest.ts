@@ -1,0 +1,72 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
+import { DataRef, JobId } from '../../../adapters/protocol/jobs.js';
+import { parseWith } from '../../../adapters/protocol/validate.js';
+import { builtinPipelineNames, resolvePipeline } from '../../../pipelines/documents/builtin.js';
+import { applyOverrides, parseDefinition, type PipelineDefinition } from '../../../pipelines/documents/definition.js';
+import type { IngestApi, RouteContext } from '../context.js';
+import { INDEX_NAME, indexTarget } from '../index-sinks.js';
+import { OTHER_MODEL } from '../request-metrics.js';
+
+/**
+ * POST /v1/ingest: documents into a configured index, as a job. The body names the sources
+ * (inline `{id, text}` records, or `{id?, ref}` references: `obj://` in the NATS object store,
+ * `file://` inside the gateway's file roots, `s3://` where supported), a built-in pipeline name or
+ * a whole definition (its write target is ignored: the index is `index`, a name the operator
+ * configured, never a path), optionally `model` and `force`. The run is always asynchronous:
+ * 202 with the job id and `Location: /v1/jobs/<id>`, where its status (documents ok / failed /
+ * unchanged, pages, chunks, first failures) is read. Parsing and encoding run on the workers.
+ */
+
+const MAX_SOURCES = 10_000;
+const RecordId = z.union([z.string().min(1).max(512), z.number().finite()]).transform(String);
+
+const IngestBody = z.strictObject({
+  index: z.string().regex(INDEX_NAME, 'an index name: letters, digits, _ or -, up to 64'),
+  sources: z
+    .array(z.union([z.strictObject({ id: RecordId, text: z.string().max(16 * 1024 * 1024) }), z.strictObject({ id: RecordId.optional(), ref: DataRef })]))
+    .min(1)
+    .max(MAX_SOURCES),
+  /** A built-in pipeline name, or a definition object (never a file path). */
+  pipeline: z.union([z.string().min(1).max(128), z.record(z.string(), z.unknown())]).optional(),
+  /** The encode stage's model. */
+  model: z.string().min(1).max(1_024).optional(),
+  force: z.boolean().optional(),
+  job_id: JobId.optional(),
+});
+
+async function definitionOf(pipeline: string | Record<string, unknown> | undefined): Promise<PipelineDefinition> {
+  if (pipeline === undefined || typeof pipeline !== 'string') return pipeline === undefined ? resolvePipeline(undefined) : parseDefinition(pipeline, 'of the request');
+  // Only built-in names: a string from a request must never become a file read.
+  if (!builtinPipelineNames().includes(pipeline)) {
+    throw new ShoalError(ErrorCode.INVALID_INPUT, `pipeline ${JSON.stringify(pipeline.slice(0, 128))} is not a built-in (${builtinPipelineNames().join(', ')}); send a definition object instead`);
+  }
+  return resolvePipeline(pipeline);
+}
+
+function ingestOrUnavailable(ingest: IngestApi | null | undefined): IngestApi {
+  if (ingest === null || ingest === undefined) throw new ShoalError(ErrorCode.UNAVAILABLE, 'document ingest needs NATS JetStream and parse workers, and this gateway runs without them');
+  return ingest;
+}
+
+export function registerIngestRoutes(app: FastifyInstance, context: RouteContext): void {
+  app.post('/v1/ingest', async (request, reply) => {
+    context.metrics.track(request, { primitive: 'job', model: OTHER_MODEL, lane: 'bulk' });
+    const body = parseWith(IngestBody, request.body, 'ingest request');
+    const target = indexTarget(context.settings.indexes, body.index);
+    const ids = new Set<string>();
+    for (const source of body.sources) {
+      const id = source.id ?? ('ref' in source ? source.ref : '');
+      if (ids.has(id)) throw new ShoalError(ErrorCode.INVALID_INPUT, `duplicate source ${JSON.stringify(id.slice(0, 200))}`);
+      ids.add(id);
+    }
+    const definition = applyOverrides(await definitionOf(body.pipeline), { model: body.model, index: body.index });
+    const ingest = ingestOrUnavailable(context.deps.ingest);
+    const status = await context.call(reply)(() =>
+      ingest.start({ job_id: body.job_id, definition, index: { name: body.index, target }, records: body.sources, force: body.force === true }),
+    );
+    const location = `/v1/jobs/${status.job_id}`;
+    return reply.code(202).header('location', location).send({ job_id: status.job_id, status, links: { self: location } });
+  });
+}

@@ -1,0 +1,22 @@
+/**
+ * `import { InferenceEngine } from 'shoal'`: the package's main entry for programs that embed
+ * the engine. Everything here is re-exported from where it lives; the protocol types are also
+ * at `shoal/protocol` and the NATS clients at `shoal/clients` (package.json `exports`).
+ */
+
+export { InferenceEngine, EngineOptions } from '../../pipelines/inference/engine.js';
+export type { EngineOptionsInput, InspectResult } from '../../pipelines/inference/engine.js';
+export type { Catalog, CatalogEntry } from '../../pipelines/inference/catalog.js';
+export { loadCatalog } from '../../pipelines/inference/catalog.js';
+/** Engine options from SHOAL_* / HF_* variables, as the CLI reads them: `new InferenceEngine(engineOptionsFromEnv(process.env))`. */
+export { engineOptionsFromEnv } from '../settings/engine-settings.js';
+export { ErrorCode, ShoalError, isShoalError, hasErrorCode } from '../../adapters/protocol/errors.js';
+export type { Engine, CallOptions } from '../../adapters/protocol/engine.js';
+export type { EncodeRequest, ScoreRequest, ExtractRequest, TokenizeRequest } from '../../adapters/protocol/requests.js';
+export type { EncodeResult, ScoreResult, ExtractResult, TokenizeResult, EncodedItem, ScoredItem, ExtractedItem, Entity } from '../../adapters/protocol/results.js';
+/** Catalog taxonomy classification over any Engine (docs/classify.md). */
+export { classify, TaxonomyClassifier, Evaluator } from '../../pipelines/classify/index.js';
+export type { ClassifyCallOptions, ClassifierOptionsInput, Evaluation } from '../../pipelines/classify/index.js';
+export { loadTaxonomyFile, parseTaxonomy, labelsTaxonomy } from '../../adapters/taxonomy/index.js';
+export type { Taxonomy, Category } from '../../adapters/taxonomy/index.js';
+export type { ClassifyRequest, ClassifyResult, Classification } from '../../adapters/protocol/classify.js';

@@ -1,0 +1,130 @@
+import { jetstream } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { ParseTaskConsumer, type ParseAnswer, type ParseInput } from '../../adapters/nats/parse-consumer.js';
+import { ensureIngestTopology, IngestStatusStore } from '../../adapters/nats/ingest-store.js';
+import type { PayloadStore } from '../../adapters/nats/payloads.js';
+import type { Topology } from '../../adapters/nats/topology.js';
+import type { Logger } from '../../adapters/observability/logger.js';
+import type { Engine } from '../../adapters/protocol/engine.js';
+import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
+import type { DocumentSource } from '../../pipelines/documents/document.js';
+import { DocumentParser } from '../../pipelines/documents/parse.js';
+
+/**
+ * The parse role of `shoal worker --parse` (SHOAL_PARSE=1): parse tasks of `shoal ingest --nats`
+ * run through the pipeline's DocumentParser (parse threads here; OCR pages through this worker's
+ * own engine, so an OCR-capable worker needs the OCR model's memory, not a served route). One
+ * parser per distinct parse setting (a run's ocr mode, dpi, limits), kept for later tasks.
+ */
+
+/** Parsers kept at most (each holds parse threads); a new setting beyond it replaces the oldest. */
+const MAX_PARSERS = 4;
+/** Documents parsed at once: the parse pool has two threads by default. */
+const PARSE_CONCURRENCY = 2;
+
+export interface ParseRoleOptions {
+  nc: NatsConnection;
+  topology: Topology;
+  engine: Engine;
+  payloads: PayloadStore;
+  workerId: string;
+  ackWaitMs: number;
+  maxDeliver: number;
+  retryDelayMs: number;
+  logger: Logger;
+}
+
+export class ParseRole implements Lifecycle {
+  readonly #consumer: ParseTaskConsumer;
+  readonly #parsers = new Map<string, DocumentParser>();
+  readonly #stop = new AbortController();
+  readonly #engine: Engine;
+
+  private constructor(engine: Engine, build: (parse: (input: ParseInput) => Promise<ParseAnswer>) => ParseTaskConsumer) {
+    this.#engine = engine;
+    this.#consumer = build((input) => this.#parse(input));
+  }
+
+  static async start(options: ParseRoleOptions): Promise<ParseRole> {
+    const names = await ensureIngestTopology(options.nc, options.topology, { ackWaitMs: options.ackWaitMs, maxDeliver: options.maxDeliver });
+    const status = await IngestStatusStore.open(options.nc, names.bucket);
+    const role = new ParseRole(
+      options.engine,
+      (parse) =>
+        new ParseTaskConsumer({
+          js: jetstream(options.nc),
+          names,
+          status,
+          payloads: options.payloads,
+          parse,
+          concurrency: PARSE_CONCURRENCY,
+          ackWaitMs: options.ackWaitMs,
+          maxDeliver: options.maxDeliver,
+          retryDelayMs: options.retryDelayMs,
+          workerId: options.workerId,
+          logger: options.logger,
+        }),
+    );
+    role.#consumer.start();
+    return role;
+  }
+
+  #parser(settings: ParseInput['settings']): DocumentParser {
+    const key = JSON.stringify(settings);
+    let parser = this.#parsers.get(key);
+    if (parser === undefined) {
+      if (this.#parsers.size >= MAX_PARSERS) {
+        const [oldestKey, oldest] = this.#parsers.entries().next().value ?? [];
+        if (oldestKey !== undefined) this.#parsers.delete(oldestKey);
+        // Documents it is still reading fail with UNAVAILABLE and are redelivered.
+        void oldest?.close();
+      }
+      parser = new DocumentParser(this.#engine, { ...settings, signal: this.#stop.signal });
+      this.#parsers.set(key, parser);
+    }
+    return parser;
+  }
+
+  async #parse(input: ParseInput): Promise<ParseAnswer> {
+    const source: DocumentSource = input.inlineText
+      ? { uri: input.source, text: Buffer.from(input.bytes.buffer, input.bytes.byteOffset, input.bytes.byteLength).toString('utf8') }
+      : { uri: input.source, bytes: input.bytes, ...(input.name === undefined ? {} : { path: input.name }) };
+    if (input.id !== undefined) source.id = input.id;
+    const outcome = await this.#parser(input.settings).parse(source);
+    // A parse stopped by shutdown is not the document's failure: thrown, the task is nak'ed.
+    if (!outcome.ok && outcome.code === ErrorCode.CANCELLED) throw new ShoalError(ErrorCode.CANCELLED, outcome.reason);
+    if (!outcome.ok) return { ok: false, code: outcome.code, reason: outcome.reason };
+    const pages = outcome.document.pages.map((page) => ({
+      page: page.page,
+      text: page.text,
+      ocr: page.ocr,
+      ...(page.headings === undefined ? {} : { headings: page.headings }),
+      ...(page.ocrReason === undefined ? {} : { ocrReason: page.ocrReason }),
+    }));
+    return { ok: true, type: outcome.document.type, pages };
+  }
+
+  get inFlight(): number {
+    return this.#consumer.inFlight;
+  }
+
+  /** Stops pulling, finishes the documents being parsed, stops the parse threads. */
+  async drain(): Promise<void> {
+    await this.#consumer.drain();
+    await this.#closeParsers();
+  }
+
+  /** Stops at once: documents being parsed are nak'ed for another worker. */
+  async close(): Promise<void> {
+    this.#stop.abort();
+    await this.#consumer.close();
+    await this.#closeParsers();
+  }
+
+  async #closeParsers(): Promise<void> {
+    const parsers = [...this.#parsers.values()];
+    this.#parsers.clear();
+    await Promise.all(parsers.map((parser) => parser.close()));
+  }
+}

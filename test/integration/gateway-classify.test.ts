@@ -1,0 +1,82 @@
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { ShoalMetrics } from '../../adapters/observability/metrics.js';
+import { ClassifyResult } from '../../adapters/protocol/classify.js';
+import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
+import type { EncodeRequest } from '../../adapters/protocol/requests.js';
+import type { InferenceEngine } from '../../pipelines/inference/engine.js';
+import { buildGatewayApp } from '../../services/gateway/app.js';
+import { MAX_SYNC_CLASSIFY_ITEMS } from '../../services/gateway/routes/classify.js';
+import { MemoryJobs, TEST_SETTINGS } from '../helpers/gateway.js';
+import { TINY_MEAN, referenceEngine } from '../helpers/nats-worker.js';
+
+/**
+ * POST /v1/classify on the in-process engine: a taxonomy given inline, products classified
+ * synchronously, the category matrix kept for the next request with the same taxonomy, bounded
+ * bodies refused with their codes (413 above the sync limit, 422 for a malformed request).
+ */
+
+const TAXONOMY = '1 - Apparel\n2 - Apparel > Shoes\n3 - Electronics\n4 - Electronics > Phones\n5 - Home\n6 - Home > Kitchen';
+const ErrorBody = z.strictObject({ error: z.looseObject({ code: z.string(), message: z.string() }) });
+
+describe('POST /v1/classify', () => {
+  let engine: InferenceEngine;
+  let app: FastifyInstance;
+  const encoded: number[] = [];
+
+  beforeAll(async () => {
+    engine = referenceEngine();
+    // The real engine, recording how many texts each encode call carries.
+    const counting: Engine = {
+      encode: (request: EncodeRequest, options?: CallOptions) => {
+        encoded.push(request.items.length);
+        return engine.encode(request, options);
+      },
+      score: (request, options) => engine.score(request, options),
+      extract: (request, options) => engine.extract(request, options),
+      tokenize: (request, options) => engine.tokenize(request, options),
+      close: () => engine.close(),
+    };
+    app = buildGatewayApp(
+      { engine: counting, jobs: new MemoryJobs(), models: async () => [], metrics: new ShoalMetrics({ processMetrics: false }), ready: async () => ({ ready: true }) },
+      { ...TEST_SETTINGS },
+    );
+    await app.ready();
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await engine?.close();
+  });
+
+  it('classifies a few products into an inline taxonomy; the second request embeds only its products', async () => {
+    const payload = { model: TINY_MEAN, items: [{ id: 'a', text: 'running shoes' }, 'a smartphone'], taxonomy: TAXONOMY, top_k: 2 };
+    const first = await app.inject({ method: 'POST', url: '/v1/classify', payload });
+    expect(first.statusCode).toBe(200);
+    const body = ClassifyResult.parse(first.json());
+    expect(body.categories).toBe(6);
+    expect(body.items.map((item) => item.id)).toEqual(['a', 1]);
+    for (const item of body.items) {
+      expect(['1', '2', '3', '4', '5', '6']).toContain(item.category.id);
+      expect(item.alternatives).toHaveLength(1);
+      expect(item.decided_by).toBe('retrieve');
+    }
+    expect(encoded).toEqual([6, 2]);
+    const second = await app.inject({ method: 'POST', url: '/v1/classify', payload });
+    expect(second.statusCode).toBe(200);
+    expect(ClassifyResult.parse(second.json())).toEqual(body);
+    expect(encoded).toEqual([6, 2, 2]);
+  });
+
+  it('refuses more items than the sync limit with 413 INPUT_TOO_LARGE, and a malformed request with 422', async () => {
+    const many = await app.inject({ method: 'POST', url: '/v1/classify', payload: { model: TINY_MEAN, items: Array.from({ length: MAX_SYNC_CLASSIFY_ITEMS + 1 }, (_, i) => `p${i}`), labels: ['a', 'b'] } });
+    expect(many.statusCode).toBe(413);
+    expect(ErrorBody.parse(many.json()).error).toMatchObject({ code: 'INPUT_TOO_LARGE', message: expect.stringContaining('shoal classify') });
+    const both = await app.inject({ method: 'POST', url: '/v1/classify', payload: { model: TINY_MEAN, items: ['x'], labels: ['a'], taxonomy: 'A' } });
+    expect(both.statusCode).toBe(422);
+    expect(ErrorBody.parse(both.json()).error.code).toBe('INVALID_INPUT');
+    const topK = await app.inject({ method: 'POST', url: '/v1/classify', payload: { model: TINY_MEAN, items: ['x'], labels: ['a'], top_k: 1000 } });
+    expect(topK.statusCode).toBe(422);
+  });
+});

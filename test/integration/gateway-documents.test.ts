@@ -1,0 +1,184 @@
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as lancedb from '@lancedb/lancedb';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { ShoalMetrics } from '../../adapters/observability/metrics.js';
+import type { InferenceEngine } from '../../pipelines/inference/engine.js';
+import { buildGatewayApp } from '../../services/gateway/app.js';
+import { IngestRuns } from '../../services/gateway/ingest-runs.js';
+import type { ShoalWorker } from '../../services/worker/worker.js';
+import { TEST_SETTINGS } from '../helpers/gateway.js';
+import { eventually, natsServerAvailable, NATS_SERVER_MISSING, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
+import { FIXTURE_MODELS_DIR, TINY_MEAN, referenceEngine, startTestWorker, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
+import { jsonl, parseJsonl, runShoal } from '../helpers/shoal-cli.js';
+
+/**
+ * POST /v1/search and POST /v1/ingest on the gateway, with real parts: an index built by the real
+ * `shoal ingest`, the in-process engine behind the app for queries, and for ingest a private
+ * nats-server with one in-process worker in the parse role. Search answers must be exactly the
+ * lines `shoal search` prints for the same index; an ingest job's rows must be those of
+ * `shoal ingest` of the same records; indexes are names from the settings, never paths.
+ */
+
+const ENV = { SHOAL_MODEL_DIR: FIXTURE_MODELS_DIR };
+const NOTES: Record<string, string> = {
+  'harbor.txt': 'The harbor master counts forty fishing boats every morning before sunrise.',
+  'orchard.txt': 'Apple trees in the northern orchard bloom two weeks later than the southern ones.\n\nThe orchard keeper records the first blossom every spring.',
+  'comet.txt': 'A faint comet crossed the constellation of Orion during the second week of March.',
+  'bakery.txt': 'The bakery on Elm Street sells rye bread, croissants and a famous cardamom bun.',
+};
+const RECORDS = [
+  { id: 'river', text: 'The river floods the lower meadows each April after the snow melts.' },
+  { id: 'lamp', text: 'The lighthouse lamp turns once every twelve seconds through the night.' },
+  { id: 'mill', text: 'An old water mill still grinds barley for the village bakery.' },
+];
+
+const Hit = z.strictObject({ rank: z.number(), score: z.number(), id: z.string(), document_id: z.string(), source: z.string(), page: z.number(), text: z.string() });
+const Hits = z.strictObject({ hits: z.array(Hit) });
+
+/** Rows without their write time, sorted by id. */
+async function readRows(index: string): Promise<{ id: string; source: string; text: string; page: number; document_id: string }[]> {
+  const db = await lancedb.connect(index);
+  const table = await db.openTable('chunks');
+  const rows = z.array(z.object({ id: z.string(), source: z.string(), text: z.string(), page: z.number(), document_id: z.string() })).parse(await table.query().toArray());
+  table.close();
+  db.close();
+  return rows.map(({ id, source, text, page, document_id }) => ({ id, source, text, page, document_id })).sort((a, b) => (a.id < b.id ? -1 : 1));
+}
+
+describe.skipIf(!natsServerAvailable())('gateway: POST /v1/search and POST /v1/ingest', () => {
+  let root: string;
+  let notesIndex: string;
+  let server: NatsServerHandle;
+  let worker: ShoalWorker;
+  let nc: NatsConnection;
+  let engine: InferenceEngine;
+  let ingest: IngestRuns;
+  let app: FastifyInstance;
+  const prefix = uniquePrefix('gwdocs');
+
+  beforeAll(async () => {
+    root = await mkdtemp(join(tmpdir(), 'shoal-gw-docs-'));
+    const folder = join(root, 'notes');
+    await mkdir(folder);
+    for (const [name, text] of Object.entries(NOTES)) await writeFile(join(folder, name), text);
+    notesIndex = join(root, 'notes-index');
+    const built = await runShoal(['ingest', folder, '--no-progress', '--model', TINY_MEAN, '--index', notesIndex, '--json'], { env: ENV });
+    expect(built.code, built.stderr).toBe(0);
+
+    server = await startNatsServer();
+    worker = await startTestWorker(server.url, prefix, { parse: true });
+    nc = await testConnection(server.url);
+    const jobs = await JobsClient.open(nc, { topology: { prefix } });
+    ingest = new IngestRuns({ connection: () => nc, prefix });
+    engine = referenceEngine();
+    app = buildGatewayApp(
+      { engine, jobs, ingest, models: async () => [], metrics: new ShoalMetrics(), ready: async () => ({ ready: true }) },
+      { ...TEST_SETTINGS, natsPrefix: prefix, indexes: { notes: notesIndex, fresh: join(root, 'fresh-index') } },
+    );
+  }, 120_000);
+
+  afterAll(async () => {
+    await app?.close();
+    await ingest?.close();
+    await engine?.close();
+    await worker?.close();
+    await nc?.close();
+    await server?.stop();
+    await rm(root, { recursive: true, force: true });
+  }, 60_000);
+
+  const search = (payload: Record<string, unknown>) => app.inject({ method: 'POST', url: '/v1/search', payload });
+
+  it(natsServerAvailable() ? 'answers exactly the hits `shoal search` prints for the same index, query, k and filter' : NATS_SERVER_MISSING, async () => {
+    const cases = [
+      { query: 'fishing boats at the harbor', k: 3 },
+      { query: 'orchard blossom', k: 10, filter: "source LIKE '%orchard%' AND page = 1" },
+    ];
+    for (const query of cases) {
+      const response = await search({ ...query, index: 'notes' });
+      expect(response.statusCode, response.body).toBe(200);
+      const hits = Hits.parse(response.json()).hits;
+      const cli = await runShoal(['search', query.query, '--index', notesIndex, '--k', String(query.k), ...(query.filter === undefined ? [] : ['--filter', query.filter])], { env: ENV });
+      expect(cli.code, cli.stderr).toBe(0);
+      const printed = parseJsonl(cli.stdout, Hit);
+      expect(hits).toEqual(printed);
+      expect(hits.length).toBe(query.filter === undefined ? 3 : printed.length);
+      expect(hits.map((hit) => hit.rank)).toEqual(hits.map((_, i) => i + 1));
+    }
+  }, 60_000);
+
+  it('refuses unknown or path-like indexes, unbounded k and queries, and bad filters', async () => {
+    const unknown = await search({ query: 'x', index: 'other' });
+    expect(unknown.statusCode).toBe(404);
+    expect(unknown.json()).toMatchObject({ error: { code: 'NOT_FOUND', details: { configured: ['notes', 'fresh'] } } });
+    for (const body of [
+      { query: 'x', index: '../notes-index' },
+      { query: 'x', index: notesIndex },
+      { query: 'x', index: 'notes', k: 5000 },
+      { query: 'x', index: 'notes', k: 0 },
+      { query: 'x'.repeat(5000), index: 'notes' },
+      { query: '   ', index: 'notes' },
+      { query: 'x', index: 'notes', filter: 'vector = 1' },
+      { query: 'x', index: 'notes', filter: "source = 'a'; DROP TABLE chunks" },
+      { query: 'x', index: 'notes', extra: true },
+    ]) {
+      const response = await search(body);
+      expect(response.statusCode, JSON.stringify(body).slice(0, 80)).toBe(422);
+      expect(response.json()).toMatchObject({ error: { code: 'INVALID_INPUT' } });
+    }
+  });
+
+  it('runs an ingest job on the workers: 202, status under /v1/jobs/:id, the rows of `shoal ingest`, then searchable', async () => {
+    const response = await app.inject({ method: 'POST', url: '/v1/ingest', payload: { index: 'fresh', sources: RECORDS, model: TINY_MEAN, job_id: 'ingest-fresh-1' } });
+    expect(response.statusCode, response.body).toBe(202);
+    expect(response.headers.location).toBe('/v1/jobs/ingest-fresh-1');
+    expect(response.json()).toMatchObject({ job_id: 'ingest-fresh-1', status: { kind: 'ingest', index: 'fresh' } });
+    await eventually(async () => {
+      const status = await app.inject({ method: 'GET', url: '/v1/jobs/ingest-fresh-1' });
+      expect(status.statusCode).toBe(200);
+      expect(status.json()).toMatchObject({ kind: 'ingest', state: 'completed', documents: { total: 3, ok: 3, failed: 0, unchanged: 0 }, chunks: 3 });
+    }, 60_000);
+
+    // The same records through the CLI in process: the same rows (ids are content and settings hashes).
+    const cliIndex = join(root, 'cli-index');
+    const cli = await runShoal(['ingest', '-', '--no-progress', '--model', TINY_MEAN, '--index', cliIndex, '--json'], { env: ENV, stdin: jsonl(RECORDS) });
+    expect(cli.code, cli.stderr).toBe(0);
+    const cliRows = await readRows(cliIndex);
+    expect(await readRows(join(root, 'fresh-index'))).toEqual(cliRows);
+    for (const record of RECORDS) {
+      const top = Hits.parse((await search({ query: record.text, index: 'fresh', k: 1 })).json()).hits[0];
+      expect(top).toMatchObject({ source: record.id, text: record.text, id: cliRows.find((row) => row.source === record.id)?.id });
+      expect(top?.score).toBeGreaterThan(0.999);
+    }
+
+    // The same job id again answers the same run and starts nothing new.
+    const again = await app.inject({ method: 'POST', url: '/v1/ingest', payload: { index: 'fresh', sources: RECORDS, model: TINY_MEAN, job_id: 'ingest-fresh-1' } });
+    expect(again.statusCode).toBe(202);
+    expect(again.json()).toMatchObject({ status: { state: 'completed' } });
+  }, 120_000);
+
+  it('refuses ingest requests naming a path, a pipeline file or an unknown index', async () => {
+    const bodies = [
+      { index: '/tmp/x', sources: RECORDS },
+      { index: 'fresh', sources: RECORDS, pipeline: '../pipelines/evil.yaml' },
+      { index: 'fresh', sources: [] },
+      { index: 'fresh', sources: [{ id: 'a', path: '/etc/passwd' }] },
+      { index: 'fresh', sources: [{ ref: 'http://example.com/a.pdf' }] },
+      { index: 'fresh', sources: [...RECORDS, RECORDS[0]] },
+    ];
+    for (const payload of bodies) {
+      const response = await app.inject({ method: 'POST', url: '/v1/ingest', payload });
+      expect(response.statusCode, JSON.stringify(payload).slice(0, 80)).toBe(422);
+    }
+    const unknown = await app.inject({ method: 'POST', url: '/v1/ingest', payload: { index: 'nope', sources: RECORDS } });
+    expect(unknown.statusCode).toBe(404);
+    const missing = await app.inject({ method: 'GET', url: '/v1/jobs/no-such-run' });
+    expect(missing.statusCode).toBe(404);
+  });
+});

@@ -1,0 +1,76 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ErrorCode } from '../../../adapters/protocol/errors.js';
+import { ShoalMetrics } from '../../../adapters/observability/metrics.js';
+import { RetryingSink } from '../../../adapters/sinks/delivery.js';
+import { PgVectorSink } from '../../../adapters/sinks/pgvector.js';
+import { startPgliteServer, type PgliteServerHandle } from '../../helpers/pglite-server.js';
+import { sinkContract } from './sink-contract.js';
+
+/** The pgvector sink through the production `pg` driver against PostgreSQL+pgvector (PGlite) on a loopback port. */
+
+let server: PgliteServerHandle;
+beforeAll(async () => {
+  server = await startPgliteServer();
+}, 60_000);
+afterAll(async () => server?.stop());
+
+const connection = (): ConstructorParameters<typeof PgVectorSink>[0]['connection'] => ({ host: '127.0.0.1', port: server.port, user: 'postgres', database: 'postgres', ssl: false });
+
+sinkContract('pgvector', (table) => new PgVectorSink({ connection: connection(), table }));
+
+describe('PgVectorSink', () => {
+  it('stores sparse vectors and builds the HNSW index past the threshold', async () => {
+    const sink = new PgVectorSink({ connection: connection(), table: 'hnsw', vectorIndexMinRows: 50, batchRows: 16 });
+    await sink.prepare({ dimension: 8, distance: 'l2', optionalColumns: [], metadata: {} });
+    const vector = (i: number): number[] => Array.from({ length: 8 }, (_, d) => Math.sin(i * 0.7 + d));
+    const rows = Array.from({ length: 60 }, (_, i) => ({
+      id: `r${i}`, document_id: `d${i}`, source: `s${i}`, page: 1, chunk: 0, text: `row ${i}`, start: 0, end: 5, heading: null, settings: 's',
+      vector: vector(i), entities: null, labels: null, ingested_at: 'now', sparse: { indices: [1, 5], values: [0.5, i], dimension: 30_000 },
+    }));
+    await sink.commit(rows, rows.map((row) => ({ source: row.source, document_id: row.document_id, settings: 's', chunks: 1, pages: 1, ingested_at: 'now' })));
+    await sink.optimize();
+    const [hit] = await sink.search(vector(17), { k: 1 });
+    expect(hit?.row.id).toBe('r17');
+    expect(hit?.score).toBeCloseTo(0, 5);
+    const pg = await import('pg');
+    const client = new pg.default.Client({ host: '127.0.0.1', port: server.port, user: 'postgres', database: 'postgres' });
+    await client.connect();
+    const indexes = await client.query("SELECT indexdef FROM pg_indexes WHERE tablename = 'hnsw'");
+    expect(indexes.rows.map((r: { indexdef: string }) => r.indexdef).join('\n')).toMatch(/USING hnsw \(vector vector_l2_ops\)/);
+    const sparse = await client.query("SELECT sparse::text AS s FROM hnsw WHERE id = 'r3'");
+    expect(sparse.rows[0]).toEqual({ s: '{2:0.5,6:3}/30000' });
+    await client.end();
+    await sink.close();
+  });
+
+  it('a commit while PostgreSQL is down is retried until it is back, counted once, with its metric; past the bound it fails clearly', async () => {
+    const metrics = new ShoalMetrics({ processMetrics: false });
+    const sink = new RetryingSink(new PgVectorSink({ connection: connection(), table: 'outage', connectTimeoutMs: 1_000 }), 'pgvector', { baseDelayMs: 50, maxDelayMs: 200, maxElapsedMs: 20_000 }, metrics.sinkObserver);
+    await sink.prepare({ dimension: 2, distance: 'cosine', optionalColumns: [], metadata: {} });
+    const row = { id: 'o1', document_id: 'd', source: 'o', page: 1, chunk: 0, text: 't', start: 0, end: 1, heading: null, settings: 's', vector: [1, 0], entities: null, labels: null, ingested_at: 'now' };
+    const state = { source: 'o', document_id: 'd', settings: 's', chunks: 1, pages: 1, ingested_at: 'now' };
+    await server.halt();
+    const committing = sink.commit([row], [state]);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await server.start();
+    await committing;
+    expect(await sink.count()).toBe(1);
+    expect((await sink.states(['o'])).get('o')).toMatchObject({ chunks: 1 });
+    const text = (await metrics.render()).body;
+    expect(text).toMatch(/shoal_sink_writes_total\{backend="pgvector",outcome="ok"\} 1/);
+    expect(text).toMatch(/shoal_sink_writes_total\{backend="pgvector",outcome="retry"\} [1-9]/);
+    expect(text).toMatch(/shoal_sink_write_seconds_count\{backend="pgvector"\} 1/);
+    await sink.close();
+
+    const bounded = new RetryingSink(new PgVectorSink({ connection: connection(), table: 'outage', connectTimeoutMs: 500 }), 'pgvector', { baseDelayMs: 50, maxDelayMs: 100, maxElapsedMs: 600 }, metrics.sinkObserver);
+    await server.halt();
+    try {
+      await expect(bounded.commit([{ ...row, id: 'o2' }], [state])).rejects.toMatchObject({ code: ErrorCode.UNAVAILABLE, message: expect.stringMatching(/pgvector write: still failing after \d+ attempts/) });
+    } finally {
+      await server.start();
+    }
+    expect((await metrics.render()).body).toMatch(/shoal_sink_writes_total\{backend="pgvector",outcome="failed"\} 1/);
+    expect(await bounded.count()).toBe(1);
+    await bounded.close();
+  }, 30_000);
+});

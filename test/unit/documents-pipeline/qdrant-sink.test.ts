@@ -1,0 +1,38 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pointId, QdrantSink } from '../../../adapters/sinks/qdrant.js';
+import { startQdrantFake, type QdrantFakeHandle } from '../../helpers/qdrant-fake.js';
+import { sinkContract } from './sink-contract.js';
+
+/**
+ * The Qdrant sink. No Qdrant server can run on these machines: it is tested against
+ * test/helpers/qdrant-fake.ts, a loopback HTTP server implementing Qdrant's documented REST
+ * contract for the calls the sink makes (README: "Vector databases").
+ */
+
+let server: QdrantFakeHandle;
+beforeAll(async () => {
+  server = await startQdrantFake();
+});
+afterAll(async () => server?.stop());
+
+sinkContract('qdrant (REST contract server)', (collection) => new QdrantSink({ host: '127.0.0.1', port: server.port, collection }), { unsupportedFilters: ['like'] });
+
+describe('QdrantSink', () => {
+  it('derives UUID point ids deterministically, keeps our id in the payload and stores sparse vectors', async () => {
+    expect(pointId('a:b:0')).toBe(pointId('a:b:0'));
+    expect(pointId('a:b:0')).not.toBe(pointId('a:b:1'));
+    expect(pointId('x')).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    const sink = new QdrantSink({ host: '127.0.0.1', port: server.port, collection: 'sparse' });
+    await sink.prepare({ dimension: 2, distance: 'l2', optionalColumns: [], metadata: {} });
+    const row = { id: 'doc:1', document_id: 'd', source: 's', page: 1, chunk: 0, text: 't', start: 0, end: 1, heading: null, settings: 's', vector: [3, 4], entities: null, labels: null, ingested_at: 'now', sparse: { indices: [7], values: [0.25], dimension: 100 } };
+    await sink.commit([row], [{ source: 's', document_id: 'd', settings: 's', chunks: 1, pages: 1, ingested_at: 'now' }]);
+    const stored = server.collections.get('sparse')?.points.get(pointId('doc:1'));
+    expect(stored?.payload.id).toBe('doc:1');
+    expect(stored?.sparse).toEqual({ indices: [7], values: [0.25] });
+    const [hit] = await sink.search([0, 0], { k: 1 });
+    expect(hit?.row.id).toBe('doc:1');
+    expect(hit?.score).toBeCloseTo(-25, 6);
+    expect(server.requests).toContain('POST /collections/sparse/points/query');
+    await sink.close();
+  });
+});
