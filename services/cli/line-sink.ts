@@ -53,6 +53,24 @@ async function writeAll(stream: Writable, text: string): Promise<void> {
   if (!stream.write(text)) await once(stream, 'drain');
 }
 
+/**
+ * Writes lines to a stream, reporting the stream's own error (a closed pipe, a full disk) ahead
+ * of the write's; returns how many lines were written.
+ */
+async function writeLines(stream: Writable, lines: readonly string[], failure: () => unknown): Promise<number> {
+  const before = failure();
+  if (before !== null) throw before;
+  if (lines.length === 0) return 0;
+  try {
+    await writeAll(stream, `${lines.join('\n')}\n`);
+  } catch (error) {
+    throw failure() ?? error;
+  }
+  const after = failure();
+  if (after !== null) throw after;
+  return lines.length;
+}
+
 class StreamSink implements LineSink {
   readonly name: string;
   readonly resumed = null;
@@ -79,15 +97,7 @@ class StreamSink implements LineSink {
   }
 
   async write(lines: readonly string[]): Promise<void> {
-    if (this.#failure !== null) throw this.#failure;
-    if (lines.length === 0) return;
-    try {
-      await writeAll(this.#stream, `${lines.join('\n')}\n`);
-    } catch (error) {
-      throw this.#failure ?? error;
-    }
-    if (this.#failure !== null) throw this.#failure;
-    this.#count += lines.length;
+    this.#count += await writeLines(this.#stream, lines, () => this.#failure);
   }
 
   async finish(): Promise<void> {
@@ -204,14 +214,7 @@ class FileSink implements LineSink {
   }
 
   async write(lines: readonly string[]): Promise<void> {
-    if (this.#failure !== null) throw this.#failure;
-    if (lines.length === 0) return;
-    try {
-      await writeAll(this.#stream, `${lines.join('\n')}\n`);
-    } catch (error) {
-      throw this.#failure ?? error;
-    }
-    this.#count += lines.length;
+    this.#count += await writeLines(this.#stream, lines, () => this.#failure);
   }
 
   async #close(): Promise<void> {

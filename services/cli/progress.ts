@@ -1,4 +1,4 @@
-import { MultiBar, Presets, type SingleBar } from 'cli-progress';
+import { MultiBar, Presets, type Options, type SingleBar } from 'cli-progress';
 import type { DownloadProgress } from '../../adapters/sources/hub-download.js';
 import type { ProgressMode } from './config.js';
 
@@ -28,6 +28,14 @@ const NO_INPUT_PROGRESS: InputProgress = Object.freeze({ update: () => undefined
 
 function megabytes(bytes: number): string {
   return (bytes / 1_048_576).toFixed(1);
+}
+
+/**
+ * The one look of every bar (encode/extract input, ingest, classify): drawn on a terminal, and
+ * with --progress on a non-terminal (CI logs) printed every few seconds instead.
+ */
+export function barOptions(stream: NodeJS.WritableStream & { isTTY?: boolean }, extra: Options = {}): Options {
+  return { stream, hideCursor: true, clearOnComplete: false, noTTYOutput: stream.isTTY !== true, notTTYSchedule: 5_000, fps: 5, ...extra };
 }
 
 /** `42s`, `3m 05s`, `1h 02m`. */
@@ -102,19 +110,7 @@ export class StderrProgress {
   }
 
   #multiBar(): MultiBar {
-    this.#bars ??= new MultiBar(
-      {
-        stream: this.#options.stream,
-        hideCursor: true,
-        clearOnComplete: false,
-        // --progress on a non-terminal (CI logs): print the bars every few seconds instead.
-        noTTYOutput: this.#options.stream.isTTY !== true,
-        notTTYSchedule: 5_000,
-        etaBuffer: 50,
-        fps: 5,
-      },
-      Presets.shades_classic,
-    );
+    this.#bars ??= new MultiBar(barOptions(this.#options.stream, { etaBuffer: 50 }), Presets.shades_classic);
     return this.#bars;
   }
 

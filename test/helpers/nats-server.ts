@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { waitExit, waitForOutput } from './child-process.js';
 
 /**
  * A private nats-server with JetStream for one test file: free ports, a temporary store folder,
@@ -48,27 +49,6 @@ export interface NatsServerHandle {
   stop(): Promise<void>;
 }
 
-function waitReady(child: ChildProcess, port: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    let output = '';
-    const onData = (chunk: Buffer): void => {
-      output += chunk.toString('utf8');
-      if (output.includes('Server is ready')) {
-        child.stderr?.off('data', onData);
-        resolve();
-      }
-    };
-    child.stderr?.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`nats-server on port ${port} exited with ${String(code)} before it was ready:\n${output.slice(-2000)}`)));
-    child.once('error', reject);
-  });
-}
-
-function waitExit(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => child.once('exit', () => resolve()));
-}
-
 export async function startNatsServer(): Promise<NatsServerHandle> {
   const port = await freePort();
   const monitorPort = await freePort();
@@ -80,7 +60,7 @@ export async function startNatsServer(): Promise<NatsServerHandle> {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     child = proc;
-    await waitReady(proc, port);
+    await waitForOutput(proc, 'Server is ready', 'stderr', `nats-server on port ${port}`);
     // Keep draining stderr so the server never blocks on a full pipe.
     proc.stderr?.on('data', () => undefined);
   };

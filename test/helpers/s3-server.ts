@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { S3SettingsInput } from '../../adapters/object-store/index.js';
 import { freePort } from './nats-server.js';
+import { waitExit, waitForOutput } from './child-process.js';
 
 /**
  * A private s3rver (the S3-compatible test server, ../shared/PLATFORM.md) for one test file: a
@@ -33,28 +34,6 @@ export interface S3ServerHandle {
   stop(): Promise<void>;
 }
 
-function waitReady(child: ChildProcess, port: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    let output = '';
-    const onData = (chunk: Buffer): void => {
-      output += chunk.toString('utf8');
-      if (output.includes('listening on')) {
-        child.stdout?.off('data', onData);
-        resolve();
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
-    child.once('exit', (code) => reject(new Error(`s3rver on port ${port} exited with ${String(code)} before it was ready:\n${output.slice(-2000)}`)));
-    child.once('error', reject);
-  });
-}
-
-function waitExit(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => child.once('exit', () => resolve()));
-}
-
 export async function startS3Server(buckets: readonly string[]): Promise<S3ServerHandle> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'shoal-s3rver-'));
@@ -71,7 +50,7 @@ export async function startS3Server(buckets: readonly string[]): Promise<S3Serve
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     child = proc;
-    await waitReady(proc, port);
+    await waitForOutput(proc, 'listening on', 'stdout', `s3rver on port ${port}`);
     proc.stdout?.on('data', () => undefined);
     proc.stderr?.on('data', () => undefined);
   };

@@ -1,4 +1,5 @@
 import { Presets, SingleBar } from 'cli-progress';
+import { barOptions } from '../progress.js';
 import type { IngestProgress } from '../../../pipelines/documents/runner.js';
 
 /**
@@ -26,16 +27,10 @@ export class IngestBar {
   constructor(stream: NodeJS.WritableStream & { isTTY?: boolean }, enabled: boolean) {
     this.#bar = enabled
       ? new SingleBar(
-          {
-            stream,
-            hideCursor: true,
-            clearOnComplete: false,
-            noTTYOutput: stream.isTTY !== true,
-            notTTYSchedule: 5_000,
+          barOptions(stream, {
             etaBuffer: 20,
-            fps: 5,
             format: 'documents {bar} {value}/{total} read, {done} done | pages {pages} (OCR {ocr}) | chunks {chunks} | {rate} docs/s | ETA {left}',
-          },
+          }),
           Presets.shades_classic,
         )
       : null;

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { ClassifyRequest, type ParsedClassifyRequest } from '../../../adapters/protocol/classify.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
-import { requestTaxonomy, TaxonomyClassifier } from '../../../pipelines/classify/index.js';
+import { requestClassifierOptions, requestTaxonomy, TaxonomyClassifier } from '../../../pipelines/classify/index.js';
 import type { RouteContext } from '../context.js';
 
 /**
@@ -38,25 +38,8 @@ export function registerClassifyRoutes(app: FastifyInstance, context: RouteConte
       kept.set(key, existing);
       return existing;
     }
-    const rerank = typeof request.rerank === 'string' ? { model: request.rerank } : request.rerank;
-    const opened = TaxonomyClassifier.open(
-      context.deps.engine,
-      taxonomy,
-      {
-        model: request.model,
-        topK: request.top_k,
-        candidates: request.candidates,
-        rerankModel: rerank?.model,
-        rerankTop: rerank?.top,
-        hierarchy: request.hierarchy,
-        threshold: request.threshold,
-        imageModel: request.image_model,
-        imageWeight: request.image_weight,
-        categoryTemplate: request.category_template,
-        maxLength: request.max_length,
-      },
-      { signal },
-    );
+    // The gateway keeps its matrices in memory (the kept map), not in the disk cache.
+    const opened = TaxonomyClassifier.open(context.deps.engine, taxonomy, requestClassifierOptions(request), { signal });
     // A failed or cancelled build is forgotten, so the next request tries again.
     opened.catch(() => kept.delete(key));
     kept.set(key, opened);

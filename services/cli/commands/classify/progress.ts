@@ -1,4 +1,5 @@
 import { Presets, SingleBar } from 'cli-progress';
+import { barOptions } from '../../progress.js';
 
 /**
  * The `shoal classify` bar on stderr: input read (bytes, so the ETA holds for any catalog size
@@ -24,18 +25,7 @@ export class ClassifyBar {
     this.#total = totalBytes ?? 0;
     this.#bar =
       enabled && this.#total > 0
-        ? new SingleBar(
-            {
-              stream,
-              hideCursor: true,
-              clearOnComplete: false,
-              noTTYOutput: stream.isTTY !== true,
-              notTTYSchedule: 5_000,
-              fps: 5,
-              format: 'classify {bar} {percentage}% | {products} products | {rate} products/s | ETA {left}',
-            },
-            Presets.shades_classic,
-          )
+        ? new SingleBar(barOptions(stream, { format: 'classify {bar} {percentage}% | {products} products | {rate} products/s | ETA {left}' }), Presets.shades_classic)
         : null;
   }
 
