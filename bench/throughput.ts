@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +6,7 @@ import { InferenceEngine } from '../pipelines/inference/engine.js';
 import { parseCatalog } from '../pipelines/inference/catalog.js';
 import type { BatchEvent } from '../pipelines/inference/scheduler.js';
 import { measureCeiling, tokenize } from './lib/ceiling.js';
+import { ensureBuiltCli, runShoal, type CliTiming } from './lib/cli-run.js';
 import { BENCH_MODEL, mixedCorpus, queries, uniformCorpus } from './lib/corpora.js';
 import { measurePeer } from './lib/peer.js';
 import { percentile, printTable, writeResult, type Row } from './lib/report.js';
@@ -20,12 +20,17 @@ import { percentile, printTable, writeResult, type Row } from './lib/report.js';
  *
  * Each round runs, one after another: ceiling fp32, Shoal fp32 in process, ceiling int8, Shoal
  * int8 in process, then the whole `shoal encode` process for fp32 and int8 (wall time from spawn
- * to exit, start-up and model load included; a one-line run of each is measured once and reported
- * apart). The ratios reported are medians of the per-round ratios, so a burst of load from
- * elsewhere moves both sides of a ratio.
+ * to exit, start-up and model load included). The CLI is the built one (bin/shoal.js on dist/, as
+ * installed): a dist/ older than its sources is refused, `--build` runs `npm run build` first.
+ * Its start-up is reported apart: `shoal --version` (node and the CLI's modules), a one-line
+ * encode (plus model load and a first batch), and in each whole run the moment of the first
+ * output line; "cli after start" is the corpus's tokens over the whole run less the one-line run.
+ * The ratios reported are medians of the per-round ratios, so a burst of load from elsewhere
+ * moves both sides of a ratio.
  *
  *   npx tsx bench/throughput.ts [--uniform 400] [--mixed 1600] [--threads 2] [--rounds 3]
- *     [--precisions fp32,int8] [--skip-peer] [--skip-cli] [--skip-latency]
+ *     [--precisions fp32,int8] [--skip-peer] [--skip-cli] [--skip-latency] [--build]
+ *     [--cli-from-source] [--cli-batch-tokens N] [--cli-prof DIR]
  */
 
 const { values: args } = parseArgs({
@@ -41,6 +46,14 @@ const { values: args } = parseArgs({
     'skip-peer': { type: 'boolean', default: false },
     'skip-cli': { type: 'boolean', default: false },
     'skip-latency': { type: 'boolean', default: false },
+    /** `npm run build` before timing the CLI (otherwise a stale dist/ is refused). */
+    build: { type: 'boolean', default: false },
+    /** Time the CLI from the TypeScript sources through tsx, as before (start-up includes compiling). */
+    'cli-from-source': { type: 'boolean', default: false },
+    /** --batch-tokens for the CLI (default: none, the CLI's own default, what a user gets). */
+    'cli-batch-tokens': { type: 'string' },
+    /** node --cpu-prof of every whole CLI run (main and model threads), written to this folder. */
+    'cli-prof': { type: 'string' },
   },
 });
 
@@ -109,20 +122,15 @@ function median(values: readonly number[]): number {
   return percentile(values, 50);
 }
 
-/** Wall seconds of one whole `shoal encode` process, from spawn to exit. */
-function runCli(precision: Precision, file: string, budget: number | null): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const started = performance.now();
-    const flags = ['encode', '--model', `bench.${precision}`, '--catalog', catalogFile, '--input', file, '--out', '/dev/null', '--threads', String(THREADS), '--max-length', String(MAX_LENGTH), '--quiet'];
-    if (budget !== null) flags.push('--batch-tokens', String(budget));
-    // SHOAL_FROM_SOURCE: the sources as they are now, not a dist/ built earlier.
-    const child = spawn(process.execPath, [join(import.meta.dirname, '..', 'bin', 'shoal.js'), ...flags], {
-      stdio: ['ignore', 'ignore', 'inherit'],
-      env: { ...process.env, SHOAL_CACHE_DIR: cacheDir, SHOAL_FROM_SOURCE: process.env.SHOAL_FROM_SOURCE ?? '1' },
-    });
-    child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve((performance.now() - started) / 1000) : reject(new Error(`shoal encode exited ${code}`))));
-  });
+const CLI_BUDGET = args['cli-batch-tokens'] === undefined ? null : Number(args['cli-batch-tokens']);
+const cliEnv: NodeJS.ProcessEnv = { SHOAL_CACHE_DIR: cacheDir };
+if (args['cli-prof'] !== undefined) cliEnv.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --cpu-prof --cpu-prof-dir=${args['cli-prof']}`.trim();
+
+/** One whole `shoal encode` process, from spawn to exit; the JSON lines go to stdout, read through a pipe. */
+function runCli(precision: Precision, file: string): Promise<CliTiming> {
+  const flags = ['encode', '--model', `bench.${precision}`, '--catalog', catalogFile, '--input', file, '--threads', String(THREADS), '--max-length', String(MAX_LENGTH), '--quiet'];
+  if (CLI_BUDGET !== null) flags.push('--batch-tokens', String(CLI_BUDGET));
+  return runShoal(flags, { fromSource: args['cli-from-source'], env: cliEnv });
 }
 
 function writeInput(name: string, texts: readonly string[]): string {
@@ -177,11 +185,35 @@ interface Round {
   shoal: ShoalRun;
   /** Whole-process tokens/s of `shoal encode`, null with --skip-cli. */
   cli: number | null;
+  cliTiming: CliTiming | null;
 }
 
-const results: Record<string, unknown> = { model: BENCH_MODEL, threads: THREADS, maxLength: MAX_LENGTH };
+const results: Record<string, unknown> = {
+  model: BENCH_MODEL,
+  threads: THREADS,
+  maxLength: MAX_LENGTH,
+  cli: args['skip-cli'] ? null : { from: args['cli-from-source'] ? 'sources (tsx)' : 'dist (built)', batchTokens: CLI_BUDGET ?? 'CLI default' },
+};
 const summary: Row[] = [];
 try {
+  let versionSeconds = Number.NaN;
+  if (!args['skip-cli']) {
+    if (!args['cli-from-source']) {
+      try {
+        ensureBuiltCli(args.build);
+      } catch (error) {
+        console.error(`throughput: ${error instanceof Error ? error.message : String(error)}`);
+        rmSync(workDir, { recursive: true, force: true });
+        process.exit(2);
+      }
+    }
+    // Node and the CLI's own modules, nothing else: the floor of every `shoal` command.
+    const versions: number[] = [];
+    for (let i = 0; i < 3; i++) versions.push((await runShoal(['--version'], { fromSource: args['cli-from-source'] })).seconds);
+    versionSeconds = median(versions);
+    results.cliVersionSeconds = versions;
+    console.log(`shoal --version: ${versions.map((v) => v.toFixed(2)).join(', ')} s (${results.cli === null ? '' : (results.cli as { from: string }).from})`);
+  }
   const graphs = new Map<Precision, string>();
   for (const precision of PRECISIONS) graphs.set(precision, await graphOf(precision));
   results.graphs = Object.fromEntries(graphs);
@@ -204,7 +236,7 @@ try {
     }
     // Start-up and model load of the CLI, on a one-line input (reported apart; the ratios use whole runs).
     const startup = new Map<Precision, number>();
-    if (!args['skip-cli']) for (const precision of PRECISIONS) startup.set(precision, await runCli(precision, one, null));
+    if (!args['skip-cli']) for (const precision of PRECISIONS) startup.set(precision, (await runCli(precision, one)).seconds);
     const rounds = new Map<Precision, Round[]>(PRECISIONS.map((p) => [p, []]));
     for (let round = 0; round < Number(args.rounds); round++) {
       for (const precision of PRECISIONS) {
@@ -212,8 +244,9 @@ try {
         const [ceiling] = await measureCeiling(BENCH_MODEL, ids, [best.get(precision) ?? 2048], THREADS, graphs.get(precision));
         const shoal = await measureShoal(precision, texts, realTokens, budget);
         // The CLI runs with its own default budget (what a user gets), not the bench's best.
-        const cli = args['skip-cli'] ? null : realTokens / (await runCli(precision, input, null));
-        rounds.get(precision)?.push({ ceiling: ceiling?.tokensPerSecond ?? Number.NaN, shoal, cli });
+        const cliTiming = args['skip-cli'] ? null : await runCli(precision, input);
+        const cli = cliTiming === null ? null : realTokens / cliTiming.seconds;
+        rounds.get(precision)?.push({ ceiling: ceiling?.tokensPerSecond ?? Number.NaN, shoal, cli, cliTiming });
       }
     }
     const peer = args['skip-peer'] ? null : await measurePeer(BENCH_MODEL, texts, realTokens, THREADS, MAX_LENGTH);
@@ -225,8 +258,11 @@ try {
       const shoalRate = median(list.map((r) => r.shoal.tokensPerSecond));
       const cliRates = list.map((r) => r.cli ?? Number.NaN);
       const cliRate = median(cliRates);
+      // The whole run less the one-line run (start-up, model load, a first batch): the CLI's throughput proper.
+      const oneLine = startup.get(precision) ?? Number.NaN;
+      const afterStart = list.map((r) => (r.cliTiming === null ? Number.NaN : realTokens / (r.cliTiming.seconds - oneLine)));
       const vsFp32 = fp32Rounds.length === list.length ? median(list.map((r, i) => (r.cli ?? Number.NaN) / (fp32Rounds[i]?.cli ?? Number.NaN))) : Number.NaN;
-      perPrecision[precision] = { bestBudget: best.get(precision), rounds: list, startupSeconds: startup.get(precision) ?? null };
+      perPrecision[precision] = { bestBudget: best.get(precision), rounds: list, oneLineSeconds: startup.get(precision) ?? null };
       summary.push({
         corpus: name,
         precision,
@@ -238,7 +274,11 @@ try {
         'cli/fp32 cli': vsFp32,
         'cli/peer': peer === null ? Number.NaN : cliRate / peer.tokensPerSecond,
         'shoal/peer': peer === null ? Number.NaN : shoalRate / peer.tokensPerSecond,
-        'cli start s': startup.get(precision) ?? Number.NaN,
+        'cli after start/ceiling': median(list.map((r, i) => (afterStart[i] ?? Number.NaN) / r.ceiling)),
+        'version s': versionSeconds,
+        '1-line s': oneLine,
+        'first out s': median(list.map((r) => r.cliTiming?.firstOutputSeconds ?? Number.NaN)),
+        'cli run s': median(list.map((r) => r.cliTiming?.seconds ?? Number.NaN)),
         'padding %': median(list.map((r) => r.shoal.paddingWaste)) * 100,
       });
     }

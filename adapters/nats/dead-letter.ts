@@ -45,6 +45,27 @@ export function deadSourceOf(msg: JsMsg): DeadSource {
   return { subject: msg.subject, data: msg.data, headers: msg.headers, seq: msg.seq, deliveries: msg.info.deliveryCount };
 }
 
+/**
+ * The headers of a dead letter: the original message's own (less its message id, so the copy is
+ * not deduplicated against it) plus the reason, code, original subject, sequence and deliveries.
+ * Shared by every dead-letter writer (job parts here, parse tasks in parse-dead-letters.ts).
+ */
+export function deadLetterHeaders(source: DeadSource, reason: SerializedError): MsgHdrs {
+  const h = natsHeaders();
+  if (source.headers !== undefined) {
+    for (const [key, values] of source.headers) {
+      if (key.toLowerCase() === 'nats-msg-id') continue;
+      for (const value of values) h.append(key, value);
+    }
+  }
+  h.set(DEAD_LETTER_HEADERS.reason, reason.message.replace(/[\r\n]+/g, ' ').slice(0, 1024));
+  h.set(DEAD_LETTER_HEADERS.code, reason.code);
+  h.set(DEAD_LETTER_HEADERS.subject, source.subject);
+  h.set(DEAD_LETTER_HEADERS.sequence, String(source.seq));
+  h.set(DEAD_LETTER_HEADERS.deliveries, String(source.deliveries));
+  return h;
+}
+
 export interface DeadLettersOptions {
   js: JetStreamClient;
   jsm: JetStreamManager;
@@ -72,18 +93,7 @@ export class DeadLetters implements Lifecycle {
 
   /** Copies a message to the dead-letter stream with the reason (idempotent per stream sequence). */
   async bury(source: DeadSource, reason: SerializedError): Promise<void> {
-    const h = natsHeaders();
-    if (source.headers !== undefined) {
-      for (const [key, values] of source.headers) {
-        if (key.toLowerCase() === 'nats-msg-id') continue;
-        for (const value of values) h.append(key, value);
-      }
-    }
-    h.set(DEAD_LETTER_HEADERS.reason, reason.message.replace(/[\r\n]+/g, ' ').slice(0, 1024));
-    h.set(DEAD_LETTER_HEADERS.code, reason.code);
-    h.set(DEAD_LETTER_HEADERS.subject, source.subject);
-    h.set(DEAD_LETTER_HEADERS.sequence, String(source.seq));
-    h.set(DEAD_LETTER_HEADERS.deliveries, String(source.deliveries));
+    const h = deadLetterHeaders(source, reason);
     const { js, names } = this.#options;
     try {
       await js.publish(this.#deadSubject(source.subject), source.data, {

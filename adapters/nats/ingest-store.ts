@@ -25,15 +25,28 @@ export interface IngestNames {
   parseSubject: string;
   parseConsumer: string;
   bucket: string;
+  /** Where poison parse tasks go (in the jobs topology's dead-letter stream, `<prefix>.dlq.>`). */
+  deadLetterSubject: string;
+  deadLetterStream: string;
+  /** The server's max-deliveries advisories of the parse consumer, kept durably (as topology.ts does for jobs). */
+  advisoryStream: string;
+  advisorySubject: string;
+  advisoryConsumer: string;
 }
 
 export function ingestNames(names: NatsNames): IngestNames {
   const lower = names.statusBucket.replace(/_jobs$/, '');
+  const stream = names.jobsStream.replace(/_JOBS$/, '_INGEST');
   return Object.freeze({
-    stream: names.jobsStream.replace(/_JOBS$/, '_INGEST'),
+    stream,
     parseSubject: `${names.prefix}.ingest.parse`,
     parseConsumer: `${lower}_ingest_parse`,
     bucket: `${lower}_ingest`,
+    deadLetterSubject: `${names.prefix}.dlq.ingest.parse`,
+    deadLetterStream: names.deadLetterStream,
+    advisoryStream: `${stream}_MAX_DELIVERIES`,
+    advisorySubject: `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${stream}.*`,
+    advisoryConsumer: 'dead_letters',
   });
 }
 
@@ -44,8 +57,14 @@ export interface ParseConsumerSettings {
   maxDeliver?: number;
 }
 
-/** Creates (idempotently) the parse stream, its consumer and the ingest KV bucket. */
-export async function ensureIngestTopology(nc: NatsConnection, topology: Topology, consumer: ParseConsumerSettings = {}): Promise<IngestNames> {
+/**
+ * Creates (idempotently) the parse stream, its consumer and the ingest KV bucket. `given`
+ * given (a parse worker's own settings): an existing consumer is updated to them; left out (a
+ * coordinator): an existing consumer is kept as the workers set it, so a coordinator starting
+ * after them does not reset their ack wait or max deliveries to the defaults.
+ */
+export async function ensureIngestTopology(nc: NatsConnection, topology: Topology, given?: ParseConsumerSettings): Promise<IngestNames> {
+  const consumer = given ?? {};
   const names = ingestNames(topology.names);
   const { settings, jsm } = topology;
   const storage = settings.storage === 'file' ? StorageType.File : StorageType.Memory;
@@ -80,18 +99,55 @@ export async function ensureIngestTopology(nc: NatsConnection, topology: Topolog
     };
     try {
       const info = await jsm.consumers.info(names.stream, names.parseConsumer);
-      if (info.config.ack_wait !== config.ack_wait || info.config.max_deliver !== config.max_deliver) {
+      if (given !== undefined && (info.config.ack_wait !== config.ack_wait || info.config.max_deliver !== config.max_deliver)) {
         await jsm.consumers.update(names.stream, names.parseConsumer, { ack_wait: config.ack_wait, max_deliver: config.max_deliver });
       }
     } catch (error) {
       if (!isJsApiCode(error, JS_CODES.ConsumerNotFound)) throw error;
       await jsm.consumers.add(names.stream, config);
     }
+    await ensureAdvisoryStream(jsm, names, settings.deadLetterMaxAgeSeconds, storage, settings.replicas);
     await new Kvm(nc).create(names.bucket, { history: 1, ttl: settings.statusMaxAgeSeconds * 1000, storage, replicas: settings.replicas });
   } catch (error) {
     throw toNatsShoalError(error, 'set up the NATS ingest topology');
   }
   return names;
+}
+
+/** The stream and durable consumer that keep the parse consumer's max-deliveries advisories. */
+async function ensureAdvisoryStream(jsm: Topology['jsm'], names: IngestNames, maxAgeSeconds: number, storage: StorageType, replicas: number): Promise<void> {
+  try {
+    await jsm.streams.info(names.advisoryStream);
+  } catch (error) {
+    if (!isJsApiCode(error, JS_CODES.StreamNotFound)) throw error;
+    await jsm.streams
+      .add({
+        name: names.advisoryStream,
+        subjects: [names.advisorySubject],
+        retention: RetentionPolicy.Workqueue,
+        storage,
+        num_replicas: replicas,
+        discard: DiscardPolicy.Old,
+        max_age: maxAgeSeconds * SECOND_NS,
+        duplicate_window: 60 * SECOND_NS,
+      })
+      .catch((added: unknown) => {
+        if (!isJsApiCode(added, JS_CODES.StreamNameInUse)) throw added;
+      });
+  }
+  try {
+    await jsm.consumers.info(names.advisoryStream, names.advisoryConsumer);
+  } catch (error) {
+    if (!isJsApiCode(error, JS_CODES.ConsumerNotFound)) throw error;
+    // An identical durable consumer added twice is a no-op on the server.
+    await jsm.consumers.add(names.advisoryStream, {
+      durable_name: names.advisoryConsumer,
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.All,
+      ack_wait: 30 * SECOND_NS,
+      max_deliver: -1,
+    });
+  }
 }
 
 const docKey = (run: string, doc: number): string => `doc.${checkJobId(run)}.${doc}`;

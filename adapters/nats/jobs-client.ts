@@ -65,6 +65,12 @@ export interface JobsClientOptions {
    * the gateway, whose file roots are the workers'. @default false
    */
   checkFileTargets?: boolean;
+  /**
+   * Index names an `{kind: "index"}` result target may name (SHOAL_INDEXES: what the results sink
+   * can open); any other name, or any index target when none are given, is refused at submit.
+   * @default []
+   */
+  indexNames?: readonly string[];
   /** How long a job may take before it ends `failed`/`partial` with TIMEOUT. @default 24 hours */
   jobTimeoutMs?: number;
   /** How long a submission may take to publish its parts before the job counts as abandoned. @default 10 minutes */
@@ -85,6 +91,17 @@ export interface WaitOptions {
 
 /** A part's result with `result` filled in (read from the store when the message held a reference). */
 export type ResolvedPartResult = JobPartResult;
+
+/** An index target must name a configured index, for a job whose results are vectors. */
+function checkIndexTarget(primitive: JobPart['primitive'], index: string, known: readonly string[]): void {
+  if (primitive !== 'encode') {
+    throw new ShoalError(ErrorCode.INVALID_INPUT, `an index result target takes encode jobs (vectors), not ${primitive}`, { details: { field: 'result.kind' } });
+  }
+  if (!known.includes(index)) {
+    const configured = known.length === 0 ? 'none configured: set SHOAL_INDEXES=name=URI here and on the results sink' : `configured: ${known.join(', ')}`;
+    throw new ShoalError(ErrorCode.INVALID_INPUT, `result target: no index named ${JSON.stringify(index)} (${configured})`, { details: { field: 'result.index' } });
+  }
+}
 
 function utf8(text: string): Uint8Array {
   return Buffer.from(text, 'utf8');
@@ -138,6 +155,7 @@ export class JobsClient implements JobsApi {
     await this.#modelGate?.(submission.primitive, model);
     // A target the workers could not write (a malformed or disallowed s3:// URI) is refused now, not part by part.
     if (submission.result.kind === 'store') this.#payloads.checkTarget(submission.result.uri);
+    if (submission.result.kind === 'index') checkIndexTarget(submission.primitive, submission.result.index, this.#options.indexNames ?? []);
     const size = submission.part_items ?? this.#options.partItems ?? DEFAULT_PART_ITEMS;
     const parts = Math.ceil(items.length / size);
     const now = new Date();

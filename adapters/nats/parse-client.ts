@@ -1,4 +1,4 @@
-import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
+import { jetstream, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ErrorCode } from '../protocol/errors.js';
 import { ParseTask, StoredPages, type DocumentStatus, type IngestRunStatus } from '../protocol/ingest.js';
@@ -6,6 +6,7 @@ import { WIRE_VERSION } from '../protocol/jobs.js';
 import { parseWith } from '../protocol/validate.js';
 import { ensureIngestTopology, IngestStatusStore, type IngestNames, type ParseConsumerSettings } from './ingest-store.js';
 import { toNatsShoalError } from './nats-errors.js';
+import { ParseDeadLetters } from './parse-dead-letters.js';
 import { getJson, PayloadStore } from './payloads.js';
 import type { Topology } from './topology.js';
 
@@ -21,21 +22,40 @@ export type ParseTaskInput = Omit<ParseTask, 'v' | 'ref'>;
 export class ParseTaskClient {
   readonly names: IngestNames;
   readonly status: IngestStatusStore;
+  /** Poison tasks (max-deliveries advisories): a coordinator handles them too, so a run never waits on one. */
+  readonly deadLetters: ParseDeadLetters;
   readonly #js: JetStreamClient;
   readonly #payloads: PayloadStore;
+  readonly #jsm: JetStreamManager;
 
-  private constructor(nc: NatsConnection, names: IngestNames, status: IngestStatusStore, payloads: PayloadStore) {
+  private constructor(nc: NatsConnection, names: IngestNames, status: IngestStatusStore, payloads: PayloadStore, jsm: JetStreamManager) {
     this.names = names;
     this.status = status;
     this.#js = jetstream(nc);
     this.#payloads = payloads;
+    this.#jsm = jsm;
+    this.deadLetters = new ParseDeadLetters({ js: this.#js, jsm, names, status });
   }
 
   /** Sets up the ingest topology (idempotent) on top of `topology`. The connection stays the caller's. */
-  static async open(nc: NatsConnection, topology: Topology, consumer: ParseConsumerSettings = {}): Promise<ParseTaskClient> {
+  static async open(nc: NatsConnection, topology: Topology, consumer?: ParseConsumerSettings): Promise<ParseTaskClient> {
     const names = await ensureIngestTopology(nc, topology, consumer);
     const status = await IngestStatusStore.open(nc, names.bucket);
-    return new ParseTaskClient(nc, names, status, new PayloadStore(nc, { bucket: topology.names.payloadBucket }));
+    return new ParseTaskClient(nc, names, status, new PayloadStore(nc, { bucket: topology.names.payloadBucket }), topology.jsm);
+  }
+
+  /**
+   * Whether some parse worker is there: it has a pull request waiting on the shared parse
+   * consumer (an idle worker always has one open), or holds delivered tasks not yet acked (a
+   * busy one). Neither, for a while, means no worker runs the parse role.
+   */
+  async parseWorkerSeen(): Promise<boolean> {
+    try {
+      const info = await this.#jsm.consumers.info(this.names.stream, this.names.parseConsumer);
+      return info.num_waiting > 0 || info.num_ack_pending > 0;
+    } catch (error) {
+      throw toNatsShoalError(error, `read the parse consumer ${this.names.parseConsumer}`);
+    }
   }
 
   /** Stores the bytes, marks the document queued and publishes its task. */

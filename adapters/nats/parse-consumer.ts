@@ -7,7 +7,9 @@ import { ParseTask, StoredPages, type DocumentStatus, type ParseTaskSettings, ty
 import { WIRE_VERSION } from '../protocol/jobs.js';
 import type { Lifecycle } from '../protocol/lifecycle.js';
 import { parseWith } from '../protocol/validate.js';
+import { deadSourceOf } from './dead-letter.js';
 import type { IngestNames, IngestStatusStore } from './ingest-store.js';
+import type { ParseDeadLetters } from './parse-dead-letters.js';
 import type { PayloadStore } from './payloads.js';
 import { decodeJson } from './rpc-wire.js';
 
@@ -45,6 +47,8 @@ export interface ParseConsumerOptions {
   status: IngestStatusStore;
   payloads: PayloadStore;
   parse: ParseFn;
+  /** Where tasks that fail for good go (and their documents are marked failed). */
+  deadLetters: ParseDeadLetters;
   /** Documents parsed at once. @default 2 */
   concurrency?: number;
   ackWaitMs: number;
@@ -120,8 +124,9 @@ export class ParseTaskConsumer implements Lifecycle {
     const decoded = decodeJson(msg.data);
     const parsed = decoded.ok ? ParseTask.safeParse(decoded.value) : null;
     if (parsed === null || !parsed.success) {
-      // Not a task of ours: nothing can record it, and it can never succeed.
-      logger?.warn({ seq: msg.seq }, 'dropping a message that is not a parse task');
+      // Not a task of ours: no document to record, and it can never succeed.
+      logger?.warn({ seq: msg.seq }, 'dead-lettering a message that is not a parse task');
+      await this.#options.deadLetters.settle(deadSourceOf(msg), new ShoalError(ErrorCode.INVALID_INPUT, 'not a parse task (not JSON, or not the ParseTask schema)'));
       msg.term();
       return;
     }
@@ -155,7 +160,7 @@ export class ParseTaskConsumer implements Lifecycle {
   }
 
   /** A failure of the task itself (not a bad document): retried, or recorded for good. */
-  async #fail(msg: JsMsg, base: Omit<DocumentStatus, 'state' | 'updated_at'>, failure: ShoalError): Promise<void> {
+  async #fail(msg: JsMsg, base: Pick<DocumentStatus, 'run_id' | 'doc'>, failure: ShoalError): Promise<void> {
     const deliveries = msg.info.deliveryCount;
     if (this.#shutdown.signal.aborted || failure.code === ErrorCode.CANCELLED) {
       msg.nak();
@@ -167,8 +172,9 @@ export class ParseTaskConsumer implements Lifecycle {
       msg.nak(Math.min(30_000, (this.#options.retryDelayMs ?? 1000) * 2 ** Math.max(0, deliveries - 1)));
       return;
     }
+    // For good: a missing or changed object (READ_FAILED), or a retryable failure on its last delivery.
     const code = failure.code === ErrorCode.INVALID_INPUT ? 'READ_FAILED' : failure.code;
-    await this.#options.status.putDocument({ ...base, state: 'failed', code, reason: failure.message.slice(0, 2048), updated_at: new Date().toISOString() });
+    await this.#options.deadLetters.settle(deadSourceOf(msg), failure, code);
     msg.term();
   }
 

@@ -80,7 +80,7 @@ export class PartResults {
       message = { ...header, status: 'ok', result };
       // Encoded once: serializing large vectors is the costliest step of publishing (packed
       // float32 unless the job asked for JSON numbers or there are no vectors).
-      packed = part.result.vectors === 'json' ? null : packReply(message);
+      packed = part.result.kind === 'stream' && part.result.vectors === 'json' ? null : packReply(message);
       body = packed ?? encodeJson(message);
       if (body.byteLength > this.#options.maxMessageBytes - MESSAGE_HEADROOM) {
         const ref = await payloads.put(`results/${part.job_id}/${part.part}.json`, encodeJson(result));

@@ -242,6 +242,29 @@ export class StatusStore {
     return status;
   }
 
+  /**
+   * Marks the job degraded (its results cannot reach their store now); an already degraded job
+   * keeps its first `since`. A job without a status is left alone (nothing to show it on).
+   */
+  async markDegraded(jobId: string, reason: string, now = new Date()): Promise<void> {
+    const current = await this.get(jobId);
+    if (current === null || current.degraded !== undefined) return;
+    await this.#update(jobId, () => current, (latest) =>
+      latest.degraded !== undefined ? null : { ...latest, degraded: { reason: reason.slice(0, 1000), since: now.toISOString() }, updated_at: now.toISOString() },
+    );
+  }
+
+  /** Removes the degraded mark after a successful write (one read when there is none). */
+  async clearDegraded(jobId: string): Promise<void> {
+    const current = await this.get(jobId);
+    if (current?.degraded === undefined) return;
+    await this.#update(jobId, () => current, (latest) => {
+      if (latest.degraded === undefined) return null;
+      const { degraded: _cleared, ...rest } = latest;
+      return { ...rest, updated_at: new Date().toISOString() };
+    });
+  }
+
   /** Whether a part is already counted (a redelivery of finished work). */
   async isCounted(jobId: string, part: number): Promise<boolean> {
     const status = await this.get(jobId);

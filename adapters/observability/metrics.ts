@@ -113,6 +113,13 @@ export class ShoalMetrics {
     registers: [this.registry],
   });
 
+  readonly sinkDegraded = new Gauge({
+    name: 'shoal_sink_degraded',
+    help: 'Whether the results sink cannot write into its vector store now (1: failing, job results wait on the stream; 0: writing)',
+    labelNames: ['backend'] as const,
+    registers: [this.registry],
+  });
+
   readonly s3Retries = new Counter({
     name: 'shoal_s3_retries_total',
     help: 'S3 operations retried after a transient failure (S3 down, throttling, 5xx): a rising rate means the object store is degraded',

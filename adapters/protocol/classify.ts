@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DEFAULT_LIMITS } from './limits.js';
+import { JobId } from './jobs.js';
 import { ImageSource, ItemId, ModelRef } from './requests.js';
 
 /**
@@ -80,3 +81,50 @@ export const ClassifyResult = z.strictObject({
   items: z.array(Classification),
 });
 export type ClassifyResult = z.infer<typeof ClassifyResult>;
+
+/**
+ * How `POST /v1/classify` runs: `auto` answers synchronously up to the gateway's sync limit and as
+ * a job above it, `sync` never makes a job (413 above the limit), `job` always does (202).
+ */
+export const ClassifyMode = z.enum(['auto', 'sync', 'job']);
+export type ClassifyMode = z.infer<typeof ClassifyMode>;
+
+/** The HTTP body: a classify request plus how to run it; a `job_id` implies the job form (idempotent resubmission). */
+export const ClassifyHttpRequest = ClassifyRequest.safeExtend({
+  /** @default 'auto' */
+  mode: ClassifyMode.optional(),
+  /** Client-chosen job id: the same id with the same content is the same run; with other content, 409 JOB_CONFLICT. */
+  job_id: JobId.optional(),
+});
+export type ParsedClassifyHttpRequest = z.output<typeof ClassifyHttpRequest>;
+
+export const ClassifyRunState = z.enum(['queued', 'running', 'completed', 'failed']);
+export type ClassifyRunState = z.infer<typeof ClassifyRunState>;
+
+const Count = z.number().int().nonnegative().max(1_000_000_000);
+
+/** What `GET /v1/jobs/:id` answers for a classification job (a `POST /v1/classify` run in the gateway). */
+export const ClassifyRunStatus = z.strictObject({
+  job_id: JobId,
+  kind: z.literal('classify'),
+  state: ClassifyRunState,
+  model: z.string().max(1_024),
+  items: Count,
+  items_done: Count,
+  /** Categories of the taxonomy, once its matrix is built; null before. */
+  categories: Count.nullable(),
+  /** Why the run failed; null otherwise. */
+  error: z.strictObject({ code: z.string().min(1).max(64), message: z.string().max(2_048) }).nullable(),
+  created_at: z.string().max(64),
+  updated_at: z.string().max(64),
+});
+export type ClassifyRunStatus = z.infer<typeof ClassifyRunStatus>;
+
+/** The 202 answer of a classification job: where its status and results are read. */
+export const ClassifyJobAccepted = z.strictObject({
+  job_id: JobId,
+  status_url: z.string().max(256),
+  results_url: z.string().max(256),
+  status: ClassifyRunStatus,
+});
+export type ClassifyJobAccepted = z.infer<typeof ClassifyJobAccepted>;

@@ -33,6 +33,9 @@ export const JobId = z.string().regex(JOB_ID_PATTERN, 'job ids are 1-64 characte
 /** A URI of stored data: `obj://<bucket>/<name>` (NATS object store), `s3://bucket/key`, `file:///path`. */
 export const DataRef = z.string().regex(/^(obj|s3|file):\/\/\S+$/, 'references are obj://, s3:// or file:// URIs').max(2048);
 
+/** A configured index's name (SHOAL_INDEXES `name=target`). */
+export const IndexName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'index names are 1-64 characters of A-Z a-z 0-9 _ -');
+
 /** Where the results of a job go. */
 export const ResultTarget = z.discriminatedUnion('kind', [
   /**
@@ -43,6 +46,12 @@ export const ResultTarget = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('stream'), vectors: z.enum(['f32', 'json']).optional() }),
   /** Written as JSON Lines under a store URI, one object per part (`<uri>/<job_id>/part-<n>.jsonl`). */
   z.strictObject({ kind: z.literal('store'), uri: DataRef }),
+  /**
+   * Rows of a vector store (encode jobs): `index` NAMES one of the indexes the operator configured
+   * (SHOAL_INDEXES on the gateway and the results sink), never a URI or a path, so a remote caller
+   * cannot make Shoal write anywhere else. Results travel on the stream; `shoal sink` writes them.
+   */
+  z.strictObject({ kind: z.literal('index'), index: IndexName }),
 ]);
 export type ResultTarget = z.infer<typeof ResultTarget>;
 
@@ -131,6 +140,12 @@ export const JobStatus = z.strictObject({
   submitted: z.boolean().optional(),
   /** After this instant (ISO-8601) an unfinished job is ended `failed`/`partial` with TIMEOUT. */
   deadline_at: Timestamp.optional(),
+  /**
+   * Set while the results sink cannot write this job's results into its vector store (down,
+   * refusing): the results wait on the stream and are written once it recovers. Independent of
+   * `state` (the parts may be computed already); removed at the first successful write.
+   */
+  degraded: z.strictObject({ reason: z.string().max(1000), since: Timestamp }).optional(),
   created_at: Timestamp,
   updated_at: Timestamp,
 });

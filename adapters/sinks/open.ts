@@ -2,13 +2,13 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
-import { ChromaSink } from './chroma.js';
+import type { ChromaSinkOptions } from './chroma.js';
 import { RetryingSink, type RetryOptions, type SinkWriteObserver } from './delivery.js';
 import { JsonlSink } from './jsonl.js';
-import { LanceDbSink } from './lancedb.js';
-import { PgVectorSink, type PgConnection } from './pgvector.js';
-import { QdrantSink } from './qdrant.js';
+import { LazySink } from './lazy.js';
+import type { PgConnection } from './pgvector.js';
 import { S3Sink } from './s3.js';
+import { checkTableName } from './table-spec.js';
 import type { S3SettingsInput } from '../object-store/index.js';
 import type { Sink } from './sink.js';
 
@@ -19,6 +19,10 @@ import type { Sink } from './sink.js';
  * Credentials come from the URI's password or the options (the services fill them from
  * PGPASSWORD, CHROMA_API_KEY, QDRANT_API_KEY or the settings file); they never appear in an
  * error or log line: `redactUri` is what gets printed.
+ *
+ * The database backends (LanceDB, pgvector, Chroma, Qdrant) are imported when their sink is
+ * first used (lazy.ts), not with this module: every command reaches it, `shoal encode` included.
+ * Their options are checked here, so a bad URI or table name is still refused at once.
  */
 
 export type SinkBackend = 'lancedb' | 'pgvector' | 'chroma' | 'qdrant' | 'file' | 's3';
@@ -130,6 +134,14 @@ function pgConnection(parts: z.output<typeof PostgresParts>, credentials: SinkCr
   return { host: parts.host, port: parts.port, user: parts.user, password: parts.password ?? credentials.pgPassword, database: parts.database, ssl };
 }
 
+/** LanceDB (with apache-arrow, the heaviest import of all) on first use; its table rule checked now. */
+function lanceDb(dir: string, table: string): Sink {
+  if (!/^[A-Za-z0-9_-]{1,128}$/.test(table)) {
+    throw new ShoalError(ErrorCode.INVALID_INPUT, `table name ${JSON.stringify(table)}: use letters, digits, '_' or '-'`);
+  }
+  return new LazySink(async () => new (await import('./lancedb.js')).LanceDbSink({ dir, table }));
+}
+
 /** The backend and its options, without connecting (exported for tests of the URI forms). */
 export function openSink(uriOrDir: string, options: OpenSinkOptions = {}): OpenedSink {
   const credentials = options.credentials ?? {};
@@ -144,7 +156,7 @@ export function openSink(uriOrDir: string, options: OpenSinkOptions = {}): Opene
   });
   if (uriOrDir.trim() === '') throw invalid('empty');
   if (scheme === undefined) {
-    return wrap(new LanceDbSink({ dir: uriOrDir, table: fallbackTable }), 'lancedb', fallbackTable);
+    return wrap(lanceDb(uriOrDir, fallbackTable), 'lancedb', fallbackTable);
   }
   switch (scheme) {
     case 'lancedb': {
@@ -153,7 +165,7 @@ export function openSink(uriOrDir: string, options: OpenSinkOptions = {}): Opene
       const params = query(new URL(`x://x/?${search}`), ['table'], 'lancedb://DIR[?table=T]');
       if (dir === '') throw invalid('lancedb://DIR needs a folder');
       const table = params.table ?? fallbackTable;
-      return wrap(new LanceDbSink({ dir: decodeURIComponent(dir), table }), 'lancedb', table);
+      return wrap(lanceDb(decodeURIComponent(dir), table), 'lancedb', table);
     }
     case 'postgres':
     case 'postgresql': {
@@ -168,7 +180,8 @@ export function openSink(uriOrDir: string, options: OpenSinkOptions = {}): Opene
         ...params,
       }, 'postgres://user@host:port/db?table=T');
       const table = parts.table ?? parse(Name, fallbackTable, 'table');
-      return wrap(new PgVectorSink({ connection: pgConnection(parts, credentials), table, ...(options.batchRows === undefined ? {} : { batchRows: options.batchRows }) }), 'pgvector', table);
+      const pgOptions = { connection: pgConnection(parts, credentials), table: checkTableName(table), ...(options.batchRows === undefined ? {} : { batchRows: options.batchRows }) };
+      return wrap(new LazySink(async () => new (await import('./pgvector.js')).PgVectorSink(pgOptions)), 'pgvector', table);
     }
     case 'chroma':
     case 'qdrant': {
@@ -186,14 +199,15 @@ export function openSink(uriOrDir: string, options: OpenSinkOptions = {}): Opene
       const batch = options.batchRows === undefined ? {} : { batchRows: options.batchRows };
       if (scheme === 'chroma') {
         const apiKey = credentials.chromaApiKey;
-        const sink = new ChromaSink({
-          host: parts.host, port: parts.port, ssl: parts.ssl ?? false, collection, ...batch,
+        const chromaOptions: ChromaSinkOptions = {
+          host: parts.host, port: parts.port, ssl: parts.ssl ?? false, collection: checkTableName(collection), ...batch,
           tenant: parts.tenant ?? credentials.chromaTenant, database: parts.database ?? credentials.chromaDatabase,
           ...(apiKey === undefined ? {} : { headers: { 'x-chroma-token': apiKey } }),
-        });
-        return wrap(sink, 'chroma', collection);
+        };
+        return wrap(new LazySink(async () => new (await import('./chroma.js')).ChromaSink(chromaOptions)), 'chroma', collection);
       }
-      return wrap(new QdrantSink({ host: parts.host, port: parts.port, https: parts.ssl ?? false, apiKey: credentials.qdrantApiKey, collection, ...batch }), 'qdrant', collection);
+      const qdrantOptions = { host: parts.host, port: parts.port, https: parts.ssl ?? false, apiKey: credentials.qdrantApiKey, collection: checkTableName(collection), ...batch };
+      return wrap(new LazySink(async () => new (await import('./qdrant.js')).QdrantSink(qdrantOptions)), 'qdrant', collection);
     }
     case 'file': {
       const parsed = url(uriOrDir);

@@ -43,6 +43,13 @@ export interface NatsIngestOptions {
   loadTimeoutMs?: number;
   /** How long request-reply calls are retried while no worker answers (workers restarting). @default 600000 */
   retryForMs?: number;
+  /**
+   * How long documents may wait with no worker pulling parse tasks before the run fails with
+   * UNAVAILABLE (SHOAL_PARSE_WORKER_TIMEOUT_MS); a warning comes after `parseWarnAfterMs`. @default 300000
+   */
+  parseWorkerTimeoutMs?: number;
+  /** @default 5000 */
+  parseWarnAfterMs?: number;
 }
 
 export interface NatsIngestRun {
@@ -56,6 +63,8 @@ export interface NatsIngestRun {
   signal?: AbortSignal;
   onProgress?: (progress: IngestProgress) => void;
   onStage?: (stage: IngestStage, milliseconds: number) => void;
+  /** Warnings while the run goes on (no parse worker yet). */
+  onWarning?: (message: string) => void;
   tableMetadata?: Record<string, string>;
 }
 
@@ -80,8 +89,9 @@ export class NatsIngest {
     const topologyInput = { prefix: options.prefix ?? 'shoal' };
     const topology = await ensureTopology(nc, topologyInput);
     const jobs = await JobsClient.open(nc, { topology: topologyInput });
-    const tasks = await ParseTaskClient.open(nc, topology, options.parse ?? {});
+    const tasks = await ParseTaskClient.open(nc, topology, options.parse);
     const rpc = new NatsEngine(nc, { prefix: topologyInput.prefix, loadTimeoutMs: options.loadTimeoutMs ?? 30_000 });
+    tasks.deadLetters.start();
     return new NatsIngest(rpc, jobs, tasks, options);
   }
 
@@ -106,7 +116,20 @@ export class NatsIngest {
       ...(this.#options.partItems === undefined ? {} : { partItems: this.#options.partItems }),
     });
     const { parse } = definition.stages;
-    const reader = new RemoteParseReader(this.#tasks, runId, { ocr: parse.ocr, ocrModel: parse.ocrModel, ocrDpi: parse.ocrDpi, maxBytes: parse.maxBytes, maxPages: parse.maxPages });
+    // Stops the runner when no parse worker came (the run then fails with the watchdog's UNAVAILABLE).
+    const stalled = new AbortController();
+    const reader = new RemoteParseReader(
+      this.#tasks,
+      runId,
+      { ocr: parse.ocr, ocrModel: parse.ocrModel, ocrDpi: parse.ocrDpi, maxBytes: parse.maxBytes, maxPages: parse.maxPages },
+      {
+        ...(this.#options.parseWorkerTimeoutMs === undefined ? {} : { failAfterMs: this.#options.parseWorkerTimeoutMs }),
+        ...(this.#options.parseWarnAfterMs === undefined ? {} : { warnAfterMs: this.#options.parseWarnAfterMs }),
+        ...(run.onWarning === undefined ? {} : { onWarning: run.onWarning }),
+        onStalled: () => stalled.abort(),
+      },
+    );
+    const signal = run.signal === undefined ? stalled.signal : AbortSignal.any([run.signal, stalled.signal]);
     const settings = settingsHash(definition);
     const states = await sink.states(sources.map((source) => source.uri));
     let unchanged = 0;
@@ -131,7 +154,7 @@ export class NatsIngest {
       sink,
       reader,
       ...(run.force === undefined ? {} : { force: run.force }),
-      ...(run.signal === undefined ? {} : { signal: run.signal }),
+      signal,
       ...(run.onStage === undefined ? {} : { onStage: run.onStage }),
       ...(run.tableMetadata === undefined ? {} : { tableMetadata: run.tableMetadata }),
       onProgress: (progress) => {
@@ -148,7 +171,8 @@ export class NatsIngest {
       const summary = await runner.run(sources);
       await this.#tasks.putRun(finalRun(status, summary));
       return summary;
-    } catch (error) {
+    } catch (thrown) {
+      const error = reader.stalled ?? thrown;
       const shoal = toShoalError(error);
       await this.#tasks.putRun({ ...status, state: 'failed', error: { code: shoal.code, message: shoal.message.slice(0, 2048) }, updated_at: new Date().toISOString() }).catch(() => undefined);
       throw error;
@@ -159,6 +183,7 @@ export class NatsIngest {
 
   /** Closes the request-reply client; the connection stays the caller's. */
   async close(): Promise<void> {
+    await this.#tasks.deadLetters.close();
     await this.#rpc.close();
   }
 }

@@ -4,6 +4,7 @@ import type { DocumentStatus, DocumentStateName, ParseTaskSettings } from '../..
 import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
 import type { DocumentSource, ParseOutcome } from './document.js';
 import { contentHash } from './identity.js';
+import { ParseWatchdog } from './parse-watchdog.js';
 import type { DocumentReader } from './runner.js';
 import type { PendingSource } from './sources.js';
 
@@ -36,6 +37,18 @@ function deferred(): Deferred {
   return { promise, resolve, reject };
 }
 
+/** How a run notices that no worker takes its parse tasks (parse-watchdog.ts). */
+export interface ParseWaitOptions {
+  /** @default 5000 */
+  warnAfterMs?: number;
+  /** @default 300000 */
+  failAfterMs?: number;
+  /** Where the warning goes (the CLI's stderr, the gateway's log). */
+  onWarning?: (message: string) => void;
+  /** Called once when the run gives up waiting: the caller stops its runner. */
+  onStalled?: (error: ShoalError) => void;
+}
+
 interface Published {
   doc: number;
   documentId: string;
@@ -52,13 +65,33 @@ export class RemoteParseReader implements DocumentReader {
   #windowWaiter: (() => void) | null = null;
   #failure: unknown = null;
   #tasks: Promise<void> | null = null;
+  readonly #watchdog: ParseWatchdog;
+  #stalled: ShoalError | null = null;
   /** Documents a worker failed, for the run's status. */
   failed = 0;
 
-  constructor(client: ParseTaskClient, runId: string, settings: ParseTaskSettings) {
+  constructor(client: ParseTaskClient, runId: string, settings: ParseTaskSettings, wait: ParseWaitOptions = {}) {
     this.#client = client;
     this.#runId = runId;
     this.#settings = settings;
+    this.#watchdog = new ParseWatchdog({
+      probe: () => client.parseWorkerSeen(),
+      waiting: () => this.#window,
+      ...(wait.warnAfterMs === undefined ? {} : { warnAfterMs: wait.warnAfterMs }),
+      ...(wait.failAfterMs === undefined ? {} : { failAfterMs: wait.failAfterMs }),
+      onWarning: (message) => wait.onWarning?.(message),
+      onTimeout: (error) => {
+        this.#stalled = error;
+        // The runner treats CANCELLED as the run's end, not as each document's failure.
+        this.#abortAll(new ShoalError(ErrorCode.CANCELLED, error.message));
+        wait.onStalled?.(error);
+      },
+    });
+  }
+
+  /** Why the run gave up waiting for parse workers (UNAVAILABLE), or null. */
+  get stalled(): ShoalError | null {
+    return this.#stalled;
   }
 
   #answer(doc: number): Deferred {
@@ -66,6 +99,8 @@ export class RemoteParseReader implements DocumentReader {
     if (answer === undefined) {
       answer = deferred();
       this.#answers.set(doc, answer);
+      // Asked after the run failed (no parse worker, NATS lost): no answer will come.
+      if (this.#failure !== null) answer.reject(this.#failure);
     }
     return answer;
   }
@@ -73,6 +108,7 @@ export class RemoteParseReader implements DocumentReader {
   /** Publishes the tasks of the sources `skip` does not rule out (unchanged ones), and follows their statuses. */
   start(sources: readonly PendingSource[], skip: (uri: string, documentId: string) => boolean): void {
     void this.#watch().catch((error: unknown) => this.#abortAll(error));
+    this.#watchdog.start();
     this.#tasks = this.#publish(sources, skip).catch((error: unknown) => this.#abortAll(error));
   }
 
@@ -177,6 +213,7 @@ export class RemoteParseReader implements DocumentReader {
 
   /** Stops publishing and watching. */
   async close(): Promise<void> {
+    this.#watchdog.stop();
     this.#stop.abort();
     this.#windowWaiter?.();
     await this.#tasks;

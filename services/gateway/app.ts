@@ -4,6 +4,7 @@ import { natsNames } from '../../adapters/protocol/subjects.js';
 import { Admission, DEFAULT_ADMISSION, admittedEngine } from './admission.js';
 import { BearerAuth, authFailureCounter } from './auth.js';
 import { callWithDeadline } from './call-context.js';
+import { ClassifyRuns } from './classify-runs.js';
 import type { GatewayDeps, GatewaySettings, RouteContext } from './context.js';
 import { registerCors } from './cors.js';
 import { fromFastifyError, sendError } from './errors.js';
@@ -75,12 +76,16 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
 
   // Every route reaches the engine through admission control: overload answers 429 at once.
   const admission = new Admission(settings.admission ?? DEFAULT_ADMISSION);
+  // Classification jobs use the engine without admission: they queue in ClassifyRuns and run at bulk priority.
+  const classifyRuns = new ClassifyRuns({ engine: deps.engine, resultsDir: settings.classify?.resultsDir ?? null, cacheDir: settings.classify?.cacheDir ?? null, ...(deps.logger === undefined ? {} : { logger: deps.logger }) });
+  app.addHook('onClose', async () => classifyRuns.close());
   const context: RouteContext = {
     deps: { ...deps, engine: admittedEngine(deps.engine, admission) },
     settings,
     names: natsNames(settings.natsPrefix),
     metrics,
     call: (reply) => callWithDeadline(reply, settings.requestTimeoutMs),
+    classifyRuns,
     closing: () => closing,
   };
   registerHealthRoutes(app, context);

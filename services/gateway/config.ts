@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { DEFAULT_SUBJECT_PREFIX } from '../../adapters/protocol/subjects.js';
@@ -6,10 +7,9 @@ import { resolveNatsSettings, type NatsConnectionSettings } from '../../adapters
 import type { S3SettingsInput } from '../../adapters/object-store/index.js';
 import { parseBytes } from '../../pipelines/inference/memory.js';
 import type { GatewaySettings } from './context.js';
-import { natsSettingsFromEnv, s3SettingsFromEnv, sinkCredentialsFromEnv, splitDirs, splitList } from '../settings/environment.js';
+import { namedIndexesFromEnv, natsSettingsFromEnv, parseWorkerTimeoutFromEnv, s3SettingsFromEnv, shoalCacheDirFromEnv, sinkCredentialsFromEnv, splitDirs, splitList } from '../settings/environment.js';
 import { CommaListFlag, WholeNumberFlag } from '../settings/flag-values.js';
 import { envValue, isTrueValue, SETTINGS, type SettingKey } from '../settings/table.js';
-import { parseIndexes } from './index-sinks.js';
 import { DEFAULT_BODY_LIMIT, DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS } from './defaults.js';
 
 /**
@@ -75,6 +75,8 @@ const RawGatewayConfig = z.strictObject({
   'submit-timeout-ms': WholeNumberFlag(1000, 86_400_000).default(SETTINGS.submitTimeoutMs.default),
   'embed-model': z.string().trim().min(1).optional(),
   'rerank-model': z.string().trim().min(1).optional(),
+  'classify-sync-items': WholeNumberFlag(0, 100_000).default(SETTINGS.classifySyncItems.default),
+  'classify-results-dir': z.string().trim().min(1).optional(),
 });
 
 /** Setting (settings/table.ts) behind each flag-named key, for messages. */
@@ -95,6 +97,8 @@ const SETTING_OF_KEY: ReadonlyMap<string, SettingKey> = new Map([
   ['submit-timeout-ms', 'submitTimeoutMs'],
   ['embed-model', 'embedModel'],
   ['rerank-model', 'rerankModel'],
+  ['classify-sync-items', 'classifySyncItems'],
+  ['classify-results-dir', 'classifyResultsDir'],
 ]);
 
 function envNames(key: string): string | undefined {
@@ -108,9 +112,11 @@ export interface GatewayConfig extends GatewaySettings {
   readonly port: number;
   readonly shutdownTimeoutMs: number;
   /** Job deadline and submission deadline (JobsClient options); absent: the client's defaults. */
-  readonly jobs?: { readonly jobTimeoutMs: number; readonly submitTimeoutMs: number; readonly fileRoots?: readonly string[]; readonly checkFileTargets?: boolean; readonly s3?: S3SettingsInput };
+  readonly jobs?: { readonly jobTimeoutMs: number; readonly submitTimeoutMs: number; readonly fileRoots?: readonly string[]; readonly checkFileTargets?: boolean; readonly s3?: S3SettingsInput; readonly indexNames?: readonly string[] };
   /** Connection settings (servers, credentials, TLS, reconnects), validated. */
   readonly nats: NatsConnectionSettings;
+  /** POST /v1/ingest runs fail after this long with no parse worker (SHOAL_PARSE_WORKER_TIMEOUT_MS). @default 300000 */
+  readonly parseWorkerTimeoutMs?: number;
 }
 
 /** An unset variable stays unset (the default applies); a set one is read as the hub library reads booleans. */
@@ -155,7 +161,7 @@ function natsSettings(servers: string[] | undefined, credsFile: string | undefin
 }
 
 function indexesFromEnv(env: NodeJS.ProcessEnv): Record<string, string> | undefined {
-  return parseIndexes(envValue(env, 'indexes'));
+  return namedIndexesFromEnv(env);
 }
 
 /** Flags win over the environment; an empty environment variable counts as unset. */
@@ -178,6 +184,8 @@ export function resolveGatewayConfig(flags: GatewayFlags = {}, env: NodeJS.Proce
     'submit-timeout-ms': envValue(env, 'submitTimeoutMs'),
     'embed-model': flags.embedModel ?? envValue(env, 'embedModel'),
     'rerank-model': flags.rerankModel ?? envValue(env, 'rerankModel'),
+    'classify-sync-items': envValue(env, 'classifySyncItems'),
+    'classify-results-dir': envValue(env, 'classifyResultsDir'),
   };
   const result = RawGatewayConfig.safeParse(raw);
   if (!result.success) {
@@ -206,9 +214,12 @@ export function resolveGatewayConfig(flags: GatewayFlags = {}, env: NodeJS.Proce
     // Index names requests may use (POST /v1/search, /v1/ingest); a request never names a path.
     ...(indexesFromEnv(env) === undefined ? {} : { indexes: Object.freeze(indexesFromEnv(env) ?? {}) }),
     indexOptions: Object.freeze({ credentials: sinkCredentialsFromEnv(env), s3: s3SettingsFromEnv(env) }),
+    // Classification jobs: results under the cache unless placed elsewhere; categories cached there too, so a taxonomy is embedded once.
+    classify: Object.freeze({ syncItems: c['classify-sync-items'], resultsDir: c['classify-results-dir'] ?? join(shoalCacheDirFromEnv(env), 'classify-jobs'), cacheDir: shoalCacheDirFromEnv(env) }),
     admission: Object.freeze({ maxInFlightItemsPerModel: c['max-inflight-items'], maxQueueSeconds: c['max-queue-seconds'] }),
     // The workers' file roots (SHOAL_FILE_ROOTS, shared config): file:// targets outside them are refused at submit, and results inside them can be read back.
-    jobs: Object.freeze({ jobTimeoutMs: c['job-timeout-ms'], submitTimeoutMs: c['submit-timeout-ms'], fileRoots: Object.freeze(splitDirs(envValue(env, 'fileRoots')) ?? []), checkFileTargets: true, s3: s3SettingsFromEnv(env) }),
+    jobs: Object.freeze({ jobTimeoutMs: c['job-timeout-ms'], submitTimeoutMs: c['submit-timeout-ms'], fileRoots: Object.freeze(splitDirs(envValue(env, 'fileRoots')) ?? []), checkFileTargets: true, s3: s3SettingsFromEnv(env), indexNames: Object.freeze(Object.keys(indexesFromEnv(env) ?? {})) }),
     nats: natsSettings(c.nats, c['nats-creds'], env),
+    parseWorkerTimeoutMs: parseWorkerTimeoutFromEnv(env),
   });
 }

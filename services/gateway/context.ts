@@ -9,6 +9,7 @@ import type { AdmissionSettings } from './admission.js';
 import type { CallRunner, callWithDeadline } from './call-context.js';
 import type { RequestMetrics } from './request-metrics.js';
 import type { IndexSinkOptions } from './index-sinks.js';
+import type { ClassifyRuns } from './classify-runs.js';
 
 /**
  * The types every part of the gateway shares: what the app is built from (deps, settings) and
@@ -69,6 +70,17 @@ export interface GatewaySettings {
   indexes?: Readonly<Record<string, string>>;
   /** Credentials and S3 client settings the indexes are opened with (never logged). @default none */
   indexOptions?: IndexSinkOptions;
+  /** POST /v1/classify: the sync limit and where jobs write their results. @default 256 items sync, results in the OS temp folder, no category cache */
+  classify?: ClassifySettings;
+}
+
+export interface ClassifySettings {
+  /** Products answered synchronously; more (or `mode: "job"`) become a job. @default 256 */
+  syncItems: number;
+  /** Folder of job results (a per-process folder beneath it). @default null: `<os tmpdir>/shoal-classify-jobs` */
+  resultsDir: string | null;
+  /** Category cache of jobs (`classify/` beneath it). @default null: none, categories embedded per job */
+  cacheDir: string | null;
 }
 
 /** A source of an ingest request: an inline text record or a document by reference. */
@@ -97,6 +109,8 @@ export interface RouteContext {
   metrics: RequestMetrics;
   /** Runs one engine call for this reply: aborted on client disconnect, TIMEOUT after the deadline. */
   call(reply: Parameters<typeof callWithDeadline>[0]): CallRunner;
+  /** Classification jobs (POST /v1/classify above the sync limit), read back under /v1/jobs/:id. */
+  classifyRuns: ClassifyRuns;
   /** True once shutdown began (readiness turns false so load balancers stop sending). */
   closing(): boolean;
 }

@@ -30,18 +30,3 @@ export function indexTarget(indexes: Readonly<Record<string, string>> | undefine
   return target;
 }
 
-/** Parses `name=target,name2=target2`; undefined when unset. */
-export function parseIndexes(value: string | undefined): Record<string, string> | undefined {
-  if (value === undefined || value.trim() === '') return undefined;
-  const out: Record<string, string> = {};
-  for (const entry of value.split(',').map((part) => part.trim()).filter((part) => part !== '')) {
-    const at = entry.indexOf('=');
-    const name = entry.slice(0, at).trim();
-    const target = entry.slice(at + 1).trim();
-    if (at <= 0 || !INDEX_NAME.test(name) || target === '') {
-      throw new ShoalError(ErrorCode.CONFIG_INVALID, `SHOAL_INDEXES: ${JSON.stringify(entry)} must be name=target (name: letters, digits, _ or -, up to 64)`);
-    }
-    out[name] = target;
-  }
-  return out;
-}

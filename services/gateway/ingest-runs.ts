@@ -28,6 +28,8 @@ export interface IngestRunsOptions {
   fileRoots?: readonly string[];
   /** Credentials and S3 settings the configured indexes are opened with. */
   indexOptions?: IndexSinkOptions;
+  /** A run fails after this long with no parse worker. @default 300000 */
+  parseWorkerTimeoutMs?: number;
   logger?: Logger;
 }
 
@@ -44,7 +46,10 @@ export class IngestRuns implements IngestApi {
   #open(): Promise<{ ingest: NatsIngest; payloads: PayloadStore }> {
     if (this.#opened === null) {
       const nc = this.#options.connection();
-      const opening = NatsIngest.open(nc, { prefix: this.#options.prefix }).then((ingest) => ({
+      const opening = NatsIngest.open(nc, {
+        prefix: this.#options.prefix,
+        ...(this.#options.parseWorkerTimeoutMs === undefined ? {} : { parseWorkerTimeoutMs: this.#options.parseWorkerTimeoutMs }),
+      }).then((ingest) => ({
         ingest,
         payloads: new PayloadStore(nc, { bucket: natsNames(this.#options.prefix).payloadBucket, fileRoots: this.#options.fileRoots ?? [] }),
       }));
@@ -68,7 +73,18 @@ export class IngestRuns implements IngestApi {
     await ingest.queue(runId, request.definition, request.index.name, sources.length);
     const sink = openIndexSink(request.index.target, this.#options.indexOptions);
     const run = ingest
-      .run({ runId, definition: request.definition, sink, index: request.index.name, force: request.force, signal: this.#stop.signal }, sources)
+      .run(
+        {
+          runId,
+          definition: request.definition,
+          sink,
+          index: request.index.name,
+          force: request.force,
+          signal: this.#stop.signal,
+          onWarning: (message) => this.#options.logger?.warn({ run: runId }, message),
+        },
+        sources,
+      )
       .then(
         (summary) => this.#options.logger?.info({ run: runId, documents: summary.documents, chunks: summary.chunks }, 'ingest run finished'),
         (error: unknown) => this.#options.logger?.warn({ run: runId, err: String(error) }, 'ingest run failed'),

@@ -5,6 +5,7 @@ import type { SinkCredentials } from '../../adapters/sinks/open.js';
 import type { S3SettingsInput } from '../../adapters/object-store/index.js';
 import type { SourceOptionsInput } from '../../adapters/sources/resolve.js';
 import { envValue, isTrueValue, SETTINGS } from './table.js';
+import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 
 /**
  * The environment, read in one place: each function turns the variables of one group of
@@ -126,4 +127,38 @@ export function sinkCredentialsFromEnv(env: NodeJS.ProcessEnv): SinkCredentials 
     chromaDatabase: envValue(env, 'chromaDatabase'),
     qdrantApiKey: envValue(env, 'qdrantApiKey'),
   };
+}
+
+/**
+ * SHOAL_INDEXES (`name=target,name2=target2`): the indexes a request or a job may name. The
+ * results sink opens them for `{kind: "index"}` job targets; `shoal submit` and the gateway refuse
+ * other names at submit. Undefined when unset.
+ */
+export function namedIndexesFromEnv(env: NodeJS.ProcessEnv): Record<string, string> | undefined {
+  const value = envValue(env, 'indexes');
+  if (value === undefined || value.trim() === '') return undefined;
+  const out: Record<string, string> = {};
+  for (const entry of value.split(',').map((part) => part.trim()).filter((part) => part !== '')) {
+    const at = entry.indexOf('=');
+    const name = entry.slice(0, at).trim();
+    const target = entry.slice(at + 1).trim();
+    if (at <= 0 || !/^[A-Za-z0-9_-]{1,64}$/.test(name) || target === '') {
+      throw new ShoalError(ErrorCode.CONFIG_INVALID, `SHOAL_INDEXES: ${JSON.stringify(entry.replace(/:[^@/]*@/, ':***@'))} must be name=target (name: letters, digits, _ or -, up to 64)`);
+    }
+    out[name] = target;
+  }
+  return out;
+}
+
+/**
+ * SHOAL_PARSE_WORKER_TIMEOUT_MS: how long an ingest run over NATS waits with no parse worker
+ * before it fails (ms, at least 1000).
+ */
+export function parseWorkerTimeoutFromEnv(env: NodeJS.ProcessEnv): number {
+  const value = envValue(env, 'parseWorkerTimeoutMs');
+  if (value === undefined) return SETTINGS.parseWorkerTimeoutMs.default;
+  if (!/^\d+$/.test(value) || Number(value) < 1000) {
+    throw new ShoalError(ErrorCode.CONFIG_INVALID, `SHOAL_PARSE_WORKER_TIMEOUT_MS must be a whole number of milliseconds, at least 1000 (got ${JSON.stringify(value.slice(0, 64))})`);
+  }
+  return Number(value);
 }

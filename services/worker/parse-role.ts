@@ -2,6 +2,7 @@ import { jetstream } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ParseTaskConsumer, type ParseAnswer, type ParseInput } from '../../adapters/nats/parse-consumer.js';
 import { ensureIngestTopology, IngestStatusStore } from '../../adapters/nats/ingest-store.js';
+import { ParseDeadLetters } from '../../adapters/nats/parse-dead-letters.js';
 import type { PayloadStore } from '../../adapters/nats/payloads.js';
 import type { Topology } from '../../adapters/nats/topology.js';
 import type { Logger } from '../../adapters/observability/logger.js';
@@ -41,23 +42,30 @@ export class ParseRole implements Lifecycle {
   readonly #stop = new AbortController();
   readonly #engine: Engine;
 
-  private constructor(engine: Engine, build: (parse: (input: ParseInput) => Promise<ParseAnswer>) => ParseTaskConsumer) {
+  readonly #deadLetters: ParseDeadLetters;
+
+  private constructor(engine: Engine, deadLetters: ParseDeadLetters, build: (parse: (input: ParseInput) => Promise<ParseAnswer>) => ParseTaskConsumer) {
     this.#engine = engine;
+    this.#deadLetters = deadLetters;
     this.#consumer = build((input) => this.#parse(input));
   }
 
   static async start(options: ParseRoleOptions): Promise<ParseRole> {
     const names = await ensureIngestTopology(options.nc, options.topology, { ackWaitMs: options.ackWaitMs, maxDeliver: options.maxDeliver });
     const status = await IngestStatusStore.open(options.nc, names.bucket);
+    const js = jetstream(options.nc);
+    const deadLetters = new ParseDeadLetters({ js, jsm: options.topology.jsm, names, status, logger: options.logger });
     const role = new ParseRole(
       options.engine,
+      deadLetters,
       (parse) =>
         new ParseTaskConsumer({
-          js: jetstream(options.nc),
+          js,
           names,
           status,
           payloads: options.payloads,
           parse,
+          deadLetters,
           concurrency: PARSE_CONCURRENCY,
           ackWaitMs: options.ackWaitMs,
           maxDeliver: options.maxDeliver,
@@ -67,6 +75,7 @@ export class ParseRole implements Lifecycle {
         }),
     );
     role.#consumer.start();
+    deadLetters.start();
     return role;
   }
 
@@ -112,6 +121,7 @@ export class ParseRole implements Lifecycle {
   /** Stops pulling, finishes the documents being parsed, stops the parse threads. */
   async drain(): Promise<void> {
     await this.#consumer.drain();
+    await this.#deadLetters.drain();
     await this.#closeParsers();
   }
 
@@ -119,6 +129,7 @@ export class ParseRole implements Lifecycle {
   async close(): Promise<void> {
     this.#stop.abort();
     await this.#consumer.close();
+    await this.#deadLetters.close();
     await this.#closeParsers();
   }
 

@@ -18,7 +18,8 @@ import { l2Normalize, loadTinyModel, meanPool, tokenOutputs } from '../helpers/t
  * `shoal dev` as a user runs it: a real child process (bin/shoal.js) on a free port with
  * SHOAL_MODEL_DIR=test/fixtures/models. It must print where it listens, answer /v1/encode with
  * the fixture's vectors, run a job to completion (polled through GET /v1/jobs/:id, results read
- * back from its NATS and written by its results sink into --results-dir), and on SIGINT exit 0
+ * back from its NATS and written by its results sink into --results-dir), ingest documents into
+ * its default index and search them (parse role and SHOAL_INDEXES default), and on SIGINT exit 0
  * with its nats-server gone and its store removed.
  */
 
@@ -82,12 +83,14 @@ describe.skipIf(!natsServerAvailable())(`shoal dev ${natsServerAvailable() ? '' 
   let stderr = '';
   let exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   const resultsDir = mkdtempSync(join(tmpdir(), 'shoal-dev-results-'));
+  // Its working directory: the default index (./shoal-index) lands here.
+  const workDir = mkdtempSync(join(tmpdir(), 'shoal-dev-cwd-'));
 
   beforeAll(async () => {
     port = await freePort();
     child = spawn(process.execPath, [SHOAL_BIN, 'dev', '--port', String(port), '--results-dir', resultsDir], {
-      cwd: tmpdir(),
-      env: { ...process.env, SHOAL_FROM_SOURCE: '1', SHOAL_THREADS: '1', HF_HUB_OFFLINE: '1', SHOAL_MODEL_DIR: join(FIXTURES_DIR, 'models') },
+      cwd: workDir,
+      env: { ...process.env, SHOAL_INDEXES: '', SHOAL_FROM_SOURCE: '1', SHOAL_THREADS: '1', HF_HUB_OFFLINE: '1', SHOAL_MODEL_DIR: join(FIXTURES_DIR, 'models') },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     child.stderr.on('data', (chunk: Buffer) => {
@@ -104,6 +107,7 @@ describe.skipIf(!natsServerAvailable())(`shoal dev ${natsServerAvailable() ? '' 
       await exit;
     }
     rmSync(resultsDir, { recursive: true, force: true });
+    rmSync(workDir, { recursive: true, force: true });
   });
 
   it('prints the HTTP address on the requested port and its private NATS server', () => {
@@ -176,6 +180,39 @@ describe.skipIf(!natsServerAvailable())(`shoal dev ${natsServerAvailable() ? '' 
     expect(lines.map((line) => line.index)).toEqual([0, 1, 2]);
     lines.forEach((line, i) => expectAllClose(line.dense, EXPECTED[i] ?? [], ATOL, `sink line ${i}`));
   });
+
+  it('ingests into the default index (POST /v1/ingest, parse role on) and searches it (POST /v1/search) with no settings', async () => {
+    const texts = { n1: 'The pilot boat leaves at dawn.', n2: 'Fish prices rose at the Ostmund market.' };
+    const submitted = await fetch(`${dev.http}/v1/ingest`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ index: 'default', model: 'tiny-bert-mean', sources: Object.entries(texts).map(([id, text]) => ({ id, text })) }),
+    });
+    expect(submitted.status).toBe(202);
+    const { job_id: jobId } = z.looseObject({ job_id: z.string() }).parse(await submitted.json());
+    const Run = z.looseObject({ state: z.string(), documents: z.looseObject({ ok: z.number(), failed: z.number() }) });
+    const deadline = Date.now() + 60_000;
+    let run = Run.parse(await (await fetch(`${dev.http}/v1/jobs/${jobId}`)).json());
+    while (!['completed', 'partial', 'failed'].includes(run.state) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      run = Run.parse(await (await fetch(`${dev.http}/v1/jobs/${jobId}`)).json());
+    }
+    expect(run).toMatchObject({ state: 'completed', documents: { ok: 2, failed: 0 } });
+    expect(existsSync(join(workDir, 'shoal-index'))).toBe(true);
+
+    const response = await fetch(`${dev.http}/v1/search`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ index: 'default', query: texts.n1, k: 2 }),
+    });
+    expect(response.status).toBe(200);
+    const Hit = z.looseObject({ rank: z.number(), score: z.number(), source: z.string(), text: z.string() });
+    const { hits } = z.object({ hits: z.array(Hit) }).parse(await response.json());
+    // The query is n1's own text: its chunk is the nearest.
+    expect(hits.map((hit) => hit.source)).toEqual(['n1', 'n2']);
+    expect(hits[0]).toMatchObject({ rank: 1, text: texts.n1 });
+    expect(hits[0]?.score ?? 0).toBeGreaterThan(hits[1]?.score ?? 1);
+  }, 90_000);
 
   it('stops on SIGINT: exit code 0, nats-server gone, its store removed', async () => {
     child.kill('SIGINT');

@@ -14,7 +14,8 @@ import { TINY_MEAN, referenceEngine } from '../helpers/nats-worker.js';
 /**
  * POST /v1/classify on the in-process engine: a taxonomy given inline, products classified
  * synchronously, the category matrix kept for the next request with the same taxonomy, bounded
- * bodies refused with their codes (413 above the sync limit, 422 for a malformed request).
+ * bodies refused with their codes (413 above the sync limit in mode "sync", 422 for a malformed
+ * request). The job form is in gateway-classify-jobs.test.ts.
  */
 
 const TAXONOMY = '1 - Apparel\n2 - Apparel > Shoes\n3 - Electronics\n4 - Electronics > Phones\n5 - Home\n6 - Home > Kitchen';
@@ -69,10 +70,10 @@ describe('POST /v1/classify', () => {
     expect(encoded).toEqual([6, 2, 2]);
   });
 
-  it('refuses more items than the sync limit with 413 INPUT_TOO_LARGE, and a malformed request with 422', async () => {
-    const many = await app.inject({ method: 'POST', url: '/v1/classify', payload: { model: TINY_MEAN, items: Array.from({ length: MAX_SYNC_CLASSIFY_ITEMS + 1 }, (_, i) => `p${i}`), labels: ['a', 'b'] } });
+  it('refuses more items than the sync limit with 413 INPUT_TOO_LARGE in mode "sync", and a malformed request with 422', async () => {
+    const many = await app.inject({ method: 'POST', url: '/v1/classify', payload: { model: TINY_MEAN, items: Array.from({ length: MAX_SYNC_CLASSIFY_ITEMS + 1 }, (_, i) => `p${i}`), labels: ['a', 'b'], mode: 'sync' } });
     expect(many.statusCode).toBe(413);
-    expect(ErrorBody.parse(many.json()).error).toMatchObject({ code: 'INPUT_TOO_LARGE', message: expect.stringContaining('shoal classify') });
+    expect(ErrorBody.parse(many.json()).error).toMatchObject({ code: 'INPUT_TOO_LARGE', message: expect.stringContaining('mode "job"') });
     const both = await app.inject({ method: 'POST', url: '/v1/classify', payload: { model: TINY_MEAN, items: ['x'], labels: ['a'], taxonomy: 'A' } });
     expect(both.statusCode).toBe(422);
     expect(ErrorBody.parse(both.json()).error.code).toBe('INVALID_INPUT');

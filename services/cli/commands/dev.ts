@@ -21,8 +21,13 @@ import { addGatewayOptions, gatewayConfig, interrupted } from './gateway.js';
  * ./shoal-results, and the gateway on 127.0.0.1:8080, prints where they listen, and on Ctrl-C
  * stops them in order: HTTP intake and in-flight requests, then the worker (in-flight job parts
  * finish and are acked), then the sink, then nats-server, whose store is removed.
- * The TEI routes default to the first dense embedder and the first pair reranker served.
+ * The TEI routes default to the first dense embedder and the first pair reranker served. The
+ * worker runs the parse role and, unless SHOAL_INDEXES says otherwise, the gateway serves one
+ * index named `default` at ./shoal-index, so POST /v1/ingest and /v1/search work at once.
  */
+
+/** The index `default` of `shoal dev` when SHOAL_INDEXES is unset (the same folder as `shoal ingest`'s default). */
+const DEV_INDEX_DIR = 'shoal-index';
 
 const DevFlags = z.looseObject({
   models: CommaListFlag.optional(),
@@ -129,6 +134,8 @@ export function registerDev(program: Command, app: CliApp): void {
           models: flags.models,
           workerId: 'dev',
           serveBuiltins: true,
+          // POST /v1/ingest works out of the box: this worker also parses documents.
+          parse: true,
         });
         // The private server has no credentials: NATS_* variables of the environment are not for it.
         const workerConfig = parseWorkerConfig({ ...merged, nats: { ...local, name: 'shoal-dev-worker' } });
@@ -140,16 +147,19 @@ export function registerDev(program: Command, app: CliApp): void {
           nats: resolveNatsSettings({ ...local, name: 'shoal-dev-gateway' }),
           embedModel: baseConfig.embedModel ?? served.find((m) => m.denseEncoder)?.id ?? null,
           rerankModel: baseConfig.rerankModel ?? served.find((m) => m.pairScorer)?.id ?? null,
+          // SHOAL_INDEXES unset: one index named `default`, the folder `shoal ingest` writes by default.
+          indexes: baseConfig.indexes ?? Object.freeze({ default: resolve(DEV_INDEX_DIR) }),
         };
         gateway = await startGateway({ config, logger: createLogger('gateway', level), metrics, models: modelCards(worker, served) });
         const out = app.io.stdout;
         out.write(`shoal dev is running\n`);
-        out.write(`  HTTP     ${gateway.url}  (/v1/encode /v1/score /v1/extract /v1/jobs, OpenAI /v1/embeddings, TEI /embed /rerank)\n`);
+        out.write(`  HTTP     ${gateway.url}  (/v1/encode /v1/score /v1/extract /v1/jobs /v1/ingest /v1/search, OpenAI /v1/embeddings, TEI /embed /rerank)\n`);
         out.write(`  metrics  ${gateway.url}/metrics\n`);
         out.write(`  NATS     ${nats.url}  (nats-server pid ${nats.pid}, store ${nats.storeDir})\n`);
         out.write(`  results  ${sink.dir}/<job>/part-*.jsonl  (jobs: POST /v1/jobs or shoal submit --nats ${nats.url})\n`);
         out.write(`  models   ${served.map((m) => `${m.id} (${m.family})`).join(', ')}\n`);
         out.write(`  TEI      /embed → ${config.embedModel ?? 'none'}, /rerank → ${config.rerankModel ?? 'none'}\n`);
+        out.write(`  indexes  ${Object.entries(config.indexes).map(([name, target]) => `${name}=${target}`).join(', ')}  (POST /v1/ingest, /v1/search; parse role on)\n`);
         out.write(`Press Ctrl-C to stop.\n`);
         await interrupted(app.io.signal);
         if (!cli.quiet) app.io.stderr.write('shoal dev: stopping (draining requests and jobs)\n');

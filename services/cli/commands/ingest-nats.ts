@@ -4,7 +4,7 @@ import type { PipelineDefinition } from '../../../pipelines/documents/definition
 import { NatsIngest } from '../../../pipelines/documents/nats-ingest.js';
 import type { IngestProgress, IngestSummary } from '../../../pipelines/documents/runner.js';
 import type { PendingSource } from '../../../pipelines/documents/sources.js';
-import { natsSettingsFromEnv, splitList } from '../../settings/environment.js';
+import { natsSettingsFromEnv, parseWorkerTimeoutFromEnv, splitList } from '../../settings/environment.js';
 import { envValue } from '../../settings/table.js';
 import type { CliApp } from '../app.js';
 
@@ -32,7 +32,8 @@ export async function ingestOverNats(call: NatsIngestCall): Promise<IngestSummar
   const nc = await connectNats({ ...natsSettingsFromEnv(app.io.env), servers, retryFirstConnect: false, name: 'shoal ingest' });
   try {
     const prefix = envValue(app.io.env, 'subjectPrefix');
-    const ingest = await NatsIngest.open(nc, prefix === undefined ? {} : { prefix });
+    const parseWorkerTimeoutMs = parseWorkerTimeoutFromEnv(app.io.env);
+    const ingest = await NatsIngest.open(nc, { ...(prefix === undefined ? {} : { prefix }), parseWorkerTimeoutMs });
     try {
       const runId = crypto.randomUUID();
       if (!call.quiet) app.io.stderr.write(`ingest run ${runId} over ${servers.join(',')}: parse tasks for workers started with --parse\n`);
@@ -45,6 +46,8 @@ export async function ingestOverNats(call: NatsIngestCall): Promise<IngestSummar
           force: call.force,
           signal: app.io.signal,
           onProgress: call.onProgress,
+          // Not silenced by --quiet: without it a run with no parse worker waits with no word.
+          onWarning: (message) => app.io.stderr.write(`warning: ${message}\n`),
         },
         call.sources,
       );

@@ -1,19 +1,24 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { logLevelFromEnv, natsSettingsFromEnv, s3SettingsFromEnv } from '../../settings/environment.js';
+import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
+import { logLevelFromEnv, namedIndexesFromEnv, natsSettingsFromEnv, s3SettingsFromEnv, sinkCredentialsFromEnv } from '../../settings/environment.js';
 import { envValue } from '../../settings/table.js';
 import { createLogger } from '../../../adapters/observability/logger.js';
 import type { CliApp } from '../app.js';
 import { CommaListFlag, parseFlags } from '../line-options.js';
+import { INDEX_HELP } from '../index-sink.js';
 import { interrupted } from './gateway.js';
 
 /**
  * `shoal sink`: writes every job's results from the results stream into a local folder
- * (`<dir>/<job>/part-NNNNNN.jsonl`, one line per item), until SIGINT/SIGTERM.
+ * (`<dir>/<job>/part-NNNNNN.jsonl`, one line per item), or with `--index URI` the encode results
+ * into a vector store (one row per item, upserted by id), until SIGINT/SIGTERM.
  */
 
 const SinkFlags = z.strictObject({
   dir: z.string().min(1).optional(),
+  index: z.string().min(1).max(4096).optional(),
+  table: z.string().regex(/^[A-Za-z0-9_-]{1,48}$/, "1 to 48 letters, digits, '_' or '-'").optional(),
   nats: CommaListFlag.optional(),
   prefix: z.string().min(1).optional(),
 });
@@ -26,22 +31,35 @@ Files: <dir>/<job>/part-000000.jsonl holds one JSON line per item of that part (
 extract: {"index", "id", "dense"...}; score: {"index", "id", "score"}), indexes counted over the
 whole job; a failed part leaves <dir>/<job>/part-000000.error.json with its error.
 
+With --index URI (docs/storage.md, "Results into a vector store"), encode results become rows
+of that store instead: id = the item's id (else <job>:<index>), the dense vector, document_id =
+the job, page = the part, settings = the model. A message is acked only once its rows are
+committed; while the store is down results wait on the stream and the job status shows
+"degraded". Jobs submitted with {"kind": "index", "index": NAME} go into the index that
+SHOAL_INDEXES (name=URI, comma-separated; the gateway's names) calls NAME.
+Credentials: PGPASSWORD, CHROMA_API_KEY, QDRANT_API_KEY (never in logs).
+
 Examples:
   $ shoal sink --dir /data/shoal-results --nats nats://nats:4222
+  $ shoal sink --index postgres://shoal@db:5432/search --table job_vectors
   $ shoal submit encode --model BAAI/bge-small-en-v1.5 -i docs.jsonl --job-id docs-1 --wait
   $ cat /data/shoal-results/docs-1/part-*.jsonl | wc -l`;
 
 export function registerSink(program: Command, app: CliApp): void {
   program
     .command('sink')
-    .summary('write job results from NATS into a local folder')
-    .description('Consume the results stream (durable: nothing is missed while it is down) and write each job part as JSON Lines under --dir.')
+    .summary('write job results from NATS into a local folder or a vector store')
+    .description('Consume the results stream (durable: nothing is missed while it is down) and write each job part as JSON Lines under --dir, or as rows of the vector store --index names.')
     .option('--dir <dir>', 'folder for the results (env SHOAL_RESULTS_DIR; default ./shoal-results)')
+    .option('--index <uri>', `write encode results into a vector store instead of --dir: ${INDEX_HELP}`)
+    .option('--table <name>', 'table or collection for --index when the URI names none (default chunks)')
     .option('--nats <urls>', 'NATS server URLs, comma-separated (env NATS_URL; default nats://127.0.0.1:4222)')
     .option('--prefix <prefix>', 'subject prefix (env SHOAL_SUBJECT_PREFIX; default shoal)')
     .addHelpText('after', EXAMPLE)
     .action(async (_options: unknown, self: Command) => {
       const flags = parseFlags(SinkFlags, self);
+      if (flags.index !== undefined && flags.dir !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--dir and --index are exclusive: results go into a folder or into a vector store');
+      if (flags.table !== undefined && flags.index === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--table needs --index');
       const cli = app.config(self);
       const { resultsDirFrom, startSink } = await import('../../sink/main.js');
       const env = app.io.env;
@@ -53,6 +71,9 @@ export function registerSink(program: Command, app: CliApp): void {
         dir,
         logger,
         s3: s3SettingsFromEnv(env),
+        ...(flags.index === undefined ? {} : { index: { uri: flags.index, table: flags.table } }),
+        indexes: namedIndexesFromEnv(env),
+        credentials: sinkCredentialsFromEnv(env),
       });
       if (!cli.quiet) app.io.stderr.write(`shoal sink writing results into ${sink.dir} (Ctrl-C to stop)\n`);
       await interrupted(app.io.signal);

@@ -5,10 +5,10 @@ import { NatsEngine } from '../../../adapters/nats/engine-client.js';
 import { JobsClient } from '../../../adapters/nats/jobs-client.js';
 import { servedModelGate } from '../../../adapters/nats/model-gate.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
-import { DataRef, JobId, PrimitiveSchema, type JobStatus } from '../../../adapters/protocol/jobs.js';
+import { DataRef, IndexName, JobId, PrimitiveSchema, type JobStatus, type ResultTarget } from '../../../adapters/protocol/jobs.js';
 import { ImageSource, ItemId, ModelRef, Role, TextItem } from '../../../adapters/protocol/requests.js';
 import { PRIMITIVES } from '../../../adapters/protocol/subjects.js';
-import { natsSettingsFromEnv, s3SettingsFromEnv } from '../../settings/environment.js';
+import { namedIndexesFromEnv, natsSettingsFromEnv, s3SettingsFromEnv } from '../../settings/environment.js';
 import { envValue } from '../../settings/table.js';
 import type { CliApp } from '../app.js';
 import { openSource, readLineChunks } from '../jsonl.js';
@@ -52,6 +52,7 @@ const SubmitFlags = z.strictObject({
   jobId: JobId.optional(),
   partItems: PositiveIntFlag(100_000).optional(),
   resultUri: DataRef.optional(),
+  resultIndex: IndexName.optional(),
   vectors: z.enum(['f32', 'json'], { error: '--vectors is f32 or json' }).optional(),
   wait: z.boolean().optional(),
   timeout: PositiveIntFlag(86_400_000).optional(),
@@ -113,6 +114,13 @@ function summary(status: JobStatus): string {
   return `${JSON.stringify({ job_id, state, parts, parts_done, parts_failed, items, errors })}\n`;
 }
 
+/** Where the job's results go: a named index, a store URI, or the results stream (the default). */
+function resultTarget(flags: { resultIndex?: string | undefined; resultUri?: string | undefined; vectors?: 'f32' | 'json' | undefined }): ResultTarget {
+  if (flags.resultIndex !== undefined) return { kind: 'index', index: flags.resultIndex };
+  if (flags.resultUri !== undefined) return { kind: 'store', uri: flags.resultUri };
+  return { kind: 'stream', ...(flags.vectors === undefined ? {} : { vectors: flags.vectors }) };
+}
+
 export function registerSubmit(program: Command, app: CliApp): void {
   const command = program
     .command('submit')
@@ -126,6 +134,7 @@ export function registerSubmit(program: Command, app: CliApp): void {
     .option('--options <json>', 'more request fields as a JSON object, e.g. {"output_types":["sparse"]}')
     .option('--job-id <id>', 'job id (resubmitting the same id adds nothing); default: a random one')
     .option('--part-items <n>', 'items per part (default 64)')
+    .option('--result-index <name>', 'encode results into the index SHOAL_INDEXES names so (written by `shoal sink`; docs/storage.md)')
     .option('--result-uri <uri>', 'write results under obj://bucket/prefix, s3://bucket/prefix or file:///dir instead of the results stream')
     .option('--vectors <format>', 'vectors in result stream messages: f32 (packed float32, default) or json (plain numbers)')
     .option('--wait', 'wait until the job finishes and print its final status')
@@ -141,6 +150,7 @@ export function registerSubmit(program: Command, app: CliApp): void {
       if (primitive.data === 'score' && flags.query === undefined && flags.options?.query === undefined) {
         throw new ShoalError(ErrorCode.INVALID_INPUT, 'shoal submit score: give --query TEXT');
       }
+      if (flags.resultIndex !== undefined && flags.resultUri !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--result-index and --result-uri are exclusive');
       const items = await readItems(app, flags.input, app.lineFields(self, flags));
       const request: Record<string, unknown> = { ...flags.options, model: flags.model, items };
       if (flags.query !== undefined) request.query = flags.query;
@@ -152,13 +162,13 @@ export function registerSubmit(program: Command, app: CliApp): void {
         const topology = prefix === undefined ? {} : { prefix };
         // Refuse models no worker serves (or served) before anything is stored: a typo answers MODEL_NOT_FOUND with the served list.
         const discovery = new NatsEngine(nc, topology);
-        const client = await JobsClient.open(nc, { topology, ...jobTimeouts(app.io.env), s3: s3SettingsFromEnv(app.io.env), modelGate: (t) => servedModelGate({ topology: t, discover: () => discovery.workers() }) });
+        const client = await JobsClient.open(nc, { topology, ...jobTimeouts(app.io.env), s3: s3SettingsFromEnv(app.io.env), indexNames: Object.keys(namedIndexesFromEnv(app.io.env) ?? {}), modelGate: (t) => servedModelGate({ topology: t, discover: () => discovery.workers() }) });
         const submitted = await client.submit({
           primitive: primitive.data,
           request,
           ...(flags.jobId === undefined ? {} : { job_id: flags.jobId }),
           ...(flags.partItems === undefined ? {} : { part_items: flags.partItems }),
-          result: flags.resultUri === undefined ? { kind: 'stream', ...(flags.vectors === undefined ? {} : { vectors: flags.vectors }) } : { kind: 'store', uri: flags.resultUri },
+          result: resultTarget(flags),
         });
         if (flags.wait !== true) {
           app.io.stdout.write(`${JSON.stringify({ job_id: submitted.job_id, parts: submitted.parts, items: submitted.items, state: submitted.status.state })}\n`);

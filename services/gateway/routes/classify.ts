@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { ClassifyRequest, type ParsedClassifyRequest } from '../../../adapters/protocol/classify.js';
+import { ClassifyHttpRequest, type ClassifyJobAccepted, type ParsedClassifyRequest } from '../../../adapters/protocol/classify.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import { requestClassifierOptions, requestTaxonomy, TaxonomyClassifier } from '../../../pipelines/classify/index.js';
@@ -9,13 +9,13 @@ import type { RouteContext } from '../context.js';
  * POST /v1/classify: a few products into a taxonomy (inline taxonomy text or labels),
  * synchronously, through the gateway's engine (the workers embed; the gateway searches).
  * Category matrices stay in memory for the taxonomies used last, so a second request with the
- * same taxonomy and model embeds only its products. Catalogs are not classified here: above
- * MAX_SYNC_CLASSIFY_ITEMS the answer is 413 INPUT_TOO_LARGE pointing to `shoal classify --nats`,
- * which fans a catalog out as JetStream jobs (the job API runs primitives; classification of a
- * whole catalog needs the client-side loop that the CLI provides).
+ * same taxonomy and model embeds only its products. Above the sync limit (or with `mode: "job"`,
+ * or a `job_id`) the request becomes a job: 202 with its id and `Location: /v1/jobs/<id>`,
+ * classified in the background by ClassifyRuns (classify-runs.ts), its status and JSON Lines
+ * results read under /v1/jobs/:id. `mode: "sync"` keeps the old contract: 413 above the limit.
  */
 
-/** Products per synchronous request. */
+/** Products per synchronous request, unless the gateway's settings say otherwise (SHOAL_CLASSIFY_SYNC_ITEMS). */
 export const MAX_SYNC_CLASSIFY_ITEMS = 256;
 /** Category matrices kept in memory (each 10k categories × 384 dims is 16 MB). */
 const KEPT_CLASSIFIERS = 4;
@@ -59,12 +59,21 @@ export function registerClassifyRoutes(app: FastifyInstance, context: RouteConte
   });
 
   app.post('/v1/classify', async (request, reply) => {
-    const parsed = parseWith(ClassifyRequest, request.body, 'classify request');
-    if (parsed.items.length > MAX_SYNC_CLASSIFY_ITEMS) {
+    const { mode = 'auto', job_id: jobId, ...parsed } = parseWith(ClassifyHttpRequest, request.body, 'classify request');
+    const syncLimit = context.settings.classify?.syncItems ?? MAX_SYNC_CLASSIFY_ITEMS;
+    if (mode === 'sync' && jobId !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, 'job_id names a job: leave it out with mode "sync", or use mode "job"');
+    const asJob = mode === 'job' || (mode === 'auto' && (jobId !== undefined || parsed.items.length > syncLimit));
+    if (asJob) {
+      const status = context.classifyRuns.submit(parsed, jobId);
+      const location = `/v1/jobs/${status.job_id}`;
+      const accepted: ClassifyJobAccepted = { job_id: status.job_id, status_url: location, results_url: `${location}/results`, status };
+      return reply.code(202).header('location', location).send(accepted);
+    }
+    if (parsed.items.length > syncLimit) {
       throw new ShoalError(
         ErrorCode.INPUT_TOO_LARGE,
-        `POST /v1/classify takes at most ${MAX_SYNC_CLASSIFY_ITEMS} items (got ${parsed.items.length}); classify a catalog with \`shoal classify CATALOG --taxonomy FILE --nats URL\`, which fans it out as JetStream jobs`,
-        { details: { limit: MAX_SYNC_CLASSIFY_ITEMS } },
+        `POST /v1/classify with mode "sync" takes at most ${syncLimit} items (got ${parsed.items.length}); leave mode out (or send mode "job") to run it as a job, or classify a catalog with \`shoal classify CATALOG --taxonomy FILE --nats URL\``,
+        { details: { limit: syncLimit } },
       );
     }
     return context.call(reply)(async (signal) => {

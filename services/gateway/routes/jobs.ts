@@ -14,19 +14,23 @@ import { OTHER_MODEL } from '../request-metrics.js';
  * inner request against the primitive's schema before anything is queued, and answers 202 with
  * the job id, its first status and a Location. GET /v1/jobs/:id answers the status from the
  * status bucket (state, part and item counts, first errors) plus where the results are;
- * GET /v1/jobs/:id/results streams a finished job's results as JSON Lines.
+ * GET /v1/jobs/:id/results streams a finished job's results as JSON Lines. Classification jobs
+ * (POST /v1/classify, run inside this gateway) and ingest runs answer under the same paths.
  */
 
 /** Where a job's results can be read, for clients that did not choose the target themselves. */
 export type ResultLocation =
   /** `vectors`: float32-packed (`f32`, header `Shoal-Body: f32-v1`, docs/nats.md) or JSON numbers. */
   | { kind: 'stream'; stream: string; subject: string; vectors: 'f32' | 'json' }
-  | { kind: 'store'; uri: string; files: string };
+  | { kind: 'store'; uri: string; files: string }
+  /** Rows of the named index, written by the results sink (`shoal sink`, SHOAL_INDEXES). */
+  | { kind: 'index'; index: string };
 
 export function resultLocation(status: JobStatus, names: NatsNames): ResultLocation {
   if (status.result.kind === 'stream') {
     return { kind: 'stream', stream: names.resultsStream, subject: names.jobResults(status.job_id), vectors: status.result.vectors ?? 'f32' };
   }
+  if (status.result.kind === 'index') return { kind: 'index', index: status.result.index };
   return { kind: 'store', uri: `${status.result.uri.replace(/\/+$/, '')}/${status.job_id}/`, files: 'part-<n>.jsonl' };
 }
 
@@ -87,6 +91,9 @@ export function registerJobRoutes(app: FastifyInstance, context: RouteContext): 
 
   app.get('/v1/jobs/:id', async (request, reply) => {
     const { id } = parseWith(JobParams, request.params, 'job path');
+    // A classification job (POST /v1/classify) lives in this gateway and needs no JetStream.
+    const classifyRun = context.classifyRuns.status(id);
+    if (classifyRun !== null) return { ...classifyRun, links: { self: `/v1/jobs/${id}`, results: `/v1/jobs/${id}/results` } };
     const jobs = jobsOrUnavailable(context.deps.jobs);
     const status = await context.call(reply)(() => jobs.status(id));
     // An ingest run (POST /v1/ingest) is a job too, its status kept by the ingest runs.
@@ -98,6 +105,9 @@ export function registerJobRoutes(app: FastifyInstance, context: RouteContext): 
 
   app.get('/v1/jobs/:id/results', async (request, reply) => {
     const { id } = parseWith(JobParams, request.params, 'job path');
+    // A classification job's results: its file, one Classification line per product in input order.
+    const classified = context.classifyRuns.results(id);
+    if (classified !== null) return reply.type('application/x-ndjson').header('shoal-job-state', classified.status.state).send(classified.stream);
     const jobs = jobsOrUnavailable(context.deps.jobs);
     const status = await context.call(reply)(() => jobs.status(id));
     if (status === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no job with id "${id}" (it never existed or its status has expired)`, { details: { job_id: id } });

@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../../adapters/protocol/errors.js';
-import { indexTarget, parseIndexes } from '../../../services/gateway/index-sinks.js';
+import { indexTarget } from '../../../services/gateway/index-sinks.js';
+import { namedIndexesFromEnv } from '../../../services/settings/environment.js';
+
+const parseIndexes = (value: string | undefined): Record<string, string> | undefined => namedIndexesFromEnv(value === undefined ? {} : { SHOAL_INDEXES: value });
 import { resolveGatewayConfig } from '../../../services/gateway/config.js';
 
 describe('gateway indexes (SHOAL_INDEXES)', () => {
