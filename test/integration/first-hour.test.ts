@@ -197,8 +197,10 @@ describe.skipIf(!natsServerAvailable())(`shoal dev as the README runs it ${natsS
 
   it("answers the README's curl examples", async () => {
     const curls = readmeCurls();
-    expect(curls.map(([path]) => path)).toEqual(['/v1/encode', '/v1/score', '/v1/embeddings']);
-    const answers = await Promise.all(curls.map(async ([path, body]) => (await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json()));
+    expect(curls.map(([path]) => path)).toEqual(['/v1/encode', '/v1/score', '/v1/embeddings', '/v1/ingest', '/v1/search']);
+    const post = async (path: string, body: unknown): Promise<unknown> =>
+      (await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json();
+    const answers = await Promise.all(curls.slice(0, 3).map(async ([path, body]) => (await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json()));
     const encoded = z.looseObject({ items: z.array(z.looseObject({ index: z.number(), dense: z.array(z.number()) })) }).parse(answers[0]);
     const expected = await reference.encode({ model: 'tiny-bert-mean', items: ['a query', 'a document'] });
     encoded.items.forEach((item, i) => expectAllClose(item.dense, expected.items[i]?.dense ?? [], 1e-5, `encode ${i}`));
@@ -207,7 +209,20 @@ describe.skipIf(!natsServerAvailable())(`shoal dev as the README runs it ${natsS
     expect(scored.scores.map((s) => s.index)).toEqual(ranked.scores.map((s) => s.index));
     const openai = z.looseObject({ data: z.array(z.looseObject({ embedding: z.array(z.number()) })) }).parse(answers[2]);
     expect(openai.data[0]?.embedding.length).toBe(expected.items[0]?.dense?.length);
-  });
+
+    // Documents in, then search out: the ingest is a job; the search runs once it completed.
+    const [ingestPath, ingestBody] = curls[3] ?? ['', {}];
+    const { job_id: runId } = z.looseObject({ job_id: z.string() }).parse(await post(ingestPath, ingestBody));
+    let state = '';
+    for (let i = 0; i < 600 && !['completed', 'failed', 'partial'].includes(state); i++) {
+      state = z.looseObject({ state: z.string() }).parse(await (await fetch(`${base}/v1/jobs/${runId}`)).json()).state;
+      if (state !== 'completed') await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(state).toBe('completed');
+    const [searchPath, searchBody] = curls[4] ?? ['', {}];
+    const found = z.looseObject({ hits: z.array(z.looseObject({ rank: z.number(), id: z.string(), text: z.string() })) }).parse(await post(searchPath, searchBody));
+    expect(found.hits[0]?.text).toContain('The pilot boat leaves at dawn.');
+  }, 90_000);
 
   it('reads an image under --image-root with the built-in OCR, the same shape as on the command line', async () => {
     const response = await fetch(`${base}/v1/extract`, {
