@@ -4,7 +4,7 @@ import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { toChromaWhere, type ChromaWhere } from './filter-stores.js';
 import { parseFilter } from './filter-tree.js';
 import type { ChunkRow, Distance, DocumentState, SearchHit, SearchOptions, Sink, TableSpec } from './sink.js';
-import { byScore, checkQuery, checkSpec, checkTableName, freezeSpec, keptOptional, StoredSpec, toHitRow, toState } from './table-spec.js';
+import { byScore, checkQuery, checkSpec, checkTableName, existsMatching, freezeSpec, keptOptional, StoredSpec, storedSpecOf, toHitRow, toState } from './table-spec.js';
 
 /**
  * Chroma (`chroma://host:port/COLLECTION`) through the chromadb client with our own vectors
@@ -117,12 +117,8 @@ export class ChromaSink implements Sink {
   }
 
   async prepare(spec: TableSpec): Promise<void> {
-    const existing = await this.describe();
-    if (existing !== null) {
-      checkSpec(existing, spec, this.#where);
-      return;
-    }
-    const stored = StoredSpec.parse({ ...spec, optionalColumns: [...spec.optionalColumns] });
+    if (await existsMatching(() => this.describe(), spec, this.#where)) return;
+    const stored = storedSpecOf(spec);
     this.#chunks = await this.#call('create collection', () =>
       this.#client.getOrCreateCollection({
         name: this.#name,

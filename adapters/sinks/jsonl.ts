@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { matchesFilter, parseFilter } from './filter-tree.js';
 import type { ChunkRow, DocumentState, SearchHit, SearchOptions, Sink, TableSpec } from './sink.js';
-import { byScore, checkQuery, checkSpec, checkTableName, freezeSpec, keptOptional, scoreOf, StateShape, StoredSpec, toHitRow } from './table-spec.js';
+import { byScore, checkQuery, checkTableName, existsMatching, freezeSpec, keptOptional, scoreOf, StateShape, StoredSpec, storedSpecOf, toHitRow } from './table-spec.js';
 
 /**
  * `file:///dir`: JSON Lines files, for inspection, tests and small corpora. Folder `DIR/TABLE/`
@@ -82,13 +82,9 @@ export class JsonlSink implements Sink {
   }
 
   async prepare(spec: TableSpec): Promise<void> {
-    const existing = await this.describe();
-    if (existing !== null) {
-      checkSpec(existing, spec, this.#where);
-      return;
-    }
+    if (await existsMatching(() => this.describe(), spec, this.#where)) return;
     await mkdir(this.#folder, { recursive: true });
-    await this.#writeAtomic(join(this.#folder, '_spec.json'), `${JSON.stringify(StoredSpec.parse({ ...spec, optionalColumns: [...spec.optionalColumns] }))}\n`);
+    await this.#writeAtomic(join(this.#folder, '_spec.json'), `${JSON.stringify(storedSpecOf(spec))}\n`);
     this.#spec = freezeSpec(spec);
   }
 

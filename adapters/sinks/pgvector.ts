@@ -4,7 +4,7 @@ import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { filterToSql } from './filter-sql.js';
 import { parseFilter } from './filter-tree.js';
 import type { ChunkRow, Distance, DocumentState, SearchHit, SearchOptions, Sink, TableSpec } from './sink.js';
-import { checkQuery, checkSpec, checkTableName, freezeSpec, keptOptional, StoredSpec, toHitRow, toState } from './table-spec.js';
+import { checkQuery, checkSpec, checkTableName, existsMatching, freezeSpec, keptOptional, StoredSpec, storedSpecOf, toHitRow, toState } from './table-spec.js';
 
 /**
  * PostgreSQL with pgvector through the `pg` driver. Per table name T: `T` (chunks, a `vector(N)`
@@ -169,12 +169,8 @@ export class PgVectorSink implements Sink {
   }
 
   async prepare(spec: TableSpec): Promise<void> {
-    const existing = await this.describe();
-    if (existing !== null) {
-      checkSpec(existing, spec, this.#where);
-      return;
-    }
-    const stored = StoredSpec.parse({ ...spec, optionalColumns: [...spec.optionalColumns] });
+    if (await existsMatching(() => this.describe(), spec, this.#where)) return;
+    const stored = storedSpecOf(spec);
     await this.#transaction('create table', async (client) => {
       // Two ingests starting at once: the second waits here and then finds the table made.
       await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`shoal:${this.#table}`]);

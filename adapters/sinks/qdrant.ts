@@ -5,7 +5,7 @@ import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { toQdrantFilter, type QdrantFilter } from './filter-stores.js';
 import { parseFilter } from './filter-tree.js';
 import type { ChunkRow, Distance, DocumentState, SearchHit, SearchOptions, Sink, TableSpec } from './sink.js';
-import { byScore, checkQuery, checkSpec, checkTableName, freezeSpec, keptOptional, StoredSpec, toHitRow, toState } from './table-spec.js';
+import { byScore, checkQuery, checkSpec, checkTableName, existsMatching, freezeSpec, keptOptional, StoredSpec, storedSpecOf, toHitRow, toState } from './table-spec.js';
 
 /**
  * Qdrant (`qdrant://host:port/COLLECTION`) through @qdrant/js-client-rest. Point ids must be
@@ -117,12 +117,8 @@ export class QdrantSink implements Sink {
   }
 
   async prepare(spec: TableSpec): Promise<void> {
-    const existing = await this.describe();
-    if (existing !== null) {
-      checkSpec(existing, spec, this.#where);
-      return;
-    }
-    const stored = StoredSpec.parse({ ...spec, optionalColumns: [...spec.optionalColumns] });
+    if (await existsMatching(() => this.describe(), spec, this.#where)) return;
+    const stored = storedSpecOf(spec);
     await this.#ensureDocuments();
     if (!(await this.#exists(this.#name))) {
       await this.#call('create collection', () =>

@@ -4,7 +4,7 @@ import { S3Store, joinKey, parseS3Uri, type S3Location, type S3SettingsInput } f
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { matchesFilter, parseFilter } from './filter-tree.js';
 import type { ChunkRow, DocumentState, SearchHit, SearchOptions, Sink, TableSpec } from './sink.js';
-import { byScore, checkQuery, checkSpec, checkTableName, freezeSpec, HitShape, keptOptional, scoreOf, StateShape, StoredSpec } from './table-spec.js';
+import { byScore, checkQuery, checkTableName, existsMatching, freezeSpec, HitShape, keptOptional, scoreOf, StateShape, StoredSpec, storedSpecOf } from './table-spec.js';
 
 /**
  * `s3://bucket/prefix`: an index kept as plain objects, for corpora that live in object storage
@@ -120,12 +120,8 @@ export class S3Sink implements Sink {
   }
 
   async prepare(spec: TableSpec): Promise<void> {
-    const existing = await this.describe();
-    if (existing !== null) {
-      checkSpec(existing, spec, this.#where);
-      return;
-    }
-    const stored = { dimension: spec.dimension, distance: spec.distance, optionalColumns: [...spec.optionalColumns], metadata: { ...spec.metadata } };
+    if (await existsMatching(() => this.describe(), spec, this.#where)) return;
+    const stored = storedSpecOf(spec);
     await this.#store.write(this.#at('spec.json'), Buffer.from(JSON.stringify(stored)), { contentType: 'application/json' });
     this.#spec = freezeSpec(spec);
   }

@@ -18,6 +18,22 @@ export function freezeSpec(spec: TableSpec): TableSpec {
   return Object.freeze({ ...spec, optionalColumns: Object.freeze([...spec.optionalColumns]), metadata: Object.freeze({ ...spec.metadata }) });
 }
 
+/**
+ * The opening of every backend's prepare(): true when the table already exists and matches the
+ * spec (a mismatch throws, naming it), false when it has to be created.
+ */
+export async function existsMatching(describe: () => Promise<TableSpec | null>, spec: TableSpec, where: string): Promise<boolean> {
+  const existing = await describe();
+  if (existing === null) return false;
+  checkSpec(existing, spec, where);
+  return true;
+}
+
+/** The spec as stored beside a table: validated, with plain arrays. */
+export function storedSpecOf(spec: TableSpec): z.infer<typeof StoredSpec> {
+  return StoredSpec.parse({ ...spec, optionalColumns: [...spec.optionalColumns] });
+}
+
 /** CONFIG_INVALID naming what differs (dimension, distance, missing columns), or nothing when the spec fits. */
 export function checkSpec(existing: TableSpec, spec: TableSpec, where: string): void {
   const mismatches: string[] = [];
