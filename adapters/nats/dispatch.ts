@@ -1,7 +1,7 @@
 import type { Engine } from '../protocol/engine.js';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { REQUEST_SCHEMAS } from '../protocol/jobs.js';
-import { TokenizeRequest, type Priority } from '../protocol/requests.js';
+import { isImageItem, TokenizeRequest, type Priority } from '../protocol/requests.js';
 import type { EncodeResult, ExtractResult, ScoreResult, TokenizeResult } from '../protocol/results.js';
 import type { Primitive, RpcOperation } from '../protocol/subjects.js';
 import { parseWith } from '../protocol/validate.js';
@@ -21,6 +21,11 @@ export interface Dispatch {
   request: unknown;
   priority: Priority;
   signal?: AbortSignal | undefined;
+  /**
+   * Encode only: copy each text item's input into its result item (`text`). Set for jobs whose
+   * results become index rows, the only consumer that needs the texts back.
+   */
+  inputTexts?: boolean | undefined;
 }
 
 function checkModel(requested: string, expected: string): void {
@@ -41,7 +46,14 @@ export async function runPrimitive(engine: Engine, call: Dispatch): Promise<AnyR
     case 'encode': {
       const request = parseWith(REQUEST_SCHEMAS.encode, call.request, 'encode request');
       checkModel(request.model, call.model);
-      return engine.encode({ ...request, priority: call.priority }, options);
+      const result = await engine.encode({ ...request, priority: call.priority }, options);
+      if (call.inputTexts === true) {
+        for (const item of result.items) {
+          const input = request.items[item.index];
+          if (input !== undefined && !isImageItem(input)) item.text = input.text;
+        }
+      }
+      return result;
     }
     case 'score': {
       const request = parseWith(REQUEST_SCHEMAS.score, call.request, 'score request');

@@ -112,8 +112,10 @@ export class PartHandler {
         request,
         priority: 'bulk',
         signal: AbortSignal.any([signal, timeout]),
+        // Index rows store each item's text; other targets keep results to the vectors.
+        inputTexts: part.result.kind === 'index',
       });
-      await this.#options.results.ok(part, shiftIndexes(result, part.offset ?? 0));
+      await this.#options.results.ok(part, shiftIndexes(result, part.offset ?? 0), request);
       await msg.ackAck();
       return 'ack';
     } catch (error) {

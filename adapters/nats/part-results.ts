@@ -1,6 +1,7 @@
 import type { JetStreamClient, JetStreamManager, PubAck } from '@nats-io/jetstream';
 import { serializeError, type SerializedError } from '../protocol/errors.js';
 import { JobPartResult, WIRE_VERSION, type JobPart } from '../protocol/jobs.js';
+import { Dimensions, EmbeddingDtype } from '../protocol/output-types.js';
 import type { NatsNames } from '../protocol/subjects.js';
 import type { AnyResult } from './dispatch.js';
 import { toNatsShoalError } from './nats-errors.js';
@@ -18,6 +19,20 @@ import type { PartRecord, StatusStore } from './status-store.js';
  */
 
 const MESSAGE_HEADROOM = 4096;
+
+/**
+ * The `dtype`/`dimensions` an encode request asked for, for the result message (the result's
+ * vectors do not say their type); nothing for float32 or another primitive's request.
+ */
+export function vectorShape(part: Pick<JobPart, 'primitive'>, request: unknown): Pick<JobPartResult, 'dtype' | 'dimensions'> {
+  if (part.primitive !== 'encode' || typeof request !== 'object' || request === null) return {};
+  const dtype = 'dtype' in request ? EmbeddingDtype.safeParse(request.dtype) : null;
+  const dimensions = 'dimensions' in request ? Dimensions.safeParse(request.dimensions) : null;
+  return {
+    ...(dtype?.success === true && dtype.data !== 'float32' ? { dtype: dtype.data } : {}),
+    ...(dimensions?.success === true ? { dimensions: dimensions.data } : {}),
+  };
+}
 
 export interface PartResultsOptions {
   js: JetStreamClient;
@@ -66,9 +81,12 @@ export class PartResults {
     }
   }
 
-  /** Publishes a successful result (stored by reference when it must be) and counts the part done. */
-  async ok(part: JobPart, result: AnyResult): Promise<PartRecord> {
-    const header = this.#header(part);
+  /**
+   * Publishes a successful result (stored by reference when it must be) and counts the part done.
+   * `request` is the part's request (inline or read from its reference): its output type goes with the result.
+   */
+  async ok(part: JobPart, result: AnyResult, request?: unknown): Promise<PartRecord> {
+    const header = { ...this.#header(part), ...vectorShape(part, request) };
     const { payloads } = this.#options;
     let message: JobPartResult;
     let body: Uint8Array | undefined;

@@ -13,9 +13,11 @@ import type { ChunkRow, DocumentState, Sink } from '../sinks/sink.js';
  * result upserts the same ids and never adds a row. Metadata: `document_id` = the job id, `page`
  * = the part, `chunk` = the item's job-wide index, `settings` = the model, `source` =
  * `shoal-job://<job>/part-<n>` (one source per part, because a commit deletes rows of its sources
- * that it does not carry: one source per job would let part 1 delete part 0). `text` is empty:
- * results carry vectors, not the texts (the request left the work-queue stream when the worker
- * acked it). Score and extract results have no vectors and are not written.
+ * that it does not carry: one source per job would let part 1 delete part 0). `text` is the item's
+ * input text when the result carries it (the worker adds it for jobs whose target is an index,
+ * since the request leaves the work-queue stream once acked), else empty (`shoal sink --index`
+ * over jobs with a stream target: results stay vectors only). Score and extract results have no
+ * vectors and are not written.
  */
 
 export interface IndexedPart {
@@ -33,6 +35,8 @@ export interface VectorItem {
   index: number;
   id?: ItemId | undefined;
   dense?: number[] | undefined;
+  /** The input text (results of jobs with an index target carry it). */
+  text?: string | undefined;
 }
 
 export function rowId(jobId: string, item: VectorItem): string {
@@ -50,15 +54,16 @@ export function partRows(message: JobPartResult, result: { items: readonly Vecto
       skipped++;
       continue;
     }
+    const text = item.text ?? '';
     rows.push({
       id: rowId(message.job_id, item),
       document_id: message.job_id,
       source,
       page: message.part,
       chunk: item.index,
-      text: '',
+      text,
       start: 0,
-      end: 0,
+      end: text.length,
       heading: null,
       settings: message.model,
       vector: Float32Array.from(item.dense),
@@ -74,8 +79,8 @@ export function partRows(message: JobPartResult, result: { items: readonly Vecto
 
 export class ResultIndexWriter {
   readonly #sink: Sink;
-  /** Dimension the table was prepared for in this process (prepare once, then only a check here). */
-  #prepared: number | null = null;
+  /** Dimension and output type the table was prepared for in this process (prepare once per shape, then only a check here). */
+  #prepared: string | null = null;
 
   constructor(sink: Sink) {
     this.#sink = sink;
@@ -89,9 +94,19 @@ export class ResultIndexWriter {
     if (message.primitive !== 'encode' || !('items' in result)) return null;
     const { rows, state, skipped } = partRows(message, result);
     const first = rows[0];
-    if (first !== undefined && this.#prepared !== first.vector.length) {
-      await this.#sink.prepare({ dimension: first.vector.length, distance: 'cosine', optionalColumns: [], metadata: { model: message.model, written_by: 'shoal sink' } });
-      this.#prepared = first.vector.length;
+    // The vectors hold the values of the output type the job asked for: the table stores that type.
+    const vectorType = message.dtype ?? 'float32';
+    const shape = `${first?.vector.length}:${vectorType}`;
+    if (first !== undefined && this.#prepared !== shape) {
+      const dimensions: Record<string, string> = message.dimensions === undefined ? {} : { dimensions: String(message.dimensions) };
+      await this.#sink.prepare({
+        dimension: first.vector.length,
+        distance: 'cosine',
+        vectorType,
+        optionalColumns: [],
+        metadata: { model: message.model, written_by: 'shoal sink', ...dimensions },
+      });
+      this.#prepared = shape;
     }
     await this.#sink.commit(rows, [state]);
     return { rows: rows.length, skipped };

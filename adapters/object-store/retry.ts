@@ -19,6 +19,8 @@ export interface RetryOptions {
   signal?: AbortSignal | undefined;
   /** Called before each retry (logs, metrics): the store is degraded while this fires. */
   onRetry?: ((event: RetryEvent) => void) | undefined;
+  /** Called when the operation succeeds (a degraded store answers again). */
+  onSuccess?: ((what: string) => void) | undefined;
 }
 
 export interface RetryEvent {
@@ -59,8 +61,9 @@ export async function withRetry<T>(what: string, operation: () => Promise<T>, op
   const base = options.baseDelayMs ?? 250;
   const max = options.maxDelayMs ?? 5_000;
   for (let attempt = 0; ; attempt++) {
+    let value: T;
     try {
-      return await operation();
+      value = await operation();
     } catch (error) {
       const shoal = toS3Error(error, what);
       if (options.signal?.aborted === true) throw new ShoalError(ErrorCode.CANCELLED, `${what}: cancelled`, { cause: error });
@@ -73,6 +76,9 @@ export async function withRetry<T>(what: string, operation: () => Promise<T>, op
       }
       options.onRetry?.({ what, attempt, delayMs: Math.round(delay), error: shoal });
       await sleep(delay, options.signal);
+      continue;
     }
+    options.onSuccess?.(what);
+    return value;
   }
 }

@@ -23,6 +23,8 @@ export interface S3StoreOptions {
   client?: S3Client;
   /** Told of every retry of an operation (a worker logs it and counts it in shoal_s3_retries_total). */
   onRetry?: (event: RetryEvent) => void;
+  /** Told of every operation that succeeded (an ingest run clears its degraded mark with it). */
+  onSuccess?: (what: string) => void;
 }
 
 export interface CallOptions {
@@ -35,12 +37,14 @@ export class S3Store {
   #client: Promise<S3Client> | null;
   readonly #ownsClient: boolean;
   readonly #onRetry: ((event: RetryEvent) => void) | undefined;
+  readonly #onSuccess: ((what: string) => void) | undefined;
 
   constructor(settings: S3SettingsInput | S3Settings = {}, options: S3StoreOptions = {}) {
     this.settings = resolveS3Settings(settings);
     this.#client = options.client === undefined ? null : Promise.resolve(options.client);
     this.#ownsClient = options.client === undefined;
     this.#onRetry = options.onRetry;
+    this.#onSuccess = options.onSuccess;
   }
 
   /** The SDK client (built on first call). */
@@ -50,7 +54,7 @@ export class S3Store {
   }
 
   #retry(signal?: AbortSignal): RetryOptions {
-    return { budgetMs: this.settings.operationRetryMs, signal, onRetry: this.#onRetry };
+    return { budgetMs: this.settings.operationRetryMs, signal, onRetry: this.#onRetry, onSuccess: this.#onSuccess };
   }
 
   /**

@@ -115,7 +115,7 @@ export class ShoalMetrics {
 
   readonly sinkDegraded = new Gauge({
     name: 'shoal_sink_degraded',
-    help: 'Whether the results sink cannot write into its vector store now (1: failing, job results wait on the stream; 0: writing)',
+    help: 'Whether a vector store cannot be written now (1: failing: job results wait on the stream, ingest runs wait and retry; 0: writing), from the results sink and the gateway\'s ingest runs',
     labelNames: ['backend'] as const,
     registers: [this.registry],
   });

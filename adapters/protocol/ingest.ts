@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DataRef, JobId, WIRE_VERSION } from './jobs.js';
+import { DataRef, Degraded, JobId, WIRE_VERSION } from './jobs.js';
 
 /**
  * Wire schemas of document ingest over NATS (docs/ingest.md, "Over NATS"): the parse task a
@@ -109,6 +109,12 @@ export const IngestRunStatus = z.strictObject({
   failed: z.array(z.strictObject({ source: SourceName, code: Code, reason: Reason })).max(20),
   /** Why the run itself failed (not one document). */
   error: z.strictObject({ code: Code, message: Reason }).optional(),
+  /**
+   * Set while a store the run depends on is failing (the index refusing writes, S3 sources
+   * unreadable): the run waits and retries instead of failing documents, and the mark is removed
+   * once the store answers again. Independent of `state`.
+   */
+  degraded: Degraded.optional(),
   created_at: Timestamp,
   updated_at: Timestamp,
 });

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ErrorCode } from './errors.js';
 import { DEFAULT_LIMITS } from './limits.js';
+import { Dimensions, EmbeddingDtype } from './output-types.js';
 import { EncodeRequest, ExtractRequest, ScoreRequest } from './requests.js';
 import { EncodeResult, ExtractResult, ScoreResult, TokenizeResult } from './results.js';
 import { JOB_ID_PATTERN, PRIMITIVES } from './subjects.js';
@@ -25,6 +26,13 @@ const ItemOffset = z.number().int().nonnegative().max(DEFAULT_LIMITS.maxItemsPer
 const ItemCount = z.number().int().nonnegative().max(DEFAULT_LIMITS.maxItemsPerRequest);
 /** An ISO-8601 timestamp as Shoal writes it (bounded so a forged one cannot carry a payload). */
 const Timestamp = z.string().max(64);
+
+/**
+ * A store a job or an ingest run writes to (or reads from) is failing now: what fails and since
+ * when. The work waits and retries (nothing is lost); the mark goes once the store answers again.
+ */
+export const Degraded = z.strictObject({ reason: z.string().max(1000), since: Timestamp });
+export type Degraded = z.infer<typeof Degraded>;
 
 /** The primitive of a job (schema; the type is `Primitive` from subjects.ts). */
 export const PrimitiveSchema = z.enum(PRIMITIVES);
@@ -98,6 +106,13 @@ export const JobPartResult = z.strictObject({
   model: z.string().max(1024),
   status: z.enum(['ok', 'error']),
   result: PrimitiveResult.optional(),
+  /**
+   * The output type and Matryoshka dimensions the encode request asked for (absent: float32, the
+   * model's dimension): the dense vectors hold that type's values, and an index target stores them
+   * as that type (docs/storage.md).
+   */
+  dtype: EmbeddingDtype.optional(),
+  dimensions: Dimensions.optional(),
   /** Set instead of `result` when the result was stored (too large, or a store target). */
   result_ref: DataRef.optional(),
   error: WireError.optional(),
@@ -145,7 +160,7 @@ export const JobStatus = z.strictObject({
    * refusing): the results wait on the stream and are written once it recovers. Independent of
    * `state` (the parts may be computed already); removed at the first successful write.
    */
-  degraded: z.strictObject({ reason: z.string().max(1000), since: Timestamp }).optional(),
+  degraded: Degraded.optional(),
   created_at: Timestamp,
   updated_at: Timestamp,
 });

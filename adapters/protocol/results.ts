@@ -30,6 +30,11 @@ export const EncodedItem = z.strictObject({
   multivector: z.array(z.array(z.number())).optional(),
   /** True when the input was cut to the model's maximum length. */
   truncated: z.boolean().optional(),
+  /**
+   * The item's input text, only in the results of a job whose target is an index (its rows store
+   * the text, docs/storage.md); absent everywhere else, and for image items.
+   */
+  text: z.string().optional(),
 });
 export type EncodedItem = z.infer<typeof EncodedItem>;
 

@@ -8,6 +8,25 @@
 
 export const INT8_LIMIT = 127;
 
+/**
+ * The zero point of the stored weights: int8 codes are written as uint8 `q + 128` with zero point
+ * 128 (the same numbers). Why not int8 directly: onnxruntime's u8s8 kernel on x86 CPUs without
+ * VNNI (AVX2 only, e.g. AMD Zen 2/3) multiplies with VPMADDUBSW, which adds two uint8 × int8
+ * products into a saturating int16 (255 × 127 × 2 = 64,770 > 32,767): the sums clip and the
+ * outputs drift (seen on an AVX2-only EPYC: kit embedders fell from cosine 0.9999 to 0.98, the
+ * fidelity gate refused int8 for most models). The u8u8 kernel widens to 16 bits first and
+ * cannot saturate, so uint8 weights give the full 8-bit precision on every CPU; measured on that
+ * machine, the int8/fp32 speed-up stayed the same (1.82× vs 1.81×, paired medians).
+ */
+export const WEIGHT_ZERO_POINT = 128;
+
+/** int8 codes as the uint8 weights the graph stores (`q + WEIGHT_ZERO_POINT`). */
+export function storedWeights(values: Int8Array): Uint8Array {
+  const out = new Uint8Array(values.length);
+  for (let i = 0; i < values.length; i++) out[i] = (values[i] ?? 0) + WEIGHT_ZERO_POINT;
+  return out;
+}
+
 export interface Int8Columns {
   /** Row-major [K, N], like the float matrix. */
   values: Int8Array;

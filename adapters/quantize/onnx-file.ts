@@ -59,8 +59,47 @@ export function floatValues(tensor: TensorProto): Float32Array | null {
   return repeated.length === count ? Float32Array.from(repeated) : null;
 }
 
-export function bytesOf(values: Float32Array | Int8Array): Uint8Array {
+export function bytesOf(values: Float32Array | Int8Array | Uint8Array): Uint8Array {
   return new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
+}
+
+/** A tensor holding `values` as raw bytes (how every rewrite stores the tensors it adds). */
+export function rawTensor(name: string, dataType: number, dims: number[], values: Float32Array | Int8Array | Uint8Array): TensorProto {
+  return { name, dataType, dims, rawData: bytesOf(values) };
+}
+
+/**
+ * Constant tensors of a graph by the name its nodes read them under: the initializers and, with
+ * `constantNodes`, the `value` of each Constant node under its output's name (exports without
+ * constant folding keep small constants as nodes).
+ */
+export function constantTensors(graph: GraphProto, options: { constantNodes: boolean }): Map<string, TensorProto> {
+  const found = new Map<string, TensorProto>();
+  for (const tensor of graph.initializer ?? []) if (tensor.name) found.set(tensor.name, tensor);
+  if (!options.constantNodes) return found;
+  for (const node of graph.node ?? []) {
+    const value = node.attribute?.find((a) => a.name === 'value')?.t;
+    const [output] = node.output ?? [];
+    if (node.opType === 'Constant' && value !== null && value !== undefined && output !== undefined) found.set(output, value);
+  }
+  return found;
+}
+
+/** Every tensor name a graph uses (initializers, inputs, outputs, value infos, node outputs). */
+export function tensorNames(graph: GraphProto): Set<string> {
+  const names = new Set<string>();
+  for (const tensor of graph.initializer ?? []) names.add(tensor.name ?? '');
+  for (const info of [...(graph.input ?? []), ...(graph.output ?? []), ...(graph.valueInfo ?? [])]) names.add(info.name ?? '');
+  for (const node of graph.node ?? []) for (const name of node.output ?? []) names.add(name);
+  return names;
+}
+
+/** A name not in `names` yet, derived from `base` (`base`, `base_1`, ...); it is added to `names`. */
+export function freshName(names: Set<string>, base: string): string {
+  let name = base;
+  for (let n = 1; names.has(name); n++) name = `${base}_${n}`;
+  names.add(name);
+  return name;
 }
 
 function externalField(tensor: TensorProto, key: string): string | undefined {

@@ -23,7 +23,8 @@ import { isQuantizedGraph, quantizeModel, type RewriteReport } from './rewrite.j
  */
 
 /** Changes whenever the rewrite would produce different bytes: old cache entries are then ignored. */
-export const QUANTIZER_VERSION = 'shoal-int8-dqmm/1';
+// /2: uint8 weights with zero point 128 (int8-weights.ts WEIGHT_ZERO_POINT); /1 graphs are rebuilt.
+export const QUANTIZER_VERSION = 'shoal-int8-dqmm/2';
 
 /** @default minWeightElements 16384: a 128×128 weight; smaller matmuls gain nothing from int8. */
 export const DEFAULT_MIN_WEIGHT_ELEMENTS = 16_384;

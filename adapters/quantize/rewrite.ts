@@ -1,10 +1,13 @@
-import { quantizeColumns, transpose, allFinite } from './int8-weights.js';
+import { quantizeColumns, storedWeights, transpose, allFinite, WEIGHT_ZERO_POINT } from './int8-weights.js';
 import {
-  bytesOf,
+  constantTensors,
   DataType,
   dimsOf,
   elementCount,
   floatValues,
+  freshName,
+  rawTensor,
+  tensorNames,
   toInt,
   type AttributeProto,
   type GraphProto,
@@ -15,9 +18,9 @@ import {
 
 /**
  * The graph rewrite: every MatMul (and Gemm) whose weight is a constant float initializer W[K, N]
- * becomes onnxruntime's `com.microsoft.DynamicQuantizeMatMul(A, W_int8, scale[N], , bias?)`.
- * The activations A are quantized to uint8 per call by the runtime; the weights are stored as
- * symmetric per-column int8. Everything else (embedding Gathers, LayerNorm, attention's
+ * becomes onnxruntime's `com.microsoft.DynamicQuantizeMatMul(A, W, scale[N], zero_point[N], bias?)`.
+ * The activations A are quantized to uint8 per call by the runtime; the weights are symmetric
+ * per-column int8 codes, stored as uint8 with zero point 128 (why: `WEIGHT_ZERO_POINT`). Everything else (embedding Gathers, LayerNorm, attention's
  * activation × activation MatMuls, small weights) stays float. Graph inputs and outputs keep their
  * names, types and shapes; the rewrite is a pure function of the model and the options.
  */
@@ -56,6 +59,7 @@ interface ConstantWeight {
 interface QuantizedWeight {
   values: string;
   scales: string;
+  zeroPoints: string;
 }
 
 /** Names of every tensor a graph's nodes read, nested subgraphs included. */
@@ -87,8 +91,9 @@ class GraphRewriter {
   readonly report: RewriteReport = { matmul: 0, gemm: 0, skippedSmall: 0, skippedOther: 0, floatWeightBytes: 0, int8WeightBytes: 0 };
   readonly #graph: GraphProto;
   readonly #options: RewriteOptions;
-  readonly #initializers = new Map<string, TensorProto>();
-  readonly #names = new Set<string>();
+  /** The graph's initializers as read (the tensors this rewrite adds are not looked up). */
+  readonly #initializers: Map<string, TensorProto>;
+  readonly #names: Set<string>;
   readonly #added: TensorProto[] = [];
   readonly #quantized = new Map<string, QuantizedWeight>();
   /** Float initializers that some node now reads in int8 form. */
@@ -102,29 +107,20 @@ class GraphRewriter {
   constructor(graph: GraphProto, options: RewriteOptions) {
     this.#graph = graph;
     this.#options = options;
-    for (const tensor of graph.initializer ?? []) if (tensor.name) this.#initializers.set(tensor.name, tensor);
-    for (const tensor of graph.initializer ?? []) this.#names.add(tensor.name ?? '');
-    for (const info of [...(graph.input ?? []), ...(graph.output ?? []), ...(graph.valueInfo ?? [])]) this.#names.add(info.name ?? '');
-    for (const node of graph.node ?? []) {
-      for (const name of node.output ?? []) {
-        this.#names.add(name);
-        this.#producers.set(name, node);
-      }
-    }
+    this.#initializers = constantTensors(graph, { constantNodes: false });
+    this.#names = tensorNames(graph);
+    for (const node of graph.node ?? []) for (const name of node.output ?? []) this.#producers.set(name, node);
   }
 
-  /** A name no tensor of the graph uses yet, derived from `base`. */
-  #fresh(base: string): string {
-    let name = base;
-    for (let n = 1; this.#names.has(name); n++) name = `${base}_${n}`;
-    this.#names.add(name);
-    return name;
+  /** A new initializer under a name no tensor of the graph uses yet, derived from `base`. */
+  #add(base: string, dataType: number, dims: number[], values: Float32Array | Int8Array | Uint8Array): string {
+    const tensor = rawTensor(freshName(this.#names, base), dataType, dims, values);
+    this.#added.push(tensor);
+    return tensor.name ?? '';
   }
 
   #addFloat(base: string, dims: number[], values: Float32Array): string {
-    const name = this.#fresh(base);
-    this.#added.push({ name, dataType: DataType.FLOAT, dims, rawData: bytesOf(values) });
-    return name;
+    return this.#add(base, DataType.FLOAT, dims, values);
   }
 
   /**
@@ -169,13 +165,13 @@ class GraphRewriter {
     const known = this.#quantized.get(key);
     if (known !== undefined) return known;
     const { values, scales } = quantizeColumns(weight, rows, cols, scaleFactor);
-    const valuesName = this.#fresh(`${key}_int8`);
-    this.#added.push({ name: valuesName, dataType: DataType.INT8, dims: [rows, cols], rawData: bytesOf(values) });
+    const valuesName = this.#add(`${key}_int8`, DataType.UINT8, [rows, cols], storedWeights(values));
     const scalesName = this.#addFloat(`${key}_scale`, [cols], scales);
-    const quantized = { values: valuesName, scales: scalesName };
+    const zeroPointsName = this.#add(`${key}_zero_point`, DataType.UINT8, [cols], new Uint8Array(cols).fill(WEIGHT_ZERO_POINT));
+    const quantized = { values: valuesName, scales: scalesName, zeroPoints: zeroPointsName };
     this.#quantized.set(key, quantized);
     this.report.floatWeightBytes += rows * cols * 4;
-    this.report.int8WeightBytes += rows * cols + cols * 4;
+    this.report.int8WeightBytes += rows * cols + cols * 5;
     return quantized;
   }
 
@@ -201,7 +197,7 @@ class GraphRewriter {
     const { values, rows, cols, variant } = this.#matrix(weight, false);
     const q = this.#quantize(weight.source, variant, values, rows, cols, 1);
     this.report.matmul++;
-    return [this.#quantizedNode(node, [a, q.values, q.scales], cols)];
+    return [this.#quantizedNode(node, [a, q.values, q.scales, q.zeroPoints], cols)];
   }
 
   /**
@@ -228,7 +224,7 @@ class GraphRewriter {
     const { values, cols, rows, variant } = this.#matrix(weight, transB);
     const q = this.#quantize(weight.source, `${variant}${alpha === 1 ? '' : `_a${alpha}`}`, values, rows, cols, alpha);
     this.report.gemm++;
-    const inputs = [a, q.values, q.scales];
+    const inputs = [a, q.values, q.scales, q.zeroPoints];
     if (!hasBias) return [this.#quantizedNode(node, inputs, cols)];
 
     const biasValues = biasTensor === undefined ? null : floatValues(biasTensor);
@@ -237,12 +233,12 @@ class GraphRewriter {
     if (isRow) {
       const scaled = biasValues.map((v) => Math.fround(v * beta));
       const name = beta === 1 && biasDims.length === 1 ? c : this.#addFloat(`${c}_bias`, [cols], scaled);
-      return [this.#quantizedNode(node, [...inputs, '', name], cols)];
+      return [this.#quantizedNode(node, [...inputs, name], cols)];
     }
     // C of another shape (or not constant): add it after the product, with beta folded into a constant C.
     let addend = c;
     if (beta !== 1 && biasValues !== null) addend = this.#addFloat(`${c}_beta`, biasDims, biasValues.map((v) => Math.fround(v * beta)));
-    const product = this.#fresh(`${output}_int8_product`);
+    const product = freshName(this.#names, `${output}_int8_product`);
     const nodeName = node.name ?? output;
     return [
       this.#quantizedNode({ ...node, output: [product] }, inputs, cols),
@@ -274,7 +270,7 @@ class GraphRewriter {
     const producers = new Map<string, NodeProto>();
     for (const node of nodes) {
       const [output] = node.output ?? [];
-      if (this.#columns.has(node) && (node.input ?? []).length === 3 && output !== undefined) producers.set(output, node);
+      if (this.#columns.has(node) && (node.input ?? []).length === 4 && output !== undefined) producers.set(output, node);
     }
     const folded = new Set<NodeProto>();
     const result: NodeProto[] = [];
@@ -294,7 +290,8 @@ class GraphRewriter {
         result.push(node);
         continue;
       }
-      producer.input = [...(producer.input ?? []), '', biasName];
+      // The product node reads (A, W, scale, zero point): the bias is its fifth input.
+      producer.input = [...(producer.input ?? []), biasName];
       producer.output = [output];
       folded.add(producer);
     }

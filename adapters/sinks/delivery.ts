@@ -1,5 +1,5 @@
 import { ErrorCode, ShoalError, toShoalError } from '../protocol/errors.js';
-import type { ChunkRow, DocumentState, SearchHit, SearchOptions, Sink, TableSpec } from './sink.js';
+import type { ChunkRow, DocumentState, SearchHit, SearchOptions, Sink, SparseValues, TableSpec, MultivectorSearchOptions } from './sink.js';
 
 /**
  * Delivery to a store that may be down or slow: every call of the wrapped sink is retried with
@@ -25,6 +25,10 @@ export type WriteOutcome = 'ok' | 'retry' | 'failed';
 /** What a process with a metrics registry records (shoal_sink_writes_total, shoal_sink_write_seconds). */
 export interface SinkWriteObserver {
   write(backend: string, outcome: WriteOutcome, seconds: number): void;
+  /** Any call (a write, a state read...) failed transiently and is about to be retried: the store is degraded. */
+  retrying?(backend: string, failure: ShoalError): void;
+  /** Any call succeeded: a degraded store answers again. */
+  succeeded?(backend: string): void;
 }
 
 const TRANSIENT: ReadonlySet<string> = new Set([ErrorCode.UNAVAILABLE, ErrorCode.TIMEOUT]);
@@ -48,7 +52,7 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
 }
 
 /** Runs `body` until it succeeds, fails with a non-transient code, or the time bound passes. */
-export async function withRetry<T>(what: string, body: () => Promise<T>, options: RetryOptions = {}, onRetry?: () => void): Promise<T> {
+export async function withRetry<T>(what: string, body: () => Promise<T>, options: RetryOptions = {}, onRetry?: (failure: ShoalError) => void): Promise<T> {
   const base = options.baseDelayMs ?? 200;
   const cap = options.maxDelayMs ?? 5_000;
   const bound = options.maxElapsedMs ?? 60_000;
@@ -63,7 +67,7 @@ export async function withRetry<T>(what: string, body: () => Promise<T>, options
       if (elapsed >= bound) {
         throw new ShoalError(ErrorCode.UNAVAILABLE, `${what}: still failing after ${attempt} attempts in ${Math.round(elapsed / 1000)} s: ${failure.message}`, { cause: error });
       }
-      onRetry?.();
+      onRetry?.(failure);
       // Full jitter: many writers retrying a store that comes back do not arrive together.
       const delay = Math.min(cap, base * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2);
       await pause(Math.min(delay, Math.max(0, bound - elapsed)), options.signal);
@@ -84,8 +88,14 @@ export class RetryingSink implements Sink {
     this.#observer = observer;
   }
 
-  #run<T>(what: string, body: () => Promise<T>): Promise<T> {
-    return withRetry(`${this.#backend} ${what}`, body, this.#retry);
+  #retrying(failure: ShoalError): void {
+    this.#observer?.retrying?.(this.#backend, failure);
+  }
+
+  async #run<T>(what: string, body: () => Promise<T>): Promise<T> {
+    const value = await withRetry(`${this.#backend} ${what}`, body, this.#retry, (failure) => this.#retrying(failure));
+    this.#observer?.succeeded?.(this.#backend);
+    return value;
   }
 
   prepare(spec: TableSpec): Promise<void> {
@@ -104,12 +114,25 @@ export class RetryingSink implements Sink {
     const started = process.hrtime.bigint();
     const seconds = (): number => Number(process.hrtime.bigint() - started) / 1e9;
     try {
-      await withRetry(`${this.#backend} write`, () => this.#inner.commit(rows, states), this.#retry, () => this.#observer?.write(this.#backend, 'retry', seconds()));
+      await withRetry(`${this.#backend} write`, () => this.#inner.commit(rows, states), this.#retry, (failure) => {
+        this.#observer?.write(this.#backend, 'retry', seconds());
+        this.#retrying(failure);
+      });
     } catch (error) {
       this.#observer?.write(this.#backend, 'failed', seconds());
       throw error;
     }
     this.#observer?.write(this.#backend, 'ok', seconds());
+    this.#observer?.succeeded?.(this.#backend);
+  }
+
+  statesUnder(prefix: string): Promise<DocumentState[]> {
+    return this.#run('states', () => this.#inner.statesUnder(prefix));
+  }
+
+  /** Retried as a whole: deleting what is already gone is a no-op. */
+  remove(sources: readonly string[]): Promise<void> {
+    return this.#run('remove', () => this.#inner.remove(sources));
   }
 
   count(filter?: string): Promise<number> {
@@ -118,6 +141,14 @@ export class RetryingSink implements Sink {
 
   search(vector: readonly number[], options: SearchOptions): Promise<SearchHit[]> {
     return this.#run('search', () => this.#inner.search(vector, options));
+  }
+
+  searchSparse(query: SparseValues, options: SearchOptions): Promise<SearchHit[]> {
+    return this.#run('sparse search', () => this.#inner.searchSparse(query, options));
+  }
+
+  searchMultivector(query: readonly (readonly number[])[], options: MultivectorSearchOptions): Promise<SearchHit[]> {
+    return this.#run('multi-vector search', () => this.#inner.searchMultivector(query, options));
   }
 
   optimize(): Promise<void> {

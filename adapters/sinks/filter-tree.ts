@@ -2,9 +2,11 @@ import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { FILTER_COLUMNS } from './sink.js';
 
 /**
- * The `--filter` where-clause (already checked by `validateFilter`) parsed into a small tree, so
+ * The one grammar of `--filter` (a SQL where-clause over metadata columns, LanceDB's DataFusion
+ * dialect): tokens, the checks every expression must pass, and the parse into a small tree, so
  * backends without SQL (Chroma, Qdrant, the JSON Lines files) and PostgreSQL (as parameterised
- * SQL) can each translate it; the user's text never reaches a database as text.
+ * SQL) can each translate it; the user's text never reaches a database as text. `validateFilter`
+ * (filter.ts) is this parse plus the normalised text LanceDB receives.
  *
  * Grammar: or := and (OR and)*; and := not (AND not)*; not := NOT not | primary;
  * primary := '(' or ')' | column op value | column [NOT] IN (values) | column IS [NOT] NULL
@@ -23,10 +25,17 @@ export type FilterNode =
   | { kind: 'null'; column: string; negated: boolean }
   | { kind: 'like'; column: string; pattern: string; negated: boolean };
 
-type Token = { kind: 'identifier' | 'keyword' | 'string' | 'number' | 'operator'; text: string };
+/**
+ * A string token holds its value (quotes removed, `''` undone); an operator its text as written
+ * (`!=` stays `!=`, the parser reads it as `<>`); a keyword is upper-cased; an identifier is a
+ * column name without backticks.
+ */
+export type FilterToken = { kind: 'identifier' | 'keyword' | 'string' | 'number' | 'operator'; text: string };
 
 const KEYWORDS = new Set(['AND', 'OR', 'NOT', 'IN', 'IS', 'NULL', 'LIKE', 'BETWEEN', 'TRUE', 'FALSE']);
 const OPERATORS = ['<=', '>=', '<>', '!=', '=', '<', '>', '(', ')', ','];
+const MAX_FILTER_CHARS = 4_096;
+const COMPARE_OPS: readonly CompareOp[] = ['=', '<>', '<', '<=', '>', '>='];
 /** Deep nesting is refused rather than risking the stack on a hostile expression. */
 const MAX_DEPTH = 64;
 
@@ -34,13 +43,14 @@ function invalid(message: string): ShoalError {
   return new ShoalError(ErrorCode.INVALID_INPUT, `--filter: ${message}`);
 }
 
-function tokenize(expression: string): Token[] {
-  const tokens: Token[] = [];
+function tokenize(expression: string): FilterToken[] {
+  const tokens: FilterToken[] = [];
   let at = 0;
   while (at < expression.length) {
     const rest = expression.slice(at);
+    // A backticked name needs both backticks: one alone is a typo, not a quote.
     const match =
-      /^\s+/.exec(rest) ?? /^'(?:[^']|'')*'/.exec(rest) ?? /^-?\d+(?:\.\d+)?/.exec(rest) ?? /^`?[A-Za-z_][A-Za-z0-9_]*`?/.exec(rest);
+      /^\s+/.exec(rest) ?? /^'(?:[^']|'')*'/.exec(rest) ?? /^-?\d+(?:\.\d+)?/.exec(rest) ?? /^[A-Za-z_][A-Za-z0-9_]*/.exec(rest) ?? /^`[A-Za-z_][A-Za-z0-9_]*`/.exec(rest);
     if (match !== null) {
       const text = match[0];
       at += text.length;
@@ -53,17 +63,39 @@ function tokenize(expression: string): Token[] {
     }
     const operator = OPERATORS.find((op) => rest.startsWith(op));
     if (operator === undefined) throw invalid(`unexpected ${JSON.stringify(rest[0])} at character ${at + 1}`);
-    tokens.push({ kind: 'operator', text: operator === '!=' ? '<>' : operator });
+    tokens.push({ kind: 'operator', text: operator });
     at += operator.length;
   }
   return tokens;
 }
 
+/**
+ * Checks over the whole token list before the parse, so the commonest mistakes get a plain
+ * message: a column that does not exist (every identifier is a column), unbalanced parentheses,
+ * nothing to compare.
+ */
+function checkTokens(tokens: readonly FilterToken[]): void {
+  let depth = 0;
+  let operands = 0;
+  for (const token of tokens) {
+    if (token.kind === 'identifier') {
+      if (!FILTER_COLUMNS.includes(token.text)) throw invalid(`unknown column ${JSON.stringify(token.text)} (columns: ${FILTER_COLUMNS.join(', ')})`);
+      operands += 1;
+    }
+    if (token.kind === 'string' || token.kind === 'number') operands += 1;
+    if (token.kind === 'operator' && token.text === '(') depth += 1;
+    if (token.kind === 'operator' && token.text === ')') depth -= 1;
+    if (depth < 0) throw invalid('unbalanced parentheses');
+  }
+  if (depth !== 0) throw invalid('unbalanced parentheses');
+  if (operands === 0) throw invalid('no column or value to compare');
+}
+
 class Parser {
   #at = 0;
-  readonly #tokens: Token[];
+  readonly #tokens: readonly FilterToken[];
 
-  constructor(tokens: Token[]) {
+  constructor(tokens: readonly FilterToken[]) {
     this.#tokens = tokens;
   }
 
@@ -74,18 +106,18 @@ class Parser {
     return node;
   }
 
-  #peek(): Token | undefined {
+  #peek(): FilterToken | undefined {
     return this.#tokens[this.#at];
   }
 
-  #accept(kind: Token['kind'], text?: string): Token | null {
+  #accept(kind: FilterToken['kind'], text?: string): FilterToken | null {
     const token = this.#peek();
     if (token === undefined || token.kind !== kind || (text !== undefined && token.text !== text)) return null;
     this.#at += 1;
     return token;
   }
 
-  #expect(kind: Token['kind'], text?: string): Token {
+  #expect(kind: FilterToken['kind'], text?: string): FilterToken {
     const token = this.#accept(kind, text);
     if (token === null) throw invalid(`expected ${text ?? kind} ${this.#peek() === undefined ? 'at the end' : `before ${JSON.stringify(this.#peek()?.text)}`}`);
     return token;
@@ -132,8 +164,8 @@ class Parser {
   }
 
   #predicate(): FilterNode {
+    // Known by now: checkTokens has checked every identifier.
     const column = this.#expect('identifier').text;
-    if (!FILTER_COLUMNS.includes(column)) throw invalid(`unknown column ${JSON.stringify(column)} (columns: ${FILTER_COLUMNS.join(', ')})`);
     if (this.#accept('keyword', 'IS') !== null) {
       const negated = this.#accept('keyword', 'NOT') !== null;
       this.#expect('keyword', 'NULL');
@@ -160,16 +192,30 @@ class Parser {
       return negated ? { kind: 'not', item: range } : range;
     }
     if (negated) throw invalid(`NOT after ${column} must be followed by IN, LIKE or BETWEEN`);
-    const op = this.#expect('operator').text;
-    if (!['=', '<>', '<', '<=', '>', '>='].includes(op)) throw invalid(`expected a comparison after ${column}, got ${JSON.stringify(op)}`);
-    return { kind: 'compare', column, op: op as CompareOp, value: this.#literal() };
+    const written = this.#expect('operator').text;
+    const op = COMPARE_OPS.find((candidate) => candidate === (written === '!=' ? '<>' : written));
+    if (op === undefined) throw invalid(`expected a comparison after ${column}, got ${JSON.stringify(written)}`);
+    return { kind: 'compare', column, op, value: this.#literal() };
   }
+}
+
+export interface ParsedFilter {
+  tree: FilterNode;
+  tokens: readonly FilterToken[];
+}
+
+/** The tokens and tree of a filter expression, or INVALID_INPUT naming the first problem. */
+export function readFilter(expression: string): ParsedFilter {
+  if (expression.trim() === '') throw invalid('empty expression');
+  if (expression.length > MAX_FILTER_CHARS) throw invalid(`longer than ${MAX_FILTER_CHARS} characters`);
+  const tokens = tokenize(expression);
+  checkTokens(tokens);
+  return { tree: new Parser(tokens).parse(), tokens };
 }
 
 /** The tree of a filter expression, or INVALID_INPUT naming the problem. */
 export function parseFilter(expression: string): FilterNode {
-  if (expression.trim() === '') throw invalid('empty expression');
-  return new Parser(tokenize(expression)).parse();
+  return readFilter(expression).tree;
 }
 
 /** SQL LIKE (`%` any run, `_` one character) as an anchored regular expression. */

@@ -1,12 +1,14 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { matchesFilter, parseFilter } from './filter-tree.js';
-import type { ChunkRow, DocumentState, SearchHit, SearchOptions, Sink, TableSpec } from './sink.js';
-import { byScore, checkQuery, checkTableName, existsMatching, freezeSpec, keptOptional, scoreOf, StateShape, StoredSpec, storedSpecOf, toHitRow } from './table-spec.js';
+import type { ChunkRow, DocumentState, MultivectorSearchOptions, SearchHit, SearchOptions, Sink, SparseValues, TableSpec } from './sink.js';
+import { noMultivector, refuseMultivector } from './multivector.js';
+import { checkSparseQuery, rankSparse } from './sparse.js';
+import { checkQuery, checkRowTypes, checkTableName, existsMatching, freezeSpec, keptOptional, rankTyped, StateShape, StoredSpec, storedSpecOf, toHitRow } from './table-spec.js';
 
 /**
  * `file:///dir`: JSON Lines files, for inspection, tests and small corpora. Folder `DIR/TABLE/`
@@ -29,7 +31,10 @@ export interface JsonlSinkOptions {
   table?: string;
 }
 
-const StoredRowShape = z.object({ vector: z.array(z.number()) }).passthrough();
+const StoredRowShape = z.object({
+  vector: z.array(z.number()),
+  sparse: z.strictObject({ indices: z.array(z.number()), values: z.array(z.number()), dimension: z.number() }).nullable().optional(),
+}).passthrough();
 
 export class JsonlSink implements Sink {
   readonly #folder: string;
@@ -63,7 +68,10 @@ export class JsonlSink implements Sink {
     for (const name of names) {
       const lines = (await readFile(join(this.#folder, name), 'utf8')).split('\n').filter((line) => line !== '');
       const parsed = SourceFile.parse({ state: JSON.parse(lines[0] ?? 'null'), rows: lines.slice(1).map((line) => JSON.parse(line)) });
-      const rows = parsed.rows.map((raw) => ({ ...toHitRow(raw), vector: StoredRowShape.parse(raw).vector }));
+      const rows = parsed.rows.map((raw): StoredRow => {
+        const { vector, sparse } = StoredRowShape.parse(raw);
+        return { ...toHitRow(raw), vector, ...(sparse == null ? {} : { sparse }) };
+      });
       const source = parsed.state?.source ?? rows[0]?.source;
       if (source !== undefined) files.set(source, { state: parsed.state, rows });
     }
@@ -82,6 +90,7 @@ export class JsonlSink implements Sink {
   }
 
   async prepare(spec: TableSpec): Promise<void> {
+    refuseMultivector(spec, 'JSON Lines', this.#where);
     if (await existsMatching(() => this.describe(), spec, this.#where)) return;
     await mkdir(this.#folder, { recursive: true });
     await this.#writeAtomic(join(this.#folder, '_spec.json'), `${JSON.stringify(storedSpecOf(spec))}\n`);
@@ -102,6 +111,7 @@ export class JsonlSink implements Sink {
     if (states.length === 0) return;
     const spec = await this.describe();
     if (rows.length > 0 && spec === null) throw new ShoalError(ErrorCode.INTERNAL, `${this.#where} must be prepared before rows are written`);
+    checkRowTypes(rows, spec);
     const files = await this.#load();
     await mkdir(this.#folder, { recursive: true });
     const bySource = new Map<string, ChunkRow[]>();
@@ -122,6 +132,20 @@ export class JsonlSink implements Sink {
     }
   }
 
+  async statesUnder(prefix: string): Promise<DocumentState[]> {
+    const files = await this.#load();
+    return [...files.values()].flatMap((file) => (file.state !== null && file.state.source.startsWith(prefix) ? [file.state] : []));
+  }
+
+  async remove(sources: readonly string[]): Promise<void> {
+    const files = await this.#load();
+    for (const source of sources) {
+      // One file holds a source's state and rows, so both go at once.
+      await rm(this.#fileOf(source), { force: true });
+      files.delete(source);
+    }
+  }
+
   async #rows(filter: string | undefined): Promise<StoredRow[]> {
     const files = await this.#load();
     const all = [...files.values()].flatMap((file) => file.rows);
@@ -139,9 +163,20 @@ export class JsonlSink implements Sink {
     const spec = await this.describe();
     if (spec === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no ${this.#where} (run shoal ingest first)`);
     checkQuery(vector, spec, options.k);
-    const query = vector.map(Math.fround);
-    const hits = (await this.#rows(options.filter)).map((row) => ({ row, score: scoreOf(spec.distance, query, row.vector) }));
-    return hits.sort(byScore).slice(0, options.k).map(({ row, score }) => ({ row: toHitRow(row), score }));
+    const candidates = (await this.#rows(options.filter)).map((row) => ({ row, vector: row.vector }));
+    return rankTyped(spec, vector, candidates, options.k).map(({ row, score }) => ({ row: toHitRow(row), score }));
+  }
+
+  async searchMultivector(_query: readonly (readonly number[])[], _options: MultivectorSearchOptions): Promise<SearchHit[]> {
+    throw noMultivector('JSON Lines', this.#where);
+  }
+
+  /** An exact scan over the rows' stored sparse vectors. */
+  async searchSparse(query: SparseValues, options: SearchOptions): Promise<SearchHit[]> {
+    if ((await this.describe()) === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no ${this.#where} (run shoal ingest first)`);
+    checkSparseQuery(query, options.k);
+    const candidates = (await this.#rows(options.filter)).map((row) => ({ row, sparse: row.sparse }));
+    return rankSparse(query, candidates, options.k).map(({ row, score }) => ({ row: toHitRow(row), score }));
   }
 
   async optimize(): Promise<void> {

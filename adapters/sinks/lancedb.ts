@@ -1,11 +1,15 @@
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import * as lancedb from '@lancedb/lancedb';
-import { Field, FixedSizeList, Float32, Int32, Schema, Utf8 } from 'apache-arrow';
+import { Field, FixedSizeList, Float16, Float32, Int32, Schema, Uint8, Utf8 } from 'apache-arrow';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { EmbeddingDtype } from '../protocol/output-types.js';
 import { sqlString } from './filter.js';
-import type { ChunkRow, Distance, DocumentState, OptionalColumn, SearchHit, SearchOptions, Sink, TableSpec } from './sink.js';
+import { candidateCount, checkRowTypes, checkSpec, rankTyped, vectorTypeOf } from './table-spec.js';
+import { checkVectorType, fromUnsignedBytes, isBinaryType, unsignedBytes } from './vector-types.js';
+import type { ChunkRow, Distance, DocumentState, OptionalColumn, SearchHit, SearchOptions, Sink, SparseValues, TableSpec, MultivectorSearchOptions } from './sink.js';
+import { extraVectorFields, searchMultivectorColumn, searchSparseColumns } from './lancedb-vectors.js';
 
 /**
  * The default index: LanceDB embedded in a folder (no server). Chunks live in the named table,
@@ -34,7 +38,9 @@ export interface LanceDbSinkOptions {
 const StoredSpec = z.object({
   dimension: z.coerce.number().int().positive(),
   distance: z.enum(['cosine', 'l2', 'dot']),
-  optionalColumns: z.string().transform((value) => value.split(',').filter((part): part is OptionalColumn => part === 'entities' || part === 'labels')),
+  /** Absent in tables written before output types: float32. */
+  vectorType: EmbeddingDtype.default('float32'),
+  optionalColumns: z.string().transform((value) => value.split(',').filter((part): part is OptionalColumn => part === 'entities' || part === 'labels' || part === 'sparse' || part === 'multivector')),
 });
 
 const StateRow = z.object({
@@ -66,22 +72,43 @@ const HitRow = z.object({
 const utf8 = (name: string, nullable = false): Field => new Field(name, new Utf8(), nullable);
 const int32 = (name: string): Field => new Field(name, new Int32(), false);
 
+/**
+ * The vector column's item type: float16 as Arrow Float16 (half the bytes), the binary types as
+ * their packed bytes (UInt8, searched by LanceDB's Hamming distance), float32 and the 8-bit codes
+ * as Float32 (LanceDB's vector search reads float lists; the codes are exact in them).
+ */
+function vectorItemType(spec: TableSpec): Float16 | Float32 | Uint8 {
+  const type = vectorTypeOf(spec);
+  if (type === 'float16') return new Float16();
+  return isBinaryType(type) ? new Uint8() : new Float32();
+}
+
+/** A vector of the table's type as the vector column takes it (binary: unsigned bytes). */
+function columnValues(values: ArrayLike<number>, spec: TableSpec): number[] {
+  const type = vectorTypeOf(spec);
+  return isBinaryType(type) ? Array.from(unsignedBytes(values, type)) : Array.from(values);
+}
+
 function chunkSchema(spec: TableSpec): Schema {
   const metadata = new Map<string, string>([
     [`${META_PREFIX}dimension`, String(spec.dimension)],
     [`${META_PREFIX}distance`, spec.distance],
+    [`${META_PREFIX}vectorType`, vectorTypeOf(spec)],
     [`${META_PREFIX}optionalColumns`, spec.optionalColumns.join(',')],
     ...Object.entries(spec.metadata).map(([key, value]): [string, string] => [`${META_PREFIX}meta.${key}`, value]),
   ]);
   const fields = [
     utf8('id'), utf8('document_id'), utf8('source'), int32('page'), int32('chunk'), utf8('text'),
     int32('start'), int32('end'), utf8('heading', true), utf8('settings'),
-    new Field('vector', new FixedSizeList(spec.dimension, new Field('item', new Float32(), true)), false),
-    ...spec.optionalColumns.map((column) => utf8(column, true)),
+    new Field('vector', new FixedSizeList(spec.dimension, new Field('item', vectorItemType(spec), true)), false),
+    ...spec.optionalColumns.filter((column) => column === 'entities' || column === 'labels').map((column) => utf8(column, true)),
+    ...extraVectorFields(spec),
     utf8('ingested_at'),
   ];
   return new Schema(fields, metadata);
 }
+
+
 
 const STATE_SCHEMA = new Schema([utf8('source'), utf8('document_id'), utf8('settings'), int32('chunks'), int32('pages'), utf8('ingested_at')]);
 
@@ -89,11 +116,15 @@ function inList(values: readonly string[]): string {
   return `(${values.map(sqlString).join(', ')})`;
 }
 
-/** LanceDB's distances → scores: its cosine and dot distances are 1 − similarity, its l2 the squared distance. */
-function similarity(distance: Distance, value: number): number {
-  if (distance === 'cosine' || distance === 'dot') return 1 - value;
-  return -value;
-}
+/** IVF partitions a search probes once the table has its index (LanceDB's default is 20). */
+const SEARCH_NPROBES = 64;
+/** PQ candidates re-ranked on the full vectors, as a multiple of the limit. */
+const SEARCH_REFINE = 4;
+
+/** The vector column of a returned row (an Arrow vector of float32). */
+const VectorColumn = z
+  .custom<Iterable<number>>((value) => typeof value === 'object' && value !== null && Symbol.iterator in value, 'a vector column')
+  .transform((value) => Float32Array.from(value));
 
 export class LanceDbSink implements Sink {
   readonly #dir: string;
@@ -156,6 +187,7 @@ export class LanceDbSink implements Sink {
     const stored = StoredSpec.safeParse({
       dimension: metadata.get(`${META_PREFIX}dimension`),
       distance: metadata.get(`${META_PREFIX}distance`),
+      vectorType: metadata.get(`${META_PREFIX}vectorType`),
       optionalColumns: metadata.get(`${META_PREFIX}optionalColumns`) ?? '',
     });
     if (!stored.success) throw new ShoalError(ErrorCode.CONFIG_INVALID, `table ${this.#tableName} in ${this.#dir} was not written by shoal ingest`);
@@ -171,20 +203,10 @@ export class LanceDbSink implements Sink {
       const db = await this.#connection(true);
       if (db === null) throw new ShoalError(ErrorCode.INTERNAL, `cannot open ${this.#dir}`);
       this.#chunks = await db.createEmptyTable(this.#tableName, chunkSchema(spec), { mode: 'create', existOk: false });
-      this.#spec = Object.freeze({ ...spec });
+      this.#spec = Object.freeze({ ...spec, vectorType: vectorTypeOf(spec) });
       return;
     }
-    const mismatches: string[] = [];
-    if (existing.dimension !== spec.dimension) mismatches.push(`dimension ${existing.dimension} (the encoder gives ${spec.dimension})`);
-    if (existing.distance !== spec.distance) mismatches.push(`distance ${existing.distance} (the pipeline asks ${spec.distance})`);
-    const missing = spec.optionalColumns.filter((column) => !existing.optionalColumns.includes(column));
-    if (missing.length > 0) mismatches.push(`no ${missing.join('/')} column`);
-    if (mismatches.length > 0) {
-      throw new ShoalError(
-        ErrorCode.CONFIG_INVALID,
-        `table ${this.#tableName} in ${this.#dir} has ${mismatches.join(', ')}; use another --table or --index`,
-      );
-    }
+    checkSpec(existing, spec, `table ${this.#tableName} in ${this.#dir}`);
   }
 
   async states(sources: readonly string[]): Promise<Map<string, DocumentState>> {
@@ -212,14 +234,21 @@ export class LanceDbSink implements Sink {
       return;
     }
     const { chunks } = tables;
-    const optional = this.#spec?.optionalColumns ?? [];
+    const spec = await this.describe();
+    checkRowTypes(rows, spec);
+    const optional = spec?.optionalColumns ?? [];
     for (let at = 0; at < rows.length; at += UPSERT_BATCH_ROWS) {
       const batch = rows.slice(at, at + UPSERT_BATCH_ROWS).map((row) => {
-        // LanceDB has no sparse column: a row's sparse vector is not stored here (docs/storage.md).
-        const { sparse: _sparse, ...dense } = row;
-        const out: Record<string, unknown> = { ...dense, vector: Array.from(row.vector) };
+        const { sparse, ...dense } = row;
+        const out: Record<string, unknown> = { ...dense, vector: spec === null ? Array.from(row.vector) : columnValues(row.vector, spec) };
         if (!optional.includes('entities')) delete out.entities;
         if (!optional.includes('labels')) delete out.labels;
+        if (optional.includes('multivector')) out.multivector = row.multivector == null ? null : row.multivector.map((vector) => [...vector]);
+        else delete out.multivector;
+        if (optional.includes('sparse')) {
+          out.sparse_indices = sparse == null ? null : [...sparse.indices];
+          out.sparse_values = sparse == null ? null : [...sparse.values];
+        }
         return out;
       });
       await chunks.mergeInsert('id').whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(batch);
@@ -228,6 +257,27 @@ export class LanceDbSink implements Sink {
     const stale = states.map((state) => `(source = ${sqlString(state.source)} AND (document_id <> ${sqlString(state.document_id)} OR settings <> ${sqlString(state.settings)}))`);
     for (let at = 0; at < stale.length; at += 200) await chunks.delete(stale.slice(at, at + 200).join(' OR '));
     await documents.mergeInsert('source').whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(states.map((state) => ({ ...state })));
+  }
+
+  async statesUnder(prefix: string): Promise<DocumentState[]> {
+    if ((await this.#connection(false)) === null) return [];
+    const documents = await this.#documentsTable();
+    // Matched here rather than with SQL LIKE, whose wildcards would need escaping in every path;
+    // the state table holds one small row per document.
+    const rows: unknown[] = await documents.query().select(['source', 'document_id', 'settings', 'chunks', 'pages', 'ingested_at']).toArray();
+    return rows.map((row) => StateRow.parse(row)).filter((state) => state.source.startsWith(prefix));
+  }
+
+  async remove(sources: readonly string[]): Promise<void> {
+    if (sources.length === 0 || (await this.#connection(false)) === null) return;
+    const tables = await this.#open();
+    const documents = await this.#documentsTable();
+    for (let at = 0; at < sources.length; at += 200) {
+      const where = `source IN ${inList(sources.slice(at, at + 200))}`;
+      // Rows before states: an interrupt in between leaves a state that the next prune finds again.
+      await tables?.chunks.delete(where);
+      await documents.delete(where);
+    }
   }
 
   async count(filter?: string): Promise<number> {
@@ -251,14 +301,24 @@ export class LanceDbSink implements Sink {
       await chunks.optimize();
       return;
     }
-    await chunks.createIndex('vector', { config: lancedb.Index.ivfPq({ distanceType: spec.distance }) });
+    // Product quantization needs float vectors: the packed bits of a binary table get an IVF-flat index under Hamming distance.
+    const config = isBinaryType(vectorTypeOf(spec)) ? lancedb.Index.ivfFlat({ distanceType: 'hamming' }) : lancedb.Index.ivfPq({ distanceType: spec.distance });
+    await chunks.createIndex('vector', { config });
   }
 
   async search(vector: readonly number[], options: SearchOptions): Promise<SearchHit[]> {
     const { chunks } = await this.#tables();
     const spec = await this.describe();
     if (spec === null) return [];
-    let query = chunks.vectorSearch([...vector]).distanceType(spec.distance).limit(options.k);
+    // Over-fetched and ranked exactly here (as every backend does): below VECTOR_INDEX_MIN_ROWS the
+    // scan is exact but in float32; above, IVF-PQ is approximate, so more partitions are probed
+    // and the PQ candidates re-ranked on the full vectors (refine) before the exact ranking.
+    const type = vectorTypeOf(spec);
+    checkVectorType(vector, type, 'the query vector');
+    // A binary table is searched by LanceDB's Hamming distance over the packed bytes (VectorQuery's
+    // typing lists only the float distances, its runtime takes 'hamming' as Index.ivfFlat's does).
+    const distanceType = (isBinaryType(type) ? 'hamming' : spec.distance) as Distance;
+    let query = chunks.vectorSearch(columnValues(vector, spec)).distanceType(distanceType).limit(candidateCount(options.k)).nprobes(SEARCH_NPROBES).refineFactor(SEARCH_REFINE);
     if (options.filter !== undefined) query = query.where(options.filter);
     let rows: unknown[];
     try {
@@ -266,10 +326,25 @@ export class LanceDbSink implements Sink {
     } catch (error) {
       throw new ShoalError(ErrorCode.INVALID_INPUT, `search failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
     }
-    return rows.map((raw) => {
-      const { _distance: distance, ...row } = HitRow.parse(raw);
-      return { row: { ...row, entities: row.entities ?? null, labels: row.labels ?? null }, score: similarity(spec.distance, distance) };
+    const candidates = rows.map((raw) => {
+      const { _distance: _ignored, vector: stored, ...row } = HitRow.extend({ vector: VectorColumn }).parse(raw);
+      return { row: { ...row, entities: row.entities ?? null, labels: row.labels ?? null }, vector: isBinaryType(type) ? fromUnsignedBytes(stored, type) : stored };
     });
+    return rankTyped(spec, vector, candidates, options.k);
+  }
+
+  /** An exact scan with the filter pushed down (lancedb-vectors.ts; its cost is documented there). */
+  async searchSparse(query: SparseValues, options: SearchOptions): Promise<SearchHit[]> {
+    const { chunks } = await this.#tables();
+    const spec = await this.describe();
+    return spec === null ? [] : searchSparseColumns(chunks, spec, query, options, `table ${this.#tableName} in ${this.#dir}`);
+  }
+
+  /** LanceDB's own MaxSim over the multi-vector column (lancedb-vectors.ts). */
+  async searchMultivector(query: readonly (readonly number[])[], options: MultivectorSearchOptions): Promise<SearchHit[]> {
+    const { chunks } = await this.#tables();
+    const spec = await this.describe();
+    return spec === null ? [] : searchMultivectorColumn(chunks, spec, query, options, `table ${this.#tableName} in ${this.#dir}`);
   }
 
   async close(): Promise<void> {

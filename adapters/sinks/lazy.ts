@@ -1,4 +1,4 @@
-import type { ChunkRow, DocumentState, SearchHit, SearchOptions, Sink, TableSpec } from './sink.js';
+import type { ChunkRow, DocumentState, SearchHit, SearchOptions, Sink, SparseValues, TableSpec, MultivectorSearchOptions } from './sink.js';
 
 /**
  * A Sink whose backend module is imported on first use. The database clients (LanceDB with
@@ -44,12 +44,28 @@ export class LazySink implements Sink {
     return (await this.#sink()).commit(rows, states);
   }
 
+  async statesUnder(prefix: string): Promise<DocumentState[]> {
+    return (await this.#sink()).statesUnder(prefix);
+  }
+
+  async remove(sources: readonly string[]): Promise<void> {
+    return (await this.#sink()).remove(sources);
+  }
+
   async count(filter?: string): Promise<number> {
     return (await this.#sink()).count(filter);
   }
 
   async search(vector: readonly number[], options: SearchOptions): Promise<SearchHit[]> {
     return (await this.#sink()).search(vector, options);
+  }
+
+  async searchSparse(query: SparseValues, options: SearchOptions): Promise<SearchHit[]> {
+    return (await this.#sink()).searchSparse(query, options);
+  }
+
+  async searchMultivector(query: readonly (readonly number[])[], options: MultivectorSearchOptions): Promise<SearchHit[]> {
+    return (await this.#sink()).searchMultivector(query, options);
   }
 
   async optimize(): Promise<void> {

@@ -1,14 +1,18 @@
 import pg from 'pg';
 import pgvector from 'pgvector';
+import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { filterToSql } from './filter-sql.js';
 import { parseFilter } from './filter-tree.js';
-import type { ChunkRow, Distance, DocumentState, SearchHit, SearchOptions, Sink, TableSpec } from './sink.js';
-import { checkQuery, checkSpec, checkTableName, existsMatching, freezeSpec, keptOptional, StoredSpec, storedSpecOf, toHitRow, toState } from './table-spec.js';
+import type { ChunkRow, Distance, DocumentState, MultivectorSearchOptions, SearchHit, SearchOptions, Sink, SparseValues, TableSpec } from './sink.js';
+import { noMultivector, refuseMultivector } from './multivector.js';
+import { checkSparseQuery, rankSparse } from './sparse.js';
+import { bitLength, isBinaryType, packBits, unpackBits } from './vector-types.js';
+import { candidateCount, checkQuery, checkRowTypes, checkSpec, checkTableName, existsMatching, freezeSpec, keptOptional, rankTyped, StoredSpec, storedSpecOf, toHitRow, toState } from './table-spec.js';
 
 /**
  * PostgreSQL with pgvector through the `pg` driver. Per table name T: `T` (chunks, a `vector(N)`
- * column and a nullable `sparsevec` one), `T__documents` (per-source state) and `T__spec` (one
+ * column, `halfvec(N)` or `bit(8N)` by output type (pgForm), and a nullable `sparsevec` one), `T__documents` (per-source state) and `T__spec` (one
  * row: dimension, distance, optional columns, metadata). A commit is one transaction (upserts in
  * batches, the stale rows of its sources deleted, then the states), so a failure leaves nothing
  * half-written and the retry rewrites the same ids.
@@ -45,11 +49,57 @@ const OPERATORS: Readonly<Record<Distance, { op: string; ops: string }>> = {
   dot: { op: '<#>', ops: 'vector_ip_ops' },
 };
 
-/** pgvector's distance → Shoal's score (LanceDB's convention: cosine similarity, −squared L2, dot product). */
-function scoreFrom(distance: Distance, value: number): number {
-  if (distance === 'cosine') return 1 - value;
-  if (distance === 'l2') return -(value * value);
-  return -value;
+/** A `vector` column as text (`[0.1,-2,3e-05]`: each float32 as its shortest decimal). */
+const VectorText = z.string().transform((text, context) => {
+  const values = text.replace(/^\[|\]$/g, '').split(',').map(Number);
+  if (values.some((value) => !Number.isFinite(value))) {
+    context.addIssue({ code: 'custom', message: 'not a pgvector vector' });
+    return z.NEVER;
+  }
+  return values;
+});
+
+/**
+ * How a table's output type is stored: float32 and the 8-bit codes in `vector(d)` (the codes are
+ * small integers, exact in float32), float16 in `halfvec(d)`, the binary types in `bit(d×8)`
+ * searched by Hamming distance (`<~>`, HNSW `bit_hamming_ops`). `cast` is the SQL type of one value.
+ */
+interface PgVectorForm {
+  column: string;
+  cast: string;
+  op: string;
+  ops: string;
+  toSql(values: ArrayLike<number>): string;
+  /** The column read back as text (`vector::text`), as the type's values. */
+  fromText(text: string): number[];
+}
+
+const BitText = z.string().regex(/^[01]*$/, 'not a pgvector bit string');
+
+function pgForm(spec: TableSpec): PgVectorForm {
+  const type = spec.vectorType ?? 'float32';
+  if (isBinaryType(type)) {
+    const bits = bitLength(spec.dimension);
+    return {
+      column: `bit(${bits})`,
+      cast: `bit(${bits})`,
+      op: '<~>',
+      ops: 'bit_hamming_ops',
+      toSql: (values) => unpackBits(values, type).join(''),
+      fromText: (text) => packBits(Array.from(BitText.parse(text), Number), type),
+    };
+  }
+  const { op, ops } = OPERATORS[spec.distance];
+  const half = type === 'float16';
+  return {
+    column: `${half ? 'halfvec' : 'vector'}(${spec.dimension})`,
+    cast: half ? 'halfvec' : 'vector',
+    op,
+    ops: half ? ops.replace(/^vector_/, 'halfvec_') : ops,
+    toSql: (values) => pgvector.toSql(Array.from(values)),
+    // float32 text read back as float32: a half value or a code comes back exactly.
+    fromText: (text) => VectorText.parse(text).map(Math.fround),
+  };
 }
 
 const HIT_COLUMNS = '"id", "document_id", "source", "page", "chunk", "text", "start", "end", "heading", "settings", "entities", "labels", "ingested_at"';
@@ -169,6 +219,7 @@ export class PgVectorSink implements Sink {
   }
 
   async prepare(spec: TableSpec): Promise<void> {
+    refuseMultivector(spec, 'pgvector', this.#where);
     if (await existsMatching(() => this.describe(), spec, this.#where)) return;
     const stored = storedSpecOf(spec);
     await this.#transaction('create table', async (client) => {
@@ -185,7 +236,7 @@ export class PgVectorSink implements Sink {
       await client.query(
         `CREATE TABLE IF NOT EXISTS ${this.#name()} (id text PRIMARY KEY, document_id text NOT NULL, source text NOT NULL, page integer NOT NULL, ` +
           'chunk integer NOT NULL, text text NOT NULL, start integer NOT NULL, "end" integer NOT NULL, heading text, settings text NOT NULL, ' +
-          `entities text, labels text, ingested_at text NOT NULL, vector vector(${stored.dimension}) NOT NULL, sparse sparsevec)`,
+          `entities text, labels text, ingested_at text NOT NULL, vector ${pgForm(spec).column} NOT NULL, sparse sparsevec)`,
       );
       await client.query(`CREATE INDEX IF NOT EXISTS ${this.#name('__source')} ON ${this.#name()} (source)`);
       await this.#ensureStateTable(client);
@@ -211,6 +262,7 @@ export class PgVectorSink implements Sink {
     if (states.length === 0) return;
     const spec = rows.length > 0 ? await this.describe() : null;
     if (rows.length > 0 && spec === null) throw new ShoalError(ErrorCode.INTERNAL, `${this.#where} must be prepared before rows are written`);
+    checkRowTypes(rows, spec);
     await this.#transaction('commit', async (client) => {
       await this.#ensureStateTable(client);
       for (let at = 0; at < rows.length; at += this.#batchRows) await this.#upsert(client, rows.slice(at, at + this.#batchRows), spec);
@@ -231,15 +283,31 @@ export class PgVectorSink implements Sink {
     });
   }
 
+  async statesUnder(prefix: string): Promise<DocumentState[]> {
+    if (!(await this.#exists('__documents'))) return [];
+    const result = await this.#query('states', `SELECT * FROM ${this.#name('__documents')} WHERE starts_with(source, $1)`, [prefix]);
+    return result.rows.map(toState);
+  }
+
+  async remove(sources: readonly string[]): Promise<void> {
+    if (sources.length === 0 || !(await this.#exists('__documents'))) return;
+    const rows = await this.#exists('');
+    await this.#transaction('remove', async (client) => {
+      if (rows) await client.query(`DELETE FROM ${this.#name()} WHERE source = ANY($1::text[])`, [sources]);
+      await client.query(`DELETE FROM ${this.#name('__documents')} WHERE source = ANY($1::text[])`, [sources]);
+    });
+  }
+
   /** One statement per batch: each column travels as one array parameter, unnested server-side. */
   async #upsert(client: pg.PoolClient, batch: readonly ChunkRow[], spec: TableSpec | null): Promise<void> {
     const optional = spec?.optionalColumns ?? [];
     const kept = batch.map((row) => keptOptional(row, optional));
     const column = <T>(pick: (row: ChunkRow) => T): T[] => batch.map(pick);
+    const form = pgForm(spec ?? { dimension: 1, distance: 'cosine', optionalColumns: [], metadata: {} });
     await client.query(
       `INSERT INTO ${this.#name()} (id, document_id, source, page, chunk, text, start, "end", heading, settings, entities, labels, ingested_at, vector, sparse) ` +
         'SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::text[], $7::int[], $8::int[], $9::text[], $10::text[], ' +
-        '$11::text[], $12::text[], $13::text[], $14::vector[], $15::sparsevec[]) ' +
+        `$11::text[], $12::text[], $13::text[], $14::${form.cast}[], $15::sparsevec[]) ` +
         'ON CONFLICT (id) DO UPDATE SET document_id = EXCLUDED.document_id, source = EXCLUDED.source, page = EXCLUDED.page, chunk = EXCLUDED.chunk, ' +
         'text = EXCLUDED.text, start = EXCLUDED.start, "end" = EXCLUDED."end", heading = EXCLUDED.heading, settings = EXCLUDED.settings, ' +
         'entities = EXCLUDED.entities, labels = EXCLUDED.labels, ingested_at = EXCLUDED.ingested_at, vector = EXCLUDED.vector, sparse = EXCLUDED.sparse',
@@ -247,7 +315,7 @@ export class PgVectorSink implements Sink {
         column((r) => r.id), column((r) => r.document_id), column((r) => r.source), column((r) => r.page), column((r) => r.chunk),
         column((r) => r.text), column((r) => r.start), column((r) => r.end), column((r) => r.heading), column((r) => r.settings),
         kept.map((k) => k.entities), kept.map((k) => k.labels), column((r) => r.ingested_at),
-        column((r) => pgvector.toSql(Array.from(r.vector))),
+        column((r) => form.toSql(r.vector)),
         column((r) => (r.sparse == null ? null : pgvector.toSql(new pgvector.SparseVector(sparseMap(r.sparse.indices, r.sparse.values), r.sparse.dimension)))),
       ],
     );
@@ -270,26 +338,55 @@ export class PgVectorSink implements Sink {
     const spec = await this.describe();
     if (spec === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no ${this.#where} (run shoal ingest first)`);
     checkQuery(vector, spec, options.k);
-    const { op } = OPERATORS[spec.distance];
+    const form = pgForm(spec);
     const where = await this.#filter(options.filter, 3);
+    const candidates = candidateCount(options.k);
     const result = await this.#transaction('search', async (client) => {
       // With the HNSW index built, pgvector returns at most ef_search rows, and fewer under a
       // filter unless the scan is iterative: both set for this query only.
-      await client.query(`SET LOCAL hnsw.ef_search = ${Math.min(1_000, Math.max(100, options.k))}`);
+      await client.query(`SET LOCAL hnsw.ef_search = ${Math.min(1_000, candidates)}`);
       await client.query("SET LOCAL hnsw.iterative_scan = 'strict_order'");
       return client.query<Record<string, unknown>>(
-        `SELECT ${HIT_COLUMNS}, vector ${op} $1::vector AS distance FROM ${this.#name()}${where.sql} ORDER BY vector ${op} $1::vector LIMIT $2`,
-        [pgvector.toSql([...vector]), options.k, ...where.params],
+        `SELECT ${HIT_COLUMNS}, vector::text AS vector_text FROM ${this.#name()}${where.sql} ORDER BY vector ${form.op} $1::${form.cast} LIMIT $2`,
+        [form.toSql(vector), candidates, ...where.params],
       );
     });
-    return result.rows.map((raw) => ({ row: toHitRow(raw), score: scoreFrom(spec.distance, Number(raw.distance)) }));
+    // The scan is exact in float32 (and approximate with the HNSW index): the over-fetched
+    // candidates are ranked by the one exact scoring every backend shares.
+    const rows = result.rows.map((raw) => ({ row: toHitRow(raw), vector: form.fromText(String(raw.vector_text)) }));
+    return rankTyped(spec, vector, rows, options.k);
+  }
+
+  async searchMultivector(_query: readonly (readonly number[])[], _options: MultivectorSearchOptions): Promise<SearchHit[]> {
+    throw noMultivector('pgvector', this.#where);
+  }
+
+  /**
+   * `<#>` (negative inner product) on the `sparsevec` column, an exact scan (no sparse index is
+   * built). The store's candidates come back with their sparse vectors and are rescored in float64
+   * by rankSparse (pgvector sums in float32), so every backend gives the same scores.
+   */
+  async searchSparse(query: SparseValues, options: SearchOptions): Promise<SearchHit[]> {
+    const spec = await this.describe();
+    if (spec === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no ${this.#where} (run shoal ingest first)`);
+    checkSparseQuery(query, options.k);
+    const where = await this.#filter(options.filter, 3);
+    const vector = pgvector.toSql(new pgvector.SparseVector(sparseMap(query.indices, query.values), query.dimension));
+    const result = await this.#query<Record<string, unknown>>(
+      'sparse search',
+      // Rows without a sparse vector give NULL, which sorts last; rankSparse leaves them out.
+      `SELECT ${HIT_COLUMNS}, sparse::text AS sparse FROM ${this.#name()}${where.sql} ORDER BY sparse <#> $1::sparsevec LIMIT $2`,
+      [vector, candidateCount(options.k), ...where.params],
+    );
+    const candidates = result.rows.map((raw) => ({ row: toHitRow(raw), sparse: typeof raw.sparse === 'string' ? new pgvector.SparseVector(raw.sparse, undefined) : null }));
+    return rankSparse(query, candidates, options.k);
   }
 
   /** The HNSW index once the table is large enough (below that an exact scan is fast and exact, as in LanceDB). */
   async optimize(): Promise<void> {
     const spec = await this.describe();
     if (spec === null || (await this.count()) < this.#vectorIndexMinRows) return;
-    await this.#query('index', `CREATE INDEX IF NOT EXISTS ${this.#name('__hnsw')} ON ${this.#name()} USING hnsw (vector ${OPERATORS[spec.distance].ops})`);
+    await this.#query('index', `CREATE INDEX IF NOT EXISTS ${this.#name('__hnsw')} ON ${this.#name()} USING hnsw (vector ${pgForm(spec).ops})`);
   }
 
   async close(): Promise<void> {

@@ -3,8 +3,10 @@ import { z } from 'zod';
 import { S3Store, joinKey, parseS3Uri, type S3Location, type S3SettingsInput } from '../object-store/index.js';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { matchesFilter, parseFilter } from './filter-tree.js';
-import type { ChunkRow, DocumentState, SearchHit, SearchOptions, Sink, TableSpec } from './sink.js';
-import { byScore, checkQuery, checkTableName, existsMatching, freezeSpec, HitShape, keptOptional, scoreOf, StateShape, StoredSpec, storedSpecOf } from './table-spec.js';
+import type { ChunkRow, DocumentState, MultivectorSearchOptions, SearchHit, SearchOptions, Sink, SparseValues, TableSpec } from './sink.js';
+import { noMultivector, refuseMultivector } from './multivector.js';
+import { checkSparseQuery, rankSparse } from './sparse.js';
+import { checkQuery, checkRowTypes, checkTableName, existsMatching, freezeSpec, HitShape, keptOptional, rankTyped, StateShape, StoredSpec, storedSpecOf } from './table-spec.js';
 
 /**
  * `s3://bucket/prefix`: an index kept as plain objects, for corpora that live in object storage
@@ -120,6 +122,7 @@ export class S3Sink implements Sink {
   }
 
   async prepare(spec: TableSpec): Promise<void> {
+    refuseMultivector(spec, 'S3', this.#where);
     if (await existsMatching(() => this.describe(), spec, this.#where)) return;
     const stored = storedSpecOf(spec);
     await this.#store.write(this.#at('spec.json'), Buffer.from(JSON.stringify(stored)), { contentType: 'application/json' });
@@ -150,6 +153,7 @@ export class S3Sink implements Sink {
     if (states.length === 0 && rows.length === 0) return;
     const spec = await this.describe();
     if (spec === null && rows.length > 0) throw new ShoalError(ErrorCode.INTERNAL, `${this.#where} must be prepared before rows are written`);
+    checkRowTypes(rows, spec);
     const optional = spec?.optionalColumns ?? [];
     const bySource = new Map<string, ChunkRow[]>();
     for (const row of rows) bySource.set(row.source, [...(bySource.get(row.source) ?? []), row]);
@@ -174,6 +178,28 @@ export class S3Sink implements Sink {
       await this.#store.write(location, Buffer.from(ordered.map((row) => JSON.stringify(row)).join('\n') + '\n'), { contentType: 'application/x-ndjson' });
     });
     await inPool(states, (state) => this.#store.write(this.#at(`documents/${sourceName(state.source)}.json`), Buffer.from(JSON.stringify(state)), { contentType: 'application/json' }));
+  }
+
+  async statesUnder(prefix: string): Promise<DocumentState[]> {
+    // State objects are named by a hash of their source: each one is read to learn its source.
+    const keys: string[] = [];
+    for await (const object of this.#store.listFolder(this.#at('documents'))) if (object.key.endsWith('.json')) keys.push(object.key);
+    const found = await inPool(keys, async (key) => {
+      const data = await this.#store.readIfExists({ bucket: this.#bucket, key }, 1024 * 1024);
+      if (data === null) return null;
+      const state = StateShape.safeParse(jsonOf(data, `s3://${this.#bucket}/${key}`));
+      if (!state.success) throw new ShoalError(ErrorCode.CONFIG_INVALID, `s3://${this.#bucket}/${key} is not a document state Shoal wrote`);
+      return state.data;
+    });
+    return found.filter((state): state is DocumentState => state !== null && state.source.startsWith(prefix));
+  }
+
+  async remove(sources: readonly string[]): Promise<void> {
+    // Rows before states: an interrupt in between leaves a state that the next prune finds again.
+    await inPool(sources, async (source) => {
+      await this.#store.delete(this.#at(`rows/${sourceName(source)}.jsonl`));
+      await this.#store.delete(this.#at(`documents/${sourceName(source)}.json`));
+    });
   }
 
   /** Every stored row; row objects unchanged since the last call come from the cache. */
@@ -206,13 +232,31 @@ export class S3Sink implements Sink {
     if (spec === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no ${this.#where} (run shoal ingest first)`);
     checkQuery(vector, spec, options.k);
     const node = options.filter === undefined ? null : parseFilter(options.filter);
-    const hits: SearchHit[] = [];
+    const candidates: { row: SearchHit['row']; vector: readonly number[] }[] = [];
     for (const row of await this.#allRows()) {
       if (node !== null && !matchesFilter(node, row)) continue;
       const { vector: stored, sparse: _sparse, ...rest } = row;
-      hits.push({ row: rest, score: scoreOf(spec.distance, vector, stored) });
+      candidates.push({ row: rest, vector: stored });
     }
-    return hits.sort(byScore).slice(0, options.k);
+    return rankTyped(spec, vector, candidates, options.k);
+  }
+
+  async searchMultivector(_query: readonly (readonly number[])[], _options: MultivectorSearchOptions): Promise<SearchHit[]> {
+    throw noMultivector('S3', this.#where);
+  }
+
+  /** An exact scan over the rows' stored sparse vectors (the same row cache as search). */
+  async searchSparse(query: SparseValues, options: SearchOptions): Promise<SearchHit[]> {
+    if ((await this.describe()) === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no ${this.#where} (run shoal ingest first)`);
+    checkSparseQuery(query, options.k);
+    const node = options.filter === undefined ? null : parseFilter(options.filter);
+    const candidates: { row: SearchHit['row']; sparse: SparseValues | null | undefined }[] = [];
+    for (const row of await this.#allRows()) {
+      if (node !== null && !matchesFilter(node, row)) continue;
+      const { vector: _vector, sparse, ...rest } = row;
+      candidates.push({ row: rest, sparse });
+    }
+    return rankSparse(query, candidates, options.k);
   }
 
   /** Nothing to build: search is an exact scan. */

@@ -1,3 +1,5 @@
+import type { EmbeddingDtype } from '../protocol/output-types.js';
+
 /**
  * The one interface every index backend implements (LanceDB today; pgvector, Chroma, Qdrant,
  * S3 and file sinks later). A sink stores chunk rows with their vectors, a small per-source
@@ -7,13 +9,28 @@
 
 export type Distance = 'cosine' | 'l2' | 'dot';
 
-/** Optional columns, present only when the pipeline stage that fills them runs. */
-export type OptionalColumn = 'entities' | 'labels';
+/**
+ * Optional columns, present only when the pipeline stage that fills them runs. `sparse` is the
+ * row's sparse vector (the encode stage's `sparse` model): a table that has it answers
+ * `searchSparse`, and search fuses it with the dense ranking. `multivector` holds the chunk's
+ * token vectors (the encode stage's `multivector` model, ColBERT), used by search to rescore its
+ * candidates by late interaction (`searchMultivector`); the spec's metadata records their length
+ * (`multivector_dimension`).
+ */
+export type OptionalColumn = 'entities' | 'labels' | 'sparse' | 'multivector';
 
 export interface TableSpec {
-  /** Vector length: the encoder's dimension. */
+  /**
+   * Values per stored vector: the encoder's dimension (or the `dimensions` asked for); for the
+   * binary types the packed bytes, 8 dimensions each (vector-types.ts).
+   */
   dimension: number;
   distance: Distance;
+  /**
+   * Output type of the stored vectors (adapters/protocol/output-types.ts); rows and queries carry
+   * the type's values. @default 'float32' (also what a spec stored without it means)
+   */
+  vectorType?: EmbeddingDtype | undefined;
   optionalColumns: readonly OptionalColumn[];
   /** Free-form facts stored with the table (the encode model, the pipeline name...). */
   metadata: Readonly<Record<string, string>>;
@@ -43,8 +60,10 @@ export interface ChunkRow {
   entities: string | null;
   labels: string | null;
   ingested_at: string;
-  /** Stored where the backend has sparse vectors (pgvector `sparsevec`, Qdrant, file); ignored elsewhere. */
+  /** Present when the pipeline has a sparse model (the `sparse` optional column); Chroma refuses such tables. */
   sparse?: SparseValues | null | undefined;
+  /** Token vectors, stored where the backend has multi-vectors (LanceDB, Qdrant); other backends refuse such tables. */
+  multivector?: readonly (readonly number[])[] | null | undefined;
 }
 
 /** What was last committed from a source; a document counts as ingested only once this row exists. */
@@ -63,8 +82,13 @@ export interface SearchOptions {
   filter?: string | undefined;
 }
 
+export interface MultivectorSearchOptions extends SearchOptions {
+  /** Only these row ids (the candidates being rescored). */
+  ids?: readonly string[] | undefined;
+}
+
 export interface SearchHit {
-  row: Omit<ChunkRow, 'vector' | 'sparse'>;
+  row: Omit<ChunkRow, 'vector' | 'sparse' | 'multivector'>;
   /** Similarity, higher is better (cosine similarity, negated L2 distance or dot product). */
   score: number;
 }
@@ -82,8 +106,24 @@ export interface Sink {
    * Rows of the same sources that are not in `rows` (older content or settings) are deleted.
    */
   commit(rows: readonly ChunkRow[], states: readonly DocumentState[]): Promise<void>;
+  /** States of every committed source whose uri starts with `prefix` (`shoal ingest --prune` looks for removed documents). */
+  statesUnder(prefix: string): Promise<DocumentState[]>;
+  /** Deletes every row of these sources, then their states (documents removed from their folder; idempotent). */
+  remove(sources: readonly string[]): Promise<void>;
   count(filter?: string): Promise<number>;
   search(vector: readonly number[], options: SearchOptions): Promise<SearchHit[]>;
+  /**
+   * The k rows whose sparse vectors have the largest dot product with `query` (score = the dot
+   * product, higher is better; rows without a sparse vector or sharing no term are left out).
+   * UNSUPPORTED_OPERATION on backends without sparse vectors (Chroma).
+   */
+  searchSparse(query: SparseValues, options: SearchOptions): Promise<SearchHit[]>;
+  /**
+   * Late interaction: the k rows (among `ids` when given) with the largest MaxSim between the
+   * query's token vectors and the row's (Σ over query vectors of the best cosine similarity; higher
+   * is better). UNSUPPORTED_OPERATION on backends without multi-vectors.
+   */
+  searchMultivector(query: readonly (readonly number[])[], options: MultivectorSearchOptions): Promise<SearchHit[]>;
   /** After a run: builds or refreshes whatever index the backend needs (an ANN index once the table is large). */
   optimize(): Promise<void>;
   close(): Promise<void>;

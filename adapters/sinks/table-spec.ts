@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { EmbeddingDtype } from '../protocol/output-types.js';
+import { bitLength, checkVectorType, hammingDistance, hammingScore, isBinaryType } from './vector-types.js';
 import type { ChunkRow, Distance, DocumentState, OptionalColumn, SearchHit, TableSpec } from './sink.js';
 
 /**
@@ -10,12 +12,19 @@ import type { ChunkRow, Distance, DocumentState, OptionalColumn, SearchHit, Tabl
 export const StoredSpec = z.object({
   dimension: z.number().int().positive().max(65_536),
   distance: z.enum(['cosine', 'l2', 'dot']),
-  optionalColumns: z.array(z.enum(['entities', 'labels'])).max(2),
+  /** Absent in specs written before output types: those tables hold float32 vectors. */
+  vectorType: EmbeddingDtype.default('float32'),
+  optionalColumns: z.array(z.enum(['entities', 'labels', 'sparse', 'multivector'])).max(4),
   metadata: z.record(z.string(), z.string()),
 });
 
+/** The output type of a table's vectors (absent: float32). */
+export function vectorTypeOf(spec: Pick<TableSpec, 'vectorType'>): EmbeddingDtype {
+  return spec.vectorType ?? 'float32';
+}
+
 export function freezeSpec(spec: TableSpec): TableSpec {
-  return Object.freeze({ ...spec, optionalColumns: Object.freeze([...spec.optionalColumns]), metadata: Object.freeze({ ...spec.metadata }) });
+  return Object.freeze({ ...spec, vectorType: vectorTypeOf(spec), optionalColumns: Object.freeze([...spec.optionalColumns]), metadata: Object.freeze({ ...spec.metadata }) });
 }
 
 /**
@@ -31,14 +40,15 @@ export async function existsMatching(describe: () => Promise<TableSpec | null>, 
 
 /** The spec as stored beside a table: validated, with plain arrays. */
 export function storedSpecOf(spec: TableSpec): z.infer<typeof StoredSpec> {
-  return StoredSpec.parse({ ...spec, optionalColumns: [...spec.optionalColumns] });
+  return StoredSpec.parse({ ...spec, vectorType: vectorTypeOf(spec), optionalColumns: [...spec.optionalColumns] });
 }
 
-/** CONFIG_INVALID naming what differs (dimension, distance, missing columns), or nothing when the spec fits. */
+/** CONFIG_INVALID naming what differs (dimension, distance, vector type, missing columns), or nothing when the spec fits. */
 export function checkSpec(existing: TableSpec, spec: TableSpec, where: string): void {
   const mismatches: string[] = [];
   if (existing.dimension !== spec.dimension) mismatches.push(`dimension ${existing.dimension} (the encoder gives ${spec.dimension})`);
   if (existing.distance !== spec.distance) mismatches.push(`distance ${existing.distance} (the pipeline asks ${spec.distance})`);
+  if (vectorTypeOf(existing) !== vectorTypeOf(spec)) mismatches.push(`${vectorTypeOf(existing)} vectors (the pipeline asks ${vectorTypeOf(spec)})`);
   const missing = spec.optionalColumns.filter((column) => !existing.optionalColumns.includes(column));
   if (missing.length > 0) mismatches.push(`no ${missing.join('/')} column`);
   if (mismatches.length > 0) throw new ShoalError(ErrorCode.CONFIG_INVALID, `${where} has ${mismatches.join(', ')}; use another --table or --index`);
@@ -87,6 +97,8 @@ export function toHitRow(raw: unknown): HitRow {
 /**
  * The score every sink reports, LanceDB's convention so rankings compare across backends:
  * cosine similarity, the negated squared L2 distance, or the dot product. Higher is better.
+ * Both vectors are taken as float32 (what every store keeps), the sums in float64: a vector read
+ * back as the shortest decimal of its float32 (pgvector, Chroma) scores exactly as the original.
  */
 export function scoreOf(distance: Distance, query: readonly number[], vector: ArrayLike<number>): number {
   let dot = 0;
@@ -94,8 +106,8 @@ export function scoreOf(distance: Distance, query: readonly number[], vector: Ar
   let vv = 0;
   let l2 = 0;
   for (let i = 0; i < query.length; i++) {
-    const q = query[i] ?? 0;
-    const v = vector[i] ?? 0;
+    const q = Math.fround(query[i] ?? 0);
+    const v = Math.fround(vector[i] ?? 0);
     dot += q * v;
     qq += q * q;
     vv += v * v;
@@ -111,9 +123,60 @@ export function byScore(a: { score: number; row: { id: string } }, b: { score: n
   return b.score - a.score || (a.row.id < b.row.id ? -1 : a.row.id > b.row.id ? 1 : 0);
 }
 
+/**
+ * Rows a search asks its store for before ranking them itself. Approximate indexes (Chroma's and
+ * Qdrant's HNSW, pgvector's HNSW and LanceDB's IVF-PQ on large tables) may miss or misorder
+ * neighbours near the k-th, and even an exact float32 scan may swap near-ties; k alone would let
+ * each backend cut its list at a different place.
+ */
+export function candidateCount(k: number): number {
+  return Math.max(4 * k, 100);
+}
+
+/**
+ * The top k of a store's candidates, rescored exactly with `scoreOf` and ordered by `byScore`
+ * (score, then id): the same rows give the same ids, order and scores on every backend.
+ */
+export function rankExactly<R extends { id: string }>(
+  distance: Distance,
+  query: readonly number[],
+  candidates: readonly { row: R; vector: ArrayLike<number> }[],
+  k: number,
+): { row: R; score: number }[] {
+  return candidates.map(({ row, vector }) => ({ row, score: scoreOf(distance, query, vector) })).sort(byScore).slice(0, k);
+}
+
+/**
+ * Rows whose vectors are not of the table's output type are refused before anything is written
+ * (the same way a table of another type is refused by prepare()).
+ */
+export function checkRowTypes(rows: readonly ChunkRow[], spec: TableSpec | null): void {
+  if (spec === null) return;
+  const type = vectorTypeOf(spec);
+  for (const row of rows) checkVectorType(row.vector, type, `the vector of row ${row.id}`);
+}
+
+/**
+ * `rankExactly` for a table of any output type: the vectors (the query and the stored ones, in
+ * the type's values) of a binary table are compared by Hamming distance (`hammingScore`), the
+ * others by the table's distance.
+ */
+export function rankTyped<R extends { id: string }>(
+  spec: TableSpec,
+  query: readonly number[],
+  candidates: readonly { row: R; vector: ArrayLike<number> }[],
+  k: number,
+): { row: R; score: number }[] {
+  const type = vectorTypeOf(spec);
+  if (!isBinaryType(type)) return rankExactly(spec.distance, query, candidates, k);
+  const bits = bitLength(spec.dimension);
+  return candidates.map(({ row, vector }) => ({ row, score: hammingScore(hammingDistance(query, vector, type), bits) })).sort(byScore).slice(0, k);
+}
+
 /** The same check every backend applies to a query vector. */
 export function checkQuery(vector: readonly number[], spec: TableSpec, k: number): void {
   if (vector.length !== spec.dimension) throw new ShoalError(ErrorCode.INVALID_INPUT, `the query vector has ${vector.length} dimensions, the index ${spec.dimension}`);
+  checkVectorType(vector, vectorTypeOf(spec), 'the query vector');
   if (!Number.isInteger(k) || k < 1 || k > 10_000) throw new ShoalError(ErrorCode.INVALID_INPUT, `k must be an integer from 1 to 10000 (got ${k})`);
 }
 

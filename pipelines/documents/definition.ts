@@ -1,8 +1,9 @@
 import { readFile } from 'node:fs/promises';
-import { extname } from 'node:path';
+import { basename, extname } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import { Dimensions, EmbeddingDtype } from '../../adapters/protocol/output-types.js';
 
 /**
  * A document pipeline definition: parse → chunk → encode → extract? → classify? → write, as a
@@ -31,6 +32,24 @@ export const ChunkStage = z
   })
   .refine((stage) => stage.overlap < stage.size, { message: 'overlap must be smaller than size', path: ['overlap'] });
 
+/**
+ * A second, sparse encoding of every chunk (a SPLADE model): stored beside the dense vector, and
+ * `shoal search` fuses the dense and sparse rankings (reciprocal rank fusion) when both exist.
+ */
+export const SparseEncode = z.strictObject({
+  /** Sparse (SPLADE-family) model: catalog name, hub id or local folder. */
+  model: z.string().min(1),
+});
+
+/**
+ * Token vectors of every chunk (a ColBERT model), stored where the index has multi-vectors
+ * (LanceDB, Qdrant); search rescores its dense/sparse candidates by late interaction (MaxSim).
+ */
+export const MultivectorEncode = z.strictObject({
+  /** Multi-vector (ColBERT-family) model: catalog name, hub id or local folder. */
+  model: z.string().min(1),
+});
+
 export const EncodeStage = z.strictObject({
   /** Dense embedding model: catalog name, hub id or local folder. */
   model: z.string().min(1).default('sentence-transformers/all-MiniLM-L6-v2'),
@@ -38,6 +57,17 @@ export const EncodeStage = z.strictObject({
   distance: z.enum(['cosine', 'l2', 'dot']).default('cosine'),
   /** L2-normalize vectors (default: the model's own configuration). */
   normalize: z.boolean().optional(),
+  /**
+   * Output type of the stored vectors (float16, int8, uint8, binary, ubinary; absent: float32),
+   * recorded in the index spec; search converts its query the same way (docs/ingest.md).
+   */
+  dtype: EmbeddingDtype.optional(),
+  /** Matryoshka: keep the first N dimensions, normalized again when the model normalizes; recorded in the index spec. */
+  dimensions: Dimensions.optional(),
+  /** Also encode every chunk with a sparse model (absent: dense only). */
+  sparse: SparseEncode.optional(),
+  /** Also store every chunk's token vectors for late-interaction rescoring (absent: none). */
+  multivector: MultivectorEncode.optional(),
 });
 
 export const ExtractStage = z.strictObject({
@@ -106,7 +136,17 @@ export async function loadDefinitionFile(path: string): Promise<PipelineDefiniti
   } catch (error) {
     throw new ShoalError(ErrorCode.CONFIG_INVALID, `pipeline file ${path}: not valid ${extname(path) === '.json' ? 'JSON' : 'YAML'}`, { cause: error });
   }
-  return parseDefinition(value, path);
+  return parseDefinition(withDefaultName(value, path), path);
+}
+
+/**
+ * A file without `name` is named after itself (`my-pipeline.yaml` → `my-pipeline`): a missing
+ * name is not worth a failure, and reporting it first would hide the file's real mistakes.
+ */
+function withDefaultName(value: unknown, path: string): unknown {
+  if (typeof value !== 'object' || value === null || Array.isArray(value) || 'name' in value) return value;
+  const name = basename(path, extname(path)).slice(0, 128);
+  return name === '' ? value : { name, ...value };
 }
 
 /** What a command line may change in a definition (flags win over the file). */

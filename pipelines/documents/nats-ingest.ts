@@ -14,6 +14,7 @@ import type { Sink } from '../../adapters/sinks/sink.js';
 import type { PipelineDefinition } from './definition.js';
 import { settingsHash } from './identity.js';
 import { RemoteParseReader } from './remote-parse.js';
+import { StoreHealth } from './store-health.js';
 import { IngestRunner, type IngestProgress, type IngestStage, type IngestSummary } from './runner.js';
 import type { PendingSource } from './sources.js';
 
@@ -66,6 +67,11 @@ export interface NatsIngestRun {
   /** Warnings while the run goes on (no parse worker yet). */
   onWarning?: (message: string) => void;
   tableMetadata?: Record<string, string>;
+  /**
+   * The health of the stores this run uses, when the caller wired it into them (the sink's
+   * observer, the S3 store's hooks): while one fails the run's status carries `degraded`.
+   */
+  health?: StoreHealth;
 }
 
 /** How often the run's status is rewritten while it runs. */
@@ -141,13 +147,24 @@ export class NatsIngest {
     });
     let committed = 0;
     let lastWrite = 0;
-    const writeProgress = (progress: IngestProgress): void => {
-      if (performance.now() - lastWrite < RUN_STATUS_INTERVAL_MS) return;
-      lastWrite = performance.now();
-      const now = new Date().toISOString();
+    let latest: IngestProgress | null = null;
+    const health = run.health ?? new StoreHealth();
+    const current = (): IngestRunStatus => {
+      const degraded = health.degraded;
       const documents = { total: sources.length, ok: committed, failed: reader.failed, unchanged };
-      void this.#tasks.putRun({ ...status, documents, pages: progress.pages, ocr_pages: progress.ocrPages, chunks: progress.chunks, updated_at: now }).catch(() => undefined);
+      const counts = latest === null ? {} : { pages: latest.pages, ocr_pages: latest.ocrPages, chunks: latest.chunks };
+      return { ...status, documents, ...counts, ...(degraded === null ? {} : { degraded }), updated_at: new Date().toISOString() };
     };
+    const writeStatus = (): void => {
+      lastWrite = performance.now();
+      void this.#tasks.putRun(current()).catch(() => undefined);
+    };
+    const writeProgress = (progress: IngestProgress): void => {
+      latest = progress;
+      if (performance.now() - lastWrite >= RUN_STATUS_INTERVAL_MS) writeStatus();
+    };
+    // A store failing or answering again shows at once: progress stalls while the run waits on it.
+    const unwatch = health.onChange(() => writeStatus());
     const runner = new IngestRunner({
       definition,
       engine,
@@ -174,9 +191,10 @@ export class NatsIngest {
     } catch (thrown) {
       const error = reader.stalled ?? thrown;
       const shoal = toShoalError(error);
-      await this.#tasks.putRun({ ...status, state: 'failed', error: { code: shoal.code, message: shoal.message.slice(0, 2048) }, updated_at: new Date().toISOString() }).catch(() => undefined);
+      await this.#tasks.putRun({ ...current(), state: 'failed', error: { code: shoal.code, message: shoal.message.slice(0, 2048) } }).catch(() => undefined);
       throw error;
     } finally {
+      unwatch();
       await reader.close();
     }
   }

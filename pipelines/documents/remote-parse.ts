@@ -59,6 +59,8 @@ export class RemoteParseReader implements DocumentReader {
   readonly #runId: string;
   readonly #settings: ParseTaskSettings;
   readonly #published = new Map<string, Published>();
+  /** Sources the publisher could not read (its read retries ran out): never published. */
+  readonly #unreadable = new Map<string, unknown>();
   readonly #answers = new Map<number, Deferred>();
   readonly #stop = new AbortController();
   #window = 0;
@@ -130,8 +132,10 @@ export class RemoteParseReader implements DocumentReader {
       let loaded: Awaited<ReturnType<PendingSource['load']>>;
       try {
         loaded = await pending.load();
-      } catch {
-        // The runner reads it too and records the failure (READ_FAILED).
+      } catch (error) {
+        // The runner reads it too and records the failure (READ_FAILED); should its own read
+        // succeed, parse() must not wait for a task that was never published.
+        this.#unreadable.set(pending.uri, error);
         continue;
       }
       const documentId = contentHash(loaded.bytes);
@@ -160,6 +164,7 @@ export class RemoteParseReader implements DocumentReader {
     for (;;) {
       const published = this.#published.get(uri);
       if (published !== undefined) return published;
+      if (this.#unreadable.has(uri)) throw toShoalError(this.#unreadable.get(uri));
       if (this.#failure !== null) throw this.#failure;
       if (this.#stop.signal.aborted) throw new ShoalError(ErrorCode.CANCELLED, 'interrupted');
       // The runner asks in source order and the publisher runs ahead: this is a short wait.

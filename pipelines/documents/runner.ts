@@ -1,5 +1,6 @@
 import type { Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
+import { MULTIVECTOR_DIMENSION_KEY } from '../../adapters/sinks/multivector.js';
 import type { ChunkRow, DocumentState, Sink } from '../../adapters/sinks/sink.js';
 import { chunkPages, encoderTokenLimit, engineTokenCounter, type ChunkSettings, type TextChunk, type TokenCounter } from './chunk.js';
 import type { PipelineDefinition } from './definition.js';
@@ -8,6 +9,8 @@ import { chunkId, contentHash, settingsHash } from './identity.js';
 import type { PendingSource } from './sources.js';
 import { LabelClassifier } from './stages/classify.js';
 import { encodeDense } from './stages/encode.js';
+import { encodeMultivector, MULTIVECTOR_MODEL_KEY } from './stages/encode-multivector.js';
+import { encodeSparse, SPARSE_MODEL_KEY } from './stages/encode-sparse.js';
 import { extractEntities } from './stages/extract.js';
 
 /**
@@ -37,6 +40,8 @@ export interface IngestSummary {
   ocrPages: number;
   chunks: number;
   seconds: number;
+  /** Documents deleted from the index because they left their folder (`shoal ingest --prune`, set by the caller that prunes). */
+  removed?: number;
 }
 
 export interface IngestProgress {
@@ -94,6 +99,15 @@ interface ReadyDocument {
 
 type Prepared = { kind: 'ready'; document: ReadyDocument } | { kind: 'unchanged' } | { kind: 'failed'; failure: FailedDocument };
 
+function multivectorMetadata(multivector: PipelineDefinition['stages']['encode']['multivector'], tokenDimension: number | undefined): Record<string, string> {
+  if (multivector === undefined) return {};
+  return { [MULTIVECTOR_MODEL_KEY]: multivector.model, ...(tokenDimension === undefined ? {} : { [MULTIVECTOR_DIMENSION_KEY]: String(tokenDimension) }) };
+}
+
+function sparseMetadata(sparse: PipelineDefinition['stages']['encode']['sparse']): Record<string, string> {
+  return sparse === undefined ? {} : { [SPARSE_MODEL_KEY]: sparse.model };
+}
+
 export class IngestRunner {
   readonly #options: IngestRunOptions;
   readonly #settings: string;
@@ -112,7 +126,9 @@ export class IngestRunner {
     this.#settings = settingsHash(options.definition);
     const { encode, classify } = options.definition.stages;
     this.#count = engineTokenCounter(options.engine, encode.model, options.signal);
-    this.#classifier = classify === undefined ? null : new LabelClassifier(options.engine, classify, encode.model);
+    // Typed or truncated chunk vectors do not compare with the label vectors: the classifier then encodes the chunks itself.
+    const comparable = (encode.dtype ?? 'float32') === 'float32' && encode.dimensions === undefined;
+    this.#classifier = classify === undefined ? null : new LabelClassifier(options.engine, classify, encode.model, comparable);
   }
 
   get settingsHash(): string {
@@ -183,6 +199,21 @@ export class IngestRunner {
     const recorded = existing?.metadata.model;
     if (recorded !== undefined && recorded !== model) {
       throw new ShoalError(ErrorCode.CONFIG_INVALID, `the index table was built with model ${recorded}, not ${model}: use that model, or another --table or --index`);
+    }
+    // Likewise the sparse model: search fuses the sparse ranking only when every row has a vector of the recorded model.
+    const sparse = this.#options.definition.stages.encode.sparse?.model;
+    const recordedSparse = existing?.metadata[SPARSE_MODEL_KEY];
+    if (recorded !== undefined && recordedSparse !== sparse) {
+      const built = recordedSparse === undefined ? 'without sparse vectors' : `with sparse model ${recordedSparse}`;
+      const asked = sparse === undefined ? 'a pipeline without encode.sparse' : `sparse model ${sparse}`;
+      throw new ShoalError(ErrorCode.CONFIG_INVALID, `the index table was built ${built}, not ${asked}: use the same encode stage, or another --table or --index`);
+    }
+    const multivector = this.#options.definition.stages.encode.multivector?.model;
+    const recordedMultivector = existing?.metadata[MULTIVECTOR_MODEL_KEY];
+    if (recorded !== undefined && recordedMultivector !== multivector) {
+      const built = recordedMultivector === undefined ? 'without multi-vectors' : `with multi-vector model ${recordedMultivector}`;
+      const asked = multivector === undefined ? 'a pipeline without encode.multivector' : `multi-vector model ${multivector}`;
+      throw new ShoalError(ErrorCode.CONFIG_INVALID, `the index table was built ${built}, not ${asked}: use the same encode stage, or another --table or --index`);
     }
   }
 
@@ -281,14 +312,19 @@ export class IngestRunner {
     const call = {};
     const encoding = performance.now();
     const texts = wave.flatMap((document) => document.chunks.map((chunk) => chunk.text));
-    const vectors = texts.length === 0 ? [] : await encodeDense(this.#options.engine, texts, { model: encode.model, role: 'document', normalize: encode.normalize }, call);
+    // Dense, sparse and multi-vector models run side by side (each in its own model thread).
+    const [vectors, sparse, multivectors] = await Promise.all([
+      texts.length === 0 ? [] : encodeDense(this.#options.engine, texts, { model: encode.model, role: 'document', normalize: encode.normalize, dtype: encode.dtype, dimensions: encode.dimensions }, call),
+      encode.sparse === undefined || texts.length === 0 ? null : encodeSparse(this.#options.engine, texts, { model: encode.sparse.model, role: 'document' }, call),
+      encode.multivector === undefined || texts.length === 0 ? null : encodeMultivector(this.#options.engine, texts, { model: encode.multivector.model, role: 'document' }, call),
+    ]);
     const entities = extract === undefined || texts.length === 0 ? null : await extractEntities(this.#options.engine, texts, extract, call);
     const labels = this.#classifier === null || texts.length === 0 ? null : await this.#classifier.classify(texts, vectors, call);
     this.#stage('encode', encoding);
     await this.#options.onEncoded?.(wave.map((document) => document.uri));
     const first = vectors[0];
     const preparing = performance.now();
-    if (first !== undefined) await this.#prepareTable(first.length);
+    if (first !== undefined) await this.#prepareTable(first.length, multivectors?.[0]?.[0]?.length);
     const ingestedAt = new Date().toISOString();
     const rows: ChunkRow[] = [];
     const states: DocumentState[] = [];
@@ -310,6 +346,8 @@ export class IngestRunner {
           entities: entities?.[at] ?? null,
           labels: labels?.[at] ?? null,
           ingested_at: ingestedAt,
+          ...(sparse === null ? {} : { sparse: sparse[at] ?? null }),
+          ...(multivectors === null ? {} : { multivector: multivectors[at] ?? null }),
         });
         at += 1;
       }
@@ -319,14 +357,21 @@ export class IngestRunner {
     return { rows, states };
   }
 
-  async #prepareTable(dimension: number): Promise<void> {
+  async #prepareTable(dimension: number, tokenDimension: number | undefined): Promise<void> {
     if (this.#prepared) return;
     const { encode, extract, classify } = this.#options.definition.stages;
     await this.#options.sink.prepare({
       dimension,
       distance: encode.distance,
-      optionalColumns: [...(extract === undefined ? [] : ['entities' as const]), ...(classify === undefined ? [] : ['labels' as const])],
-      metadata: { model: encode.model, pipeline: this.#options.definition.name, ...this.#options.tableMetadata },
+      vectorType: encode.dtype ?? 'float32',
+      optionalColumns: [
+        ...(extract === undefined ? [] : ['entities' as const]),
+        ...(classify === undefined ? [] : ['labels' as const]),
+        ...(encode.sparse === undefined ? [] : ['sparse' as const]),
+        ...(encode.multivector === undefined ? [] : ['multivector' as const]),
+      ],
+      // `dimensions` is how search cuts its query vector the same way.
+      metadata: { model: encode.model, pipeline: this.#options.definition.name, ...(encode.dimensions === undefined ? {} : { dimensions: String(encode.dimensions) }), ...sparseMetadata(encode.sparse), ...multivectorMetadata(encode.multivector, tokenDimension), ...this.#options.tableMetadata },
     });
     this.#prepared = true;
   }

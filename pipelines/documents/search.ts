@@ -1,13 +1,24 @@
 import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
-import type { SearchHit, Sink } from '../../adapters/sinks/sink.js';
+import type { EmbeddingDtype } from '../../adapters/protocol/output-types.js';
+import type { SearchHit, Sink, TableSpec } from '../../adapters/sinks/sink.js';
+import { fusionDepth, reciprocalRankFusion } from './fusion.js';
 import { encodeDense } from './stages/encode.js';
+import { encodeMultivector, MULTIVECTOR_MODEL_KEY } from './stages/encode-multivector.js';
+import { encodeSparse, SPARSE_MODEL_KEY } from './stages/encode-sparse.js';
+
+/** Which vectors a search ranks by. */
+export const SEARCH_MODES = ['dense', 'sparse', 'hybrid'] as const;
+export type SearchMode = (typeof SEARCH_MODES)[number];
 
 /**
  * A query against an index built by ingest, the one implementation behind `shoal search` and
  * `POST /v1/search`: the query is encoded (role `query`, interactive lane: it goes into the very
  * next batch) with the model the index records, the k nearest chunks are read (with an already
  * validated filter), optionally rescored by a cross-encoder, and each hit is shaped as one line.
+ * An index whose pipeline also stored sparse vectors is searched both ways by default: the query
+ * is encoded by both models, the top fusionDepth(n) of each list fused by reciprocal rank fusion.
+ * An index with multi-vectors (ColBERT) has its candidates rescored by late interaction (MaxSim).
  */
 
 export interface SearchQuery {
@@ -17,6 +28,11 @@ export interface SearchQuery {
   filter?: string | undefined;
   /** Query encoder; default: the model the index was built with. */
   model?: string | undefined;
+  /**
+   * dense, sparse, or hybrid (both lists fused by reciprocal rank fusion, fusion.ts).
+   * @default hybrid when the index holds sparse vectors, else dense
+   */
+  mode?: SearchMode | undefined;
   /** Cross-encoder that rescores the candidates. */
   rerank?: string | undefined;
   /** Where the index is, for messages. */
@@ -41,16 +57,25 @@ const MIN_RERANK_CANDIDATES = 50;
 export async function searchIndex(engine: Engine, sink: Sink, query: SearchQuery, call: CallOptions = {}): Promise<SearchHit[]> {
   if (query.query.trim() === '') throw new ShoalError(ErrorCode.INVALID_INPUT, 'the query is empty');
   const spec = await sink.describe();
-  if (spec === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no index table in ${query.where}: run shoal ingest first`);
-  const model = query.model ?? spec.metadata.model;
-  if (model === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, 'the index does not record its model: give --model');
-  const [vector] = await encodeDense(engine, [query.query], { model, role: 'query', priority: 'interactive' }, call);
-  if (vector === undefined) return [];
-  if (vector.length !== spec.dimension) {
-    throw new ShoalError(ErrorCode.CONFIG_INVALID, `model ${model} gives ${vector.length}-dimensional vectors, the index holds ${spec.dimension}`);
+  if (spec === null) throw new ShoalError(ErrorCode.NOT_FOUND, `nothing ingested into ${query.where} yet: run shoal ingest (or POST /v1/ingest) first`);
+  const mode = searchMode(spec, query.mode);
+  // Late interaction and the cross-encoder can only reorder what they are given: a wider pool then.
+  const multivectorModel = spec.optionalColumns.includes('multivector') ? spec.metadata[MULTIVECTOR_MODEL_KEY] : undefined;
+  const rescored = query.rerank !== undefined || multivectorModel !== undefined;
+  const wanted = rescored ? Math.max(query.k * RERANK_CANDIDATES_PER_HIT, MIN_RERANK_CANDIDATES) : query.k;
+  let candidates: SearchHit[];
+  if (mode === 'dense') candidates = await denseHits(engine, sink, spec, query, wanted, call);
+  else if (mode === 'sparse') candidates = await sparseHits(engine, sink, spec, query, wanted, call);
+  else {
+    // Both lists at once: the two query encodings run in their own model threads.
+    const depth = fusionDepth(wanted);
+    const lists = await Promise.all([denseHits(engine, sink, spec, query, depth, call), sparseHits(engine, sink, spec, query, depth, call)]);
+    candidates = reciprocalRankFusion(lists, wanted);
   }
-  const k = query.rerank === undefined ? query.k : Math.max(query.k * RERANK_CANDIDATES_PER_HIT, MIN_RERANK_CANDIDATES);
-  const candidates = await sink.search(Array.from(vector), { k, filter: query.filter });
+  if (multivectorModel !== undefined && candidates.length > 0) {
+    candidates = await lateInteraction(engine, sink, multivectorModel, query, candidates, call);
+    if (query.rerank === undefined) return candidates.slice(0, query.k);
+  }
   if (query.rerank === undefined || candidates.length === 0) return candidates;
   // The candidates (at least MIN_RERANK_CANDIDATES pairs) are a batch, not a query: bulk lane.
   const scored = await engine.score({ model: query.rerank, query: query.query, items: candidates.map((hit) => ({ text: hit.row.text })), priority: 'bulk' }, call);
@@ -58,6 +83,61 @@ export async function searchIndex(engine: Engine, sink: Sink, query: SearchQuery
     const hit = candidates[entry.index];
     return hit === undefined ? [] : [{ row: hit.row, score: entry.score }];
   });
+}
+
+/**
+ * The mode asked for, or the default: hybrid when the index holds sparse vectors (its pipeline
+ * had an encode.sparse model), else dense. Sparse or hybrid on a dense-only index is refused.
+ */
+export function searchMode(spec: TableSpec, asked: SearchMode | undefined): SearchMode {
+  const sparse = spec.optionalColumns.includes('sparse') && spec.metadata[SPARSE_MODEL_KEY] !== undefined;
+  if (asked === undefined) return sparse ? 'hybrid' : 'dense';
+  if (asked !== 'dense' && !sparse) throw new ShoalError(ErrorCode.INVALID_INPUT, `--mode ${asked} needs sparse vectors, and this index has none (its pipeline had no encode.sparse model)`);
+  return asked;
+}
+
+/**
+ * Late-interaction rescoring (ColBERT): the query's token vectors (role `query`) against each
+ * candidate's stored ones, MaxSim computed by the store among the candidate ids; the candidates
+ * come back in MaxSim order with MaxSim as their score.
+ */
+async function lateInteraction(engine: Engine, sink: Sink, model: string, query: SearchQuery, candidates: readonly SearchHit[], call: CallOptions): Promise<SearchHit[]> {
+  const [tokens] = await encodeMultivector(engine, [query.query], { model, role: 'query', priority: 'interactive' }, call);
+  if (tokens === undefined) return [...candidates];
+  return sink.searchMultivector(tokens, { k: candidates.length, ids: candidates.map((hit) => hit.row.id) });
+}
+
+/** The k best rows by sparse dot product with the query's sparse vector (the index's sparse model). */
+async function sparseHits(engine: Engine, sink: Sink, spec: TableSpec, query: SearchQuery, k: number, call: CallOptions): Promise<SearchHit[]> {
+  const model = spec.metadata[SPARSE_MODEL_KEY];
+  if (model === undefined) return [];
+  const [vector] = await encodeSparse(engine, [query.query], { model, role: 'query', priority: 'interactive' }, call);
+  return vector === undefined ? [] : sink.searchSparse(vector, { k, filter: query.filter });
+}
+
+/** The k nearest rows by the dense vector (the index's model, or `query.model`). */
+async function denseHits(engine: Engine, sink: Sink, spec: TableSpec, query: SearchQuery, k: number, call: CallOptions): Promise<SearchHit[]> {
+  const model = query.model ?? spec.metadata.model;
+  if (model === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, 'the index does not record its model: give --model');
+  // The query takes the output type and Matryoshka cut the index's vectors were stored with.
+  const shape = queryShape(spec);
+  const [vector] = await encodeDense(engine, [query.query], { model, role: 'query', priority: 'interactive', ...shape }, call);
+  if (vector === undefined) return [];
+  if (vector.length !== spec.dimension) {
+    const what = shape.dtype === undefined ? `${vector.length}-dimensional vectors` : `${vector.length}-value ${shape.dtype} vectors`;
+    throw new ShoalError(ErrorCode.CONFIG_INVALID, `model ${model} gives ${what}, the index holds ${spec.dimension}`);
+  }
+  return sink.search(Array.from(vector), { k, filter: query.filter });
+}
+
+/** The dtype and dimensions an index records (spec.vectorType, metadata.dimensions); nothing for a plain float32 index. */
+export function queryShape(spec: TableSpec): { dtype?: EmbeddingDtype; dimensions?: number } {
+  const dtype = spec.vectorType ?? 'float32';
+  const dimensions = spec.metadata.dimensions === undefined ? undefined : Number(spec.metadata.dimensions);
+  if (dimensions !== undefined && !(Number.isInteger(dimensions) && dimensions > 0)) {
+    throw new ShoalError(ErrorCode.CONFIG_INVALID, `the index records dimensions ${JSON.stringify(spec.metadata.dimensions)}, not a positive integer`);
+  }
+  return { ...(dtype === 'float32' ? {} : { dtype }), ...(dimensions === undefined ? {} : { dimensions }) };
 }
 
 /** One hit as printed (scores rounded to 6 decimals). */

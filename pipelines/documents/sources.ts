@@ -7,6 +7,7 @@ import { z } from 'zod';
 import type { S3Store } from '../../adapters/object-store/index.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { DocumentSource } from './document.js';
+import { recordProblem } from './record-hint.js';
 import { s3Sources } from './s3-sources.js';
 
 /**
@@ -116,7 +117,7 @@ export async function recordSources(input: Readable, baseDir: string): Promise<P
       throw new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: not JSON`, { cause: error });
     }
     const parsed = SourceRecord.safeParse(value);
-    if (!parsed.success) throw new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: expected {"id","text"} or {"id","path"}`);
+    if (!parsed.success) throw new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: expected {"id","text"} or {"id","path"}: ${recordProblem(value)}`);
     const record = parsed.data;
     if (ids.has(record.id)) throw new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: duplicate id ${JSON.stringify(record.id)}`);
     ids.add(record.id);

@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import { CommanderError } from 'commander';
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
+import { prepareOrtEnvironment } from '../../adapters/runtime/ort-environment.js';
 import { configPathFrom, withConfigFile } from '../settings/config-file.js';
 import { CliApp } from './app.js';
 import { ExitCode, exitCodeFor, formatError, partialOutputNote } from './exit.js';
@@ -17,15 +18,29 @@ import { buildProgram } from './program.js';
 /** Signals within this window count as one (a terminal's Ctrl-C reaches bin/shoal.js and us both). */
 const REPEAT_SIGNAL_MS = 1_000;
 
-function installSignals(controller: AbortController): { received: () => NodeJS.Signals | null } {
+/**
+ * The second signal stops at once by dying of the signal itself (the shell reports 130 / 143, as
+ * for any program killed by Ctrl-C). process.exit would tear the model threads down in the middle
+ * of an onnxruntime run, and onnxruntime's binding then aborts the process ("terminate called
+ * after throwing an instance of 'Napi::Error'", exit status 134).
+ */
+function stopNow(signal: 'SIGINT' | 'SIGTERM'): void {
+  for (const name of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.removeAllListeners(name);
+  process.kill(process.pid, signal);
+  // Should the default action not apply (a handler installed outside Node), still stop.
+  setTimeout(() => process.exit(signal === 'SIGTERM' ? ExitCode.TERMINATED : ExitCode.INTERRUPTED), 1_000).unref();
+}
+
+function installSignals(controller: AbortController, notice: (signal: NodeJS.Signals) => void): { received: () => NodeJS.Signals | null } {
   let first: { signal: NodeJS.Signals; at: number } | null = null;
   const onSignal = (signal: NodeJS.Signals): void => {
     if (first === null) {
       first = { signal, at: Date.now() };
       controller.abort();
+      notice(signal);
       return;
     }
-    if (Date.now() - first.at >= REPEAT_SIGNAL_MS) process.exit(signal === 'SIGTERM' ? ExitCode.TERMINATED : ExitCode.INTERRUPTED);
+    if (Date.now() - first.at >= REPEAT_SIGNAL_MS) stopNow(signal === 'SIGTERM' ? 'SIGTERM' : 'SIGINT');
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
@@ -38,19 +53,46 @@ function installSignals(controller: AbortController): { received: () => NodeJS.S
   return { received: () => first?.signal ?? null };
 }
 
+/**
+ * Said on the first signal: the work in flight (an ingest wave of up to 256 chunks, a chunk of
+ * lines) finishes before the command stops, which on a busy machine takes many seconds, and
+ * without a word a user cannot tell a stop under way from a hang, nor that a second Ctrl-C
+ * stops at once. Not with -q/--quiet (errors only).
+ */
+function stopNotice(argv: readonly string[], stderr: NodeJS.WritableStream): (signal: NodeJS.Signals) => void {
+  const quiet = argv.includes('-q') || argv.includes('--quiet');
+  return (signal) => {
+    if (quiet) return;
+    const again = signal === 'SIGINT' ? 'Ctrl-C again' : `a second ${signal}`;
+    stderr.write(`stopping (${signal}): finishing the work in flight; ${again} stops at once\n`);
+  };
+}
+
+/**
+ * Commander's suggestion comes on a line of its own (`unknown option '--modle'` then
+ * `(Did you mean --model?)`): joined into the one `error [CODE]: message` line.
+ */
+function usageMessage(commanderMessage: string): string {
+  return commanderMessage
+    .replace(/^error:\s*/i, '')
+    .replace(/\s*\n\s*\(Did you mean (.+?)\)\s*$/s, '; did you mean $1');
+}
+
 /** Commander's own errors (unknown option, missing argument...) are usage errors. */
 function commanderExit(error: CommanderError, stderr: NodeJS.WritableStream): number {
   if (error.exitCode === 0) return ExitCode.OK;
   // `shoal` or `shoal models` alone: commander has already printed the help on stderr.
   const message =
-    error.code === 'commander.help' ? 'name a command (see above)' : `${error.message.replace(/^error:\s*/i, '')} (see --help)`;
+    error.code === 'commander.help' ? 'name a command (see above)' : `${usageMessage(error.message)} (see --help)`;
   stderr.write(formatError(new ShoalError(ErrorCode.INVALID_INPUT, message)));
   return ExitCode.USAGE;
 }
 
 export async function main(argv: readonly string[]): Promise<number> {
+  // Before any model thread starts (a long argument crashed onnxruntime's telemetry set-up).
+  prepareOrtEnvironment(process.env);
   const controller = new AbortController();
-  const signals = installSignals(controller);
+  const signals = installSignals(controller, stopNotice(argv, process.stderr));
   try {
     // The settings file lies beneath the variables (flags → variables → file → defaults).
     const env = withConfigFile(process.env, configPathFrom(argv, process.env));

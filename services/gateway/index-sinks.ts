@@ -1,4 +1,5 @@
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import type { SinkWriteObserver } from '../../adapters/sinks/delivery.js';
 import { openSink, type OpenSinkOptions } from '../../adapters/sinks/open.js';
 import type { Sink } from '../../adapters/sinks/sink.js';
 
@@ -13,9 +14,12 @@ export const INDEX_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 /** What a configured index is opened with: the store credentials and S3 settings from the environment. */
 export type IndexSinkOptions = Pick<OpenSinkOptions, 'credentials' | 's3'>;
 
-/** Opens the sink of a configured target: any `--index` form (a folder = LanceDB, postgres://, chroma://, qdrant://, file://, s3://). */
-export function openIndexSink(target: string, options: IndexSinkOptions = {}): Sink {
-  return openSink(target, options).sink;
+/**
+ * Opens the sink of a configured target: any `--index` form (a folder = LanceDB, postgres://,
+ * chroma://, qdrant://, file://, s3://); `observer` hears its retries and recoveries (ingest runs).
+ */
+export function openIndexSink(target: string, options: IndexSinkOptions = {}, observer?: SinkWriteObserver): Sink {
+  return openSink(target, { ...options, ...(observer === undefined ? {} : { observer }) }).sink;
 }
 
 /** The target of a configured index name; NOT_FOUND names the configured ones. */

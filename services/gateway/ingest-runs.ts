@@ -4,12 +4,15 @@ import { PayloadStore } from '../../adapters/nats/payloads.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { natsNames } from '../../adapters/protocol/subjects.js';
 import type { Logger } from '../../adapters/observability/logger.js';
+import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import type { IngestRunStatus } from '../../adapters/protocol/ingest.js';
 import { checkJobId } from '../../adapters/protocol/subjects.js';
 import { NatsIngest } from '../../pipelines/documents/nats-ingest.js';
 import type { PendingSource } from '../../pipelines/documents/sources.js';
+import { StoreHealth } from '../../pipelines/documents/store-health.js';
 import type { IngestApi, IngestRecord, IngestStart } from './context.js';
 import { openIndexSink, type IndexSinkOptions } from './index-sinks.js';
+import { IngestStoreGauge } from './ingest-health.js';
 
 /**
  * POST /v1/ingest runs: the gateway process coordinates each run in the background (the same
@@ -31,6 +34,8 @@ export interface IngestRunsOptions {
   /** A run fails after this long with no parse worker. @default 300000 */
   parseWorkerTimeoutMs?: number;
   logger?: Logger;
+  /** Where shoal_sink_degraded and the index write metrics go. @default none */
+  metrics?: ShoalMetrics;
 }
 
 export class IngestRuns implements IngestApi {
@@ -38,9 +43,11 @@ export class IngestRuns implements IngestApi {
   readonly #stop = new AbortController();
   readonly #running = new Set<Promise<void>>();
   #opened: Promise<{ ingest: NatsIngest; payloads: PayloadStore }> | null = null;
+  readonly #gauge: IngestStoreGauge;
 
   constructor(options: IngestRunsOptions) {
     this.#options = options;
+    this.#gauge = new IngestStoreGauge(options.metrics, options.logger);
   }
 
   #open(): Promise<{ ingest: NatsIngest; payloads: PayloadStore }> {
@@ -71,7 +78,10 @@ export class IngestRuns implements IngestApi {
     if (existing !== null) return existing;
     const sources = request.records.map((record) => pendingOf(record, payloads));
     await ingest.queue(runId, request.definition, request.index.name, sources.length);
-    const sink = openIndexSink(request.index.target, this.#options.indexOptions);
+    // A failing index marks the run `degraded` (its status) and sets shoal_sink_degraded while the run waits on it.
+    const health = new StoreHealth();
+    const unfollow = this.#gauge.follow(runId, health);
+    const sink = openIndexSink(request.index.target, this.#options.indexOptions, health.sinkObserver(this.#options.metrics?.sinkObserver));
     const run = ingest
       .run(
         {
@@ -81,6 +91,7 @@ export class IngestRuns implements IngestApi {
           index: request.index.name,
           force: request.force,
           signal: this.#stop.signal,
+          health,
           onWarning: (message) => this.#options.logger?.warn({ run: runId }, message),
         },
         sources,
@@ -90,6 +101,7 @@ export class IngestRuns implements IngestApi {
         (error: unknown) => this.#options.logger?.warn({ run: runId, err: String(error) }, 'ingest run failed'),
       )
       .finally(async () => {
+        unfollow();
         await sink.close().catch(() => undefined);
         this.#running.delete(run);
       });

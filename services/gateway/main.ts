@@ -90,7 +90,7 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
   const servers = config.nats.servers.map((s) => s.replace(/\/\/[^@/]*@/, '//***@')).join(',');
   // The port opens before NATS is reached: probes answer (readiness says why not) while it connects.
   const late = new LateBackend(servers);
-  const ingest = new IngestRuns({ connection: () => late.require().nc, prefix: config.natsPrefix, fileRoots: config.jobs?.fileRoots ?? [], ...(config.indexOptions === undefined ? {} : { indexOptions: config.indexOptions }), ...(config.parseWorkerTimeoutMs === undefined ? {} : { parseWorkerTimeoutMs: config.parseWorkerTimeoutMs }), logger });
+  const ingest = new IngestRuns({ connection: () => late.require().nc, prefix: config.natsPrefix, fileRoots: config.jobs?.fileRoots ?? [], ...(config.indexOptions === undefined ? {} : { indexOptions: config.indexOptions }), ...(config.parseWorkerTimeoutMs === undefined ? {} : { parseWorkerTimeoutMs: config.parseWorkerTimeoutMs }), logger, metrics });
   const app = buildGatewayApp(
     {
       engine: late.engine,

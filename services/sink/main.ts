@@ -6,11 +6,12 @@ import { StatusStore } from '../../adapters/nats/status-store.js';
 import { ensureTopology } from '../../adapters/nats/topology.js';
 import type { S3SettingsInput } from '../../adapters/object-store/index.js';
 import type { Logger } from '../../adapters/observability/logger.js';
-import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
+import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { ResultIndexWriter } from '../../adapters/nats/result-index.js';
 import { openSink, type SinkCredentials } from '../../adapters/sinks/open.js';
 import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
 import { envValue, SETTINGS } from '../settings/table.js';
+import { startMetricsServer } from '../worker/metrics-server.js';
 
 /**
  * Composition root of the results sink (`shoal sink`, and the one `shoal dev` runs): its own
@@ -23,6 +24,13 @@ import { envValue, SETTINGS } from '../settings/table.js';
  * (nak with a delay) and the job shows `degraded`, rather than one handler blocking for a minute.
  */
 const INDEX_WRITE_RETRY_MS = 2_000;
+
+/**
+ * Address of the sink's metrics port unless --metrics-host / SHOAL_METRICS_HOST says otherwise:
+ * loopback, since a sink usually runs beside its store rather than behind a scraper (the Helm
+ * chart sets 0.0.0.0 for its pod).
+ */
+export const SINK_METRICS_HOST = '127.0.0.1';
 
 /** Where results land when nothing else is configured (SHOAL_RESULTS_DIR, --results-dir). */
 export const DEFAULT_RESULTS_DIR = SETTINGS.resultsDir.default;
@@ -46,8 +54,12 @@ export interface SinkSettings {
   indexes?: Readonly<Record<string, string>> | undefined;
   /** Credentials of the stores (PGPASSWORD, CHROMA_API_KEY...; never logged). */
   credentials?: SinkCredentials | undefined;
-  /** Records shoal_sink_degraded and the write metrics. @default none */
+  /** Records shoal_sink_degraded and the write metrics. @default one of its own when metricsPort is set, else none */
   metrics?: ShoalMetrics | undefined;
+  /** Serve /metrics, /healthz and /readyz on this port (0: a free one). @default off */
+  metricsPort?: number | null | undefined;
+  /** @default SINK_METRICS_HOST */
+  metricsHost?: string | undefined;
   /** Pause before a failed index write is tried again. @default 5000 */
   storeRetryMs?: number;
 }
@@ -55,10 +67,27 @@ export interface SinkSettings {
 export interface SinkHandle extends Lifecycle {
   /** The folder, or the index URI without its password. */
   readonly dir: string;
+  /** `http://host:port` of /metrics, null when no metrics port was asked for. */
+  readonly metricsUrl: string | null;
 }
 
 export async function startSink(settings: SinkSettings): Promise<SinkHandle> {
-  const nc = await connectNats(settings.nats, { ...(settings.logger === undefined ? {} : { logger: settings.logger }), name: 'shoal sink' });
+  const port = settings.metricsPort ?? null;
+  const metrics = settings.metrics ?? (port === null ? undefined : new ShoalMetrics({ defaultLabels: { service: 'sink' } }));
+  let taking = false;
+  // Opened before NATS: /healthz answers while the sink connects, /readyz once it takes results.
+  const server =
+    port === null || metrics === undefined
+      ? null
+      : await startMetricsServer({ metrics, host: settings.metricsHost ?? SINK_METRICS_HOST, port, ready: () => taking, service: 'sink' });
+  if (server !== null) settings.logger?.info({ url: server.url }, 'sink metrics: /metrics, /healthz, /readyz');
+  let nc: Awaited<ReturnType<typeof connectNats>>;
+  try {
+    nc = await connectNats(settings.nats, { ...(settings.logger === undefined ? {} : { logger: settings.logger }), name: 'shoal sink' });
+  } catch (error) {
+    await server?.close();
+    throw error;
+  }
   try {
     const topology = await ensureTopology(nc, settings.prefix === undefined ? {} : { prefix: settings.prefix });
     const payloads = new PayloadStore(nc, { bucket: topology.names.payloadBucket, ...(settings.s3 === undefined ? {} : { s3: settings.s3 }) });
@@ -69,10 +98,10 @@ export async function startSink(settings: SinkSettings): Promise<SinkHandle> {
         table,
         ...(settings.credentials === undefined ? {} : { credentials: settings.credentials }),
         ...(settings.s3 === undefined ? {} : { s3: settings.s3 }),
-        ...(settings.metrics === undefined ? {} : { observer: settings.metrics.sinkObserver }),
+        ...(metrics === undefined ? {} : { observer: metrics.sinkObserver }),
         retry: { maxElapsedMs: INDEX_WRITE_RETRY_MS },
       });
-      settings.metrics?.sinkDegraded.set({ backend: opened.backend }, 0);
+      metrics?.sinkDegraded.set({ backend: opened.backend }, 0);
       return { writer: new ResultIndexWriter(opened.sink), display: opened.display, backend: opened.backend };
     };
     const index = settings.index === undefined ? undefined : target(settings.index.uri, settings.index.table);
@@ -83,7 +112,7 @@ export async function startSink(settings: SinkSettings): Promise<SinkHandle> {
       if (healthy) failing.delete(changed);
       else failing.add(changed);
       const down = [...failing].some((t) => t.backend === changed.backend);
-      settings.metrics?.sinkDegraded.set({ backend: changed.backend }, down ? 1 : 0);
+      metrics?.sinkDegraded.set({ backend: changed.backend }, down ? 1 : 0);
     };
     const sink = new ResultSink({
       js: jetstream(nc),
@@ -99,16 +128,27 @@ export async function startSink(settings: SinkSettings): Promise<SinkHandle> {
       ...(settings.storeRetryMs === undefined ? {} : { storeRetryMs: settings.storeRetryMs }),
     });
     await sink.start();
+    taking = true;
     const where = index === undefined ? sink.dir : index.display;
     settings.logger?.info({ into: where, consumer: sink.durableName }, 'results sink started');
     // Stops after the batch in hand (written and acked), then flushes and closes the connection.
-    const drain = async (): Promise<void> => {
-      await sink.drain();
-      await nc.drain().catch(() => undefined);
+    let drained: Promise<void> | null = null;
+    const drain = (): Promise<void> => {
+      drained ??= (async () => {
+        taking = false;
+        try {
+          await sink.drain();
+          await nc.drain().catch(() => undefined);
+        } finally {
+          await server?.close();
+        }
+      })();
+      return drained;
     };
-    return { dir: where, drain, close: drain };
+    return { dir: where, metricsUrl: server?.url ?? null, drain, close: drain };
   } catch (error) {
     await nc.close().catch(() => undefined);
+    await server?.close();
     throw error;
   }
 }

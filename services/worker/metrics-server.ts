@@ -4,10 +4,11 @@ import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 
 /**
- * The worker's small HTTP side door for operations: `/metrics` (Prometheus text), `/healthz`
- * (the process answers) and `/readyz` (200 only while the worker takes work: not while it
- * starts, e.g. preloading models, nor while it drains). Workers take their work from NATS, so
- * this is the only HTTP they serve; it is off unless a port is configured.
+ * The small HTTP side door for operations of the processes that serve no HTTP of their own
+ * (`shoal worker`, `shoal sink`): `/metrics` (Prometheus text), `/healthz` (the process answers)
+ * and `/readyz` (200 only while it takes work: not while it starts, e.g. preloading models, nor
+ * while it drains). They take their work from NATS, so this is the only HTTP they serve; it is
+ * off unless a port is configured.
  */
 
 export interface MetricsServerOptions {
@@ -16,6 +17,8 @@ export interface MetricsServerOptions {
   /** 0 picks a free port (tests). */
   port: number;
   ready: () => boolean;
+  /** Named in the answer to an unknown path. @default 'worker' */
+  service?: string;
 }
 
 export interface MetricsServer {
@@ -46,7 +49,7 @@ export async function startMetricsServer(options: MetricsServerOptions): Promise
       res.writeHead(ready ? 200 : 503, { 'content-type': 'text/plain' }).end(ready ? 'ready\n' : 'not ready\n');
       return;
     }
-    res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: the worker serves /metrics, /healthz and /readyz\n');
+    res.writeHead(404, { 'content-type': 'text/plain' }).end(`not found: the ${options.service ?? 'worker'} serves /metrics, /healthz and /readyz\n`);
   });
   await new Promise<void>((resolve, reject) => {
     // "address already in use" alone does not say which setting chose the port.

@@ -122,6 +122,13 @@ describe('docker-compose.yml against the code', () => {
       // The drain fits in the time compose gives a stopping container.
       expect(Number.parseInt(worker.stop_grace_period ?? '10s', 10) * 1000).toBeGreaterThan(Number(env(worker, 'SHOAL_DRAIN_TIMEOUT_MS')));
     }
+    // The sink's metrics port (loopback by default) opened to Prometheus, health-checked on /readyz.
+    const sink = compose.services.sink;
+    if (sink === undefined) throw new Error('no sink');
+    expect(env(sink, 'SHOAL_METRICS_HOST')).toBe('0.0.0.0');
+    expect(healthUrl(sink)?.port).toBe(env(sink, 'SHOAL_METRICS_PORT'));
+    expect(healthUrl(sink)?.pathname).toBe('/readyz');
+    expect(targets).toContain(`sink:${env(sink, 'SHOAL_METRICS_PORT') ?? ''}`);
     const routes = readFileSync(join(REPO_ROOT, 'services', 'gateway', 'routes', 'health.ts'), 'utf8') + readFileSync(join(REPO_ROOT, 'services', 'worker', 'metrics-server.ts'), 'utf8');
     expect(routes).toContain("'/readyz'");
   });

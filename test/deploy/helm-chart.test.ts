@@ -273,6 +273,14 @@ describe.skipIf(GO_MISSING !== null)(`Helm chart ${GO_MISSING ?? ''}`, () => {
           expect(container.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'metrics' });
           expect(env.get('SHOAL_MODELS')?.split(',').length).toBeGreaterThanOrEqual(1);
         }
+        if (role === 'sink') {
+          // The sink listens on loopback by default: in a pod it must listen on every interface to be scraped.
+          expect(container.ports?.[0]).toEqual({ name: 'metrics', containerPort: Number(env.get('SHOAL_METRICS_PORT')) });
+          expect(env.get('SHOAL_METRICS_HOST')).toBe('0.0.0.0');
+          expect(container.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'metrics' });
+          const service = byKind(result.manifests, 'Service').find((s) => s.metadata.name === `${workload.metadata.name}-metrics`) as unknown as { spec: { ports: Array<{ name: string; targetPort: string }> } } | undefined;
+          expect(service?.spec.ports).toEqual([expect.objectContaining({ name: 'metrics', targetPort: 'metrics' })]);
+        }
       }
     }
   });

@@ -1,9 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { waitExit, waitForOutput } from './child-process.js';
+import { waitForOutput } from './child-process.js';
+import { restartableChild, type Restartable } from './restartable.js';
 
 /**
  * A private nats-server with JetStream for one test file: free ports, a temporary store folder,
@@ -33,62 +34,33 @@ export async function freePort(): Promise<number> {
   });
 }
 
-export interface NatsServerHandle {
+/** restart(): SIGTERM, wait for the exit, start again on the same ports and store; stop() removes the store. */
+export interface NatsServerHandle extends Restartable {
   readonly url: string;
   readonly port: number;
   readonly monitorPort: number;
   readonly storeDir: string;
   /** Process id of the running server (null while stopped), for CPU accounting in benches. */
   pid(): number | null;
-  /** Stops the server (SIGTERM, waits for exit) and starts it again on the same ports and store. */
-  restart(): Promise<void>;
-  /** Stops the server without removing the store (for restart later with start()). */
-  halt(): Promise<void>;
-  start(): Promise<void>;
-  /** Stops the server and removes its store. */
-  stop(): Promise<void>;
 }
 
 export async function startNatsServer(): Promise<NatsServerHandle> {
   const port = await freePort();
   const monitorPort = await freePort();
   const storeDir = mkdtempSync(join(tmpdir(), 'shoal-nats-'));
-  let child: ChildProcess | null = null;
-
-  const start = async (): Promise<void> => {
-    const proc = spawn(NATS_SERVER_BIN, ['-js', '-a', '127.0.0.1', '-p', String(port), '-m', String(monitorPort), '-sd', storeDir], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    child = proc;
-    await waitForOutput(proc, 'Server is ready', 'stderr', `nats-server on port ${port}`);
-    // Keep draining stderr so the server never blocks on a full pipe.
-    proc.stderr?.on('data', () => undefined);
-  };
-  const halt = async (): Promise<void> => {
-    const proc = child;
-    child = null;
-    if (proc === null) return;
-    proc.kill('SIGTERM');
-    await waitExit(proc);
-  };
-
-  await start();
+  const server = restartableChild({
+    launch: () => spawn(NATS_SERVER_BIN, ['-js', '-a', '127.0.0.1', '-p', String(port), '-m', String(monitorPort), '-sd', storeDir], { stdio: ['ignore', 'ignore', 'pipe'] }),
+    ready: (child) => waitForOutput(child, 'Server is ready', 'stderr', `nats-server on port ${port}`),
+    remove: () => rmSync(storeDir, { recursive: true, force: true }),
+  });
+  await server.lifecycle.start();
   return {
     url: `nats://127.0.0.1:${port}`,
     port,
     monitorPort,
     storeDir,
-    pid: () => child?.pid ?? null,
-    start,
-    halt,
-    restart: async () => {
-      await halt();
-      await start();
-    },
-    stop: async () => {
-      await halt();
-      rmSync(storeDir, { recursive: true, force: true });
-    },
+    pid: () => server.current()?.pid ?? null,
+    ...server.lifecycle,
   };
 }
 

@@ -5,6 +5,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { freePort } from './nats-server.js';
+import { restartable, type Restartable } from './restartable.js';
 
 /**
  * PostgreSQL 18 with pgvector (PGlite, WebAssembly) served on a loopback port over the real
@@ -13,40 +14,30 @@ import { freePort } from './nats-server.js';
  * server that went away) and `start()` opens it again with the same data, for outage tests.
  */
 
-export interface PgliteServerHandle {
+export interface PgliteServerHandle extends Restartable {
   readonly port: number;
   /** `postgres://postgres@127.0.0.1:PORT/postgres` (PGlite accepts any password). */
   readonly url: string;
-  halt(): Promise<void>;
-  start(): Promise<void>;
-  stop(): Promise<void>;
 }
 
 export async function startPgliteServer(): Promise<PgliteServerHandle> {
   const dataDir = mkdtempSync(join(tmpdir(), 'shoal-pglite-'));
   const db = await PGlite.create({ dataDir, extensions: { vector } });
   const port = await freePort();
-  let server: PGLiteSocketServer | null = null;
-  const start = async (): Promise<void> => {
-    if (server !== null) return;
-    server = new PGLiteSocketServer({ db, host: '127.0.0.1', port, maxConnections: 10 });
-    await server.start();
-  };
-  const halt = async (): Promise<void> => {
-    const running = server;
-    server = null;
-    await running?.stop();
-  };
-  await start();
-  return {
-    port,
-    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
-    start,
-    halt,
-    stop: async () => {
-      await halt();
+  // The database stays open while the port is closed: a halt is an outage, not a lost database.
+  const server = restartable({
+    launch: () => new PGLiteSocketServer({ db, host: '127.0.0.1', port, maxConnections: 10 }),
+    ready: (socket) => socket.start(),
+    end: (socket) => socket.stop(),
+    remove: async () => {
       await db.close();
       rmSync(dataDir, { recursive: true, force: true });
     },
+  });
+  await server.lifecycle.start();
+  return {
+    port,
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    ...server.lifecycle,
   };
 }

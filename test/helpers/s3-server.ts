@@ -1,11 +1,12 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { S3SettingsInput } from '../../adapters/object-store/index.js';
 import { freePort } from './nats-server.js';
-import { waitExit, waitForOutput } from './child-process.js';
+import { waitForOutput } from './child-process.js';
+import { restartableChild, type Restartable } from './restartable.js';
 
 /**
  * A private s3rver (the S3-compatible test server, ../shared/PLATFORM.md) for one test file: a
@@ -20,7 +21,7 @@ const S3RVER = fileURLToPath(new URL('../../node_modules/s3rver/bin/s3rver.js', 
 
 export const S3RVER_CREDENTIALS = Object.freeze({ accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' });
 
-export interface S3ServerHandle {
+export interface S3ServerHandle extends Restartable {
   readonly endpoint: string;
   readonly port: number;
   readonly dir: string;
@@ -28,56 +29,33 @@ export interface S3ServerHandle {
   settings(extra?: S3SettingsInput): S3SettingsInput;
   /** The variables a `shoal` process needs to reach this server. */
   env(): Record<string, string>;
-  halt(): Promise<void>;
-  start(): Promise<void>;
-  restart(): Promise<void>;
-  stop(): Promise<void>;
 }
 
 export async function startS3Server(buckets: readonly string[]): Promise<S3ServerHandle> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'shoal-s3rver-'));
   const endpoint = `http://127.0.0.1:${port}`;
-  let child: ChildProcess | null = null;
   let first = true;
-
-  const start = async (): Promise<void> => {
-    // Buckets are configured on the first start only: a restart keeps what the folder holds.
-    const configure = first ? buckets.flatMap((bucket) => ['--configure-bucket', bucket]) : [];
-    first = false;
-    // s3rver signs its listing continuation tokens with a cipher OpenSSL 3 keeps in its legacy provider.
-    const proc = spawn(process.execPath, ['--openssl-legacy-provider', S3RVER, '--address', '127.0.0.1', '--port', String(port), '--directory', dir, '--silent', ...configure], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child = proc;
-    await waitForOutput(proc, 'listening on', 'stdout', `s3rver on port ${port}`);
-    proc.stdout?.on('data', () => undefined);
-    proc.stderr?.on('data', () => undefined);
-  };
-  const halt = async (): Promise<void> => {
-    const proc = child;
-    child = null;
-    if (proc === null) return;
-    proc.kill('SIGTERM');
-    await waitExit(proc);
-  };
-
-  await start();
+  const server = restartableChild({
+    launch: () => {
+      // Buckets are configured on the first start only: a restart keeps what the folder holds.
+      const configure = first ? buckets.flatMap((bucket) => ['--configure-bucket', bucket]) : [];
+      first = false;
+      // s3rver signs its listing continuation tokens with a cipher OpenSSL 3 keeps in its legacy provider.
+      return spawn(process.execPath, ['--openssl-legacy-provider', S3RVER, '--address', '127.0.0.1', '--port', String(port), '--directory', dir, '--silent', ...configure], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+    },
+    ready: (child) => waitForOutput(child, 'listening on', 'stdout', `s3rver on port ${port}`),
+    remove: () => rmSync(dir, { recursive: true, force: true }),
+  });
+  await server.lifecycle.start();
   return {
     endpoint,
     port,
     dir,
     settings: (extra = {}) => ({ endpoint, region: 'us-east-1', credentials: { ...S3RVER_CREDENTIALS }, maxAttempts: 2, operationRetryMs: 20_000, connectTimeoutMs: 1_000, ...extra }),
     env: () => ({ AWS_ENDPOINT_URL_S3: endpoint, AWS_REGION: 'us-east-1', AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId, AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey }),
-    halt,
-    start,
-    restart: async () => {
-      await halt();
-      await start();
-    },
-    stop: async () => {
-      await halt();
-      rmSync(dir, { recursive: true, force: true });
-    },
+    ...server.lifecycle,
   };
 }

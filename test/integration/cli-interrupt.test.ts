@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { natsServerAvailable, NATS_SERVER_MISSING } from '../helpers/nats-server.js';
-import { DATA_DIR, FIXTURES_DIR, REPO_ROOT, missingReason, sharedAvailable } from '../helpers/shared.js';
+import { CONFORMANCE_DIR, DATA_DIR, FIXTURES_DIR, REPO_ROOT, missingReason, sharedAvailable } from '../helpers/shared.js';
 import { parseJsonl } from '../helpers/shoal-cli.js';
 import { shoalInProcess } from '../helpers/shoal-in-process.js';
 import { alive, startShoal } from '../helpers/shoal-process.js';
@@ -123,6 +123,35 @@ describe.skipIf(!sharedAvailable(CORPUS))('Ctrl-C / SIGTERM during shoal encode 
     expect(run.stderr).toContain('--resume: the partial output ends with id "zzz" but line 1');
     expect(run.stderr).not.toContain('run the same command with --resume');
   }, 60_000);
+});
+
+const MINILM = join(CONFORMANCE_DIR, 'bench-minilm-l6');
+
+describe.skipIf(!sharedAvailable(CORPUS) || !sharedAvailable(MINILM))('Ctrl-C twice during shoal ingest', () => {
+  if (!sharedAvailable(CORPUS) || !sharedAvailable(MINILM)) it.skip(missingReason(sharedAvailable(CORPUS) ? MINILM : CORPUS), () => undefined);
+
+  it('the first Ctrl-C says the work in flight finishes first; the second stops at once by SIGINT (status 130), never an onnxruntime abort', async () => {
+    // A real-size encoder (MiniLM, one thread): a wave of 256 chunks takes seconds, so the second
+    // Ctrl-C lands while onnxruntime runs. process.exit used to abort there (status 134).
+    const records = readFileSync(CORPUS, 'utf8').split('\n').slice(0, 400).filter((line) => line !== '')
+      .map((line) => z.looseObject({ _id: z.string(), title: z.string(), text: z.string() }).parse(JSON.parse(line)))
+      .map((doc) => `${JSON.stringify({ id: doc._id, text: `${doc.title}. ${doc.text}` })}\n`).join('');
+    const run = startShoal(['ingest', '-', '--model', MINILM, '--index', join(work, 'ingest-twice'), '--progress']);
+    run.child.stdin.end(records);
+    // The bar counts chunks as documents are chunked; past 300 the first wave (256 chunks) is in
+    // the model while the next one is read.
+    await run.waitFor(/chunks ([3-9]\d\d|\d{4,})/, 120_000);
+    run.child.kill('SIGINT');
+    await run.waitFor(/stopping \(SIGINT\): finishing the work in flight; Ctrl-C again stops at once/, 10_000);
+    // Past the 1 s window in which a repeat counts as the same Ctrl-C.
+    await new Promise((resolve) => setTimeout(resolve, 1_300));
+    expect(run.child.exitCode, 'the wave should still be encoding').toBeNull();
+    run.child.kill('SIGINT');
+    const exit = await run.exited();
+    expect(run.output()).not.toContain('terminate called');
+    // Died of the signal (a shell reports 130), not exit status 134 (abort).
+    expect(exit, run.output().slice(-2000)).toEqual({ code: null, signal: 'SIGINT' });
+  }, 180_000);
 });
 
 describe.skipIf(!natsServerAvailable())('npx shoal dev & then kill $!', () => {

@@ -4,15 +4,17 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { openSink } from '../../adapters/sinks/open.js';
-import { FIXTURES_DIR } from '../helpers/shared.js';
-import { parseJsonl, runShoal } from '../helpers/shoal-cli.js';
+import { FIXTURES_DIR, REPO_ROOT } from '../helpers/shared.js';
+import { parseJsonl, runShoal, type ShoalRun } from '../helpers/shoal-cli.js';
 
 /**
  * `shoal encode` must not import what it never uses: the database clients behind `--index`
  * (LanceDB with apache-arrow, pg, chromadb, Qdrant's), the S3 SDK, pdfjs and fastify cost start-up
- * on every run (adapters/sinks/open.ts loads the backends on first use instead). Evidence: a
+ * on every run (adapters/sinks/open.ts loads the backends on first use instead). Nor may
+ * `shoal --version` load the NATS clients, pino or prom-client: the worker, submit, classify,
+ * sink, dev and `ingest --nats` commands import them inside their actions. Evidence: a
  * module-resolution hook (node:module register, preloaded through NODE_OPTIONS) records every
- * module the CLI's main thread resolves, during a real one-line encode.
+ * module the CLI's main thread resolves, during a real run.
  */
 
 const scratch = mkdtempSync(join(tmpdir(), 'shoal-lazy-imports-'));
@@ -32,6 +34,9 @@ export async function resolve(specifier, context, next) {
 /** Packages `shoal encode` must leave alone. */
 const HEAVY = ['@lancedb/lancedb', 'apache-arrow', 'pg', 'pgvector', 'chromadb', '@qdrant/js-client-rest', '@aws-sdk/client-s3', 'pdfjs-dist', 'fastify', 'tesseract.js'];
 
+/** Packages only the NATS-facing commands (worker, submit, classify --nats, sink, dev, ingest --nats) need. */
+const SERVICE_ONLY = ['@nats-io/transport-node', '@nats-io/jetstream', '@nats-io/kv', '@nats-io/obj', '@nats-io/nats-core', 'pino', 'prom-client'];
+
 /** Package names in resolved module URLs (`…/node_modules/@scope/name/…` → `@scope/name`). */
 function packagesOf(urls: readonly string[]): Set<string> {
   const names = new Set<string>();
@@ -42,30 +47,47 @@ function packagesOf(urls: readonly string[]): Set<string> {
   return names;
 }
 
+/** Runs `shoal ARGS` with the recorder preloaded; returns the run and the packages its main thread resolved. */
+async function recordImports(name: string, args: readonly string[], stdin = ''): Promise<{ run: ShoalRun; packages: Set<string> }> {
+  const recorder = join(scratch, 'record-imports.mjs');
+  const log = join(scratch, `${name}.log`);
+  writeFileSync(recorder, RECORDER);
+  writeFileSync(log, '');
+  const run = await runShoal(args, {
+    stdin,
+    env: { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${recorder}`.trim(), SHOAL_TEST_IMPORT_LOG: log },
+  });
+  return { run, packages: packagesOf(readFileSync(log, 'utf8').split('\n')) };
+}
+
 const Config = z.looseObject({ hidden_size: z.number().int() });
 const DenseLine = z.strictObject({ id: z.number(), dense: z.array(z.number()) });
 
 describe('shoal encode imports', () => {
   it('encodes a line without importing any index backend, the S3 SDK, pdfjs or fastify', async () => {
-    const recorder = join(scratch, 'record-imports.mjs');
-    const log = join(scratch, 'imports.log');
-    writeFileSync(recorder, RECORDER);
-    writeFileSync(log, '');
     const model = join(FIXTURES_DIR, 'models', 'tiny-bert-mean');
-    const run = await runShoal(['encode', '--model', model, '--quiet'], {
-      stdin: '{"id":1,"text":"lazy loading keeps start-up short"}\n',
-      env: { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${recorder}`.trim(), SHOAL_TEST_IMPORT_LOG: log },
-    });
+    const { run, packages } = await recordImports('encode', ['encode', '--model', model, '--quiet'], '{"id":1,"text":"lazy loading keeps start-up short"}\n');
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
     const [line] = parseJsonl(run.stdout, DenseLine);
     const { hidden_size: dimension } = Config.parse(JSON.parse(readFileSync(join(model, 'config.json'), 'utf8')));
     expect(line?.dense).toHaveLength(dimension);
     expect(line?.dense.every(Number.isFinite)).toBe(true);
-
-    const packages = packagesOf(readFileSync(log, 'utf8').split('\n'));
     // The recorder works: it saw what encode does need (the command parser, onnxruntime, zod).
     expect([...packages]).toEqual(expect.arrayContaining(['commander', 'onnxruntime-node', 'zod']));
+    expect(HEAVY.filter((name) => packages.has(name))).toEqual([]);
+    expect(SERVICE_ONLY.filter((name) => packages.has(name))).toEqual([]);
+  }, 60_000);
+
+  it('prints --version without loading NATS, pino or prom-client', async () => {
+    const { run, packages } = await recordImports('version', ['--version']);
+    const PackageJson = z.looseObject({ version: z.string() });
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    expect(run.stdout.trim()).toBe(PackageJson.parse(JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8'))).version);
+    // The recorder saw the command tree being built (commander, zod), so an empty list means something.
+    expect([...packages]).toEqual(expect.arrayContaining(['commander', 'zod']));
+    expect(SERVICE_ONLY.filter((name) => packages.has(name))).toEqual([]);
     expect(HEAVY.filter((name) => packages.has(name))).toEqual([]);
   }, 60_000);
 

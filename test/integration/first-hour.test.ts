@@ -126,6 +126,48 @@ describe("a newcomer's first hour on the command line (offline, fixture models)"
     expect(parseJsonl(allowed.stdout, LabelsLine)[0]?.labels[0]?.label).toBe('red');
   }, 60_000);
 
+  it('a query pasted from a page (24,000 characters on the command line) is searched, not a segmentation fault', async () => {
+    // onnxruntime's telemetry walked /proc/self/cmdline recursively and overflowed the model
+    // thread's stack on a long argument (adapters/runtime/ort-environment.ts).
+    const index = join(work, 'long-query-index');
+    const ingest = await runShoal(['ingest', '-', '--model', 'tiny-bert-mean', '--index', index, '--no-progress'], {
+      cwd: REPO_ROOT,
+      env: OFFLINE,
+      stdin: jsonl([{ id: 'n1', text: 'The pilot boat leaves at dawn.' }]),
+    });
+    expect(ingest.code, ingest.stderr).toBe(0);
+    const query = 'when does the pilot boat leave the harbour? '.repeat(550);
+    expect(query.length).toBeGreaterThan(24_000);
+    const run = await runShoal(['search', query, '--index', index, '--k', '1'], { cwd: REPO_ROOT, env: OFFLINE });
+    expect(run.signal, run.stderr).toBeNull();
+    expect(run.code, run.stderr).toBe(0);
+    const [hit] = parseJsonl(run.stdout, z.looseObject({ rank: z.number(), source: z.string(), text: z.string() }));
+    expect(hit).toMatchObject({ rank: 1, source: 'n1', text: 'The pilot boat leaves at dawn.' });
+  }, 60_000);
+
+  it('a misspelt flag or command is one error line with the suggestion', async () => {
+    const [flag, command] = await Promise.all([
+      runShoal(['ingest', 'docs', '--modle', 'tiny-bert-mean'], { env: OFFLINE }),
+      runShoal(['serach', 'pilot boat'], { env: OFFLINE }),
+    ]);
+    expect(flag.code).toBe(2);
+    expect(flag.stderr).toBe("error [INVALID_INPUT]: unknown option '--modle'; did you mean --model? (see --help)\n");
+    expect(command.code).toBe(2);
+    expect(command.stderr).toBe("error [INVALID_INPUT]: unknown command 'serach'; did you mean search? (see --help)\n");
+  });
+
+  it('a corpus line under other names on `shoal ingest -` (SciFact: _id, title, text) is answered with its fields and a jq command', async () => {
+    const index = join(work, 'beir-index');
+    const run = await runShoal(['ingest', '-', '--model', 'tiny-bert-mean', '--index', index], {
+      cwd: REPO_ROOT,
+      env: OFFLINE,
+      stdin: jsonl([{ _id: '4983', title: 'Microstructural development', text: 'Alterations of the architecture of cerebral white matter.' }]),
+    });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('error [INVALID_INPUT]: stdin line 1: expected {"id","text"} or {"id","path"}: got the fields "_id", "title", "text"; no "id"');
+    expect(run.stderr).toContain(`jq -c '{id: ._id, text: (.title + ". " + .text)}'`);
+  });
+
   it('a port in use names --port', async () => {
     const blocker = createServer();
     await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
@@ -223,6 +265,15 @@ describe.skipIf(!natsServerAvailable())(`shoal dev as the README runs it ${natsS
     const found = z.looseObject({ hits: z.array(z.looseObject({ rank: z.number(), id: z.string(), text: z.string() })) }).parse(await post(searchPath, searchBody));
     expect(found.hits[0]?.text).toContain('The pilot boat leaves at dawn.');
   }, 90_000);
+
+  it('an empty search query is one plain 422 message, as on the command line', async () => {
+    for (const query of ['', '   ']) {
+      const response = await fetch(`${base}/v1/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ index: 'default', query, k: 3 }) });
+      expect(response.status).toBe(422);
+      const body = z.object({ error: z.object({ code: z.string(), message: z.string() }) }).parse(await response.json());
+      expect(body.error).toEqual({ code: 'INVALID_INPUT', message: 'invalid search request: query: the query is empty' });
+    }
+  });
 
   it('reads an image under --image-root with the built-in OCR, the same shape as on the command line', async () => {
     const response = await fetch(`${base}/v1/extract`, {

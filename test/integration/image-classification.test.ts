@@ -12,13 +12,17 @@ import { DATA_DIR, missingReason, SHARED_DIR } from '../helpers/shared.js';
  * labels and the model zoo preprocessing (Pillow bilinear resize of the shorter side to 256,
  * center crop 224, /255, ImageNet mean/std) are all Shoal's.
  *
- * Measured: 10 of 12 top-1 hits (the laptop photo is called "barbershop", laptop 3rd; the
- * sunglasses photo "sandal", sunglasses 2nd), every true class within the top 5.
+ * Measured: 10 of 12 top-1 hits on a CPU with VNNI (the laptop photo is called "barbershop",
+ * laptop 3rd; the sunglasses photo "sandal", sunglasses 2nd), every true class within the top 5;
+ * 9 of 12 on an AVX2-only CPU (AMD EPYC without VNNI), where the golden retriever becomes
+ * "muzzle" (truth 2nd). The graph is the model zoo's own u8s8 QLinearConv export, which Shoal
+ * runs as shipped: onnxruntime's u8s8 kernel without VNNI adds products in saturating int16
+ * (see adapters/quantize/int8-weights.ts), so its logits differ by CPU. The floor is the lower.
  */
 
 const MODEL_DIR = join(SHARED_DIR, 'models', 'mobilenetv2-12-int8');
 const IMAGES_DIR = join(DATA_DIR, 'images');
-const MEASURED_TOP1 = 10;
+const MEASURED_TOP1 = 9;
 
 interface Photo {
   file: string;

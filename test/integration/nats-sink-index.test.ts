@@ -16,26 +16,31 @@ import { expectAllClose } from '../helpers/conformance.js';
 import { NATS_SERVER_MISSING, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
 import { TINY_MEAN, quietLogger, startTestWorker, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
 import { startPgliteServer, type PgliteServerHandle } from '../helpers/pglite-server.js';
+import { FIXTURES_DIR } from '../helpers/shared.js';
+import { parseJsonl, runShoal } from '../helpers/shoal-cli.js';
 import { startShoal } from '../helpers/shoal-process.js';
 
 /**
  * `shoal sink --index postgres://…` against a real nats-server, a worker and PostgreSQL with
  * pgvector (PGlite over the wire protocol): a job ends as exactly one row per item with the
  * worker's vectors; with PostgreSQL stopped mid-run the job shows `degraded`, the gauge rises,
- * and after the restart the run ends with exactly the rows of the undisturbed one.
+ * and after the restart the run ends with exactly the rows of the undisturbed one. A job whose
+ * target is an index stores each item's text in its rows (`shoal search` shows them); jobs with
+ * the default stream target keep their results to the vectors.
  */
 
 const TABLE = 'job_vectors';
 const NAMED_TABLE = 'named_vectors';
 const TEXTS = Array.from({ length: 10 }, (_, i) => `indexed sentence ${i} about ${i % 2 === 0 ? 'harbours' : 'glaciers'}`);
-const Row = z.strictObject({ id: z.string(), document_id: z.string(), page: z.number(), chunk: z.number(), settings: z.string(), vector: z.string() });
+const Row = z.strictObject({ id: z.string(), document_id: z.string(), page: z.number(), chunk: z.number(), settings: z.string(), text: z.string(), end: z.number(), vector: z.string() });
+const Hit = z.object({ rank: z.number(), score: z.number(), id: z.string(), document_id: z.string(), text: z.string() });
 type Row = z.infer<typeof Row>;
 
 async function rowsOf(url: string, jobId: string, table = TABLE): Promise<Row[]> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    const result = await client.query(`SELECT id, document_id, page, chunk, settings, vector::text AS vector FROM ${table} WHERE document_id = $1 ORDER BY chunk`, [jobId]);
+    const result = await client.query(`SELECT id, document_id, page, chunk, settings, text, "end", vector::text AS vector FROM ${table} WHERE document_id = $1 ORDER BY chunk`, [jobId]);
     return result.rows.map((row: unknown) => Row.parse(row));
   } finally {
     await client.end();
@@ -94,6 +99,8 @@ describe.skipIf(!natsServerAvailable())(`results sink into pgvector ${natsServer
     const rows = await rowsOf(postgres.url, 'calm');
     expect(rows.map((row) => [row.id, row.chunk, row.page, row.settings])).toEqual(TEXTS.map((_, i) => [`calm-${i}`, i, Math.floor(i / 3), TINY_MEAN]));
     rows.forEach((row, i) => expectAllClose(vectorOf(row), published[i] ?? [], 1e-6, `row ${i}`));
+    // A stream-target job's results carry vectors only, so its rows have no text.
+    expect(rows.map((row) => row.text)).toEqual(TEXTS.map(() => ''));
     expect(await degradedGauge()).toBe(0);
     expect((await jobs.status('calm'))?.degraded).toBeUndefined();
   });
@@ -119,8 +126,19 @@ describe.skipIf(!natsServerAvailable())(`results sink into pgvector ${natsServer
     await expect.poll(async () => (await rowsOf(postgres.url, 'named', NAMED_TABLE)).length, { timeout: 20_000, interval: 250 }).toBe(4);
     const rows = await rowsOf(postgres.url, 'named', NAMED_TABLE);
     rows.forEach((row, i) => expectAllClose(vectorOf(row), published[i] ?? [], 1e-6, `row ${i}`));
+    // The worker put each item's input text into the result, and the rows store it with its length as `end`.
+    expect(rows.map((row) => [row.id, row.text, row.end])).toEqual(TEXTS.slice(0, 4).map((text, i) => [`named-${i}`, text, text.length]));
+    for await (const part of jobs.results('named')) for (const item of EncodeResult.parse(part.result).items) expect(item.text).toBe(TEXTS[item.index]);
     // Into the named table only, not the sink's default one.
     expect(await rowsOf(postgres.url, 'named')).toEqual([]);
+
+    // `shoal search` over that index (the model comes from the table's spec) shows the texts.
+    const search = await runShoal(['search', TEXTS[1] ?? '', '--index', `${postgres.url}?table=${NAMED_TABLE}`, '--k', '4'], { env: { SHOAL_MODEL_DIR: join(FIXTURES_DIR, 'models') } });
+    expect(search.code, search.stderr).toBe(0);
+    const hits = parseJsonl(search.stdout, Hit);
+    expect(hits.map((hit) => hit.rank)).toEqual([1, 2, 3, 4]);
+    expect(hits.map((hit) => [hit.id, hit.text]).sort()).toEqual(TEXTS.slice(0, 4).map((text, i) => [`named-${i}`, text]));
+    expect(hits.every((hit) => hit.document_id === 'named')).toBe(true);
 
     await expect(jobs.submit({ primitive: 'encode', request: { model: TINY_MEAN, items: ['x'] }, result: { kind: 'index', index: 'elsewhere' } })).rejects.toMatchObject({
       code: 'INVALID_INPUT',

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { S3Store } from '../../adapters/object-store/index.js';
 import { validateFilter } from '../../adapters/sinks/filter.js';
 import { LanceDbSink } from '../../adapters/sinks/lancedb.js';
@@ -24,7 +25,29 @@ afterAll(async () => {
   await server.stop();
 });
 
-sinkContract('s3', (table) => new S3Sink({ uri: `s3://${BUCKET}/contract`, table, store }));
+/** The objects read back with the store's plain object API: rows are JSON lines whose `vector` holds the type's values. */
+async function storedVector(table: string, id: string): Promise<number[]> {
+  for await (const object of store.listFolder({ bucket: BUCKET, key: `contract/${table}/rows` })) {
+    const data = await store.readIfExists({ bucket: BUCKET, key: object.key }, 1 << 20);
+    for (const line of (data?.toString('utf8') ?? '').split('\n').filter((text) => text !== '')) {
+      const row = z.object({ id: z.string(), vector: z.array(z.number()) }).passthrough().parse(JSON.parse(line));
+      if (row.id === id) return row.vector;
+    }
+  }
+  return [];
+}
+
+sinkContract('s3', (table) => new S3Sink({ uri: `s3://${BUCKET}/contract`, table, store }), {
+  storedVectors: {
+    read: storedVector,
+    storage: async (table) => {
+      const spec = await store.readIfExists({ bucket: BUCKET, key: `contract/${table}/spec.json` }, 1 << 20);
+      return String(z.object({ vectorType: z.string() }).passthrough().parse(JSON.parse(spec?.toString('utf8') ?? '{}')).vectorType);
+    },
+    // JSON numbers: every type's values exactly, none packed natively.
+    native: { float32: 'float32', float16: 'float16', int8: 'int8', uint8: 'uint8', binary: 'binary', ubinary: 'ubinary' },
+  },
+});
 
 function vector(i: number, dim: number): number[] {
   return Array.from({ length: dim }, (_, d) => Math.sin(i * 0.71 + d * 1.37) + (d === i % dim ? 1.5 : 0));

@@ -1,4 +1,4 @@
-import { bytesOf, DataType, dimsOf, floatValues, toInt, type GraphProto, type ModelProto, type NodeProto, type TensorProto } from '../../quantize/onnx-file.js';
+import { constantTensors, DataType, dimsOf, floatValues, freshName, rawTensor, tensorNames, toInt, type GraphProto, type ModelProto, type NodeProto, type TensorProto } from '../../quantize/onnx-file.js';
 
 /**
  * Exact graph simplifications of PaddleOCR's paddle2onnx exports (pure; runs in the model thread
@@ -26,23 +26,12 @@ export interface FuseReport {
   affineIntoPointwise: number;
 }
 
-/** Constant tensors by the name a node reads them under: initializers and Constant node outputs. */
-function constants(graph: GraphProto): Map<string, TensorProto> {
-  const found = new Map<string, TensorProto>();
-  for (const tensor of graph.initializer ?? []) if (tensor.name) found.set(tensor.name, tensor);
-  for (const node of graph.node ?? []) {
-    const value = node.attribute?.find((a) => a.name === 'value')?.t;
-    const [output] = node.output ?? [];
-    if (node.opType === 'Constant' && value !== null && value !== undefined && output !== undefined) found.set(output, value);
-  }
-  return found;
-}
-
 class Fuser {
   readonly report: FuseReport = { affineIntoConv: 0, hardSwish: 0, affineIntoPointwise: 0 };
   readonly #graph: GraphProto;
+  /** Initializers and Constant node outputs (paddle2onnx keeps the affines' scalars as Constant nodes). */
   readonly #constants: Map<string, TensorProto>;
-  readonly #names = new Set<string>();
+  readonly #names: Set<string>;
   readonly #added: TensorProto[] = [];
   #readers = new Map<string, NodeProto[]>();
   #producer = new Map<string, NodeProto>();
@@ -51,10 +40,8 @@ class Fuser {
 
   constructor(graph: GraphProto) {
     this.#graph = graph;
-    this.#constants = constants(graph);
-    for (const tensor of graph.initializer ?? []) this.#names.add(tensor.name ?? '');
-    for (const info of [...(graph.input ?? []), ...(graph.output ?? []), ...(graph.valueInfo ?? [])]) this.#names.add(info.name ?? '');
-    for (const node of graph.node ?? []) for (const name of node.output ?? []) this.#names.add(name);
+    this.#constants = constantTensors(graph, { constantNodes: true });
+    this.#names = tensorNames(graph);
     this.#index();
   }
 
@@ -98,18 +85,12 @@ class Fuser {
     return undefined;
   }
 
-  #fresh(base: string): string {
-    let name = base;
-    for (let n = 1; this.#names.has(name); n++) name = `${base}_${n}`;
-    this.#names.add(name);
-    return name;
-  }
-
   #addFloat(base: string, dims: number[], values: Float32Array): string {
-    const name = this.#fresh(base);
-    this.#added.push({ name, dataType: DataType.FLOAT, dims, rawData: bytesOf(values) });
-    this.#constants.set(name, this.#added[this.#added.length - 1] as TensorProto);
-    return name;
+    const tensor = rawTensor(freshName(this.#names, base), DataType.FLOAT, dims, values);
+    this.#added.push(tensor);
+    // Registered as a constant too: a later fold may read the weights an earlier one wrote.
+    this.#constants.set(tensor.name ?? '', tensor);
+    return tensor.name ?? '';
   }
 
   /** Weight [O, I, kh, kw] and bias [O] of a plain float Conv with constant weights. */
@@ -173,7 +154,7 @@ class Fuser {
     const divNode = this.#soleReader(mul.output?.[0] ?? '') ?? undefined;
     const div = this.#withScalar(divNode, 'Div');
     if (divNode === undefined || div === undefined || div.value !== 6 || div.input !== mul.output?.[0]) return false;
-    const gate = this.#fresh(`${divNode.output?.[0] ?? 'hardswish'}_gate`);
+    const gate = freshName(this.#names, `${divNode.output?.[0] ?? 'hardswish'}_gate`);
     add.opType = 'HardSigmoid';
     add.input = [shifted.input];
     add.output = [gate];

@@ -9,7 +9,7 @@ import { encodeDense } from './encode.js';
  * labels form a one-level taxonomy whose category matrix is embedded once per run; each chunk
  * gets the labels whose cosine similarity reaches the threshold (best first, at most topK), found
  * by the module's packed float32 search. The chunk vectors of the encode stage are reused when
- * the stage names no other model.
+ * the stage names no other model and they are plain float32 of the model's full dimension.
  */
 
 export type ClassifySettings = NonNullable<PipelineDefinition['stages']['classify']>;
@@ -18,13 +18,16 @@ export class LabelClassifier {
   readonly #engine: Engine;
   readonly #settings: ClassifySettings;
   readonly #encodeModel: string;
+  /** False when the encode stage's vectors are typed or truncated (they do not compare with the labels'). */
+  readonly #reuse: boolean;
   readonly #taxonomy: Taxonomy;
   #labels: Promise<PackedMatrix> | null = null;
 
-  constructor(engine: Engine, settings: ClassifySettings, encodeModel: string) {
+  constructor(engine: Engine, settings: ClassifySettings, encodeModel: string, reuseChunkVectors = true) {
     this.#engine = engine;
     this.#settings = settings;
     this.#encodeModel = encodeModel;
+    this.#reuse = reuseChunkVectors;
     this.#taxonomy = labelsTaxonomy(settings.labels);
   }
 
@@ -36,7 +39,7 @@ export class LabelClassifier {
   async classify(texts: readonly string[], chunkVectors: readonly Float32Array[], call: CallOptions = {}): Promise<string[]> {
     this.#labels ??= categoryIndex(this.#engine, this.#taxonomy, { model: this.#model, template: '{name}', role: 'document' }, null, call).then((index) => index.matrix);
     const labels = await this.#labels;
-    const vectors = this.#model === this.#encodeModel ? chunkVectors : await encodeDense(this.#engine, texts, { model: this.#model, role: 'document' }, call);
+    const vectors = this.#reuse && this.#model === this.#encodeModel ? chunkVectors : await encodeDense(this.#engine, texts, { model: this.#model, role: 'document' }, call);
     if (vectors.length === 0) return [];
     // At most 1,024 labels: the scan is small enough for this thread (no search thread to manage).
     const queries = packRows(vectors, labels.dim);

@@ -1,5 +1,6 @@
 import type { CallOptions, Engine } from '../../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
+import type { EmbeddingDtype } from '../../../adapters/protocol/output-types.js';
 import type { Role } from '../../../adapters/protocol/requests.js';
 
 /**
@@ -16,6 +17,12 @@ export interface DenseEncodeOptions {
   role: Role;
   normalize?: boolean | undefined;
   priority?: 'bulk' | 'interactive';
+  /**
+   * Output type and Matryoshka dimensions, applied by the engine. The vectors then hold the type's
+   * values (float16 half values, integer codes, packed sign bytes), all exact in a Float32Array.
+   */
+  dtype?: EmbeddingDtype | undefined;
+  dimensions?: number | undefined;
 }
 
 export async function encodeDense(engine: Engine, texts: readonly string[], options: DenseEncodeOptions, call: CallOptions = {}): Promise<Float32Array[]> {
@@ -29,6 +36,8 @@ export async function encodeDense(engine: Engine, texts: readonly string[], opti
         output_types: ['dense'],
         role: options.role,
         ...(options.normalize === undefined ? {} : { normalize: options.normalize }),
+        ...(options.dtype === undefined ? {} : { dtype: options.dtype }),
+        ...(options.dimensions === undefined ? {} : { dimensions: options.dimensions }),
         priority: options.priority ?? 'bulk',
       },
       call,

@@ -1,7 +1,5 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { connectNats } from '../../../adapters/nats/connection.js';
-import { JobsClient } from '../../../adapters/nats/jobs-client.js';
 import type { Engine } from '../../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError, toShoalError } from '../../../adapters/protocol/errors.js';
 import { ModelRef } from '../../../adapters/protocol/requests.js';
@@ -83,6 +81,8 @@ model and template) and reused by later runs. With --gold FIELD the evaluation i
 stdout when --out names a file, else on stderr.`;
 
 async function openEngine(app: CliApp, flags: ClassifyFlags): Promise<{ engine: Engine; close(): Promise<void> }> {
+  // NATS is loaded with --nats only: the other commands, `--version` included, never pay for it.
+  const [{ connectNats }, { JobsClient }] = await Promise.all([import('../../../adapters/nats/connection.js'), import('../../../adapters/nats/jobs-client.js')]);
   const env = natsSettingsFromEnv(app.io.env);
   const nc = await connectNats({ ...env, ...(flags.nats === undefined ? {} : { servers: flags.nats }), retryFirstConnect: false, name: 'shoal classify' });
   try {

@@ -1,8 +1,6 @@
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { createLogger } from '../../../adapters/observability/logger.js';
-import { ShoalMetrics } from '../../../adapters/observability/metrics.js';
 import type { ModelCard } from '../../gateway/context.js';
 import type { GatewayHandle } from '../../gateway/main.js';
 import { logLevelFromEnv } from '../../settings/environment.js';
@@ -104,8 +102,10 @@ export function registerDev(program: Command, app: CliApp): void {
       await app.warnMissingModelDirs(cli);
       const level = cli.quiet ? 'error' : logLevelFromEnv(app.io.env, 'warn');
       const baseConfig = await gatewayConfig(self, app, { host: '127.0.0.1' });
-      const [{ resolveNatsSettings }, { mergeWorkerInput, parseWorkerConfig, workerConfigFromEnv }, { ShoalWorker }, { startGateway }, { resultsDirFrom, startSink }] =
+      const [{ createLogger }, { ShoalMetrics }, { resolveNatsSettings }, { mergeWorkerInput, parseWorkerConfig, workerConfigFromEnv }, { ShoalWorker }, { startGateway }, { resultsDirFrom, startSink }] =
         await Promise.all([
+          import('../../../adapters/observability/logger.js'),
+          import('../../../adapters/observability/metrics.js'),
           import('../../../adapters/nats/connection.js'),
           import('../../worker/config.js'),
           import('../../worker/worker.js'),

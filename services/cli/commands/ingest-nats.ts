@@ -4,6 +4,7 @@ import type { PipelineDefinition } from '../../../pipelines/documents/definition
 import { NatsIngest } from '../../../pipelines/documents/nats-ingest.js';
 import type { IngestProgress, IngestSummary } from '../../../pipelines/documents/runner.js';
 import type { PendingSource } from '../../../pipelines/documents/sources.js';
+import type { StoreHealth } from '../../../pipelines/documents/store-health.js';
 import { natsSettingsFromEnv, parseWorkerTimeoutFromEnv, splitList } from '../../settings/environment.js';
 import { envValue } from '../../settings/table.js';
 import type { CliApp } from '../app.js';
@@ -24,6 +25,8 @@ export interface NatsIngestCall {
   force: boolean;
   onProgress: (progress: IngestProgress) => void;
   quiet: boolean;
+  /** Wired into the sink and the S3 sources: the run's status shows `degraded` while one fails. */
+  health: StoreHealth;
 }
 
 export async function ingestOverNats(call: NatsIngestCall): Promise<IngestSummary> {
@@ -46,6 +49,7 @@ export async function ingestOverNats(call: NatsIngestCall): Promise<IngestSummar
           force: call.force,
           signal: app.io.signal,
           onProgress: call.onProgress,
+          health: call.health,
           // Not silenced by --quiet: without it a run with no parse worker waits with no word.
           onWarning: (message) => app.io.stderr.write(`warning: ${message}\n`),
         },

@@ -4,7 +4,7 @@ import type { IngestProgress } from '../../../pipelines/documents/runner.js';
 
 /**
  * The `shoal ingest` bar on stderr: documents read of total (and how many are committed), pages (OCR pages), chunks, the
- * document rate and cli-progress's ETA. Drawn only where the global progress setting allows bars.
+ * document rate and cli-progress's ETA, and the stores the run waits on while one is down. Drawn only where the global progress setting allows bars.
  */
 
 /** Time left at the read rate so far; writing the last wave is not in it (shown as "writing"). */
@@ -23,13 +23,15 @@ export class IngestBar {
   /** Pages as the parser reads them (a long PDF moves the bar before it is finished). */
   #pages = 0;
   #ocrPages = 0;
+  /** Stores failing now (shown while the run waits on them). */
+  #failing: readonly string[] = [];
 
   constructor(stream: NodeJS.WritableStream & { isTTY?: boolean }, enabled: boolean) {
     this.#bar = enabled
       ? new SingleBar(
           barOptions(stream, {
             etaBuffer: 20,
-            format: 'documents {bar} {value}/{total} read, {done} done | pages {pages} (OCR {ocr}) | chunks {chunks} | {rate} docs/s | ETA {left}',
+            format: 'documents {bar} {value}/{total} read, {done} done | pages {pages} (OCR {ocr}) | chunks {chunks} | {rate} docs/s | ETA {left}{degraded}',
           }),
           Presets.shades_classic,
         )
@@ -40,6 +42,12 @@ export class IngestBar {
   readonly page = (info: { ocr: boolean }): void => {
     this.#pages += 1;
     if (info.ocr) this.#ocrPages += 1;
+    if (this.#last !== null) this.update(this.#last);
+  };
+
+  /** The stores the run waits on now (none: the mark goes). */
+  readonly degraded = (stores: readonly string[]): void => {
+    this.#failing = stores;
     if (this.#last !== null) this.update(this.#last);
   };
 
@@ -54,6 +62,7 @@ export class IngestBar {
       chunks: progress.chunks,
       rate: seconds > 0 ? (progress.read / seconds).toFixed(1) : '0.0',
       left: eta(progress, seconds),
+      degraded: this.#failing.length === 0 ? '' : ` | degraded: ${this.#failing.join(', ')} unavailable, retrying`,
     };
     if (!this.#active) {
       this.#bar.start(Math.max(progress.total, 1), progress.read, payload);

@@ -8,12 +8,12 @@ import { applyOverrides, type PipelineDefinition } from '../../../pipelines/docu
 import { DocumentParser } from '../../../pipelines/documents/parse.js';
 import { IngestRunner, type IngestSummary } from '../../../pipelines/documents/runner.js';
 import { fileSources, recordSources, type PendingSource } from '../../../pipelines/documents/sources.js';
+import { StoreHealth, type DegradedPeriod } from '../../../pipelines/documents/store-health.js';
 import { s3SettingsFromEnv } from '../../settings/environment.js';
 import type { CliApp } from '../app.js';
 import { INDEX_HELP, openIndex } from '../index-sink.js';
 import { parseFlags } from '../line-options.js';
 import { IngestBar } from './ingest-progress.js';
-import { ingestOverNats } from './ingest-nats.js';
 
 /**
  * `shoal ingest PATH...`: documents (files, folders, or JSON Lines records on stdin) → chunks →
@@ -33,6 +33,7 @@ const IngestFlags = z.strictObject({
   exclude: z.array(z.string().min(1)).optional(),
   ocr: z.enum(['auto', 'always', 'never']).optional(),
   force: z.boolean().optional(),
+  prune: z.boolean().optional(),
   nats: z.string().min(1).optional(),
   json: z.boolean().optional(),
 });
@@ -43,34 +44,43 @@ Examples:
   $ shoal ingest report.pdf notes.md --index ./my-index --model BAAI/bge-small-en-v1.5
   $ cat records.jsonl | shoal ingest -        (lines {"id","text"} or {"id","path"})
   $ shoal ingest docs/ --json | jq .documents
+  $ shoal ingest docs/ --prune               (also delete the rows of files no longer in docs/)
 
 Exit status: 0 every document indexed (or unchanged), 3 some documents failed (the others are
 indexed; each failure is listed with its code and reason), 1 or 2 as for every command.`;
 
-async function collectSources(paths: readonly string[], flags: z.output<typeof IngestFlags>, app: CliApp): Promise<PendingSource[]> {
+async function collectSources(paths: readonly string[], flags: z.output<typeof IngestFlags>, app: CliApp, health: StoreHealth): Promise<PendingSource[]> {
   const files = paths.filter((path) => path !== '-');
   const fromStdin = paths.includes('-') || (paths.length === 0 && app.io.stdin.isTTY !== true);
   if (paths.length === 0 && !fromStdin) {
     throw new ShoalError(ErrorCode.INVALID_INPUT, 'name files or folders to ingest, or pipe JSON Lines records on stdin (see --help)');
   }
   const selection = { include: flags.include ?? [], exclude: flags.exclude ?? [] };
-  const out = await fileSources(files, { ...selection, s3: () => new S3Store(s3SettingsFromEnv(app.io.env)) });
+  const out = await fileSources(files, { ...selection, s3: () => new S3Store(s3SettingsFromEnv(app.io.env), health.s3) });
   if (fromStdin) out.push(...(await recordSources(app.io.stdin, process.cwd())));
   return out;
 }
 
-function humanSummary(summary: IngestSummary, definition: PipelineDefinition): string {
+/** How long a store failed, for the summary line (`open` while it still fails at the end). */
+function outageLine(period: DegradedPeriod): string {
+  const seconds = ((period.until === null ? Date.now() : Date.parse(period.until)) - Date.parse(period.since)) / 1000;
+  return `  degraded: ${period.store} unavailable for ${seconds.toFixed(1)} s from ${period.since}${period.until === null ? ' (still failing)' : ''} (retried, nothing lost): ${period.reason}`;
+}
+
+function humanSummary(summary: IngestSummary, definition: PipelineDefinition, outages: readonly DegradedPeriod[]): string {
   const { documents } = summary;
   const lines = [
     `${documents.total} documents: ${documents.ok} indexed, ${documents.failed} failed, ${documents.unchanged} unchanged; ` +
       `${summary.pages} pages (${summary.ocrPages} OCR), ${summary.chunks} chunks in ${summary.seconds.toFixed(1)} s ` +
       `→ ${redactUri(definition.stages.write.index)} (table ${definition.stages.write.table})`,
     ...summary.failed.map((failure) => `  failed ${failure.source}: [${failure.code}] ${failure.reason}`),
+    ...(summary.removed === undefined ? [] : [`  removed ${summary.removed} documents no longer in their folder (--prune)`]),
+    ...outages.map(outageLine),
   ];
   return `${lines.join('\n')}\n`;
 }
 
-function jsonSummary(summary: IngestSummary, definition: PipelineDefinition): string {
+function jsonSummary(summary: IngestSummary, definition: PipelineDefinition, outages: readonly DegradedPeriod[]): string {
   return `${JSON.stringify({
     documents: summary.documents,
     failed: summary.failed,
@@ -81,6 +91,10 @@ function jsonSummary(summary: IngestSummary, definition: PipelineDefinition): st
     index: redactUri(definition.stages.write.index),
     table: definition.stages.write.table,
     pipeline: definition.name,
+    // Documents deleted by --prune (0 without it).
+    removed: summary.removed ?? 0,
+    // Each stretch a store (S3, the index) failed and the run waited on it: {store, reason, since, until}.
+    outages,
   })}\n`;
 }
 
@@ -98,6 +112,7 @@ export function registerIngest(program: Command, app: CliApp): void {
     .option('--exclude <glob>', 'skip files matching (repeatable)', Collect)
     .option('--ocr <mode>', 'auto (pages without usable text), always or never')
     .option('--force', 'redo every document, even unchanged ones')
+    .option('--prune', 'after the run, delete from the index the documents of the given folders or s3:// prefixes that are no longer there')
     .option('--nats <url>', 'fan the pipeline out over NATS JetStream: parse and encode on `shoal worker` processes (see docs/ingest.md)')
     .option('--json', 'print the summary as one JSON object on stdout')
     .addHelpText('after', EXAMPLE)
@@ -110,14 +125,26 @@ export function registerIngest(program: Command, app: CliApp): void {
         index: flags.index,
         table: flags.table,
       });
-      const sources = await collectSources(paths, flags, app);
+      // Whether S3 (sources) and the index answer: the run waits on a failing one, and says so.
+      const health = new StoreHealth();
+      const sources = await collectSources(paths, flags, app, health);
+      // Known before the run: files and stdin records are never roots (imported only when asked for).
+      const pruning = flags.prune === true ? await import('./ingest-prune.js') : null;
+      const roots = pruning === null ? [] : await pruning.pruneRoots(paths);
       const progress = app.progress(config);
       const bar = new IngestBar(app.io.stderr, progress.barsEnabled);
-      const { sink } = openIndex(app, definition.stages.write.index, definition.stages.write.table);
+      health.onChange((store, degraded) => {
+        bar.degraded(health.failingStores());
+        // With a bar the mark is on it; otherwise one line per change (not silenced by --quiet: a run that waits must say why).
+        if (progress.barsEnabled) return;
+        const failing = health.failingStores().includes(store);
+        app.io.stderr.write(failing && degraded !== null ? `warning: degraded since ${degraded.since}: ${degraded.reason}\n` : `${store} answers again; ${degraded === null ? 'no store is failing' : degraded.reason}\n`);
+      });
+      const { sink } = openIndex(app, definition.stages.write.index, definition.stages.write.table, health.sinkObserver());
       let summary: IngestSummary;
       try {
         summary = flags.nats !== undefined
-          ? await ingestOverNats({ app, nats: flags.nats, definition, sink, sources, force: flags.force === true, onProgress: bar.update, quiet: config.quiet })
+          ? await (await import('./ingest-nats.js')).ingestOverNats({ app, nats: flags.nats, definition, sink, sources, force: flags.force === true, onProgress: bar.update, quiet: config.quiet, health })
           : await app.withEngine(config, progress, async (engine) => {
           const { parse } = definition.stages;
           const parser = new DocumentParser(engine, { ...parse, signal: app.io.signal, onPage: bar.page });
@@ -128,12 +155,16 @@ export function registerIngest(program: Command, app: CliApp): void {
             await parser.close();
           }
         });
+        if (pruning !== null) {
+          summary = await pruning.pruneAfterRun({ app, sink, roots, sources, summary, globs: { include: flags.include ?? [], exclude: flags.exclude ?? [] } });
+        }
       } finally {
         bar.stop();
         progress.stop();
         await sink.close();
       }
-      app.io.stdout.write(flags.json === true ? jsonSummary(summary, definition) : humanSummary(summary, definition));
+      const outages = health.periods;
+      app.io.stdout.write(flags.json === true ? jsonSummary(summary, definition, outages) : humanSummary(summary, definition, outages));
       if (summary.documents.failed > 0) {
         throw new ShoalError(ErrorCode.PARTIAL_FAILURE, `${summary.documents.failed} of ${summary.documents.total} documents failed; the others are indexed`, {
           details: { failed: summary.failed },

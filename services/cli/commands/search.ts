@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { validateFilter } from '../../../adapters/sinks/filter.js';
 import type { SearchHit } from '../../../adapters/sinks/sink.js';
-import { hitLine, searchIndex } from '../../../pipelines/documents/search.js';
+import { hitLine, SEARCH_MODES, searchIndex } from '../../../pipelines/documents/search.js';
 import type { CliApp } from '../app.js';
 import { INDEX_HELP, openIndex } from '../index-sink.js';
 import { parseFlags, PositiveIntFlag } from '../line-options.js';
@@ -11,7 +11,8 @@ import { parseFlags, PositiveIntFlag } from '../line-options.js';
 /**
  * `shoal search "QUERY"`: encodes the query (role `query`) with the model the index was built
  * with (stored by ingest; `--model` overrides), takes the k nearest chunks, optionally rescored
- * by a cross-encoder (`--rerank`), and prints one JSON line per hit, best first.
+ * by a cross-encoder (`--rerank`), and prints one JSON line per hit, best first. `--mode` picks
+ * dense, sparse or hybrid (fused) retrieval on an index with sparse vectors (pipelines/documents/search.ts).
  */
 
 const SearchFlags = z.strictObject({
@@ -21,6 +22,7 @@ const SearchFlags = z.strictObject({
   model: z.string().min(1).optional(),
   rerank: z.string().min(1).optional(),
   filter: z.string().optional(),
+  mode: z.enum(SEARCH_MODES).optional(),
 });
 
 
@@ -34,7 +36,12 @@ AND, OR, NOT, IN (...), LIKE, IS [NOT] NULL, BETWEEN, 'strings' and numbers.
 Examples:
   $ shoal search "how do I reset the device?"
   $ shoal search "termination clause" --k 5 --filter "source LIKE '%contracts%' AND page <= 3"
-  $ shoal search "revenue in 2023" --rerank cross-encoder/ms-marco-MiniLM-L6-v2`;
+  $ shoal search "revenue in 2023" --rerank cross-encoder/ms-marco-MiniLM-L6-v2
+  $ shoal search "error E1234" --mode sparse       # an index whose pipeline has encode.sparse
+
+An index built with an encode.sparse model is searched both ways by default: the dense and the
+sparse top lists are fused by reciprocal rank fusion (score = sum of 1/(60 + rank)); one built
+with an encode.multivector (ColBERT) model has its candidates rescored by MaxSim.`;
 
 function line(rank: number, hit: SearchHit): string {
   return `${JSON.stringify(hitLine(rank, hit))}\n`;
@@ -51,6 +58,7 @@ export function registerSearch(program: Command, app: CliApp): void {
     .option('-k, --k <n>', 'hits to return (default: 10)')
     .option('-m, --model <model>', 'query encoder (default: the model the index was built with)')
     .option('--rerank <model>', 'rescore the candidates with this cross-encoder')
+    .option('--mode <mode>', 'dense, sparse or hybrid (default: hybrid when the index holds sparse vectors, else dense)')
     .option('--filter <expr>', 'SQL where-clause over metadata columns (see below)')
     .addHelpText('after', EXAMPLE)
     .action(async (query: string, _options: unknown, self: Command) => {
@@ -64,7 +72,7 @@ export function registerSearch(program: Command, app: CliApp): void {
         // Checked before an engine starts: a missing index fails at once.
         if ((await sink.describe()) === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no table ${table} in ${display}: run shoal ingest first`);
         const hits = await app.withEngine(config, progress, (engine) =>
-          searchIndex(engine, sink, { query, k: flags.k, filter, model: flags.model, rerank: flags.rerank, where: `${display} (table ${table})` }, { signal: app.io.signal }),
+          searchIndex(engine, sink, { query, k: flags.k, filter, model: flags.model, mode: flags.mode, rerank: flags.rerank, where: `${display} (table ${table})` }, { signal: app.io.signal }),
         );
         progress.stop();
         hits.forEach((hit, index) => app.io.stdout.write(line(index + 1, hit)));

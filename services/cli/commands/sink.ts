@@ -3,7 +3,6 @@ import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { logLevelFromEnv, namedIndexesFromEnv, natsSettingsFromEnv, s3SettingsFromEnv, sinkCredentialsFromEnv } from '../../settings/environment.js';
 import { envValue } from '../../settings/table.js';
-import { createLogger } from '../../../adapters/observability/logger.js';
 import type { CliApp } from '../app.js';
 import { CommaListFlag, parseFlags } from '../line-options.js';
 import { INDEX_HELP } from '../index-sink.js';
@@ -15,17 +14,36 @@ import { interrupted } from './gateway.js';
  * into a vector store (one row per item, upserted by id), until SIGINT/SIGTERM.
  */
 
+/** A port number as a flag or variable gives it (0: any free port). */
+const MetricsPort = z.string().trim().regex(/^\d+$/, 'must be a port number').transform(Number).pipe(z.number().int().min(0).max(65535));
+
 const SinkFlags = z.strictObject({
   dir: z.string().min(1).optional(),
   index: z.string().min(1).max(4096).optional(),
   table: z.string().regex(/^[A-Za-z0-9_-]{1,48}$/, "1 to 48 letters, digits, '_' or '-'").optional(),
   nats: CommaListFlag.optional(),
   prefix: z.string().min(1).optional(),
+  metricsPort: MetricsPort.optional(),
+  metricsHost: z.string().min(1).optional(),
 });
 
+/** --metrics-port, else SHOAL_METRICS_PORT; null: no metrics port. */
+function metricsPortFrom(flag: number | undefined, env: NodeJS.ProcessEnv): number | null {
+  if (flag !== undefined) return flag;
+  const raw = envValue(env, 'metricsPort');
+  if (raw === undefined) return null;
+  const parsed = MetricsPort.safeParse(raw);
+  if (!parsed.success) throw new ShoalError(ErrorCode.CONFIG_INVALID, `SHOAL_METRICS_PORT ${JSON.stringify(raw)} must be a port number (0-65535)`);
+  return parsed.data;
+}
+
 const EXAMPLE = `
-Environment (flags win): SHOAL_RESULTS_DIR, SHOAL_SUBJECT_PREFIX; NATS_URL, NATS_CREDS,
-NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_TLS_CA/CERT/KEY.
+Environment (flags win): SHOAL_RESULTS_DIR, SHOAL_SUBJECT_PREFIX, SHOAL_METRICS_PORT,
+SHOAL_METRICS_HOST; NATS_URL, NATS_CREDS, NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_TLS_CA/CERT/KEY.
+
+Metrics: with --metrics-port, /metrics (shoal_sink_writes_total{backend,outcome},
+shoal_sink_write_seconds, shoal_sink_degraded{backend}), /healthz and /readyz on 127.0.0.1
+(--metrics-host 0.0.0.0 for a scraper on another host).
 
 Files: <dir>/<job>/part-000000.jsonl holds one JSON line per item of that part (encode and
 extract: {"index", "id", "dense"...}; score: {"index", "id", "score"}), indexes counted over the
@@ -42,6 +60,7 @@ Credentials: PGPASSWORD, CHROMA_API_KEY, QDRANT_API_KEY (never in logs).
 Examples:
   $ shoal sink --dir /data/shoal-results --nats nats://nats:4222
   $ shoal sink --index postgres://shoal@db:5432/search --table job_vectors
+  $ shoal sink --index chroma://chroma:8000/jobs --metrics-port 9465   # curl 127.0.0.1:9465/metrics
   $ shoal submit encode --model BAAI/bge-small-en-v1.5 -i docs.jsonl --job-id docs-1 --wait
   $ cat /data/shoal-results/docs-1/part-*.jsonl | wc -l`;
 
@@ -55,13 +74,15 @@ export function registerSink(program: Command, app: CliApp): void {
     .option('--table <name>', 'table or collection for --index when the URI names none (default chunks)')
     .option('--nats <urls>', 'NATS server URLs, comma-separated (env NATS_URL; default nats://127.0.0.1:4222)')
     .option('--prefix <prefix>', 'subject prefix (env SHOAL_SUBJECT_PREFIX; default shoal)')
+    .option('--metrics-port <port>', 'serve /metrics (Prometheus), /healthz and /readyz on this port (env SHOAL_METRICS_PORT; default: off)')
+    .option('--metrics-host <host>', 'address of the metrics port (env SHOAL_METRICS_HOST; default 127.0.0.1)')
     .addHelpText('after', EXAMPLE)
     .action(async (_options: unknown, self: Command) => {
       const flags = parseFlags(SinkFlags, self);
       if (flags.index !== undefined && flags.dir !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--dir and --index are exclusive: results go into a folder or into a vector store');
       if (flags.table !== undefined && flags.index === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--table needs --index');
       const cli = app.config(self);
-      const { resultsDirFrom, startSink } = await import('../../sink/main.js');
+      const [{ resultsDirFrom, startSink }, { createLogger }] = await Promise.all([import('../../sink/main.js'), import('../../../adapters/observability/logger.js')]);
       const env = app.io.env;
       const dir = resultsDirFrom(flags.dir, env);
       const logger = createLogger('sink', cli.quiet ? 'error' : logLevelFromEnv(env));
@@ -74,8 +95,11 @@ export function registerSink(program: Command, app: CliApp): void {
         ...(flags.index === undefined ? {} : { index: { uri: flags.index, table: flags.table } }),
         indexes: namedIndexesFromEnv(env),
         credentials: sinkCredentialsFromEnv(env),
+        metricsPort: metricsPortFrom(flags.metricsPort, env),
+        metricsHost: flags.metricsHost ?? envValue(env, 'metricsHost'),
       });
       if (!cli.quiet) app.io.stderr.write(`shoal sink writing results into ${sink.dir} (Ctrl-C to stop)\n`);
+      if (!cli.quiet && sink.metricsUrl !== null) app.io.stderr.write(`shoal sink metrics on ${sink.metricsUrl}/metrics\n`);
       await interrupted(app.io.signal);
       await sink.drain();
     });

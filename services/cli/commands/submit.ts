@@ -1,9 +1,5 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { connectNats } from '../../../adapters/nats/connection.js';
-import { NatsEngine } from '../../../adapters/nats/engine-client.js';
-import { JobsClient } from '../../../adapters/nats/jobs-client.js';
-import { servedModelGate } from '../../../adapters/nats/model-gate.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { DataRef, IndexName, JobId, PrimitiveSchema, type JobStatus, type ResultTarget } from '../../../adapters/protocol/jobs.js';
 import { ImageSource, ItemId, ModelRef, Role, TextItem } from '../../../adapters/protocol/requests.js';
@@ -155,6 +151,13 @@ export function registerSubmit(program: Command, app: CliApp): void {
       const request: Record<string, unknown> = { ...flags.options, model: flags.model, items };
       if (flags.query !== undefined) request.query = flags.query;
       if (flags.labels !== undefined) request.labels = flags.labels;
+      // The NATS clients are loaded here, when a job is submitted, not when the command tree is built.
+      const [{ connectNats }, { NatsEngine }, { JobsClient }, { servedModelGate }] = await Promise.all([
+        import('../../../adapters/nats/connection.js'),
+        import('../../../adapters/nats/engine-client.js'),
+        import('../../../adapters/nats/jobs-client.js'),
+        import('../../../adapters/nats/model-gate.js'),
+      ]);
       const env = natsSettingsFromEnv(app.io.env);
       const nc = await connectNats({ ...env, ...(flags.nats === undefined ? {} : { servers: flags.nats }), retryFirstConnect: false, name: 'shoal submit' });
       try {

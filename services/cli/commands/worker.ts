@@ -1,8 +1,5 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { createLogger } from '../../../adapters/observability/logger.js';
-import { mergeWorkerInput, parseWorkerConfig, workerConfigFromEnv } from '../../worker/config.js';
-import { runWorker } from '../../worker/main.js';
 import type { CliApp } from '../app.js';
 import { logLevelFromEnv } from '../../settings/environment.js';
 import { CommaListFlag, PositiveIntFlag, parseFlags } from '../line-options.js';
@@ -87,6 +84,12 @@ export function registerWorker(program: Command, app: CliApp): void {
         metricsHost: flags.metricsHost,
         parse: flags.parse,
       };
+      // The worker (NATS, pino, prom-client) is loaded when it runs, not when the command tree is built.
+      const [{ createLogger }, { mergeWorkerInput, parseWorkerConfig, workerConfigFromEnv }, { runWorker }] = await Promise.all([
+        import('../../../adapters/observability/logger.js'),
+        import('../../worker/config.js'),
+        import('../../worker/main.js'),
+      ]);
       const config = parseWorkerConfig(mergeWorkerInput(workerConfigFromEnv(app.io.env), fromFlags));
       const logger = createLogger('worker', cli.quiet ? 'error' : logLevelFromEnv(app.io.env));
       await runWorker(config, { signal: app.io.signal, logger, env: app.io.env });

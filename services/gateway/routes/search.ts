@@ -2,13 +2,13 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import { validateFilter } from '../../../adapters/sinks/filter.js';
-import { hitLine, searchIndex } from '../../../pipelines/documents/search.js';
+import { hitLine, SEARCH_MODES, searchIndex } from '../../../pipelines/documents/search.js';
 import type { RouteContext } from '../context.js';
 import { INDEX_NAME, indexTarget, openIndexSink } from '../index-sinks.js';
 import { OTHER_MODEL } from '../request-metrics.js';
 
 /**
- * POST /v1/search: `{query, index, k?, filter?, rerank?}` → `{hits: [{rank, score, id,
+ * POST /v1/search: `{query, index, k?, filter?, rerank?, mode?}` → `{hits: [{rank, score, id,
  * document_id, source, page, text}]}`, the lines `shoal search` prints for the same index (one
  * implementation: pipelines/documents/search.ts). The query is encoded through the interactive
  * lane of the gateway's engine (the workers' request-reply path); `index` names an index the
@@ -19,11 +19,14 @@ const MAX_QUERY_CHARS = 4_096;
 const MAX_K = 1_000;
 
 const SearchBody = z.strictObject({
-  query: z.string().min(1).max(MAX_QUERY_CHARS).refine((query) => query.trim() !== '', 'the query is empty'),
+  // One message for "" and "   " alike (a .min(1) said it twice for "").
+  query: z.string().max(MAX_QUERY_CHARS).refine((query) => query.trim() !== '', 'the query is empty'),
   index: z.string().regex(INDEX_NAME, 'an index name: letters, digits, _ or -, up to 64'),
   k: z.number().int().min(1).max(MAX_K).default(10),
   filter: z.string().min(1).max(4_096).optional(),
   rerank: z.string().min(1).max(1_024).optional(),
+  /** dense, sparse or hybrid; default hybrid when the index holds sparse vectors (as `shoal search --mode`). */
+  mode: z.enum(SEARCH_MODES).optional(),
 });
 
 export function registerSearchRoutes(app: FastifyInstance, context: RouteContext): void {
@@ -34,7 +37,7 @@ export function registerSearchRoutes(app: FastifyInstance, context: RouteContext
     const sink = openIndexSink(indexTarget(context.settings.indexes, body.index), context.settings.indexOptions);
     try {
       const hits = await context.call(reply)((signal) =>
-        searchIndex(context.deps.engine, sink, { query: body.query, k: body.k, filter, rerank: body.rerank, where: `index ${body.index}` }, { signal }),
+        searchIndex(context.deps.engine, sink, { query: body.query, k: body.k, filter, mode: body.mode, rerank: body.rerank, where: `index ${body.index}` }, { signal }),
       );
       return { hits: hits.map((hit, index) => hitLine(index + 1, hit)) };
     } finally {

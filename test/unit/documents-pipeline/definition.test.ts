@@ -39,6 +39,19 @@ describe('pipeline definitions', () => {
     expect(() => parseDefinition({ name: 'x', stages: { chunk: { size: 50, overlap: 50 } } }, 'inline')).toThrow(/overlap must be smaller than size/);
   });
 
+  it('a file without a name is named after itself, and its real mistake is the one reported', async () => {
+    const unnamed = join(dir, 'short-chunks.yaml');
+    await writeFile(unnamed, 'stages:\n  chunk: {size: 64, overlap: 8}\n');
+    const definition = await loadDefinitionFile(unnamed);
+    expect(definition.name).toBe('short-chunks');
+    expect(definition.stages.chunk).toEqual({ size: 64, overlap: 8 });
+    const misspelt = join(dir, 'misspelt.yaml');
+    await writeFile(misspelt, 'stagse:\n  chunk: {size: 64}\n');
+    const error = await loadDefinitionFile(misspelt).catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ code: ErrorCode.CONFIG_INVALID, message: expect.stringContaining('stagse') });
+    expect((error as Error).message).not.toContain('name:');
+  });
+
   it('an unknown built-in name fails with NOT_FOUND', async () => {
     await expect(resolvePipeline('nope')).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
   });

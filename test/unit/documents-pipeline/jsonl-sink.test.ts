@@ -3,6 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { JsonlSink } from '../../../adapters/sinks/jsonl.js';
 import { sinkContract } from './sink-contract.js';
 
@@ -11,7 +12,20 @@ import { sinkContract } from './sink-contract.js';
 const dir = await mkdtemp(join(tmpdir(), 'shoal-jsonl-'));
 afterAll(() => rm(dir, { recursive: true, force: true }));
 
-sinkContract('file (JSON Lines)', (table) => new JsonlSink({ dir, table }));
+/** The files read as plain JSON Lines: a row's `vector` is the type's values as JSON numbers. */
+async function storedRows(table: string): Promise<Record<string, unknown>[]> {
+  const names = (await readdir(join(dir, table))).filter((name) => name.endsWith('.jsonl'));
+  const lines = await Promise.all(names.map(async (name) => (await readFile(join(dir, table, name), 'utf8')).trim().split('\n').slice(1)));
+  return lines.flat().map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
+sinkContract('file (JSON Lines)', (table) => new JsonlSink({ dir, table }), {
+  storedVectors: {
+    read: async (table, id) => z.array(z.number()).parse((await storedRows(table)).find((row) => row.id === id)?.vector),
+    storage: async (table) => JSON.stringify(JSON.parse(await readFile(join(dir, table, '_spec.json'), 'utf8')).vectorType),
+    native: { float32: '"float32"', float16: '"float16"', int8: '"int8"', uint8: '"uint8"', binary: '"binary"', ubinary: '"ubinary"' },
+  },
+});
 
 describe('JsonlSink', () => {
   it('keeps one file per source, state first, with no temp files left behind', async () => {

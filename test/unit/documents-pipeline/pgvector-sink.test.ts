@@ -1,8 +1,10 @@
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../../adapters/protocol/errors.js';
 import { ShoalMetrics } from '../../../adapters/observability/metrics.js';
 import { RetryingSink } from '../../../adapters/sinks/delivery.js';
 import { PgVectorSink } from '../../../adapters/sinks/pgvector.js';
+import { fromFloat16Bits, toFloat16Bits } from '../../../adapters/protocol/output-types.js';
 import { startPgliteServer, type PgliteServerHandle } from '../../helpers/pglite-server.js';
 import { sinkContract } from './sink-contract.js';
 
@@ -16,7 +18,33 @@ afterAll(async () => server?.stop());
 
 const connection = (): ConstructorParameters<typeof PgVectorSink>[0]['connection'] => ({ host: '127.0.0.1', port: server.port, user: 'postgres', database: 'postgres', ssl: false });
 
-sinkContract('pgvector', (table) => new PgVectorSink({ connection: connection(), table }));
+/** One statement through a plain `pg` client (not the sink). */
+async function sql<R extends pg.QueryResultRow>(text: string, params: unknown[] = []): Promise<R[]> {
+  const client = new pg.Client({ ...connection(), ssl: false });
+  await client.connect();
+  try {
+    return (await client.query<R>(text, params)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+/** `vector::text` as the type's values: `[..]` floats read as float32, a bit string as its bytes (binary: minus 128). */
+function fromText(text: string, type: string): number[] {
+  if (type !== 'binary' && type !== 'ubinary') return text.slice(1, -1).split(',').map((x) => Math.fround(Number(x)));
+  const bytes = (text.match(/.{1,8}/g) ?? []).map((bits) => parseInt(bits.padEnd(8, '0'), 2));
+  return type === 'binary' ? bytes.map((byte) => byte - 128) : bytes;
+}
+
+sinkContract('pgvector', (table) => new PgVectorSink({ connection: connection(), table }), {
+  storedVectors: {
+    read: async (table, id, type) => fromText((await sql<{ v: string }>(`SELECT vector::text AS v FROM "${table}" WHERE id = $1`, [id]))[0]?.v ?? '', type),
+    storage: async (table) =>
+      (await sql<{ t: string }>(`SELECT format_type(atttypid, atttypmod) AS t FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'vector'`, [`"${table}"`]))[0]?.t ?? '',
+    // 20 dimensions; the binary types 3 bytes = 24 bits (the last 4 zero).
+    native: { float32: 'vector(20)', float16: 'halfvec(20)', int8: 'vector(20)', uint8: 'vector(20)', binary: 'bit(24)', ubinary: 'bit(24)' },
+  },
+});
 
 describe('PgVectorSink', () => {
   it('stores sparse vectors and builds the HNSW index past the threshold', async () => {
@@ -73,4 +101,31 @@ describe('PgVectorSink', () => {
     expect(await bounded.count()).toBe(1);
     await bounded.close();
   }, 30_000);
+});
+
+describe('PgVectorSink output types', () => {
+  it('builds the HNSW index with the operator class of a halfvec or bit column, and searches through it', async () => {
+    const bits = (i: number): number[] => [i * 37 % 256, i * 91 % 256, i * 13 % 256];
+    for (const [type, ops, vectorOf] of [
+      ['float16', 'halfvec_cosine_ops', (i: number) => [Math.cos(i), Math.sin(i), 0.5]],
+      ['ubinary', 'bit_hamming_ops', bits],
+    ] as const) {
+      const table = `hnsw_${type}`;
+      const sink = new PgVectorSink({ connection: connection(), table, vectorIndexMinRows: 20 });
+      await sink.prepare({ dimension: 3, distance: 'cosine', vectorType: type, optionalColumns: [], metadata: {} });
+      // Half values (cos/sin rounded to half precision as the engine would) or packed bytes.
+      const rows = Array.from({ length: 30 }, (_, i) => ({
+        id: `r${i}`, document_id: `d${i}`, source: `s${i}`, page: 1, chunk: 0, text: `row ${i}`, start: 0, end: 5, heading: null, settings: 's',
+        vector: type === 'float16' ? vectorOf(i).map((x) => fromFloat16Bits(toFloat16Bits(x))) : vectorOf(i), entities: null, labels: null, ingested_at: 'now',
+      }));
+      await sink.commit(rows, rows.map((row) => ({ source: row.source, document_id: row.document_id, settings: 's', chunks: 1, pages: 1, ingested_at: 'now' })));
+      await sink.optimize();
+      const indexes = await sql<{ indexdef: string }>('SELECT indexdef FROM pg_indexes WHERE tablename = $1', [table]);
+      expect(indexes.some((index) => index.indexdef.includes(`hnsw (vector ${ops})`)), type).toBe(true);
+      const [hit] = await sink.search(rows[7]?.vector ?? [], { k: 1 });
+      expect(hit?.row.id, type).toBe('r7');
+      expect(hit?.score, type).toBeCloseTo(1, 3);
+      await sink.close();
+    }
+  });
 });

@@ -1,4 +1,6 @@
+import { QdrantClient } from '@qdrant/js-client-rest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { pointId, QdrantSink } from '../../../adapters/sinks/qdrant.js';
 import { startQdrantFake, type QdrantFakeHandle } from '../../helpers/qdrant-fake.js';
 import { sinkContract } from './sink-contract.js';
@@ -15,7 +17,33 @@ beforeAll(async () => {
 });
 afterAll(async () => server?.stop());
 
-sinkContract('qdrant (REST contract server)', (collection) => new QdrantSink({ host: '127.0.0.1', port: server.port, collection }), { unsupportedFilters: ['like'] });
+/** Qdrant's own REST client (not the sink). */
+const client = (): QdrantClient => new QdrantClient({ host: '127.0.0.1', port: server.port, https: false, checkCompatibility: false });
+
+/** 0/1 values packed 8 per byte, first in the high bit (binary: minus 128), written here apart from the sink's packing. */
+function packed(bits: readonly number[], type: string): number[] {
+  const bytes = (bits.map((bit) => (bit > 0.5 ? '1' : '0')).join('').match(/.{1,8}/g) ?? []).map((group) => parseInt(group.padEnd(8, '0'), 2));
+  return type === 'binary' ? bytes.map((byte) => byte - 128) : bytes;
+}
+
+const DenseParams = z.object({ config: z.object({ params: z.object({ vectors: z.object({ dense: z.object({ size: z.number(), distance: z.string(), datatype: z.string().optional() }) }) }) }) });
+
+sinkContract('qdrant (REST contract server)', (collection) => new QdrantSink({ host: '127.0.0.1', port: server.port, collection }), {
+  unsupportedFilters: ['like'],
+  storedVectors: {
+    read: async (collection, id, type) => {
+      const [point] = await client().retrieve(collection, { ids: [pointId(id)], with_vector: true, with_payload: false });
+      const dense = z.object({ dense: z.array(z.number()) }).parse(point?.vector).dense;
+      return type === 'binary' || type === 'ubinary' ? packed(dense, type) : dense.map(Math.fround);
+    },
+    storage: async (collection) => {
+      const { dense } = DenseParams.parse(await client().getCollection(collection)).config.params.vectors;
+      return `${dense.size} ${dense.distance} ${dense.datatype ?? 'float32'}`;
+    },
+    // float16 and uint8 natively; int8 codes as float32; the binary types as one 0/1 uint8 per dimension under Euclid (Hamming).
+    native: { float32: '20 Euclid float32', float16: '20 Euclid float16', int8: '20 Euclid float32', uint8: '20 Euclid uint8', binary: '24 Euclid uint8', ubinary: '24 Euclid uint8' },
+  },
+});
 
 describe('QdrantSink', () => {
   it('derives UUID point ids deterministically, keeps our id in the payload and stores sparse vectors', async () => {

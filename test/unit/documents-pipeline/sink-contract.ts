@@ -2,11 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../../adapters/protocol/errors.js';
 import { validateFilter } from '../../../adapters/sinks/filter.js';
 import type { ChunkRow, DocumentState, Sink, TableSpec } from '../../../adapters/sinks/sink.js';
+import { vectorTypeContract, type StoredVectorReader } from './sink-contract-types.js';
 
 /**
  * What every Sink must do, as one suite each backend runs with its own factory (LanceDB today;
  * pgvector, Chroma, Qdrant... later): create on first use, refuse a mismatched table, idempotent
- * upserts, replacement of a changed source, states, count and filtered search.
+ * upserts, replacement of a changed source, states (by source and by prefix), removal of sources,
+ * count and filtered search.
  */
 
 const SPEC: TableSpec = { dimension: 3, distance: 'cosine', optionalColumns: ['labels'], metadata: { model: 'm1' } };
@@ -25,11 +27,14 @@ function state(source: string, documentId: string, chunks: number, settings = 's
 /** Filter forms a backend may refuse with UNSUPPORTED_OPERATION (its docs/storage.md section says so). */
 export interface ContractOptions {
   unsupportedFilters?: readonly ('like' | 'null')[];
+  /** Reads stored vectors through the backend's own client, for the output-type cases (sink-contract-types.ts). */
+  storedVectors?: StoredVectorReader;
 }
 
 /** `open(name)` opens the table `name` of one backend; a second call with the same name sees the same data. */
 export function sinkContract(backend: string, open: (table: string) => Sink, options: ContractOptions = {}): void {
   describe(`Sink contract: ${backend}`, () => {
+    vectorTypeContract(open, options.storedVectors);
     it('creates the table with its spec, upserts, replaces a changed source and searches with a filter', async () => {
       const sink = open('docs');
       expect(await sink.describe()).toBeNull();
@@ -61,7 +66,7 @@ export function sinkContract(backend: string, open: (table: string) => Sink, opt
 
       // Opened again, the stored spec and metadata come back; a mismatched spec is refused.
       const again = open('docs');
-      expect(await again.describe()).toEqual({ dimension: 3, distance: 'cosine', optionalColumns: ['labels'], metadata: { model: 'm1' } });
+      expect(await again.describe()).toEqual({ dimension: 3, distance: 'cosine', vectorType: 'float32', optionalColumns: ['labels'], metadata: { model: 'm1' } });
       await again.prepare(SPEC);
       await expect(again.prepare({ ...SPEC, dimension: 4 })).rejects.toMatchObject({ code: ErrorCode.CONFIG_INVALID, message: expect.stringContaining('dimension 3') });
       await expect(again.prepare({ ...SPEC, distance: 'l2' })).rejects.toMatchObject({ code: ErrorCode.CONFIG_INVALID });
@@ -102,6 +107,46 @@ export function sinkContract(backend: string, open: (table: string) => Sink, opt
       await maybe('null', 'heading IS NULL', ['a:d1:s:0', 'b:d2:s:0', 'c:d3:s:0']);
       await maybe('null', 'heading IS NOT NULL', ['a:d1:s:1']);
       await sink.close();
+    });
+
+    it('lists the states under a source prefix and removes sources with their rows (shoal ingest --prune)', async () => {
+      const sink = open('prune');
+      await sink.prepare(SPEC);
+      // More sources than a default query page of 10, under two folders and one look-alike prefix.
+      const sources = [...Array.from({ length: 12 }, (_, i) => `/docs/f${String(i).padStart(2, '0')}.txt`), '/docs/sub/g.md', '/docs-old/h.txt', 'record-1'];
+      await sink.commit(
+        sources.flatMap((source, i) => [row(source, `d${i}`, 0, [1, i, 0]), row(source, `d${i}`, 1, [0, 1, i])]),
+        sources.map((source, i) => state(source, `d${i}`, 2)),
+      );
+      const under = async (prefix: string): Promise<string[]> => (await sink.statesUnder(prefix)).map((s) => s.source).sort();
+      expect(await under('/docs/')).toEqual(sources.slice(0, 13));
+      expect(await under('/docs/sub/')).toEqual(['/docs/sub/g.md']);
+      expect(await under('/nothing/')).toEqual([]);
+      expect((await sink.statesUnder('/docs/sub/'))[0]).toEqual(state('/docs/sub/g.md', 'd12', 2));
+
+      await sink.remove(['/docs/f03.txt', '/docs/sub/g.md', '/never/ingested.txt']);
+      expect(await sink.count()).toBe(2 * (sources.length - 2));
+      expect(await sink.count("source = '/docs/f03.txt'")).toBe(0);
+      expect(await sink.count("source = '/docs/f04.txt'")).toBe(2);
+      expect([...(await sink.states(['/docs/f03.txt', '/docs/sub/g.md', '/docs/f04.txt'])).keys()]).toEqual(['/docs/f04.txt']);
+      expect(await under('/docs/')).toEqual(sources.slice(0, 12).filter((source) => source !== '/docs/f03.txt'));
+      // Removing again, or nothing, changes nothing.
+      await sink.remove(['/docs/f03.txt']);
+      await sink.remove([]);
+      expect(await sink.count()).toBe(2 * (sources.length - 2));
+      const hits = await sink.search([1, 0, 0], { k: 100 });
+      expect(hits.some((hit) => hit.row.source === '/docs/f03.txt' || hit.row.source === '/docs/sub/g.md')).toBe(false);
+      await sink.close();
+
+      // A state recorded before any table exists (a document without text) is listed and removed too.
+      const empty = open('prune-empty');
+      expect(await empty.statesUnder('/')).toEqual([]);
+      await empty.remove(['/blank.txt']);
+      await empty.commit([], [state('/blank.txt', 'd0', 0)]);
+      expect((await empty.statesUnder('/')).map((s) => s.source)).toEqual(['/blank.txt']);
+      await empty.remove(['/blank.txt']);
+      expect(await empty.statesUnder('/')).toEqual([]);
+      await empty.close();
     });
 
     it('records states of documents without rows before the table exists', async () => {

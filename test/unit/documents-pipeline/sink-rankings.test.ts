@@ -5,9 +5,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { validateFilter } from '../../../adapters/sinks/filter.js';
 import { openSink } from '../../../adapters/sinks/open.js';
 import type { ChunkRow, DocumentState, Sink } from '../../../adapters/sinks/sink.js';
+import { generator } from '../../fixtures/build/random.js';
 import { startChromaServer, type ChromaServerHandle } from '../../helpers/chroma-server.js';
 import { startPgliteServer, type PgliteServerHandle } from '../../helpers/pglite-server.js';
 import { startQdrantFake, type QdrantFakeHandle } from '../../helpers/qdrant-fake.js';
+import { unitVector } from '../../helpers/seeded-vectors.js';
 
 /**
  * The same rows into every backend, opened by URI as `shoal ingest/search --index URI` opens
@@ -23,30 +25,15 @@ let pg: PgliteServerHandle;
 let chroma: ChromaServerHandle;
 let qdrant: QdrantFakeHandle;
 
-/** Deterministic pseudo-random unit vectors (mulberry32), so a failure reproduces. */
-function random(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-function unit(next: () => number): number[] {
-  const v = Array.from({ length: DIM }, () => next() * 2 - 1);
-  const norm = Math.hypot(...v);
-  return v.map((x) => Math.fround(x / norm));
-}
-
-const next = random(42);
+/** Rows first, then queries, all from one seeded stream, so a failure reproduces. */
+const next = generator(42);
+const unit = (): number[] => Array.from(unitVector(next, DIM));
 const rows: ChunkRow[] = Array.from({ length: ROWS }, (_, i) => ({
   id: `doc${Math.floor(i / 4)}:${i % 4}`, document_id: `h${Math.floor(i / 4)}`, source: `/corpus/doc${Math.floor(i / 4)}.txt`, page: 1 + (i % 3), chunk: i % 4,
-  text: `chunk ${i}`, start: (i % 4) * 100, end: (i % 4) * 100 + 99, heading: null, settings: 'v1', vector: unit(next), entities: null, labels: null, ingested_at: '2026-01-01T00:00:00Z',
+  text: `chunk ${i}`, start: (i % 4) * 100, end: (i % 4) * 100 + 99, heading: null, settings: 'v1', vector: unit(), entities: null, labels: null, ingested_at: '2026-01-01T00:00:00Z',
 }));
 const states: DocumentState[] = Array.from({ length: ROWS / 4 }, (_, d) => ({ source: `/corpus/doc${d}.txt`, document_id: `h${d}`, settings: 'v1', chunks: 4, pages: 3, ingested_at: '2026-01-01T00:00:00Z' }));
-const queries = Array.from({ length: 10 }, () => unit(next));
+const queries = Array.from({ length: 10 }, () => unit());
 
 beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), 'shoal-rankings-'));

@@ -4,6 +4,9 @@ import * as ort from 'onnxruntime-node';
 import { decodeOnnx, embeddingRows, quantizeColumns, quantizeModel, roundHalfEven, serializeOnnx } from '../../../adapters/quantize/index.js';
 import type { ModelProto } from '../../../adapters/quantize/index.js';
 import { B1, C2, tinyGraph, VOCAB } from './tiny-graph.js';
+import onnxProto from 'onnx-proto';
+
+const { onnx } = onnxProto;
 
 /**
  * The graph rewrite on a hand-built graph: which nodes change, the exact int8 weights and
@@ -19,8 +22,17 @@ function tensor(model: ModelProto, name: string) {
   return found;
 }
 
+/** The int8 codes of a stored weight: uint8 bytes minus the zero point 128 (see int8-weights.ts). */
 function int8Of(model: ModelProto, name: string): number[] {
-  return [...new Int8Array(new Uint8Array(tensor(model, name).rawData ?? []).buffer)];
+  const stored = tensor(model, name);
+  expect(stored.dataType).toBe(onnx.TensorProto.DataType.UINT8);
+  return [...new Uint8Array(stored.rawData ?? [])].map((byte) => byte - 128);
+}
+
+function zeroPointsOf(model: ModelProto, name: string): number[] {
+  const stored = tensor(model, name);
+  expect(stored.dataType).toBe(onnx.TensorProto.DataType.UINT8);
+  return [...new Uint8Array(stored.rawData ?? [])];
 }
 
 function floatsOf(model: ModelProto, name: string): number[] {
@@ -70,7 +82,8 @@ describe('graph rewrite', () => {
   it('MatMul: exact int8 weights and per-column scales; the bias Add is folded into the node', () => {
     const { model } = quantized();
     const node = model.graph?.node?.[1];
-    expect(node?.input).toEqual(['x', 'W1_int8', 'W1_scale', '', 'b1']);
+    expect(node?.input).toEqual(['x', 'W1_int8', 'W1_scale', 'W1_zero_point', 'b1']);
+    expect(zeroPointsOf(model, 'W1_zero_point')).toEqual([128, 128, 128]);
     expect(node?.output).toEqual(['hidden']);
     expect(tensor(model, 'W1_int8').dims).toEqual([4, 3]);
     expect(int8Of(model, 'W1_int8')).toEqual([127, 127, 13, -127, 32, -127, 32, -127, 42, 0, 57, 0]);
@@ -81,7 +94,8 @@ describe('graph rewrite', () => {
   it('Gemm: transB is applied to the stored weight, alpha folded into the scales, C becomes the bias', () => {
     const { model } = quantized();
     const node = model.graph?.node?.[3];
-    expect(node?.input).toEqual(['flat', 'W2_t_a2_int8', 'W2_t_a2_scale', '', 'c2']);
+    expect(node?.input).toEqual(['flat', 'W2_t_a2_int8', 'W2_t_a2_scale', 'W2_t_a2_zero_point', 'c2']);
+    expect(zeroPointsOf(model, 'W2_t_a2_zero_point')).toEqual([128, 128]);
     expect(node?.attribute).toEqual([]);
     expect(tensor(model, 'W2_t_a2_int8').dims).toEqual([3, 2]);
     // B^T = [[0.6, 2], [-1, 0], [0.25, -0.5]]: column scales 1/127 and 2/127, times alpha = 2.
