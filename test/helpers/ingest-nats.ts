@@ -21,12 +21,17 @@ export const Row = z.object({
 export type Row = z.infer<typeof Row>;
 
 export async function readRows(index: string): Promise<Row[]> {
+  return readTableRows(index, Row);
+}
+
+/** Every row of an index's `chunks` table, parsed by `schema` (the columns a test compares), by id. */
+export async function readTableRows<T extends { id: string }>(index: string, schema: z.ZodType<T>): Promise<T[]> {
   const db = await lancedb.connect(index);
   const table = await db.openTable('chunks');
   const rows: unknown[] = await table.query().toArray();
   table.close();
   db.close();
-  return rows.map((row) => Row.parse(row)).sort((a, b) => (a.id < b.id ? -1 : 1));
+  return rows.map((row) => schema.parse(row)).sort((a, b) => (a.id < b.id ? -1 : 1));
 }
 
 export function startWorkerProcess(url: string, prefix: string): ChildProcess {

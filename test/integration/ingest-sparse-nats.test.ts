@@ -2,7 +2,6 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
-import * as lancedb from '@lancedb/lancedb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { LanceDbSink } from '../../adapters/sinks/lancedb.js';
@@ -16,6 +15,7 @@ import type { ShoalWorker } from '../../services/worker/worker.js';
 import { natsServerAvailable, NATS_SERVER_MISSING, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
 import { startTestWorker, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
 import { CONFORMANCE_DIR } from '../helpers/shared.js';
+import { readTableRows } from '../helpers/ingest-nats.js';
 
 /**
  * A pipeline with dense, sparse (SPLADE) and multi-vector (ColBERT) encoders ingested in process
@@ -41,12 +41,7 @@ const Row = z.object({ id: z.string(), source: z.string(), text: z.string(), pag
 type Row = z.infer<typeof Row>;
 
 async function readRows(index: string): Promise<Row[]> {
-  const db = await lancedb.connect(index);
-  const table = await db.openTable('chunks');
-  const rows: unknown[] = await table.query().toArray();
-  table.close();
-  db.close();
-  return rows.map((row) => Row.parse(row)).sort((a, b) => (a.id < b.id ? -1 : 1));
+  return readTableRows(index, Row);
 }
 
 function worstDifference(a: readonly number[], b: readonly number[]): number {
