@@ -26,7 +26,7 @@ import { percentile, printTable, writeResult, type Row } from './lib/report.js';
  *
  *   npx tsx bench/ocr.ts [--dpi 150] [--rounds 3] [--pages stem:page,...] [--peer tesseract|none]
  *                        [--options '{"limitSideLen":1280}'] [--compare '{"fuseGraphs":false,"recMinWidth":320}']
- *                        [--threads N] [--renderer auto|pdftoppm|pdfjs]
+ *                        [--threads N] [--renderer auto|pdftoppm|pdfjs] [--priority bulk|interactive]
  *   npx tsx bench/ocr.ts --stages [--rounds 3]   # where a page's time goes (bench/lib/ocr-stages.ts)
  *
  * Prints a table; writes bench/results/ocr-*.json.
@@ -54,6 +54,11 @@ const { values: args } = parseArgs({
     options: { type: 'string', default: '{}' },
     threads: { type: 'string' },
     renderer: { type: 'string', default: 'auto' },
+    /**
+     * Lane of Shoal's extract calls: unset = the engine's choice (one page = the interactive lane,
+     * whose session has half the cores), 'bulk' = the primary session with every core.
+     */
+    priority: { type: 'string' },
     /** Instead: per-stage milliseconds of each page, shipped graphs + old strip minimum vs the defaults. */
     stages: { type: 'boolean', default: false },
   },
@@ -65,6 +70,8 @@ interface Reader {
   close(): Promise<void>;
 }
 
+const priority = args.priority === 'bulk' || args.priority === 'interactive' ? args.priority : undefined;
+
 async function shoalReader(name: string, options: unknown, threads: number | undefined): Promise<Reader> {
   const engine = new InferenceEngine({
     catalog: parseCatalog({ models: { ocr: { source: 'paddleocr/pp-ocrv4', options } } }, 'bench'),
@@ -74,7 +81,7 @@ async function shoalReader(name: string, options: unknown, threads: number | und
   return {
     name,
     async read(png) {
-      const result = await engine.extract({ model: 'ocr', items: [{ image: png }] });
+      const result = await engine.extract({ model: 'ocr', items: [{ image: png }], ...(priority === undefined ? {} : { priority }) });
       return result.items[0]?.text ?? '';
     },
     close: () => engine.close(),
@@ -108,8 +115,8 @@ const median = (values: readonly number[]): number => percentile(values, 50);
 /** Per-stage milliseconds (median over rounds, interleaved) for the shipped and the fused graphs. */
 async function stages(pages: readonly Page[], rounds: number, threads: number): Promise<void> {
   const variants = [
-    { name: 'before (shipped graphs, strips ≥ 320)', profiler: await stageProfiler({ fuse: false, minWidth: 320, threads }) },
-    { name: 'now (fused graphs, strips ≥ 128)', profiler: await stageProfiler({ fuse: true, minWidth: 128, threads }) },
+    { name: 'before (shipped graphs, strips ≥ 320, every strip classified)', profiler: await stageProfiler({ fuse: false, minWidth: 320, threads, clsSample: 0 }) },
+    { name: 'now (fused graphs, strips ≥ 128, 16 strips classified first)', profiler: await stageProfiler({ fuse: true, minWidth: 128, threads, clsSample: 16 }) },
   ];
   const samples = new Map<string, Record<string, number>[]>();
   try {
@@ -202,8 +209,8 @@ async function main(): Promise<void> {
     }
   }
   const renderers = [...new Set(pages.map((p) => p.renderer))].join(',');
-  printTable(`OCR at ${dpi} dpi (${renderers}), median of ${rounds} interleaved rounds, options ${JSON.stringify(options)}`, rows);
-  const file = writeResult('ocr', { dpi, rounds, renderer: renderers, options, pages: rows, seconds: Object.fromEntries(seconds), cpuSeconds: Object.fromEntries(cpuSeconds) });
+  printTable(`OCR at ${dpi} dpi (${renderers}), median of ${rounds} interleaved rounds, options ${JSON.stringify(options)}, lane ${priority ?? 'engine default'}`, rows);
+  const file = writeResult('ocr', { dpi, rounds, renderer: renderers, options, priority: priority ?? null, pages: rows, seconds: Object.fromEntries(seconds), cpuSeconds: Object.fromEntries(cpuSeconds) });
   console.log(`\nwritten: ${file}`);
 }
 

@@ -74,7 +74,9 @@ const cacheDir = join(workDir, 'cache');
 function engineFor(budget: number, extra: { onBatch?: (event: BatchEvent) => void } = {}): InferenceEngine {
   return new InferenceEngine({
     catalog: parseCatalog(CATALOG, 'throughput bench'),
-    runtime: { intraOpThreads: THREADS, cacheDir },
+    // One model in one process, like `shoal encode`: onnxruntime's CPU arena on, as the CLI runs it
+    // (services/cli/app.ts); without it large batches map fresh memory (README, CPU arena).
+    runtime: { intraOpThreads: THREADS, cacheDir, cpuMemArena: true },
     maxBatchTokens: budget,
     interactiveSessions: false,
     ...(extra.onBatch === undefined ? {} : { hooks: { scheduler: { onBatch: extra.onBatch } } }),

@@ -22,7 +22,12 @@ import type { Lifecycle } from '../protocol/lifecycle.js';
  *   crashed, or ran past the ack wait). NATS 2.9 leaves such a message in the work-queue stream,
  *   so the handler copies it and deletes it by sequence. The advisories are captured in a stream
  *   (topology.ts), so one raised while no worker was connected is still handled later.
+ * The dead letter's shape and publish, and the advisory handling, are this file's for every work
+ * queue: parse-dead-letters.ts uses them for parse tasks.
  */
+
+/** Pause of an advisory loop after a failed round. */
+const IDLE_RETRY_MS = 1000;
 
 /** The server's max-deliveries advisory (fields Shoal uses). */
 const MaxDeliveriesAdvisory = z.looseObject({
@@ -31,6 +36,7 @@ const MaxDeliveriesAdvisory = z.looseObject({
   stream_seq: z.number().int().positive(),
   deliveries: z.number().int().nonnegative(),
 });
+type MaxDeliveriesAdvisory = z.infer<typeof MaxDeliveriesAdvisory>;
 
 /** What a dead letter is made of: a delivered message, or one read back from the stream. */
 export interface DeadSource {
@@ -48,9 +54,8 @@ export function deadSourceOf(msg: JsMsg): DeadSource {
 /**
  * The headers of a dead letter: the original message's own (less its message id, so the copy is
  * not deduplicated against it) plus the reason, code, original subject, sequence and deliveries.
- * Shared by every dead-letter writer (job parts here, parse tasks in parse-dead-letters.ts).
  */
-export function deadLetterHeaders(source: DeadSource, reason: SerializedError): MsgHdrs {
+function deadLetterHeaders(source: DeadSource, reason: SerializedError): MsgHdrs {
   const h = natsHeaders();
   if (source.headers !== undefined) {
     for (const [key, values] of source.headers) {
@@ -66,6 +71,132 @@ export function deadLetterHeaders(source: DeadSource, reason: SerializedError): 
   return h;
 }
 
+/** Where one work queue's dead letters go. */
+export interface DeadLetterRoute {
+  js: JetStreamClient;
+  /** The work-queue stream the messages come from: with a message's sequence, its copy's message id. */
+  sourceStream: string;
+  deadLetterStream: string;
+  /** Named in the error when the publish fails (`dead-letter <what> <seq>`). */
+  what: string;
+}
+
+/**
+ * Publishes a dead letter, the one writer of its shape for every work queue (job parts here,
+ * parse tasks in parse-dead-letters.ts): the body unchanged, deadLetterHeaders, and the message id
+ * `<source stream>.<sequence>`, so the worker and the advisory handler burying the same message
+ * store one copy.
+ */
+export async function publishDeadLetter(route: DeadLetterRoute, subject: string, source: DeadSource, reason: SerializedError): Promise<void> {
+  try {
+    await route.js.publish(subject, source.data, {
+      headers: deadLetterHeaders(source, reason),
+      msgID: `${route.sourceStream}.${source.seq}`,
+      expect: { streamName: route.deadLetterStream },
+    });
+  } catch (error) {
+    throw toNatsShoalError(error, `dead-letter ${route.what} ${source.seq}`);
+  }
+}
+
+/** One work queue's max-deliveries advisories, as handleMaxDeliveries reads them. */
+export interface MaxDeliveriesHandling {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  /** The work-queue stream the advisories are about (others are terminated). */
+  stream: string;
+  /** Only this consumer's advisories are handled, when given. */
+  consumer?: string | undefined;
+  /** The stream and durable consumer the advisories are captured in (topology.ts, ingest-store.ts). */
+  advisories: { stream: string; consumer: string };
+  /** Names the loop in its failure log, and the consumer in the log line of an ignored advisory. */
+  what: string;
+  consumerWords: string;
+  /** The failure a message that ran out of deliveries is settled with. */
+  failure(deliveries: number): ShoalError;
+  /** Dead-letters the message and settles what it belongs to. */
+  settle(source: DeadSource, failure: ShoalError): Promise<unknown>;
+  logger?: Logger | undefined;
+}
+
+/** Starts the loop that handles a work queue's max-deliveries advisories. */
+export function startMaxDeliveriesLoop(handling: MaxDeliveriesHandling): DurableFetchLoop {
+  const loop = new DurableFetchLoop({
+    js: handling.js,
+    stream: handling.advisories.stream,
+    consumer: handling.advisories.consumer,
+    batch: 16,
+    expiresMs: 5_000,
+    retryMs: IDLE_RETRY_MS,
+    what: handling.what,
+    handle: (m) => handleMaxDeliveries(m, handling),
+    logger: handling.logger,
+  });
+  loop.start();
+  return loop;
+}
+
+/**
+ * One advisory: the message it names (if still in the work queue, and if the advisory agrees with
+ * the consumer's state) is settled as a failure, then deleted from the stream by sequence.
+ */
+async function handleMaxDeliveries(m: JsMsg, handling: MaxDeliveriesHandling): Promise<void> {
+  const { jsm, stream } = handling;
+  const decoded = decodeJson(m.data);
+  const advisory = decoded.ok ? MaxDeliveriesAdvisory.safeParse(decoded.value) : null;
+  if (advisory?.success !== true || advisory.data.stream !== stream || (handling.consumer !== undefined && advisory.data.consumer !== handling.consumer)) {
+    m.term();
+    return;
+  }
+  const { stream_seq: seq, deliveries } = advisory.data;
+  let stored;
+  try {
+    stored = await jsm.streams.getMessage(stream, { seq });
+  } catch (error) {
+    if (!isJsApiCode(error, JS_CODES.NoMessageFound)) throw error;
+    stored = null;
+  }
+  if (stored !== null) {
+    const mismatch = await contradicts(jsm, stream, advisory.data, stored.subject);
+    if (mismatch !== null) {
+      // Anyone allowed to publish on the advisory subject could forge one; a real one agrees
+      // with the consumer's own state. This one does not: the message stays where it is.
+      handling.logger?.warn({ seq, deliveries, consumer: advisory.data.consumer, reason: mismatch }, `max-deliveries advisory ignored: it does not match ${handling.consumerWords}`);
+      m.term();
+      return;
+    }
+    await handling.settle({ subject: stored.subject, data: stored.data, headers: stored.header, seq, deliveries }, handling.failure(deliveries));
+    await jsm.streams.deleteMessage(stream, seq).catch((error: unknown) => {
+      if (!isJsApiCode(error, JS_CODES.NoMessageFound)) throw error;
+    });
+  }
+  await m.ackAck();
+}
+
+/**
+ * Why an advisory cannot be true of the consumer it names, or null when it can: the consumer
+ * must be the one of the message's subject, have that max_deliver, and have delivered the
+ * message (its sequence between the ack floor and the last delivered one).
+ */
+async function contradicts(jsm: JetStreamManager, stream: string, advisory: MaxDeliveriesAdvisory, subject: string): Promise<string | null> {
+  let info;
+  try {
+    info = await jsm.consumers.info(stream, advisory.consumer);
+  } catch (error) {
+    if (isJsApiCode(error, JS_CODES.ConsumerNotFound)) return `consumer ${advisory.consumer} does not exist`;
+    throw error;
+  }
+  if (info.config.filter_subject !== undefined && info.config.filter_subject !== subject) {
+    return `message ${advisory.stream_seq} is on ${subject}, not on the consumer's ${info.config.filter_subject}`;
+  }
+  if (info.config.max_deliver !== undefined && info.config.max_deliver > 0 && advisory.deliveries < info.config.max_deliver) {
+    return `${advisory.deliveries} deliveries is below the consumer's max_deliver ${info.config.max_deliver}`;
+  }
+  if (advisory.stream_seq > info.delivered.stream_seq) return `message ${advisory.stream_seq} was never delivered (last delivered ${info.delivered.stream_seq})`;
+  if (advisory.stream_seq <= info.ack_floor.stream_seq) return `message ${advisory.stream_seq} is below the ack floor ${info.ack_floor.stream_seq}`;
+  return null;
+}
+
 export interface DeadLettersOptions {
   js: JetStreamClient;
   jsm: JetStreamManager;
@@ -75,7 +206,6 @@ export interface DeadLettersOptions {
   logger?: Logger;
 }
 
-const IDLE_RETRY_MS = 1000;
 
 export class DeadLetters implements Lifecycle {
   readonly #options: DeadLettersOptions;
@@ -93,17 +223,8 @@ export class DeadLetters implements Lifecycle {
 
   /** Copies a message to the dead-letter stream with the reason (idempotent per stream sequence). */
   async bury(source: DeadSource, reason: SerializedError): Promise<void> {
-    const h = deadLetterHeaders(source, reason);
     const { js, names } = this.#options;
-    try {
-      await js.publish(this.#deadSubject(source.subject), source.data, {
-        headers: h,
-        msgID: `${names.jobsStream}.${source.seq}`,
-        expect: { streamName: names.deadLetterStream },
-      });
-    } catch (error) {
-      throw toNatsShoalError(error, `dead-letter message ${source.seq}`);
-    }
+    await publishDeadLetter({ js, sourceStream: names.jobsStream, deadLetterStream: names.deadLetterStream, what: 'message' }, this.#deadSubject(source.subject), source, reason);
     this.#options.logger?.warn({ subject: source.subject, seq: source.seq, code: reason.code, reason: reason.message }, 'part dead-lettered');
   }
 
@@ -124,81 +245,19 @@ export class DeadLetters implements Lifecycle {
   /** Starts handling max-deliveries advisories (every worker runs one; each advisory reaches one). */
   start(): void {
     if (this.#loop !== null) return;
-    const advisories = advisoryNames(this.#options.names);
-    this.#loop = new DurableFetchLoop({
-      js: this.#options.js,
-      stream: advisories.stream,
-      consumer: advisories.consumer,
-      batch: 16,
-      expiresMs: 5_000,
-      retryMs: IDLE_RETRY_MS,
+    const { js, jsm, names, logger } = this.#options;
+    this.#loop = startMaxDeliveriesLoop({
+      js,
+      jsm,
+      stream: names.jobsStream,
+      advisories: advisoryNames(names),
       what: 'dead-letter advisory handling',
-      handle: (m) => this.#handleAdvisory(m),
-      logger: this.#options.logger,
+      consumerWords: 'the consumer',
+      failure: (deliveries) =>
+        new ShoalError(ErrorCode.TIMEOUT, `delivered ${deliveries} times without an ack (max_deliver): the workers holding it stopped, or ran past the ack wait`),
+      settle: (source, failure) => this.settle(source, failure),
+      logger,
     });
-    this.#loop.start();
-  }
-
-  async #handleAdvisory(m: JsMsg): Promise<void> {
-    const { jsm, names } = this.#options;
-    const decoded = decodeJson(m.data);
-    const advisory = decoded.ok ? MaxDeliveriesAdvisory.safeParse(decoded.value) : null;
-    if (advisory?.success !== true || advisory.data.stream !== names.jobsStream) {
-      m.term();
-      return;
-    }
-    const { stream_seq: seq, deliveries } = advisory.data;
-    let stored;
-    try {
-      stored = await jsm.streams.getMessage(names.jobsStream, { seq });
-    } catch (error) {
-      if (!isJsApiCode(error, JS_CODES.NoMessageFound)) throw error;
-      stored = null;
-    }
-    if (stored !== null) {
-      const mismatch = await this.#contradicts(advisory.data, stored.subject);
-      if (mismatch !== null) {
-        // Anyone allowed to publish on the advisory subject could forge one; a real one agrees
-        // with the consumer's own state. This one does not: the part stays where it is.
-        this.#options.logger?.warn({ seq, consumer: advisory.data.consumer, reason: mismatch }, 'max-deliveries advisory ignored: it does not match the consumer');
-        m.term();
-        return;
-      }
-      const failure = new ShoalError(
-        ErrorCode.TIMEOUT,
-        `delivered ${deliveries} times without an ack (max_deliver): the workers holding it stopped, or ran past the ack wait`,
-      );
-      await this.settle({ subject: stored.subject, data: stored.data, headers: stored.header, seq, deliveries }, failure);
-      await jsm.streams.deleteMessage(names.jobsStream, seq).catch((error: unknown) => {
-        if (!isJsApiCode(error, JS_CODES.NoMessageFound)) throw error;
-      });
-    }
-    await m.ackAck();
-  }
-
-  /**
-   * Why an advisory cannot be true of the consumer it names, or null when it can: the consumer
-   * must be the one of the message's subject, have that max_deliver, and have delivered the
-   * message (its sequence between the ack floor and the last delivered one).
-   */
-  async #contradicts(advisory: z.infer<typeof MaxDeliveriesAdvisory>, subject: string): Promise<string | null> {
-    const { jsm, names } = this.#options;
-    let info;
-    try {
-      info = await jsm.consumers.info(names.jobsStream, advisory.consumer);
-    } catch (error) {
-      if (isJsApiCode(error, JS_CODES.ConsumerNotFound)) return `consumer ${advisory.consumer} does not exist`;
-      throw error;
-    }
-    if (info.config.filter_subject !== undefined && info.config.filter_subject !== subject) {
-      return `message ${advisory.stream_seq} is on ${subject}, not on the consumer's ${info.config.filter_subject}`;
-    }
-    if (info.config.max_deliver !== undefined && info.config.max_deliver > 0 && advisory.deliveries < info.config.max_deliver) {
-      return `${advisory.deliveries} deliveries is below the consumer's max_deliver ${info.config.max_deliver}`;
-    }
-    if (advisory.stream_seq > info.delivered.stream_seq) return `message ${advisory.stream_seq} was never delivered (last delivered ${info.delivered.stream_seq})`;
-    if (advisory.stream_seq <= info.ack_floor.stream_seq) return `message ${advisory.stream_seq} is below the ack floor ${info.ack_floor.stream_seq}`;
-    return null;
   }
 
   /** Stops the advisory handler after the batch in hand. */

@@ -115,6 +115,8 @@ export const IngestRunStatus = z.strictObject({
    * once the store answers again. Independent of `state`.
    */
   degraded: Degraded.optional(),
+  /** Documents deleted from the index because they left their folder (`"prune": true`; 0 without it), once the run is over. */
+  removed: Count.optional(),
   created_at: Timestamp,
   updated_at: Timestamp,
 });

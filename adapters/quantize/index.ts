@@ -1,7 +1,8 @@
 export { quantizedCacheDir, sha256File } from './cache-files.js';
 export { embeddingRows } from './graph-facts.js';
-export { INT8_LIMIT, quantizeColumns, roundHalfEven } from './int8-weights.js';
-export type { Int8Columns } from './int8-weights.js';
+export { INT8_LIMIT, quantizeColumns, roundHalfEven, WEIGHT_FORMATS } from './int8-weights.js';
+export type { Int8Columns, WeightFormat } from './int8-weights.js';
+export { cpuFlags, nativeWeightFormat, weightFormatFor } from './cpu-features.js';
 export { decodeOnnx, readOnnx, serializeOnnx, SELF_CONTAINED_LIMIT } from './onnx-file.js';
 export type { LoadedOnnx, ModelProto, SerializedOnnx } from './onnx-file.js';
 export {

@@ -9,19 +9,32 @@
 export const INT8_LIMIT = 127;
 
 /**
- * The zero point of the stored weights: int8 codes are written as uint8 `q + 128` with zero point
- * 128 (the same numbers). Why not int8 directly: onnxruntime's u8s8 kernel on x86 CPUs without
- * VNNI (AVX2 only, e.g. AMD Zen 2/3) multiplies with VPMADDUBSW, which adds two uint8 × int8
- * products into a saturating int16 (255 × 127 × 2 = 64,770 > 32,767): the sums clip and the
- * outputs drift (seen on an AVX2-only EPYC: kit embedders fell from cosine 0.9999 to 0.98, the
- * fidelity gate refused int8 for most models). The u8u8 kernel widens to 16 bits first and
- * cannot saturate, so uint8 weights give the full 8-bit precision on every CPU; measured on that
- * machine, the int8/fp32 speed-up stayed the same (1.82× vs 1.81×, paired medians).
+ * How the int8 codes are stored in the graph: `uint8` (`q + 128` with zero point 128, the same
+ * numbers) or `int8` (the codes themselves, zero point 0). Why two: onnxruntime's u8s8 kernel
+ * (uint8 activations × int8 weights) on x86 CPUs without VNNI (AVX2 only, e.g. AMD Zen 2/3)
+ * multiplies with VPMADDUBSW, which adds two uint8 × int8 products into a saturating int16
+ * (255 × 127 × 2 = 64,770 > 32,767): the sums clip and the outputs drift (seen on an AVX2-only
+ * EPYC: kit embedders fell from cosine 0.9999 to 0.98, the fidelity gate refused int8 for most
+ * models). Its u8u8 kernel widens to 16 bits first and cannot saturate, so `uint8` is exact on
+ * every CPU. On CPUs with VNNI (VPDPBUSD accumulates u8 × s8 straight into int32, no saturation)
+ * the u8s8 kernel is the fast one: on a 2-core AMD EPYC with AVX-512 VNNI the raw int8 ceiling
+ * of `bench-minilm-l6` was 1.41× fp32 with uint8 weights and 1.89× with int8 weights. So
+ * `cpu-features.ts` picks `int8` where the CPU has VNNI and `uint8` everywhere else.
  */
+export type WeightFormat = 'int8' | 'uint8';
+export const WEIGHT_FORMATS = ['int8', 'uint8'] as const;
+
+/** The zero point of uint8-stored weights. */
 export const WEIGHT_ZERO_POINT = 128;
 
-/** int8 codes as the uint8 weights the graph stores (`q + WEIGHT_ZERO_POINT`). */
-export function storedWeights(values: Int8Array): Uint8Array {
+/** The zero point every column gets in `format`. */
+export function weightZeroPoint(format: WeightFormat): number {
+  return format === 'uint8' ? WEIGHT_ZERO_POINT : 0;
+}
+
+/** int8 codes as the weights the graph stores: unchanged for `int8`, `q + 128` for `uint8`. */
+export function storedWeights(values: Int8Array, format: WeightFormat = 'uint8'): Int8Array | Uint8Array {
+  if (format === 'int8') return values;
   const out = new Uint8Array(values.length);
   for (let i = 0; i < values.length; i++) out[i] = (values[i] ?? 0) + WEIGHT_ZERO_POINT;
   return out;

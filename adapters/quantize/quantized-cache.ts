@@ -12,6 +12,7 @@ import {
 } from './cache-files.js';
 import { embeddingRows } from './graph-facts.js';
 import { readOnnx, serializeOnnx } from './onnx-file.js';
+import { WEIGHT_FORMATS } from './int8-weights.js';
 import { isQuantizedGraph, quantizeModel, type RewriteReport } from './rewrite.js';
 
 /**
@@ -23,7 +24,8 @@ import { isQuantizedGraph, quantizeModel, type RewriteReport } from './rewrite.j
  */
 
 /** Changes whenever the rewrite would produce different bytes: old cache entries are then ignored. */
-// /2: uint8 weights with zero point 128 (int8-weights.ts WEIGHT_ZERO_POINT); /1 graphs are rebuilt.
+// /2: weights stored as uint8 with zero point 128 or as int8 (the `weights` option, part of the key:
+// int8-weights.ts WeightFormat); /1 graphs are rebuilt.
 export const QUANTIZER_VERSION = 'shoal-int8-dqmm/2';
 
 /** @default minWeightElements 16384: a 128×128 weight; smaller matmuls gain nothing from int8. */
@@ -31,6 +33,8 @@ export const DEFAULT_MIN_WEIGHT_ELEMENTS = 16_384;
 
 export const QuantizeOptions = z.strictObject({
   minWeightElements: z.number().int().nonnegative().default(DEFAULT_MIN_WEIGHT_ELEMENTS),
+  /** How the int8 codes are stored (`WeightFormat`); part of the cache key, so both can coexist. */
+  weights: z.enum(WEIGHT_FORMATS).default('uint8'),
 });
 export type QuantizeOptions = z.output<typeof QuantizeOptions>;
 export type QuantizeOptionsInput = z.input<typeof QuantizeOptions>;

@@ -1,4 +1,4 @@
-import { quantizeColumns, storedWeights, transpose, allFinite, WEIGHT_ZERO_POINT } from './int8-weights.js';
+import { quantizeColumns, storedWeights, transpose, allFinite, weightZeroPoint, type WeightFormat } from './int8-weights.js';
 import {
   constantTensors,
   DataType,
@@ -20,7 +20,7 @@ import {
  * The graph rewrite: every MatMul (and Gemm) whose weight is a constant float initializer W[K, N]
  * becomes onnxruntime's `com.microsoft.DynamicQuantizeMatMul(A, W, scale[N], zero_point[N], bias?)`.
  * The activations A are quantized to uint8 per call by the runtime; the weights are symmetric
- * per-column int8 codes, stored as uint8 with zero point 128 (why: `WEIGHT_ZERO_POINT`). Everything else (embedding Gathers, LayerNorm, attention's
+ * per-column int8 codes, stored as uint8 with zero point 128 or as int8 (why: `WeightFormat`). Everything else (embedding Gathers, LayerNorm, attention's
  * activation × activation MatMuls, small weights) stays float. Graph inputs and outputs keep their
  * names, types and shapes; the rewrite is a pure function of the model and the options.
  */
@@ -31,6 +31,8 @@ export const QUANTIZED_OP = 'DynamicQuantizeMatMul';
 export interface RewriteOptions {
   /** Weights with fewer elements stay float (their matmuls are too small to gain). */
   minWeightElements: number;
+  /** How the codes are stored (see `WeightFormat`); default `uint8`, exact on every CPU. */
+  weights?: WeightFormat;
 }
 
 export interface RewriteReport {
@@ -165,9 +167,12 @@ class GraphRewriter {
     const known = this.#quantized.get(key);
     if (known !== undefined) return known;
     const { values, scales } = quantizeColumns(weight, rows, cols, scaleFactor);
-    const valuesName = this.#add(`${key}_int8`, DataType.UINT8, [rows, cols], storedWeights(values));
+    const format = this.#options.weights ?? 'uint8';
+    const type = format === 'int8' ? DataType.INT8 : DataType.UINT8;
+    const zeroPoints = format === 'int8' ? new Int8Array(cols) : new Uint8Array(cols).fill(weightZeroPoint(format));
+    const valuesName = this.#add(`${key}_int8`, type, [rows, cols], storedWeights(values, format));
     const scalesName = this.#addFloat(`${key}_scale`, [cols], scales);
-    const zeroPointsName = this.#add(`${key}_zero_point`, DataType.UINT8, [cols], new Uint8Array(cols).fill(WEIGHT_ZERO_POINT));
+    const zeroPointsName = this.#add(`${key}_zero_point`, type, [cols], zeroPoints);
     const quantized = { values: valuesName, scales: scalesName, zeroPoints: zeroPointsName };
     this.#quantized.set(key, quantized);
     this.report.floatWeightBytes += rows * cols * 4;

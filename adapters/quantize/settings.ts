@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { WEIGHT_FORMATS } from './int8-weights.js';
 import { DEFAULT_MIN_WEIGHT_ELEMENTS } from './quantized-cache.js';
 
 /**
@@ -12,6 +13,7 @@ import { DEFAULT_MIN_WEIGHT_ELEMENTS } from './quantized-cache.js';
  *       quantization:
  *         min_cosine: 0.995      # fidelity floor; below it the model runs fp32 (default 0.99)
  *         min_weight_elements: 16384
+ *         weights: auto          # auto | int8 | uint8: how int8 codes are stored (int8-weights.ts)
  */
 
 /** @default 0.99: int8 outputs must keep a cosine similarity of at least this with fp32 outputs. */
@@ -22,12 +24,15 @@ export const QuantizationOverrides = z.strictObject({
   min_cosine: z.number().gt(0).max(2).optional(),
   /** MatMul/Gemm weights with fewer elements stay float. */
   min_weight_elements: z.number().int().nonnegative().optional(),
+  /** `auto` (default): int8 on x86 CPUs with VNNI, uint8 elsewhere, decided where the model loads. */
+  weights: z.enum(['auto', ...WEIGHT_FORMATS]).optional(),
 });
 export type QuantizationOverrides = z.infer<typeof QuantizationOverrides>;
 
 export const QuantizationSettings = z.strictObject({
   minCosine: z.number().gt(0).max(2),
   minWeightElements: z.number().int().nonnegative(),
+  weights: z.enum(['auto', ...WEIGHT_FORMATS]),
 });
 export type QuantizationSettings = z.infer<typeof QuantizationSettings>;
 
@@ -35,5 +40,6 @@ export function resolveQuantizationSettings(overrides: QuantizationOverrides = {
   return {
     minCosine: overrides.min_cosine ?? DEFAULT_MIN_COSINE,
     minWeightElements: overrides.min_weight_elements ?? DEFAULT_MIN_WEIGHT_ELEMENTS,
+    weights: overrides.weights ?? 'auto',
   };
 }

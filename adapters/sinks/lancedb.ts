@@ -116,6 +116,9 @@ function inList(values: readonly string[]): string {
   return `(${values.map(sqlString).join(', ')})`;
 }
 
+/** Seconds between checks for versions other processes committed: 0 = before every read (test/integration/index-freshness.test.ts). */
+const READ_CONSISTENCY_INTERVAL_S = 0;
+
 /** IVF partitions a search probes once the table has its index (LanceDB's default is 20). */
 const SEARCH_NPROBES = 64;
 /** PQ candidates re-ranked on the full vectors, as a multiple of the limit. */
@@ -149,7 +152,11 @@ export class LanceDbSink implements Sink {
     if (this.#db === null) {
       if (!create && !existsSync(this.#dir)) return null;
       await mkdir(this.#dir, { recursive: true });
-      this.#db = await lancedb.connect(this.#dir);
+      // Every read first checks for a newer table version: a sink held open (the results sink, a
+      // library user) must see rows and states other processes committed since it opened the
+      // table; LanceDB's default never checks, and a held table kept answering its first version.
+      // Writes are consistent either way. On a local folder the check costs one manifest lookup.
+      this.#db = await lancedb.connect(this.#dir, { readConsistencyInterval: READ_CONSISTENCY_INTERVAL_S });
     }
     return this.#db;
   }

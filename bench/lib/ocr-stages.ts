@@ -4,7 +4,7 @@ import { cropStrip, padQuad, stripsTensor, stripWidth, stripWindows, uprightQuad
 import { detectBoxes, scaleBoxes } from '../../adapters/models/ocr/ocr-detect.js';
 import { fusePaddleGraph } from '../../adapters/models/ocr/ocr-graph.js';
 import { detectorSize, detectorTensor, resizeRgb } from '../../adapters/models/ocr/ocr-input.js';
-import { ctcDecode, parseCharset, widthBatches } from '../../adapters/models/ocr/ocr-recognize.js';
+import { angleSample, ctcDecode, parseCharset, widthBatches } from '../../adapters/models/ocr/ocr-recognize.js';
 import { readOnnx, serializeOnnx } from '../../adapters/quantize/onnx-file.js';
 import { createSession, resolveRuntimeOptions, type ort } from '../../adapters/runtime/ort-session.js';
 import { builtinModelDir } from '../../adapters/sources/builtin-models.js';
@@ -23,6 +23,8 @@ export interface StageOptions {
   fuse: boolean;
   minWidth: number;
   threads: number;
+  /** Strips the angle classifier judges first (ocr.ts `clsSample`; 0 = every strip). */
+  clsSample: number;
 }
 
 type Session = ort.InferenceSession;
@@ -77,11 +79,19 @@ export async function stageProfiler(options: StageOptions): Promise<StageProfile
       lap('boxes');
       const strips = quads.map((quad) => cropStrip(page, quad, stripWidth(quad, 48, 2400), 48));
       lap('crops');
-      const windows = strips.flatMap((strip) => stripWindows(strip, 192, 3));
-      for (let start = 0; start < windows.length; start += 32) {
-        const chunk = windows.slice(start, start + 32);
-        await run(cls, stripsTensor(chunk, 48, 192), [chunk.length, 3, 48, 192]);
-      }
+      const judge = async (indices: number[]): Promise<boolean> => {
+        const windows = indices.flatMap((index) => stripWindows(strips[index] ?? { data: new Uint8Array(0), width: 0, height: 48 }, 192, 3));
+        let turned = false;
+        for (let start = 0; start < windows.length; start += 32) {
+          const chunk = windows.slice(start, start + 32);
+          const out = await run(cls, stripsTensor(chunk, 48, 192), [chunk.length, 3, 48, 192]);
+          for (let k = 0; k < chunk.length; k++) turned ||= (out.data[k * 2 + 1] ?? 0) >= 0.9;
+        }
+        return turned;
+      };
+      const sample = angleSample(strips.map((strip) => strip.width), options.clsSample);
+      // Same rule as the model (by window here, a close enough stand-in for the timing).
+      if ((await judge(sample)) && sample.length < strips.length) await judge(strips.map((_, index) => index));
       lap('classifier');
       const batches = widthBatches(
         strips.map((strip) => strip.width),

@@ -72,6 +72,11 @@ export interface NatsIngestRun {
    * observer, the S3 store's hooks): while one fails the run's status carries `degraded`.
    */
   health?: StoreHealth;
+  /**
+   * Runs once every document is committed and before the final status is written (a prune of
+   * removed documents), so a caller that sees the run over also sees what this step did (`removed`).
+   */
+  afterRun?: (summary: IngestSummary) => Promise<IngestSummary>;
 }
 
 /** How often the run's status is rewritten while it runs. */
@@ -185,7 +190,8 @@ export class NatsIngest {
       },
     });
     try {
-      const summary = await runner.run(sources);
+      const ran = await runner.run(sources);
+      const summary = run.afterRun === undefined ? ran : await run.afterRun(ran);
       await this.#tasks.putRun(finalRun(status, summary));
       return summary;
     } catch (thrown) {
@@ -236,6 +242,7 @@ function finalRun(status: IngestRunStatus, summary: IngestSummary): IngestRunSta
     ocr_pages: summary.ocrPages,
     chunks: summary.chunks,
     failed: summary.failed.slice(0, 20).map((failure) => ({ source: failure.source.slice(0, 4096), code: failure.code.slice(0, 64), reason: failure.reason.slice(0, 2048) })),
+    ...(summary.removed === undefined ? {} : { removed: summary.removed }),
     updated_at: new Date().toISOString(),
   };
 }

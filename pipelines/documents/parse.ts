@@ -148,7 +148,9 @@ export class DocumentParser {
 
   async #ocr(png: Uint8Array): Promise<string> {
     const signal = this.#options.signal;
-    const result = await this.#engine.extract({ model: this.#options.ocrModel, items: [{ image: png }] }, signal === undefined ? {} : { signal });
+    // Bulk, not the interactive lane a one-item request would default to: that lane's session gets
+    // half the cores (one of two here), and OCR of a page is batch work (bench/ocr.ts --priority).
+    const result = await this.#engine.extract({ model: this.#options.ocrModel, items: [{ image: png }], priority: 'bulk' }, signal === undefined ? {} : { signal });
     return result.items[0]?.text ?? '';
   }
 

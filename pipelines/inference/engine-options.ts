@@ -36,7 +36,7 @@ export const EngineOptions = z.strictObject({
   /**
    * Padded tokens per batch (longest × items); a model's catalog `options.maxBatchTokens` overrides it.
    * 'auto' measures the best budget of each model on this machine once (cached in the runtime's cacheDir, `tuning/`).
-   * @default 2048, and `INT8_BATCH_TOKENS` (512) for a model that runs int8
+   * @default 1024, and `INT8_BATCH_TOKENS` (512) for a model that runs int8
    */
   maxBatchTokens: z.union([z.number().int().min(1), z.literal('auto')]).optional(),
   /** @default 256 */

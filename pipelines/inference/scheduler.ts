@@ -38,7 +38,10 @@ export interface SchedulerOptions {
 }
 
 export const DEFAULT_SCHEDULER_OPTIONS: SchedulerOptions = Object.freeze({
-  maxBatchTokens: 2048,
+  // 1,024: best or within a few percent of best fp32 ceiling on every machine measured, and
+  // without the CPU arena (workers) 2,048-token batches lost 15-35 % to fresh memory mappings
+  // (README, CPU arena; bench/throughput.ts).
+  maxBatchTokens: 1024,
   maxBatchItems: 256,
   maxWaitMs: 2,
   maxConcurrentBatches: 1,

@@ -113,6 +113,12 @@ export class CliApp {
         roots: [...(base.images?.roots ?? []), ...(extra.images?.roots ?? [])],
         allowedHosts: [...(base.images?.allowedHosts ?? []), ...(extra.images?.allowedHosts ?? [])],
       },
+      // One process, one job, then exit: the arena's memory goes back at exit, and without it each
+      // large batch maps fresh pages (engine-settings.ts cpuArena). SHOAL_CPU_ARENA=0 turns it off.
+      runtime: { ...base.runtime, cpuMemArena: config.engine.cpuArena ?? true },
+      // No spare model thread: the command's first load starts its own thread at once, and a spare
+      // started after it (the pool keeps one ready) would import onnxruntime on a core the run needs.
+      spareThreads: 0,
       ...(catalog === undefined ? {} : { catalog }),
       onDownloadProgress: progress.download,
       // One command, one caller: no query traffic to keep a second session (at nice 0) for, so the

@@ -93,6 +93,8 @@ export interface IngestStart {
   index: { name: string; target: string };
   records: readonly IngestRecord[];
   force: boolean;
+  /** After the run, delete the documents of its `file://` folders that are no longer there (`shoal ingest --prune`). @default false */
+  prune?: boolean;
 }
 
 /** Ingest runs in the background (over NATS), their status read back by id. */

@@ -7,11 +7,15 @@ import type { Logger } from '../../adapters/observability/logger.js';
 import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import type { IngestRunStatus } from '../../adapters/protocol/ingest.js';
 import { checkJobId } from '../../adapters/protocol/subjects.js';
+import type { Sink } from '../../adapters/sinks/sink.js';
 import { NatsIngest } from '../../pipelines/documents/nats-ingest.js';
+import { pruneRemoved, type PruneRoot } from '../../pipelines/documents/prune.js';
+import type { IngestSummary } from '../../pipelines/documents/runner.js';
 import type { PendingSource } from '../../pipelines/documents/sources.js';
 import { StoreHealth } from '../../pipelines/documents/store-health.js';
 import type { IngestApi, IngestRecord, IngestStart } from './context.js';
 import { openIndexSink, type IndexSinkOptions } from './index-sinks.js';
+import { expandFolders } from './ingest-folders.js';
 import { IngestStoreGauge } from './ingest-health.js';
 
 /**
@@ -20,8 +24,13 @@ import { IngestStoreGauge } from './ingest-health.js';
  * committed through the configured index's sink), and its status is the run status in the
  * ingest KV bucket. Resubmitting a job id that exists answers its status and starts nothing.
  * A gateway stopped mid-run stops intake; what was committed stays, and a resubmission under a
- * new id skips it (unchanged documents are not redone).
+ * new id skips it (unchanged documents are not redone). With `prune`, the documents of the run's
+ * `file://` folders that are no longer there are deleted once it is over (pipelines/documents/
+ * prune.ts, as `shoal ingest --prune`), before its final status, which carries `removed`.
  */
+
+/** Documents in one run once folders are walked (the request body holds as many sources at most). */
+const MAX_RUN_SOURCES = 10_000;
 
 export interface IngestRunsOptions {
   /** The gateway's NATS connection (throws UNAVAILABLE while it is not connected). */
@@ -76,7 +85,8 @@ export class IngestRuns implements IngestApi {
     const runId = checkJobId(request.job_id ?? randomUUID());
     const existing = await ingest.status(runId);
     if (existing !== null) return existing;
-    const sources = request.records.map((record) => pendingOf(record, payloads));
+    const expanded = await expandFolders(request.records, this.#options.fileRoots ?? [], MAX_RUN_SOURCES);
+    const sources = expanded.records.map((record) => pendingOf(record, payloads));
     await ingest.queue(runId, request.definition, request.index.name, sources.length);
     // A failing index marks the run `degraded` (its status) and sets shoal_sink_degraded while the run waits on it.
     const health = new StoreHealth();
@@ -93,6 +103,7 @@ export class IngestRuns implements IngestApi {
           signal: this.#stop.signal,
           health,
           onWarning: (message) => this.#options.logger?.warn({ run: runId }, message),
+          afterRun: (summary) => (request.prune === true ? this.#prune(runId, sink, expanded.roots, sources, summary) : Promise.resolve({ ...summary, removed: 0 })),
         },
         sources,
       )
@@ -107,6 +118,17 @@ export class IngestRuns implements IngestApi {
       });
     this.#running.add(run);
     return (await ingest.status(runId)) ?? existingOrThrow(runId);
+  }
+
+  /** `shoal ingest --prune` after a run: the same decision (pipelines/documents/prune.ts), skipped roots logged. */
+  async #prune(runId: string, sink: Sink, roots: readonly PruneRoot[], sources: readonly PendingSource[], summary: IngestSummary): Promise<IngestSummary> {
+    if (roots.length === 0) {
+      this.#options.logger?.warn({ run: runId }, 'prune: no file:// folder among the sources (files, records and obj:// references are never pruned); nothing removed');
+      return { ...summary, removed: 0 };
+    }
+    const outcome = await pruneRemoved(sink, roots, { seen: sources.map((source) => source.uri), failed: summary.failed });
+    for (const skipped of outcome.skipped) this.#options.logger?.warn({ run: runId, root: skipped.root }, `prune left this folder alone: ${skipped.reason}`);
+    return { ...summary, removed: outcome.removed.length };
   }
 
   /** Stops intake of every run (each commits what it finished) and waits for them. */

@@ -28,6 +28,14 @@ export const EngineSettings = z.strictObject({
   imageHosts: z.array(z.string().min(1)).default([]),
   /** Memory for models: bytes, "2GiB", "60%"; default: the engine's (half the RAM). */
   memoryBudget: z.union([z.number().int().positive(), z.string().min(1)]).optional(),
+  /**
+   * onnxruntime's CPU arena (SHOAL_CPU_ARENA); null = the command's default: on for the one-shot
+   * CLI commands (one process, one job, then exit: the arena's memory is given back at exit, and
+   * without it every large batch maps fresh pages, up to a third slower at 2,048-token batches,
+   * bench/throughput.ts), off for long-running workers, where it would keep each resident model's
+   * largest batch out of the memory budget (adapters/runtime/ort-session.ts).
+   */
+  cpuArena: z.boolean().nullable().default(null),
 });
 export type EngineSettings = z.output<typeof EngineSettings>;
 
@@ -35,6 +43,15 @@ export type EngineSettings = z.output<typeof EngineSettings>;
 export function wholeNumber(value: string | undefined): number | string | undefined {
   if (value === undefined) return undefined;
   return /^\d+$/.test(value) ? Number(value) : value;
+}
+
+/** `1`/`on`/`true` and `0`/`off`/`false` as booleans; anything else is passed through for zod to name. */
+function onOff(value: string | undefined): boolean | string | undefined {
+  if (value === undefined) return undefined;
+  const v = value.trim().toLowerCase();
+  if (['1', 'on', 'true', 'yes'].includes(v)) return true;
+  if (['0', 'off', 'false', 'no'].includes(v)) return false;
+  return value;
 }
 
 /** Partial input with only what the environment sets (zod reports bad values by field). */
@@ -52,6 +69,7 @@ export function engineSettingsFromEnv(env: NodeJS.ProcessEnv): Record<string, un
   put('imageRoots', splitDirs(envValue(env, 'imageRoots')));
   put('imageHosts', splitList(envValue(env, 'imageHosts')));
   put('memoryBudget', envValue(env, 'memoryBudget'));
+  put('cpuArena', onOff(envValue(env, 'cpuArena')));
   return out;
 }
 
@@ -67,6 +85,7 @@ export function engineOptionsFromSettings(settings: EngineSettings, env: NodeJS.
       ...(settings.threads === null ? {} : { intraOpThreads: settings.threads }),
       cacheDir: shoalCacheDirFromEnv(env),
       returnFreedMemory: nativeTrimFromEnv(env),
+      ...(settings.cpuArena === null ? {} : { cpuMemArena: settings.cpuArena }),
     },
     ...(settings.batchTokens === null ? {} : { maxBatchTokens: settings.batchTokens }),
     ...(settings.memoryBudget === undefined ? {} : { memoryBudget: settings.memoryBudget }),

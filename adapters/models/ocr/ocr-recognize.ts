@@ -86,6 +86,17 @@ export function isUpsideDown(probs: Float32Array, rows: readonly number[], thres
   return flipped / rows.length >= threshold;
 }
 
+/**
+ * Indices of the `count` widest strips (ties: page order), the angle classifier's first look at a
+ * page; every index when `count` is 0 or covers them all. Wide strips carry the most text, so
+ * their verdict is the surest.
+ */
+export function angleSample(widths: readonly number[], count: number): number[] {
+  const all = widths.map((_, index) => index);
+  if (count === 0 || count >= widths.length) return all;
+  return all.sort((a, b) => (widths[b] ?? 0) - (widths[a] ?? 0) || a - b).slice(0, count);
+}
+
 export interface WidthBatchOptions {
   /** Strips per batch. */
   maxItems: number;

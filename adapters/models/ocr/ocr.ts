@@ -14,7 +14,7 @@ import { detectBoxes, scaleBoxes } from './ocr-detect.js';
 import type { Quad } from './ocr-geometry.js';
 import { detectorSize, detectorTensor, resizeRgb } from './ocr-input.js';
 import { pageText, readingRows } from './ocr-order.js';
-import { checkCharset, ctcDecode, isUpsideDown, parseCharset, widthBatches, type Charset, type Recognized } from './ocr-recognize.js';
+import { angleSample, checkCharset, ctcDecode, isUpsideDown, parseCharset, widthBatches, type Charset, type Recognized } from './ocr-recognize.js';
 import { openStage } from './ocr-session.js';
 import { findCharset, findComponents, ocrSpec } from './spec.js';
 
@@ -52,6 +52,13 @@ export const OcrOptions = z.strictObject({
   minSize: z.number().nonnegative().default(3),
   /** Run the angle classifier (when the model has one). @default true */
   useAngleCls: z.boolean().default(true),
+  /**
+   * Strips the angle classifier judges first, the widest of the page: when none of them is upside
+   * down the page is taken as upright and the other strips are not classified (pages are turned
+   * as a whole); when one is, every strip is judged. 0 = judge every strip. On the dense Federal
+   * Register page (181 lines) this cuts the classifier's windows from 543 to 48. @default 16
+   */
+  clsSample: z.number().int().nonnegative().default(16),
   /** Confidence the classifier needs before a strip is turned upside down. @default 0.9 */
   clsThresh: z.number().min(0).max(1).default(0.9),
   /** Lines read with a lower mean character probability are dropped. @default 0.5 */
@@ -155,23 +162,37 @@ class OcrRunner implements Runner {
 
   /**
    * Which strips the angle classifier finds upside down. Each strip is judged on up to
-   * CLS_WINDOWS windows of the classifier's width, at the classifier's height.
+   * CLS_WINDOWS windows of the classifier's width, at the classifier's height. With `clsSample`,
+   * the widest strips are judged first and the rest only when one of them is upside down.
    */
   async #upsideDown(image: RgbPixels, quads: readonly Quad[], strips: readonly RgbPixels[]): Promise<boolean[]> {
     if (this.#cls === null || !this.#options.useAngleCls) return strips.map(() => false);
+    const sample = angleSample(strips.map((strip) => strip.width), this.#options.clsSample);
+    const sampled = await this.#classify(image, quads, strips, sample);
+    // No turned strip among the widest: the page is upright (`sampled` is false everywhere).
+    if (sample.length === strips.length || !sampled.includes(true)) return sampled;
+    return this.#classify(image, quads, strips, strips.map((_, index) => index));
+  }
+
+  /** The classifier's verdict on the strips at `indices`, in page order (false elsewhere). */
+  async #classify(image: RgbPixels, quads: readonly Quad[], strips: readonly RgbPixels[], indices: readonly number[]): Promise<boolean[]> {
+    const cls = this.#cls;
+    if (cls === null) return strips.map(() => false);
     const windows: { strip: number; pixels: RgbPixels }[] = [];
-    strips.forEach((strip, index) => {
+    for (const index of indices) {
+      const strip = strips[index];
       const quad = quads[index];
+      if (strip === undefined) continue;
       // Recognizer strips are reused when the two graphs share a height (PP-OCR: 48).
       const sized = strip.height === CLS_HEIGHT || quad === undefined ? strip : cropStrip(image, quad, stripWidth(quad, CLS_HEIGHT, this.#options.recMaxWidth), CLS_HEIGHT);
       for (const pixels of stripWindows(sized, CLS_WIDTH, CLS_WINDOWS)) windows.push({ strip: index, pixels });
-    });
+    }
     const rowsOf = strips.map((): number[] => []);
     const probs = new Float32Array(windows.length * 2);
     for (let start = 0; start < windows.length; start += CLS_BATCH) {
       const chunk = windows.slice(start, start + CLS_BATCH);
       const tensor = stripsTensor(chunk.map((w) => w.pixels), CLS_HEIGHT, CLS_WIDTH);
-      const out = await this.#runOne(this.#cls, tensor, [chunk.length, 3, CLS_HEIGHT, CLS_WIDTH], 'cls');
+      const out = await this.#runOne(cls, tensor, [chunk.length, 3, CLS_HEIGHT, CLS_WIDTH], 'cls');
       probs.set(out.data.subarray(0, chunk.length * 2), start * 2);
       chunk.forEach((w, k) => rowsOf[w.strip]?.push(start + k));
     }

@@ -76,8 +76,11 @@ async function openInt8(profile: ModelProfile, file: string, runtime: RuntimeOpt
   });
   let graph: QuantizedGraph;
   try {
-    const { quantizeToCache, quantizedCacheDir } = await quantizer();
-    graph = await quantizeToCache({ source: file, cacheDir: quantizedCacheDir(runtime.cacheDir), options: { minWeightElements: profile.quantization.minWeightElements } });
+    const { quantizeToCache, quantizedCacheDir, nativeWeightFormat } = await quantizer();
+    graph = await quantizeToCache({ source: file, cacheDir: quantizedCacheDir(runtime.cacheDir), options: {
+      minWeightElements: profile.quantization.minWeightElements,
+      weights: profile.quantization.weights === 'auto' ? nativeWeightFormat() : profile.quantization.weights,
+    } });
   } catch (error) {
     // An unwritable cache or an unreadable graph must not stop the model from serving in fp32.
     const message = warn(profile, `int8 refused, running fp32: cannot quantize ${basename(file)} (${error instanceof Error ? error.message : String(error)})`);

@@ -29,6 +29,7 @@ const Flags = z.strictObject({
   out: z.string().min(1).optional(),
   minCosine: z.coerce.number().gt(0).max(2).optional(),
   minWeightElements: z.coerce.number().int().nonnegative().optional(),
+  weights: z.enum(['auto', 'int8', 'uint8']).optional(),
   json: z.boolean().optional(),
 });
 
@@ -39,10 +40,21 @@ function int8Catalog(catalog: Catalog, name: string, flags: z.infer<typeof Flags
     ...entry.quantization,
     ...(flags.minCosine === undefined ? {} : { min_cosine: flags.minCosine }),
     ...(flags.minWeightElements === undefined ? {} : { min_weight_elements: flags.minWeightElements }),
+    ...weightsFor(flags),
   };
   const entries = new Map(catalog.entries);
   entries.set(name, { ...entry, precision: 'int8', quantization });
   return Object.freeze({ entries });
+}
+
+/**
+ * The weight storage to quantize with: the flag, else for `--out` the portable `uint8` (the folder
+ * may run on another CPU, and int8 weights saturate on AVX2-only ones: int8-weights.ts), else the
+ * catalog's setting (default `auto`: what suits this CPU, for this machine's cache).
+ */
+function weightsFor(flags: z.infer<typeof Flags>): { weights?: 'auto' | 'int8' | 'uint8' } {
+  if (flags.weights !== undefined) return { weights: flags.weights };
+  return flags.out === undefined ? {} : { weights: 'uint8' };
 }
 
 const megabytes = (bytes: number): string => `${(bytes / 1e6).toFixed(1)} MB`;
@@ -109,6 +121,7 @@ export function registerModelsQuantize(models: Command, app: CliApp): void {
     .option('-o, --out <dir>', 'write a model folder with the int8 graph (onnx/<name>_quantized.onnx) and the model\'s configuration files')
     .addOption(new Option('--min-cosine <x>', 'fidelity floor: refuse int8 when cosine(fp32, int8) of any output is below it (default: catalog, else 0.99)'))
     .addOption(new Option('--min-weight-elements <n>', 'leave MatMul/Gemm weights with fewer elements in float (default: catalog, else 16384)'))
+    .addOption(new Option('--weights <format>', 'how the int8 codes are stored: uint8 (exact on every CPU), int8 (faster on CPUs with VNNI, saturates on AVX2-only ones) or auto (by this CPU); default: uint8 with --out, else the catalog\'s (auto)').choices(['auto', 'int8', 'uint8']))
     .option('--json', 'print the report as JSON')
     .addHelpText('after', EXAMPLE)
     .action(async (model: unknown, options: unknown, self: Command) => {

@@ -14,7 +14,8 @@ import { OTHER_MODEL } from '../request-metrics.js';
  * (inline `{id, text}` records, or `{id?, ref}` references: `obj://` in the NATS object store,
  * `file://` inside the gateway's file roots, `s3://` where supported), a built-in pipeline name or
  * a whole definition (its write target is ignored: the index is `index`, a name the operator
- * configured, never a path), optionally `model` and `force`. The run is always asynchronous:
+ * configured, never a path), optionally `model`, `force` and `prune` (a `file://` folder stands
+ * for its files and is a prune root, services/gateway/ingest-folders.ts). The run is always asynchronous:
  * 202 with the job id and `Location: /v1/jobs/<id>`, where its status (documents ok / failed /
  * unchanged, pages, chunks, first failures) is read. Parsing and encoding run on the workers.
  */
@@ -33,6 +34,8 @@ const IngestBody = z.strictObject({
   /** The encode stage's model. */
   model: z.string().min(1).max(1_024).optional(),
   force: z.boolean().optional(),
+  /** After the run, delete the documents of the `file://` folders given that are no longer there (as `shoal ingest --prune`). */
+  prune: z.boolean().optional(),
   job_id: JobId.optional(),
 });
 
@@ -64,7 +67,7 @@ export function registerIngestRoutes(app: FastifyInstance, context: RouteContext
     const definition = applyOverrides(await definitionOf(body.pipeline), { model: body.model, index: body.index });
     const ingest = ingestOrUnavailable(context.deps.ingest);
     const status = await context.call(reply)(() =>
-      ingest.start({ job_id: body.job_id, definition, index: { name: body.index, target }, records: body.sources, force: body.force === true }),
+      ingest.start({ job_id: body.job_id, definition, index: { name: body.index, target }, records: body.sources, force: body.force === true, prune: body.prune === true }),
     );
     const location = `/v1/jobs/${status.job_id}`;
     return reply.code(202).header('location', location).send({ job_id: status.job_id, status, links: { self: location } });

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { checkCharset, ctcDecode, isUpsideDown, parseCharset, widthBatches } from '../../../adapters/models/ocr/ocr-recognize.js';
+import { angleSample, checkCharset, ctcDecode, isUpsideDown, parseCharset, widthBatches } from '../../../adapters/models/ocr/ocr-recognize.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 
 /** One row of per-step probabilities: at each step `best` gets `p`, the rest share what is left. */
@@ -112,6 +112,32 @@ describe('width batches', () => {
         }
       }),
       { numRuns: 200 },
+    );
+  });
+});
+
+describe('angleSample', () => {
+  it('picks the widest strips, ties in page order', () => {
+    expect(angleSample([100, 400, 250, 400, 90], 3)).toEqual([1, 3, 2]);
+  });
+
+  it('takes every strip, in page order, when the sample is 0 or covers the page', () => {
+    expect(angleSample([100, 400, 250], 0)).toEqual([0, 1, 2]);
+    expect(angleSample([100, 400, 250], 3)).toEqual([0, 1, 2]);
+    expect(angleSample([100, 400, 250], 16)).toEqual([0, 1, 2]);
+    expect(angleSample([], 16)).toEqual([]);
+  });
+
+  it('never repeats a strip and never picks a narrower one over a wider one left out', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 1, max: 3000 }), { maxLength: 60 }), fc.integer({ min: 1, max: 20 }), (widths, count) => {
+        const picked = angleSample(widths, count);
+        expect(new Set(picked).size).toBe(picked.length);
+        expect(picked).toHaveLength(Math.min(count, widths.length));
+        const narrowest = Math.min(...picked.map((i) => widths[i] ?? 0));
+        const left = widths.filter((_, i) => !picked.includes(i));
+        for (const width of left) expect(width).toBeLessThanOrEqual(narrowest);
+      }),
     );
   });
 });

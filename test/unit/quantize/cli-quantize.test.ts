@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import { PassThrough, Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../../adapters/protocol/errors.js';
+import { readOnnx } from '../../../adapters/quantize/index.js';
+import { DataType } from '../../../adapters/quantize/onnx-file.js';
 import { parseCatalog } from '../../../pipelines/inference/catalog.js';
 import { InferenceEngine } from '../../../pipelines/inference/engine.js';
 import { CliApp } from '../../../services/cli/app.js';
@@ -64,6 +66,11 @@ describe('shoal models quantize', () => {
       expect(existsSync(join(out, file)), file).toBe(true);
     }
     expect(existsSync(join(out, 'onnx', 'model.onnx'))).toBe(false);
+    // --out writes portable weights: uint8 with zero point 128, exact on every CPU (int8-weights.ts).
+    const written = (await readOnnx(join(out, 'onnx', 'model_quantized.onnx'))).model;
+    const codes = written.graph?.initializer?.filter((t) => t.name?.endsWith('_int8')) ?? [];
+    expect(codes.length).toBeGreaterThan(0);
+    expect(codes.every((t) => t.dataType === DataType.UINT8)).toBe(true);
 
     const models = { copy: { source: out, precision: 'int8' }, plain: { source: out } };
     const engine = new InferenceEngine({ catalog: parseCatalog({ models }, 'cli test'), runtime: { intraOpThreads: 1 } });
@@ -76,8 +83,8 @@ describe('shoal models quantize', () => {
     }
   });
 
-  it('--json reports the cached graph on a second run', async () => {
-    const { stdout, error } = await shoal(['models', 'quantize', TINY, '--min-weight-elements', '0', '--json']);
+  it('--json reports the cached graph on a second run (same weight storage: --out wrote portable uint8)', async () => {
+    const { stdout, error } = await shoal(['models', 'quantize', TINY, '--min-weight-elements', '0', '--weights', 'uint8', '--json']);
     expect(error).toBeNull();
     const report: unknown = JSON.parse(stdout);
     expect(report).toMatchObject({ components: { model: { file: 'onnx/model.onnx', effective: 'int8', origin: 'quantized (cached)' } }, out: null, written: [] });

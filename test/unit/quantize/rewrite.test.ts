@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import * as ort from 'onnxruntime-node';
-import { decodeOnnx, embeddingRows, quantizeColumns, quantizeModel, roundHalfEven, serializeOnnx } from '../../../adapters/quantize/index.js';
-import type { ModelProto } from '../../../adapters/quantize/index.js';
+import { cpuFlags, decodeOnnx, embeddingRows, quantizeColumns, quantizeModel, roundHalfEven, serializeOnnx, weightFormatFor } from '../../../adapters/quantize/index.js';
+import type { ModelProto, WeightFormat } from '../../../adapters/quantize/index.js';
 import { B1, C2, tinyGraph, VOCAB } from './tiny-graph.js';
 import onnxProto from 'onnx-proto';
 
@@ -39,9 +39,9 @@ function floatsOf(model: ModelProto, name: string): number[] {
   return [...new Float32Array(new Uint8Array(tensor(model, name).rawData ?? []).buffer)];
 }
 
-function quantized(minWeightElements = 0): { model: ModelProto; bytes: Uint8Array; report: ReturnType<typeof quantizeModel> } {
+function quantized(minWeightElements = 0, weights: WeightFormat = 'uint8'): { model: ModelProto; bytes: Uint8Array; report: ReturnType<typeof quantizeModel> } {
   const model = decodeOnnx(tinyGraph().onnx, 'tiny graph');
-  const report = quantizeModel(model, { minWeightElements });
+  const report = quantizeModel(model, { minWeightElements, weights });
   return { model, bytes: serializeOnnx(model, 'unused').graph, report };
 }
 
@@ -104,6 +104,19 @@ describe('graph rewrite', () => {
     expect(floatsOf(model, 'c2')).toEqual(C2.map(Math.fround));
   });
 
+  it('int8 storage: the same codes as int8 tensors with zero point 0 (the u8s8 kernel, for VNNI CPUs)', () => {
+    const { model } = quantized(0, 'int8');
+    const node = model.graph?.node?.[1];
+    expect(node?.input).toEqual(['x', 'W1_int8', 'W1_scale', 'W1_zero_point', 'b1']);
+    const codes = tensor(model, 'W1_int8');
+    expect(codes.dataType).toBe(onnx.TensorProto.DataType.INT8);
+    expect([...new Int8Array(new Uint8Array(codes.rawData ?? []).buffer)]).toEqual(int8Of(quantized().model, 'W1_int8'));
+    const zeroPoints = tensor(model, 'W1_zero_point');
+    expect(zeroPoints.dataType).toBe(onnx.TensorProto.DataType.INT8);
+    expect([...new Uint8Array(zeroPoints.rawData ?? [])]).toEqual([0, 0, 0]);
+    expect(floatsOf(model, 'W1_scale')).toEqual(floatsOf(quantized().model, 'W1_scale'));
+  });
+
   it('leaves weights below the size threshold in float', () => {
     const { model, report } = quantized(16_384);
     expect(report).toMatchObject({ matmul: 0, gemm: 0, skippedSmall: 2 });
@@ -115,10 +128,10 @@ describe('graph rewrite', () => {
     expect(sha(quantized().bytes)).toBe(sha(quantized().bytes));
   });
 
-  it('onnxruntime runs the rewritten graph: same inputs and outputs, values close to fp32', async () => {
+  it.each(['uint8', 'int8'] as const)('onnxruntime runs the rewritten graph (%s weights): same inputs and outputs, values close to fp32', async (weights) => {
     const options: ort.InferenceSession.SessionOptions = { intraOpNumThreads: 1, logSeverityLevel: 3 };
     const fp32 = await ort.InferenceSession.create(tinyGraph().onnx, options);
-    const int8 = await ort.InferenceSession.create(quantized().bytes, options);
+    const int8 = await ort.InferenceSession.create(quantized(0, weights).bytes, options);
     try {
       expect(int8.inputNames).toEqual(fp32.inputNames);
       expect(int8.outputNames).toEqual(fp32.outputNames);
@@ -136,5 +149,24 @@ describe('graph rewrite', () => {
       await fp32.release();
       await int8.release();
     }
+  });
+});
+
+describe('weight format by CPU', () => {
+  const flagsLine = (flags: string): string => `processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t\t: ${flags}\nbugs\t\t: spectre_v1\n`;
+
+  it('reads the flags line of /proc/cpuinfo', () => {
+    expect(cpuFlags(flagsLine('fpu sse2 avx2 avx512_vnni'))).toEqual(new Set(['fpu', 'sse2', 'avx2', 'avx512_vnni']));
+    expect(cpuFlags('Processor\t: AArch64\nFeatures\t: fp asimd\n')).toBeNull();
+  });
+
+  it('int8 weights only on x86 with VNNI (AVX-512 VNNI, AVX-VNNI or AMX); uint8 on AVX2-only x86, other architectures and unknown CPUs', () => {
+    expect(weightFormatFor(cpuFlags(flagsLine('sse2 avx2 avx512f avx512_vnni')), 'x64')).toBe('int8');
+    expect(weightFormatFor(cpuFlags(flagsLine('sse2 avx2 avx_vnni')), 'x64')).toBe('int8');
+    expect(weightFormatFor(cpuFlags(flagsLine('sse2 avx2 amx_int8')), 'x64')).toBe('int8');
+    // AMD Zen 2/3: AVX2 only, where the u8s8 kernel saturates.
+    expect(weightFormatFor(cpuFlags(flagsLine('sse2 avx avx2 fma sha_ni')), 'x64')).toBe('uint8');
+    expect(weightFormatFor(cpuFlags(flagsLine('sse2 avx512_vnni')), 'arm64')).toBe('uint8');
+    expect(weightFormatFor(null, 'x64')).toBe('uint8');
   });
 });
