@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveAuto } from '../../../adapters/models/precision/precision.js';
-import { quantizeToCache, sha256File } from '../../../adapters/quantize/index.js';
+import { nativeWeightFormat, quantizeToCache, readOnnx, sha256File } from '../../../adapters/quantize/index.js';
+import { DataType } from '../../../adapters/quantize/onnx-file.js';
 import { parseCatalog } from '../../../pipelines/inference/catalog.js';
 import { InferenceEngine } from '../../../pipelines/inference/engine.js';
 import { FIXTURES_DIR } from '../../helpers/shared.js';
@@ -84,6 +85,24 @@ describe('precision at load time', () => {
       expect(cosine).toBeGreaterThan(0.99);
       expect(cosine).toBeLessThan(1); // and really different: the int8 graph ran
     });
+  });
+
+  it('quantization.weights picks how the int8 codes are stored (auto: by this CPU); anything else is refused', async () => {
+    const engine = engineWith({
+      signed: { source: TINY, precision: 'int8', quantization: { ...SMALL, weights: 'int8' } },
+      unsigned: { source: TINY, precision: 'int8', quantization: { ...SMALL, weights: 'uint8' } },
+      auto: { source: TINY, precision: 'int8', quantization: SMALL },
+    });
+    const storedAs = async (name: string): Promise<number[]> => {
+      const precision = (await engine.inspect(name)).info.precision?.model;
+      expect(precision?.effective).toBe('int8');
+      const graph = (await readOnnx(precision?.graph ?? '')).model;
+      return [...new Set(graph.graph?.initializer?.filter((t) => t.name?.endsWith('_int8')).map((t) => t.dataType ?? -1))];
+    };
+    expect(await storedAs('signed')).toEqual([DataType.INT8]);
+    expect(await storedAs('unsigned')).toEqual([DataType.UINT8]);
+    expect(await storedAs('auto')).toEqual([nativeWeightFormat() === 'int8' ? DataType.INT8 : DataType.UINT8]);
+    expect(() => parseCatalog({ models: { bad: { source: TINY, quantization: { weights: 'int4' } } } }, 'precision test')).toThrow(/weights/);
   });
 
   it('the fidelity gate refuses int8 below the floor: fp32 runs, the load info says why', async () => {
