@@ -1,6 +1,7 @@
-import { resolve, sep } from 'node:path';
+import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { isInsideRoot } from '../sources/path-roots.js';
 
 /**
  * The submit-time check of a `file://` result target: a job whose results the workers would
@@ -9,11 +10,6 @@ import { ErrorCode, ShoalError } from '../protocol/errors.js';
  * checks it again, links resolved, when it writes (payloads.ts). `s3://` and `obj://` targets
  * pass through: their checks need the store itself.
  */
-
-function inside(root: string, path: string): boolean {
-  const base = root.endsWith(sep) ? root : root + sep;
-  return path === root || path.startsWith(base);
-}
 
 export function checkFileTarget(uri: string, fileRoots: readonly string[]): void {
   if (!uri.startsWith('file://')) return;
@@ -31,7 +27,7 @@ export function checkFileTarget(uri: string, fileRoots: readonly string[]): void
       { details: { field: 'result.uri' } },
     );
   }
-  if (!roots.some((root) => inside(root, path))) {
+  if (!roots.some((root) => isInsideRoot(root, path))) {
     throw new ShoalError(ErrorCode.INVALID_INPUT, `result target ${path} is outside the allowed file roots (${roots.join(', ')}; SHOAL_FILE_ROOTS)`, {
       details: { field: 'result.uri' },
     });

@@ -1,11 +1,12 @@
 import { mkdir, readFile, realpath, rename, writeFile } from 'node:fs/promises';
-import { dirname, resolve, sep } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Objm, type ObjectStore } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { S3Store, formatS3Uri, joinKey, parseS3Uri, type S3Location, type S3SettingsInput } from '../object-store/index.js';
 import { ErrorCode, ShoalError, hasErrorCode } from '../protocol/errors.js';
 import { toNatsShoalError } from './nats-errors.js';
+import { isInsideRoot } from '../sources/path-roots.js';
 
 /**
  * Data that travels by reference instead of inside a message: job parts and results over the
@@ -46,11 +47,6 @@ function parseRef(ref: string): ParsedRef {
   }
   if (ref.startsWith('s3://')) return { kind: 's3', location: parseS3Uri(ref) };
   throw new ShoalError(ErrorCode.INVALID_INPUT, `"${ref.slice(0, 200)}" is not a payload reference (obj://bucket/name, s3://bucket/key or file:///path)`);
-}
-
-function inside(root: string, path: string): boolean {
-  const base = root.endsWith(sep) ? root : root + sep;
-  return path === root || path.startsWith(base);
 }
 
 export class PayloadStore {
@@ -104,13 +100,13 @@ export class PayloadStore {
           ? `file references are turned off on this worker (${absolute}); configure file roots (SHOAL_FILE_ROOTS) or use obj://`
           : `${absolute} is outside the allowed file roots (${this.#roots.join(', ')})`,
       );
-    if (!this.#roots.some((root) => inside(root, absolute))) throw refused();
+    if (!this.#roots.some((root) => isInsideRoot(root, absolute))) throw refused();
     // For a write the file may not exist yet: its folder is what must resolve inside a root.
     const existing = forWrite ? dirname(absolute) : absolute;
     const real = await realpath(existing).catch(() => null);
     if (real !== null) {
       const realRoots = await Promise.all(this.#roots.map(async (root) => realpath(root).catch(() => root)));
-      if (!realRoots.some((root) => inside(root, real))) throw refused();
+      if (!realRoots.some((root) => isInsideRoot(root, real))) throw refused();
     }
     return absolute;
   }

@@ -1,9 +1,10 @@
 import { open, realpath, stat } from 'node:fs/promises';
-import { isAbsolute, resolve, sep } from 'node:path';
+import { isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { DEFAULT_LIMITS } from '../protocol/limits.js';
 import type { ImageSource } from '../protocol/requests.js';
+import { isInsideRoot } from './path-roots.js';
 
 /**
  * Where an image item's bytes come from, and the policy that guards it: local files only inside
@@ -37,11 +38,6 @@ export type ImageInput =
 
 const MAX_REDIRECTS = 3;
 const DATA_URL = /^data:image\/[a-z0-9.+-]+;base64,/i;
-
-function inside(root: string, path: string): boolean {
-  const base = root.endsWith(sep) ? root : root + sep;
-  return path === root || path.startsWith(base);
-}
 
 export function hostAllowed(host: string, allowed: readonly string[]): boolean {
   const name = host.toLowerCase();
@@ -84,7 +80,7 @@ async function checkPath(raw: string, policy: ImagePolicy): Promise<string> {
     throw new ShoalError(ErrorCode.INVALID_INPUT, `image file ${raw} does not exist`);
   }
   const roots = await Promise.all(policy.roots.map((root) => realpath(resolve(root)).catch(() => resolve(root))));
-  if (!roots.some((root) => inside(root, real))) {
+  if (!roots.some((root) => isInsideRoot(root, real))) {
     throw new ShoalError(ErrorCode.INVALID_INPUT, `image file ${raw} is outside the allowed image roots (${policy.roots.join(', ')}); allow its folder with --image-root DIR on the command line (shoal encode/extract/dev) or SHOAL_IMAGE_ROOTS for the worker`);
   }
   return real;

@@ -1,5 +1,5 @@
 import { realpath, stat } from 'node:fs/promises';
-import { join, resolve, sep } from 'node:path';
+import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { ErrorCode, ShoalError, toShoalError } from '../protocol/errors.js';
 import { parseWith } from '../protocol/validate.js';
@@ -9,6 +9,7 @@ import { closeNames, missingModelDirs, modelsInDir } from './model-dirs.js';
 import { DEFAULT_HUB_CACHE_DIR, inspectCachedSnapshot } from './hf-cache.js';
 import { downloadModel, type DownloadProgress, type HubOptions } from './hub-download.js';
 import { parseModelRef, type ModelRef } from './model-ref.js';
+import { isInsideRoot } from './path-roots.js';
 
 /**
  * Turns a model reference into a local folder. Order for hub ids: built-in models shipped in npm
@@ -69,11 +70,6 @@ async function isDirectory(path: string): Promise<boolean> {
   }
 }
 
-function inside(root: string, path: string): boolean {
-  const base = root.endsWith(sep) ? root : root + sep;
-  return path === root || path.startsWith(base);
-}
-
 async function resolveLocal(ref: Extract<ModelRef, { kind: 'path' }>, options: SourceOptions): Promise<ResolvedSource> {
   if (!options.allowLocalPaths) {
     throw new ShoalError(ErrorCode.INVALID_INPUT, `local model paths are not allowed here ("${ref.raw}"); use a model id from the catalog or the hub`);
@@ -82,7 +78,7 @@ async function resolveLocal(ref: Extract<ModelRef, { kind: 'path' }>, options: S
   const outside = (): ShoalError =>
     new ShoalError(ErrorCode.INVALID_INPUT, `model folder ${ref.path} is outside the allowed roots (${(roots ?? []).join(', ')})`);
   // Checked on the path as written first, so a caller cannot probe what exists outside the roots.
-  if (roots !== undefined && !roots.some((root) => inside(root, ref.path))) throw outside();
+  if (roots !== undefined && !roots.some((root) => isInsideRoot(root, ref.path))) throw outside();
   if (!(await isDirectory(ref.path))) {
     throw new ShoalError(ErrorCode.MODEL_NOT_FOUND, `model folder ${ref.path} does not exist (or is not a folder)`);
   }
@@ -90,7 +86,7 @@ async function resolveLocal(ref: Extract<ModelRef, { kind: 'path' }>, options: S
   if (roots !== undefined) {
     // ...and again once symlinks are resolved: a link inside a root may point anywhere.
     const realRoots = await Promise.all(roots.map(async (root) => realpath(root).catch(() => root)));
-    if (!realRoots.some((root) => inside(root, real))) throw outside();
+    if (!realRoots.some((root) => isInsideRoot(root, real))) throw outside();
   }
   return { dir: real, ref, origin: 'path' };
 }

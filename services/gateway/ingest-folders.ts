@@ -1,10 +1,11 @@
 import { realpath, stat } from 'node:fs/promises';
-import { resolve, sep } from 'node:path';
+import { resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { PruneRoot } from '../../pipelines/documents/prune.js';
 import { fileSources } from '../../pipelines/documents/sources.js';
 import type { IngestRecord } from './context.js';
+import { isInsideRoot } from '../../adapters/sources/path-roots.js';
 
 /**
  * `file://` folder references of POST /v1/ingest: a reference to a folder inside the gateway's
@@ -20,10 +21,6 @@ export interface ExpandedSources {
   records: IngestRecord[];
   /** The folders given, as prune roots (prefix `file:///abs/folder/`). */
   roots: PruneRoot[];
-}
-
-function inside(root: string, path: string): boolean {
-  return path === root || path.startsWith(root.endsWith(sep) ? root : `${root}${sep}`);
 }
 
 function outsideRoots(path: string, roots: readonly string[]): ShoalError {
@@ -45,13 +42,13 @@ async function folderOf(ref: string, roots: readonly string[]): Promise<string |
     return null; // Refused with its own message when it is read.
   }
   // Outside the roots as written: never stat'ed here (no probing of other folders); the read refuses it.
-  if (!roots.some((root) => inside(root, path))) return null;
+  if (!roots.some((root) => isInsideRoot(root, path))) return null;
   const info = await stat(path).catch(() => null);
   if (info === null || !info.isDirectory()) return null;
   // A link inside a root may point out of it: the resolved folder must be inside a resolved root too.
   const real = await realpath(path);
   const realRoots = await Promise.all(roots.map(async (root) => realpath(root).catch(() => root)));
-  if (!realRoots.some((root) => inside(root, real))) throw outsideRoots(path, roots);
+  if (!realRoots.some((root) => isInsideRoot(root, real))) throw outsideRoots(path, roots);
   return path;
 }
 
