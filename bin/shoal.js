@@ -38,10 +38,22 @@ function reexecWithMallocTrim() {
   });
 }
 
+// Commands that run a model in this process: their model and prep threads are started before the
+// CLI's own modules load, so that the threads' imports overlap the main thread's
+// (adapters/model-threads/early-threads.ts). A word matched elsewhere on the line only starts
+// two threads that end with the process.
+const MODEL_COMMANDS = new Set(['encode', 'score', 'extract', 'tokenize', 'classify', 'ingest', 'search']);
+
+function runsModel() {
+  const words = process.argv.slice(2);
+  return !words.includes('--help') && !words.includes('-h') && words.some((word) => MODEL_COMMANDS.has(word));
+}
+
 async function start() {
   const root = new URL('../', import.meta.url);
   const compiled = new URL('dist/services/cli/main.js', root);
   if (process.env.SHOAL_FROM_SOURCE !== '1' && existsSync(fileURLToPath(compiled))) {
+    if (runsModel()) (await import(new URL('dist/adapters/model-threads/early-threads.js', root).href)).startEarlyThreads();
     await import(compiled.href);
     return;
   }
@@ -49,6 +61,7 @@ async function start() {
   process.env.TSX_TSCONFIG_PATH ??= fileURLToPath(new URL('tsconfig.json', root));
   const { register } = await import('tsx/esm/api');
   register();
+  if (runsModel()) (await import(new URL('adapters/model-threads/early-threads.ts', root).href)).startEarlyThreads();
   await import(new URL('services/cli/main.ts', root).href);
 }
 

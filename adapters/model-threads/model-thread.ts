@@ -3,7 +3,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { returnFreedMemory } from '../runtime/native-memory.js';
-import type { RuntimeOptions } from '../runtime/ort-session.js';
+import type { RuntimeOptions } from '../runtime/runtime-options.js';
 import { serveThread, type HandlerResult } from '../runtime/thread-rpc.js';
 import type { ItemOutput, Runner } from '../models/family.js';
 import { openWithPrecision } from '../models/precision/precision.js';

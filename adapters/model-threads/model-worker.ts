@@ -1,7 +1,8 @@
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { returnFreedMemory } from '../runtime/native-memory.js';
-import type { RuntimeOptions } from '../runtime/ort-session.js';
+import type { RuntimeOptions } from '../runtime/runtime-options.js';
 import { siblingModule, spawnThread } from '../runtime/spawn.js';
+import { adoptEarlyThread } from './early-threads.js';
 import { ThreadClient } from '../runtime/thread-rpc.js';
 import type { TuningPoint } from './batch-tuning.js';
 import type { ItemOutput, Prepared, RunOptions, RunnerInfo } from '../models/family.js';
@@ -54,7 +55,7 @@ export class ModelThreads {
   }
 
   #spawn(): ThreadClient<ModelRequest, ModelResponse> {
-    const raw = spawnThread(siblingModule(import.meta.url, 'model-thread'), { name: 'shoal-model' });
+    const raw = adoptEarlyThread('model') ?? spawnThread(siblingModule(import.meta.url, 'model-thread'), { name: 'shoal-model' });
     return new ThreadClient<ModelRequest, ModelResponse>(raw, { name: 'model thread' });
   }
 
@@ -96,6 +97,25 @@ export class ModelThreads {
     if (thread === null || !thread.alive) thread = this.#spawn();
     thread.rename(`model thread for ${name}`);
     return thread;
+  }
+
+  /**
+   * Starts a thread for a load about to begin when none is ready or starting, so that its imports
+   * (onnxruntime, zod: 0.3 s) run while the prep thread detects the model instead of after it; a
+   * one-shot `shoal encode` has no spare (spares 0) and otherwise paid them on its critical path.
+   * take() finds the thread among the ready ones. The returned function gives the thread up again
+   * if the load ends without taking it (a failed detection) and it is beyond the spare count.
+   */
+  prestart(): () => Promise<void> {
+    if (this.#closed || this.#ready.length > 0) return async () => undefined;
+    const started: ReadyThread = { thread: this.#spawnWarm(), nice: 0 };
+    this.#ready.push(started);
+    return async () => {
+      const index = this.#ready.indexOf(started);
+      if (index < 0 || this.#ready.length <= this.#spares) return;
+      this.#ready.splice(index, 1);
+      await (await started.thread)?.close();
+    };
   }
 
   /** Takes back the thread of a closed model (its sessions released): kept as a spare, or stopped. */

@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { siblingModule, spawnThread } from '../runtime/spawn.js';
+import { adoptEarlyThread } from './early-threads.js';
 import { ImagePolicy } from '../sources/image-input.js';
 import { ThreadClient } from '../runtime/thread-rpc.js';
 import type { Prepared, PrepareRequest } from '../models/family.js';
@@ -55,8 +56,12 @@ export class PrepPool {
     let thread = this.#threads[index];
     if (thread === undefined || !thread.alive) {
       const name = lane === 'interactive' ? 'shoal-prep-interactive' : `shoal-prep-${index}`;
-      const worker = spawnThread(siblingModule(import.meta.url, 'prep-thread'), { name, workerData: { imagePolicy: this.#imagePolicy } });
+      const early = adoptEarlyThread('prep');
+      const worker = early ?? spawnThread(siblingModule(import.meta.url, 'prep-thread'), { name, workerData: { imagePolicy: this.#imagePolicy } });
       thread = new ThreadClient<PrepRequest, PrepResponse>(worker, { name: lane === 'interactive' ? 'interactive prep thread' : `prep thread ${index}` });
+      // A thread started early (early-threads.ts) has no image policy yet: requests are handled in
+      // order, so it has this one before any other request reaches it.
+      if (early !== null) thread.request({ type: 'configure', imagePolicy: this.#imagePolicy }).catch(() => undefined);
       this.#threads[index] = thread;
     }
     return thread;

@@ -44,19 +44,28 @@ async function tokenizerFor(profile: ModelProfile): Promise<TextTokenizer> {
   return remember(profile.dir, await TextTokenizer.load(profile.dir, overrides));
 }
 
-const imagePolicy: ImagePolicy = z.object({ imagePolicy: ImagePolicy }).parse(workerData).imagePolicy;
+// From workerData, or, for a thread started early (early-threads.ts), from its first request.
+let imagePolicy: ImagePolicy | null = z.object({ imagePolicy: ImagePolicy }).nullable().parse(workerData ?? null)?.imagePolicy ?? null;
+
+function policy(): ImagePolicy {
+  if (imagePolicy === null) throw new ShoalError(ErrorCode.INTERNAL, 'the prep thread has no image policy yet');
+  return imagePolicy;
+}
 
 function readImage(image: ImageInput): Promise<Uint8Array> {
-  return readImageInput(image, imagePolicy);
+  return readImageInput(image, policy());
 }
 
 async function context(profile: ModelProfile): Promise<PrepContext> {
   const tokenizer = profile.tokenizer === null ? null : await tokenizerFor(profile);
-  return { profile, tokenizer, readImage, maxImagePixels: imagePolicy.maxPixels };
+  return { profile, tokenizer, readImage, maxImagePixels: policy().maxPixels };
 }
 
 async function handle(message: PrepRequest): Promise<HandlerResult<PrepResponse>> {
   switch (message.type) {
+    case 'configure':
+      imagePolicy = ImagePolicy.parse(message.imagePolicy);
+      return { body: { type: 'configured' } };
     case 'describe': {
       const described = await describeModel(message.id, message.dir, message.overrides);
       if (described.tokenizer !== null) remember(message.dir, described.tokenizer);

@@ -1,7 +1,8 @@
-import type { RuntimeOptions } from '../runtime/ort-session.js';
+import type { RuntimeOptions } from '../runtime/runtime-options.js';
 import type { ItemOutput, Prepared, PrepareRequest, RunOptions, RunnerInfo } from '../models/family.js';
 import type { TuningPoint } from './batch-tuning.js';
 import type { ModelProfile, ProfileOverrides } from '../models/profile.js';
+import type { ImagePolicy } from '../sources/image-input.js';
 
 /** Messages between the main thread and prep / model threads (discriminated unions, plain data). */
 
@@ -13,12 +14,15 @@ export interface TokenizedOutput {
 }
 
 export type PrepRequest =
+  /** The image policy of a thread started without one (early-threads.ts); always its first request. */
+  | { type: 'configure'; imagePolicy: ImagePolicy }
   | { type: 'describe'; id: string; dir: string; overrides: ProfileOverrides }
   | { type: 'prepare'; profile: ModelProfile; request: PrepareRequest }
   | { type: 'tokenize'; profile: ModelProfile; request: PrepareRequest }
   | { type: 'forget'; dir: string };
 
 export type PrepResponse =
+  | { type: 'configured' }
   | { type: 'described'; profile: ModelProfile }
   | { type: 'prepared'; items: Prepared[] }
   | { type: 'tokenized'; items: TokenizedOutput[] }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { RuntimeOverrides } from '../runtime/ort-session.js';
+import { RuntimeOverrides } from '../runtime/runtime-options.js';
 import { QuantizationOverrides, QuantizationSettings } from '../quantize/settings.js';
 import { FAMILY_NAMES } from './registry.js';
 

@@ -1,4 +1,4 @@
-export { quantizedCacheDir, sha256File } from './cache-files.js';
+export { quantizedCacheDir, rememberedSha256, sha256File } from './cache-files.js';
 export { embeddingRows } from './graph-facts.js';
 export { INT8_LIMIT, quantizeColumns, roundHalfEven, WEIGHT_FORMATS } from './int8-weights.js';
 export type { Int8Columns, WeightFormat } from './int8-weights.js';

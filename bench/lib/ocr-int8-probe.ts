@@ -8,7 +8,8 @@ import { quantizableConvs, quantizeConvs, withExtraOutputs, type TensorRange } f
 import { detectorSize, detectorTensor, resizeRgb } from '../../adapters/models/ocr/ocr-input.js';
 import { ctcDecode, parseCharset, widthBatches } from '../../adapters/models/ocr/ocr-recognize.js';
 import { readOnnx, serializeOnnx } from '../../adapters/quantize/onnx-file.js';
-import { createSession, resolveRuntimeOptions, type ort } from '../../adapters/runtime/ort-session.js';
+import { createSession, type ort } from '../../adapters/runtime/ort-session.js';
+import { resolveRuntimeOptions } from '../../adapters/runtime/runtime-options.js';
 import { float32Tensor } from '../../adapters/runtime/tensors.js';
 import { builtinModelDir } from '../../adapters/sources/builtin-models.js';
 import { renderPage } from '../../test/helpers/pdf-page.js';

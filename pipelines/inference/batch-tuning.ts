@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { isTunable, type TuningPoint } from '../../adapters/model-threads/batch-tuning.js';
 import type { ModelWorker } from '../../adapters/model-threads/model-worker.js';
 import type { ModelProfile } from '../../adapters/models/profile.js';
-import type { RuntimeOptions } from '../../adapters/runtime/ort-session.js';
+import type { RuntimeOptions } from '../../adapters/runtime/runtime-options.js';
 
 /**
  * `maxBatchTokens: 'auto'`: the batch budget of a model is measured once per machine (CPU model,

@@ -2,7 +2,7 @@ import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { parseWith } from '../../adapters/protocol/validate.js';
-import { RuntimeOptions } from '../../adapters/runtime/ort-session.js';
+import { RuntimeOptions } from '../../adapters/runtime/runtime-options.js';
 import type { DownloadProgress } from '../../adapters/sources/hub-download.js';
 import { ImagePolicy } from '../../adapters/sources/image-input.js';
 import { SourceOptions, resolveSourceOptions } from '../../adapters/sources/resolve.js';

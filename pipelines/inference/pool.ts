@@ -1,5 +1,5 @@
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
-import type { RuntimeOptions } from '../../adapters/runtime/ort-session.js';
+import type { RuntimeOptions } from '../../adapters/runtime/runtime-options.js';
 import { ModelWorker, type ModelThreads } from '../../adapters/model-threads/model-worker.js';
 import type { ModelProfile } from '../../adapters/models/profile.js';
 import { formatBytes } from './memory.js';
@@ -341,6 +341,16 @@ export class ModelPool {
   }
 
   async #load(entry: Entry): Promise<LoadedModel> {
+    // The model's thread starts now, while the model is resolved and detected (ModelThreads.prestart).
+    const giveUpThread = this.#options.threads?.prestart();
+    try {
+      return await this.#loadOnThread(entry);
+    } finally {
+      await giveUpThread?.();
+    }
+  }
+
+  async #loadOnThread(entry: Entry): Promise<LoadedModel> {
     const profile = await this.#options.resolve(entry.name);
     const predicted = await this.#options.predict(profile);
     if (predicted > this.budgetBytes) {

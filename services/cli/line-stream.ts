@@ -47,7 +47,7 @@ export interface StreamSummary {
 }
 
 /** At most this many chunks are with the engine at once: one running, one being prepared. */
-const CHUNKS_IN_FLIGHT = 2;
+const CHUNKS_IN_FLIGHT = 3;
 
 function lineError(source: string, line: number, message: string, cause?: unknown): ShoalError {
   return new ShoalError(ErrorCode.INVALID_INPUT, `${source} line ${line}: ${message}`, { cause, details: { line } });

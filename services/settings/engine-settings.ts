@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { parseWith } from '../../adapters/protocol/validate.js';
-import { ExecutionProvider } from '../../adapters/runtime/ort-session.js';
+import { ExecutionProvider } from '../../adapters/runtime/runtime-options.js';
 import type { EngineOptionsInput } from '../../pipelines/inference/engine-options.js';
 import { nativeTrimFromEnv, shoalCacheDirFromEnv, sourceOptionsFromEnv, splitDirs, splitList } from './environment.js';
 import { envValue, SETTINGS } from './table.js';

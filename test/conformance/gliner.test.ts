@@ -9,7 +9,8 @@ import { collateGliner, windowRow } from '../../adapters/models/gliner/gliner-in
 import { gliner } from '../../adapters/models/gliner/gliner.js';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
 import type { Entity } from '../../adapters/protocol/results.js';
-import { createSession, RuntimeOptions, type ort } from '../../adapters/runtime/ort-session.js';
+import { createSession, type ort } from '../../adapters/runtime/ort-session.js';
+import { RuntimeOptions } from '../../adapters/runtime/runtime-options.js';
 import { parseCatalog } from '../../pipelines/inference/catalog.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { conformanceSuite, expectAllClose, type ConformanceCase, type ConformanceModel } from '../helpers/conformance.js';

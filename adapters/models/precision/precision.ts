@@ -1,14 +1,12 @@
 import { basename } from 'node:path';
 import type { QuantizedGraph } from '../../quantize/index.js';
-import { createSession, type CreatedSession, type RuntimeOptions } from '../../runtime/ort-session.js';
+import { createSession, type CreatedSession } from '../../runtime/ort-session.js';
+import type { RuntimeOptions } from '../../runtime/runtime-options.js';
 import { calibrationBatch } from './calibration.js';
 import { CALIBRATION_VERSION } from './calibration.js';
 import { measureFidelity } from './fidelity.js';
 import type { ModelProfile } from '../profile.js';
 import type { EffectivePrecision, PrecisionInfo } from './precision-info.js';
-
-/** The quantizer (protobuf and graph rewriting), imported only by threads that open an int8 model. */
-const quantizer = (): Promise<typeof import('../../quantize/index.js')> => import('../../quantize/index.js');
 
 /**
  * Opens a component's ONNX session in the precision its profile asks for. Runs in the model
@@ -57,7 +55,7 @@ async function checkFidelity(profile: ModelProfile, file: string, graph: Quantiz
     candidate = await createSession(graph.path, runtime);
     const batch = calibrationBatch(profile, reference.session.inputNames, graph.record.inputVocab);
     const fidelity = await measureFidelity(reference.session, candidate.session, batch, profile.id);
-    const { saveFidelity } = await quantizer();
+    const { saveFidelity } = await import('../../quantize/quantized-cache.js');
     return { graph: await saveFidelity(graph, fidelity), candidate };
   } catch (error) {
     if (candidate !== null) await candidate.session.release();
@@ -76,7 +74,13 @@ async function openInt8(profile: ModelProfile, file: string, runtime: RuntimeOpt
   });
   let graph: QuantizedGraph;
   try {
-    const { quantizeToCache, quantizedCacheDir, nativeWeightFormat } = await quantizer();
+    // Imported here, by threads that open an int8 model, and only the cache side: the cache imports
+    // the protobuf and graph-rewriting code itself when it has to build a graph.
+    const [{ quantizeToCache }, { quantizedCacheDir }, { nativeWeightFormat }] = await Promise.all([
+      import('../../quantize/quantized-cache.js'),
+      import('../../quantize/cache-files.js'),
+      import('../../quantize/cpu-features.js'),
+    ]);
     graph = await quantizeToCache({ source: file, cacheDir: quantizedCacheDir(runtime.cacheDir), options: {
       minWeightElements: profile.quantization.minWeightElements,
       weights: profile.quantization.weights === 'auto' ? nativeWeightFormat() : profile.quantization.weights,

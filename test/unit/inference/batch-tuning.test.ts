@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ModelWorker } from '../../../adapters/model-threads/model-worker.js';
 import { PrepPool } from '../../../adapters/model-threads/prep-pool.js';
-import { resolveRuntimeOptions } from '../../../adapters/runtime/ort-session.js';
+import { resolveRuntimeOptions } from '../../../adapters/runtime/runtime-options.js';
 import { bestBudget, TUNING_BUDGETS, tunedBudget } from '../../../pipelines/inference/batch-tuning.js';
 import { FIXTURES_DIR } from '../../helpers/shared.js';
 

@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode, hasErrorCode } from '../../../adapters/protocol/errors.js';
 import { PrepPool } from '../../../adapters/model-threads/prep-pool.js';
 import type { ModelProfile, ProfileOverrides } from '../../../adapters/models/profile.js';
-import { resolveRuntimeOptions } from '../../../adapters/runtime/ort-session.js';
+import { resolveRuntimeOptions } from '../../../adapters/runtime/runtime-options.js';
 import { ModelPool, type EvictionReason, type ModelPoolOptions } from '../../../pipelines/inference/pool.js';
 import { FIXTURES_DIR } from '../../helpers/shared.js';
 

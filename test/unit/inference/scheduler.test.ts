@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode, hasErrorCode } from '../../../adapters/protocol/errors.js';
 import type { Prepared, PreparedText } from '../../../adapters/models/family.js';
 import { PrepPool } from '../../../adapters/model-threads/prep-pool.js';
-import { resolveRuntimeOptions } from '../../../adapters/runtime/ort-session.js';
+import { resolveRuntimeOptions } from '../../../adapters/runtime/runtime-options.js';
 import { ModelPool, type LoadedModel, type ModelLease } from '../../../pipelines/inference/pool.js';
 import { Scheduler, type BatchEvent, type SchedulerOptions } from '../../../pipelines/inference/scheduler.js';
 import { FIXTURES_DIR } from '../../helpers/shared.js';

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
-import { createSession, resolveRuntimeOptions, type CreatedSession } from '../../../adapters/runtime/ort-session.js';
+import { createSession, type CreatedSession } from '../../../adapters/runtime/ort-session.js';
+import { resolveRuntimeOptions } from '../../../adapters/runtime/runtime-options.js';
 import { describeModel } from '../../../adapters/models/detect.js';
 import type { RunnerContext } from '../../../adapters/models/family.js';
 import { chooseOutput, openRunner } from '../../../adapters/models/text/text-runner.js';

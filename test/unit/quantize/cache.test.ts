@@ -1,5 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { mkdir, readdir, readFile, stat, truncate, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, stat, truncate, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +9,7 @@ import {
   quantizeModel,
   quantizeToCache,
   readOnnx,
+  rememberedSha256,
   serializeOnnx,
   sha256File,
   QUANTIZER_VERSION,
@@ -141,5 +142,92 @@ describe('quantizeToCache', () => {
       await reference.release();
       await split.release();
     }
+  });
+});
+
+describe('rememberedSha256 (the source hash an int8 load keys its cache by)', () => {
+  const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+  it('remembers a settled file and answers from the memo while its stat is unchanged', async () => {
+    const dir = cacheDir('memo-a');
+    const file = join(root, 'memo-a.bin');
+    await writeFileMk(file, new Uint8Array(4096).fill(7));
+    const real = await sha256File(file);
+    expect(await rememberedSha256(file, dir, 0)).toBe(real);
+    const [memoName] = await readdir(join(dir, 'sources'));
+    expect(memoName).toMatch(/^[0-9a-f]{64}\.json$/);
+    // A forged hash in the memo comes back: proof that the file was not read again.
+    const memoPath = join(dir, 'sources', memoName ?? '');
+    const memo = JSON.parse(await readFile(memoPath, 'utf8')) as Record<string, unknown>;
+    expect(memo.sha256).toBe(real);
+    await writeFile(memoPath, JSON.stringify({ ...memo, sha256: 'f'.repeat(64) }));
+    expect(await rememberedSha256(file, dir, 0)).toBe('f'.repeat(64));
+  });
+
+  it('hashes again a file rewritten since, even with the same size and its old mtime put back', async () => {
+    const dir = cacheDir('memo-b');
+    const file = join(root, 'memo-b.bin');
+    await writeFileMk(file, new Uint8Array(4096).fill(1));
+    const first = await rememberedSha256(file, dir, 0);
+    const { mtime } = await stat(file);
+    await sleep(30);
+    await writeFile(file, new Uint8Array(4096).fill(2));
+    await utimes(file, mtime, mtime);
+    const second = await rememberedSha256(file, dir, 0);
+    expect(second).not.toBe(first);
+    expect(second).toBe(await sha256File(file));
+  });
+
+  it('does not remember a file changed less than settleMs before it was hashed', async () => {
+    const dir = cacheDir('memo-c');
+    const file = join(root, 'memo-c.bin');
+    await writeFileMk(file, new Uint8Array(64).fill(3));
+    expect(await rememberedSha256(file, dir)).toBe(await sha256File(file));
+    expect(await readdir(join(dir, 'sources')).catch(() => [])).toEqual([]);
+  });
+
+  it('keys a rewritten source (same size) as a new cache entry', async () => {
+    const dir = cacheDir('memo-d');
+    const file = join(root, 'memo-d', 'model.onnx');
+    await writeFileMk(file, await readFile(inline));
+    const before = await quantizeToCache({ source: file, options: { minWeightElements: 0 }, cacheDir: dir });
+    const again = await quantizeToCache({ source: file, options: { minWeightElements: 0 }, cacheDir: dir });
+    expect(again.built).toBe(false);
+    expect(again.key).toBe(before.key);
+    // Same graph with one weight changed: the same size, another key.
+    const model = (await readOnnx(file)).model;
+    const weight = model.graph?.initializer?.find((tensor) => tensor.name === 'W1');
+    const raw = weight?.rawData;
+    if (raw === undefined || raw === null || raw.length === 0) throw new Error('tinyGraph has no raw W1');
+    raw[0] = (raw[0] ?? 0) ^ 0x01;
+    const rewritten = serializeOnnx(model, 'unused').graph;
+    expect(rewritten.byteLength).toBe((await stat(file)).size);
+    await sleep(30);
+    await writeFile(file, rewritten);
+    const changed = await quantizeToCache({ source: file, options: { minWeightElements: 0 }, cacheDir: dir });
+    expect(changed.key).not.toBe(before.key);
+    expect(changed.built).toBe(true);
+  });
+
+  it('checks cached graphs by size and time, adds the times to older records, and still rebuilds a damaged graph', async () => {
+    const dir = cacheDir('timed');
+    const built = await quantizeToCache({ source: inline, options: { minWeightElements: 0 }, cacheDir: dir });
+    expect(built.record.output?.graph.mtimeMs).toBe((await stat(built.path)).mtimeMs);
+    // A record as earlier versions wrote it: no time, so the next load hashes the graph once and adds it.
+    const old = JSON.parse(await readFile(built.recordPath, 'utf8')) as { output: { graph: Record<string, unknown> } };
+    delete old.output.graph.mtimeMs;
+    await writeFile(built.recordPath, JSON.stringify(old));
+    const served = await quantizeToCache({ source: inline, options: { minWeightElements: 0 }, cacheDir: dir });
+    expect(served.built).toBe(false);
+    const upgraded = JSON.parse(await readFile(built.recordPath, 'utf8')) as { output: { graph: { mtimeMs?: number } } };
+    expect(upgraded.output.graph.mtimeMs).toBe((await stat(built.path)).mtimeMs);
+    // Damaged in place, same size: its time moved, so it is hashed, found wrong and rebuilt.
+    await sleep(30);
+    const bytes = await readFile(built.path);
+    bytes[bytes.length - 1] = (bytes[bytes.length - 1] ?? 0) ^ 0xff;
+    await writeFile(built.path, bytes);
+    const repaired = await quantizeToCache({ source: inline, options: { minWeightElements: 0 }, cacheDir: dir });
+    expect(repaired.built).toBe(true);
+    expect(await sha256File(repaired.path)).toBe(built.record.output?.graph.sha256);
   });
 });

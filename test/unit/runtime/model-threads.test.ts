@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ModelThreads, ModelWorker } from '../../../adapters/model-threads/model-worker.js';
 import { PrepPool } from '../../../adapters/model-threads/prep-pool.js';
-import { resolveRuntimeOptions } from '../../../adapters/runtime/ort-session.js';
+import { resolveRuntimeOptions } from '../../../adapters/runtime/runtime-options.js';
 import { FIXTURES_DIR } from '../../helpers/shared.js';
 
 /**
@@ -91,5 +91,44 @@ describe('model thread reuse', () => {
     // in the middle of creating a session, which aborts the process.
     await expect(own.take('after close')).rejects.toMatchObject({ code: 'UNAVAILABLE' });
     expect(own.readyCount).toBe(0);
+  });
+
+  it('prestarts one thread for a load when none is ready, which the load takes or gives up', async () => {
+    // Spares 0, as in a one-shot CLI command: nothing is started until a load asks.
+    const own = new ModelThreads(0);
+    try {
+      expect(own.readyCount).toBe(0);
+      const giveUp = own.prestart();
+      expect(own.readyCount).toBe(1);
+      // Only one at a time: a second load while the first thread starts starts none of its own.
+      const noop = own.prestart();
+      expect(own.readyCount).toBe(1);
+      const taken = await own.take('model', 0);
+      expect(taken.alive).toBe(true);
+      expect(own.readyCount).toBe(0);
+      // Taken: giving up is a no-op, the thread stays with its model.
+      await giveUp();
+      await noop();
+      expect(taken.alive).toBe(true);
+      await taken.close();
+
+      // A load that fails before taking its thread (detection failed) stops it: beyond spares 0.
+      const failed = own.prestart();
+      expect(own.readyCount).toBe(1);
+      await failed();
+      expect(own.readyCount).toBe(0);
+    } finally {
+      await own.close();
+    }
+    // With a spare ready, nothing more is started.
+    const spare = new ModelThreads(1);
+    try {
+      const giveUp = spare.prestart();
+      expect(spare.readyCount).toBe(1);
+      await giveUp();
+      expect(spare.readyCount).toBe(1);
+    } finally {
+      await spare.close();
+    }
   });
 });
