@@ -57,6 +57,13 @@ export class JsonlSink implements Sink {
     await rename(temp, path);
   }
 
+  /** A file on the index's path (a mistyped --index) is the caller's mistake, not an INTERNAL ENOTDIR. */
+  async #ensureFolder(): Promise<void> {
+    await mkdir(this.#folder, { recursive: true }).catch((error: unknown) => {
+      throw new ShoalError(ErrorCode.CONFIG_INVALID, `cannot create the folder of ${this.#where} (${this.#folder}): is a part of the path a file?`, { cause: error });
+    });
+  }
+
   #fileOf(source: string): string {
     return join(this.#folder, `${createHash('sha256').update(source).digest('hex').slice(0, 40)}.jsonl`);
   }
@@ -92,7 +99,7 @@ export class JsonlSink implements Sink {
   async prepare(spec: TableSpec): Promise<void> {
     refuseMultivector(spec, 'JSON Lines', this.#where);
     if (await existsMatching(() => this.describe(), spec, this.#where)) return;
-    await mkdir(this.#folder, { recursive: true });
+    await this.#ensureFolder();
     await this.#writeAtomic(join(this.#folder, '_spec.json'), `${JSON.stringify(storedSpecOf(spec))}\n`);
     this.#spec = freezeSpec(spec);
   }
@@ -113,7 +120,7 @@ export class JsonlSink implements Sink {
     if (rows.length > 0 && spec === null) throw new ShoalError(ErrorCode.INTERNAL, `${this.#where} must be prepared before rows are written`);
     checkRowTypes(rows, spec);
     const files = await this.#load();
-    await mkdir(this.#folder, { recursive: true });
+    await this.#ensureFolder();
     const bySource = new Map<string, ChunkRow[]>();
     for (const row of rows) bySource.set(row.source, [...(bySource.get(row.source) ?? []), row]);
     const stateOf = new Map(states.map((state) => [state.source, state]));

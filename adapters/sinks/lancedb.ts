@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import * as lancedb from '@lancedb/lancedb';
 import { Field, FixedSizeList, Float16, Float32, Int32, Schema, Uint8, Utf8 } from 'apache-arrow';
@@ -151,7 +151,13 @@ export class LanceDbSink implements Sink {
   async #connection(create: boolean): Promise<lancedb.Connection | null> {
     if (this.#db === null) {
       if (!create && !existsSync(this.#dir)) return null;
-      await mkdir(this.#dir, { recursive: true });
+      // A file where the folder should be (a mistyped --index) is the caller's mistake, not EEXIST from mkdir.
+      if (existsSync(this.#dir) && !statSync(this.#dir).isDirectory()) {
+        throw new ShoalError(ErrorCode.CONFIG_INVALID, `index ${this.#dir} is a file, not a folder: a LanceDB index is a folder (created when missing)`);
+      }
+      await mkdir(this.#dir, { recursive: true }).catch((error: unknown) => {
+        throw new ShoalError(ErrorCode.CONFIG_INVALID, `cannot create the index folder ${this.#dir}`, { cause: error });
+      });
       // Every read first checks for a newer table version: a sink held open (the results sink, a
       // library user) must see rows and states other processes committed since it opened the
       // table; LanceDB's default never checks, and a held table kept answering its first version.

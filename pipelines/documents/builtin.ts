@@ -31,7 +31,7 @@ export async function resolvePipeline(nameOrFile: string | undefined): Promise<P
   const builtin = BUILTINS.get(key);
   if (builtin !== undefined) return builtin();
   if (!/[./\\]/.test(key)) {
-    throw new ShoalError(ErrorCode.NOT_FOUND, `no built-in pipeline ${JSON.stringify(key)} (built-in: ${builtinPipelineNames().join(', ')}; or give a .yaml/.json file)`);
+    throw new ShoalError(ErrorCode.CONFIG_INVALID, `no built-in pipeline ${JSON.stringify(key)} (built-in: ${builtinPipelineNames().join(', ')}; or give a .yaml/.json file)`);
   }
   return loadDefinitionFile(key);
 }

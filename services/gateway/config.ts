@@ -132,10 +132,13 @@ function readTokenFile(path: string): string[] {
   } catch (error) {
     throw new ShoalError(ErrorCode.CONFIG_INVALID, `cannot read the API tokens file ${path}: ${String(error)}`, { cause: error });
   }
-  return text
+  const tokens = text
     .split(/\r?\n/)
     .map((line) => line.trim())
     .filter((line) => line !== '' && !line.startsWith('#'));
+  // Asking for a tokens file and getting none (an empty or unfilled secret) must not turn authentication off silently.
+  if (tokens.length === 0) throw new ShoalError(ErrorCode.CONFIG_INVALID, `the API tokens file ${path} holds no token (one per line; blank and # lines are skipped): the gateway would run without authentication`);
+  return tokens;
 }
 
 function apiTokens(flags: GatewayFlags, env: NodeJS.ProcessEnv): string[] | undefined {

@@ -62,6 +62,8 @@ export interface SinkSettings {
   metricsHost?: string | undefined;
   /** Pause before a failed index write is tried again. @default 5000 */
   storeRetryMs?: number;
+  /** Stops a connection to NATS still being attempted (the first SIGTERM/Ctrl-C). @default none */
+  signal?: AbortSignal;
 }
 
 export interface SinkHandle extends Lifecycle {
@@ -81,18 +83,12 @@ export async function startSink(settings: SinkSettings): Promise<SinkHandle> {
       ? null
       : await startMetricsServer({ metrics, host: settings.metricsHost ?? SINK_METRICS_HOST, port, ready: () => taking, service: 'sink' });
   if (server !== null) settings.logger?.info({ url: server.url }, 'sink metrics: /metrics, /healthz, /readyz');
+  // The index URIs are checked before NATS (openSink does not connect): a mistyped --index is
+  // refused at once instead of after a connection that may be retried for a long time.
+  let index: IndexTarget | undefined;
+  let indexes: Map<string, IndexTarget>;
   let nc: Awaited<ReturnType<typeof connectNats>>;
   try {
-    nc = await connectNats(settings.nats, { ...(settings.logger === undefined ? {} : { logger: settings.logger }), name: 'shoal sink' });
-  } catch (error) {
-    await server?.close();
-    throw error;
-  }
-  try {
-    const topology = await ensureTopology(nc, settings.prefix === undefined ? {} : { prefix: settings.prefix });
-    const payloads = new PayloadStore(nc, { bucket: topology.names.payloadBucket, ...(settings.s3 === undefined ? {} : { s3: settings.s3 }) });
-    // Results are checked against their job's status before they are written (forged results are refused).
-    const status = await StatusStore.open(nc, topology.names.statusBucket);
     const target = (uri: string, table: string | undefined): IndexTarget => {
       const opened = openSink(uri, {
         table,
@@ -104,8 +100,18 @@ export async function startSink(settings: SinkSettings): Promise<SinkHandle> {
       metrics?.sinkDegraded.set({ backend: opened.backend }, 0);
       return { writer: new ResultIndexWriter(opened.sink), display: opened.display, backend: opened.backend };
     };
-    const index = settings.index === undefined ? undefined : target(settings.index.uri, settings.index.table);
-    const indexes = new Map(Object.entries(settings.indexes ?? {}).map(([name, uri]) => [name, target(uri, undefined)] as const));
+    index = settings.index === undefined ? undefined : target(settings.index.uri, settings.index.table);
+    indexes = new Map(Object.entries(settings.indexes ?? {}).map(([name, uri]) => [name, target(uri, undefined)] as const));
+    nc = await connectNats(settings.nats, { ...(settings.logger === undefined ? {} : { logger: settings.logger }), name: 'shoal sink', ...(settings.signal === undefined ? {} : { signal: settings.signal }) });
+  } catch (error) {
+    await server?.close();
+    throw error;
+  }
+  try {
+    const topology = await ensureTopology(nc, settings.prefix === undefined ? {} : { prefix: settings.prefix });
+    const payloads = new PayloadStore(nc, { bucket: topology.names.payloadBucket, ...(settings.s3 === undefined ? {} : { s3: settings.s3 }) });
+    // Results are checked against their job's status before they are written (forged results are refused).
+    const status = await StatusStore.open(nc, topology.names.statusBucket);
     // The gauge is 1 while any store of that backend is failing.
     const failing = new Set<IndexTarget>();
     const onStoreHealth = (changed: IndexTarget, healthy: boolean): void => {

@@ -182,6 +182,7 @@ export function registerClassify(program: Command, app: CliApp): void {
           signal: app.io.signal,
           onProgress: (bytes, products) => bar.update(bytes, products),
           onSkipped: (bytes) => bar.skipped(bytes),
+          warn: (message) => log(`warning: ${message}`),
         });
         bar.stop();
         const rate = summary.seconds > 0 ? summary.products / summary.seconds : 0;
@@ -215,6 +216,10 @@ export function registerClassify(program: Command, app: CliApp): void {
     }
     if (evaluator !== null) {
       const evaluation = evaluator.result();
+      // A misspelt --gold field must not print an all-zero evaluation as if it were one.
+      if (evaluation.products === 0) {
+        throw new ShoalError(ErrorCode.INVALID_INPUT, `--gold ${flags.gold ?? ''}: no product has a value in this field, so there is nothing to evaluate (the classifications were written)`);
+      }
       const text = flags.json === true ? evaluationJson(evaluation) : evaluationTable(evaluation);
       (flags.out === undefined ? app.io.stderr : app.io.stdout).write(text);
     }

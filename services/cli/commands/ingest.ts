@@ -47,7 +47,8 @@ Examples:
   $ shoal ingest docs/ --prune               (also delete the rows of files no longer in docs/)
 
 Exit status: 0 every document indexed (or unchanged), 3 some documents failed (the others are
-indexed; each failure is listed with its code and reason), 1 or 2 as for every command.`;
+indexed; each failure is listed with its code and reason), 2 nothing to ingest (no file found or
+selected, no record on stdin), else 1 or 2 as for every command.`;
 
 async function collectSources(paths: readonly string[], flags: z.output<typeof IngestFlags>, app: CliApp, health: StoreHealth): Promise<PendingSource[]> {
   const files = paths.filter((path) => path !== '-');
@@ -58,7 +59,17 @@ async function collectSources(paths: readonly string[], flags: z.output<typeof I
   const selection = { include: flags.include ?? [], exclude: flags.exclude ?? [] };
   const out = await fileSources(files, { ...selection, s3: () => new S3Store(s3SettingsFromEnv(app.io.env), health.s3) });
   if (fromStdin) out.push(...(await recordSources(app.io.stdin, process.cwd())));
+  // Nothing found is almost always a wrong folder, glob or empty pipe: say so instead of a "0 documents" success.
+  // With --prune an emptied folder is a case of its own, warned about by the prune step (nothing is deleted).
+  if (out.length === 0 && flags.prune !== true) throw new ShoalError(ErrorCode.INVALID_INPUT, `nothing to ingest: ${nothingFound(files, fromStdin, selection)} (see shoal ingest --help)`);
   return out;
+}
+
+function nothingFound(files: readonly string[], fromStdin: boolean, selection: { include: readonly string[]; exclude: readonly string[] }): string {
+  const globs = [...selection.include.map((glob) => `--include '${glob}'`), ...selection.exclude.map((glob) => `--exclude '${glob}'`)];
+  const where = files.length === 0 ? '' : `${globs.length === 0 ? 'no files in' : `no files selected by ${globs.join(' ')} in`} ${files.join(', ')}`;
+  const stdin = fromStdin ? 'no JSON Lines records on stdin' : '';
+  return [where, stdin].filter((part) => part !== '').join(' and ');
 }
 
 /** How long a store failed, for the summary line (`open` while it still fails at the end). */
@@ -166,7 +177,8 @@ export function registerIngest(program: Command, app: CliApp): void {
       const outages = health.periods;
       app.io.stdout.write(flags.json === true ? jsonSummary(summary, definition, outages) : humanSummary(summary, definition, outages));
       if (summary.documents.failed > 0) {
-        throw new ShoalError(ErrorCode.PARTIAL_FAILURE, `${summary.documents.failed} of ${summary.documents.total} documents failed; the others are indexed`, {
+        const { failed, total } = summary.documents;
+        throw new ShoalError(ErrorCode.PARTIAL_FAILURE, failed === total ? `${failed === 1 ? 'the document' : `all ${total} documents`} failed; nothing was indexed` : `${failed} of ${total} documents failed; the others are indexed`, {
           details: { failed: summary.failed },
         });
       }

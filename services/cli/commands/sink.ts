@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
+import { ErrorCode, hasErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { logLevelFromEnv, namedIndexesFromEnv, natsSettingsFromEnv, s3SettingsFromEnv, sinkCredentialsFromEnv } from '../../settings/environment.js';
 import { envValue } from '../../settings/table.js';
 import type { CliApp } from '../app.js';
@@ -86,7 +86,7 @@ export function registerSink(program: Command, app: CliApp): void {
       const env = app.io.env;
       const dir = resultsDirFrom(flags.dir, env);
       const logger = createLogger('sink', cli.quiet ? 'error' : logLevelFromEnv(env));
-      const sink = await startSink({
+      const starting = startSink({
         nats: { ...natsSettingsFromEnv(env), ...(flags.nats === undefined ? {} : { servers: flags.nats }) },
         prefix: flags.prefix ?? envValue(env, 'subjectPrefix'),
         dir,
@@ -97,7 +97,14 @@ export function registerSink(program: Command, app: CliApp): void {
         credentials: sinkCredentialsFromEnv(env),
         metricsPort: metricsPortFrom(flags.metricsPort, env),
         metricsHost: flags.metricsHost ?? envValue(env, 'metricsHost'),
+        signal: app.io.signal,
       });
+      // Stopped while still connecting to NATS: a clean stop (exit 0), as a worker's.
+      const sink = await starting.catch((error: unknown) => {
+        if (app.io.signal.aborted && hasErrorCode(error, ErrorCode.CANCELLED)) return null;
+        throw error;
+      });
+      if (sink === null) return;
       if (!cli.quiet) app.io.stderr.write(`shoal sink writing results into ${sink.dir} (Ctrl-C to stop)\n`);
       if (!cli.quiet && sink.metricsUrl !== null) app.io.stderr.write(`shoal sink metrics on ${sink.metricsUrl}/metrics\n`);
       await interrupted(app.io.signal);

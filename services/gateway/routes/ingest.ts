@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
+import { ErrorCode, isShoalError, ShoalError } from '../../../adapters/protocol/errors.js';
 import { DataRef, JobId } from '../../../adapters/protocol/jobs.js';
+import { checkRemoteModelName } from '../../../adapters/protocol/model-names.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import { builtinPipelineNames, resolvePipeline } from '../../../pipelines/documents/builtin.js';
 import { applyOverrides, parseDefinition, type PipelineDefinition } from '../../../pipelines/documents/definition.js';
@@ -39,13 +40,34 @@ const IngestBody = z.strictObject({
   job_id: JobId.optional(),
 });
 
+/** A definition object from a request: its mistakes are the caller's (422), not the gateway's configuration. */
+function requestDefinition(pipeline: Record<string, unknown>): PipelineDefinition {
+  try {
+    return parseDefinition(pipeline, 'of the request');
+  } catch (error) {
+    if (isShoalError(error) && error.code === ErrorCode.CONFIG_INVALID) throw new ShoalError(ErrorCode.INVALID_INPUT, error.message, { details: { field: 'pipeline' } });
+    throw error;
+  }
+}
+
 async function definitionOf(pipeline: string | Record<string, unknown> | undefined): Promise<PipelineDefinition> {
-  if (pipeline === undefined || typeof pipeline !== 'string') return pipeline === undefined ? resolvePipeline(undefined) : parseDefinition(pipeline, 'of the request');
+  if (pipeline === undefined || typeof pipeline !== 'string') return pipeline === undefined ? resolvePipeline(undefined) : requestDefinition(pipeline);
   // Only built-in names: a string from a request must never become a file read.
   if (!builtinPipelineNames().includes(pipeline)) {
     throw new ShoalError(ErrorCode.INVALID_INPUT, `pipeline ${JSON.stringify(pipeline.slice(0, 128))} is not a built-in (${builtinPipelineNames().join(', ')}); send a definition object instead`);
   }
   return resolvePipeline(pipeline);
+}
+
+/**
+ * Every model the run will name reaches the workers as a model name, so a path (`../x`, `/etc/x`)
+ * is refused here as on the other routes (422), before a run is started and fails on it.
+ */
+function checkModelNames(definition: PipelineDefinition): void {
+  const { parse, encode, extract, classify } = definition.stages;
+  for (const model of [parse.ocrModel, encode.model, encode.sparse?.model, encode.multivector?.model, extract?.model, classify?.model]) {
+    if (model !== undefined) checkRemoteModelName(model);
+  }
 }
 
 function ingestOrUnavailable(ingest: IngestApi | null | undefined): IngestApi {
@@ -65,6 +87,7 @@ export function registerIngestRoutes(app: FastifyInstance, context: RouteContext
       ids.add(id);
     }
     const definition = applyOverrides(await definitionOf(body.pipeline), { model: body.model, index: body.index });
+    checkModelNames(definition);
     const ingest = ingestOrUnavailable(context.deps.ingest);
     const status = await context.call(reply)(() =>
       ingest.start({ job_id: body.job_id, definition, index: { name: body.index, target }, records: body.sources, force: body.force === true, prune: body.prune === true }),

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
+import { ErrorCode, isShoalError, ShoalError } from '../../../adapters/protocol/errors.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import { validateFilter } from '../../../adapters/sinks/filter.js';
 import { hitLine, SEARCH_MODES, searchIndex } from '../../../pipelines/documents/search.js';
@@ -29,11 +30,23 @@ const SearchBody = z.strictObject({
   mode: z.enum(SEARCH_MODES).optional(),
 });
 
+/** validateFilter's messages name the CLI flag (`--filter: ...`); a request has a `filter` field instead. */
+function requestFilter(expression: string): string {
+  try {
+    return validateFilter(expression);
+  } catch (error) {
+    if (isShoalError(error) && error.code === ErrorCode.INVALID_INPUT && error.message.startsWith('--filter:')) {
+      throw new ShoalError(ErrorCode.INVALID_INPUT, error.message.slice(2), { details: { field: 'filter' } });
+    }
+    throw error;
+  }
+}
+
 export function registerSearchRoutes(app: FastifyInstance, context: RouteContext): void {
   app.post('/v1/search', async (request, reply) => {
     context.metrics.track(request, { primitive: 'encode', model: OTHER_MODEL, lane: 'interactive' });
     const body = parseWith(SearchBody, request.body, 'search request');
-    const filter = body.filter === undefined ? undefined : validateFilter(body.filter);
+    const filter = body.filter === undefined ? undefined : requestFilter(body.filter);
     const sink = openIndexSink(indexTarget(context.settings.indexes, body.index), context.settings.indexOptions);
     try {
       const hits = await context.call(reply)((signal) =>

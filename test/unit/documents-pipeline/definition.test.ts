@@ -52,8 +52,8 @@ describe('pipeline definitions', () => {
     expect((error as Error).message).not.toContain('name:');
   });
 
-  it('an unknown built-in name fails with NOT_FOUND', async () => {
-    await expect(resolvePipeline('nope')).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
+  it('an unknown built-in name is a bad command line (CONFIG_INVALID, exit 2), as a missing pipeline file is', async () => {
+    await expect(resolvePipeline('nope')).rejects.toMatchObject({ code: ErrorCode.CONFIG_INVALID, message: expect.stringContaining('built-in: documents') });
   });
 
   it('command-line overrides win and the settings hash follows only what changes rows', async () => {

@@ -5,6 +5,7 @@ import { ErrorCode, ShoalError } from '../../../../adapters/protocol/errors.js';
 import type { Taxonomy } from '../../../../adapters/taxonomy/index.js';
 import { goldPath, type Evaluator, type TaxonomyClassifier } from '../../../../pipelines/classify/index.js';
 import { readLineChunks, type LineSink, type LineSource } from '../../jsonl.js';
+import { looksLikeId } from '../../line-fields.js';
 import { fieldText, productText, readProducts, type CatalogFormat, type ProductRecord } from './products.js';
 
 /**
@@ -36,6 +37,8 @@ export interface ClassifyRunOptions {
   signal: AbortSignal;
   onProgress(bytes: number, products: number): void;
   onSkipped(bytes: number): void;
+  /** Told once when a product lacks the id field but has an id-like one (`uniq_id`): its id is then the record number. */
+  warn?: (message: string) => void;
 }
 
 export interface ClassifyRunSummary {
@@ -55,6 +58,18 @@ function toItem(record: ProductRecord, options: ClassifyRunOptions): ClassifyIte
   const text = productText(record.fields, options.fields, options.template);
   const image = options.imageField === undefined ? '' : fieldText(record.fields[options.imageField]).trim();
   return { id: productId(record, options.idField), text, ...(image.length > 0 ? { image } : {}) };
+}
+
+/** The line commands' "use --id-field" hint (services/cli/line-fields.ts), for catalogs; true once given. */
+function idHint(records: readonly ProductRecord[], options: ClassifyRunOptions): boolean {
+  for (const record of records) {
+    if (record.fields[options.idField] !== undefined) continue;
+    const alias = Object.keys(record.fields).find(looksLikeId);
+    if (alias === undefined || alias === options.idField) continue;
+    options.warn?.(`product ${record.number} has no "${options.idField}" but has "${alias}": ids will be record numbers; pass --id-field ${alias} to keep them (shown once)`);
+    return true;
+  }
+  return false;
 }
 
 function gold(record: ProductRecord, options: ClassifyRunOptions): string[] | null {
@@ -87,6 +102,7 @@ export async function runClassify(options: ClassifyRunOptions): Promise<Classify
   const skippedTotal = toSkip;
   const earlier = toSkip > 0 && options.evaluator !== null && options.partialOutput !== null ? resumedPaths(options.partialOutput, options.taxonomy) : null;
   let written = 0;
+  let hinted = options.warn === undefined;
   let previous: Promise<void> = Promise.resolve();
   try {
     for await (const records of readProducts(options.source, options.format, options.chunkSize)) {
@@ -114,6 +130,7 @@ export async function runClassify(options: ClassifyRunOptions): Promise<Classify
         }
       }
       if (fresh.length === 0) continue;
+      if (!hinted) hinted = idHint(fresh, options);
       const items = fresh.map((record) => toItem(record, options));
       const classified = options.classifier.classify(items, { signal: options.signal });
       // Settled below, after the previous chunk is written; never an unhandled rejection meanwhile.

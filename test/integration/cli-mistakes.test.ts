@@ -1,0 +1,144 @@
+import { mkdtempSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../helpers/nats-server.js';
+import { FIXTURES_DIR } from '../helpers/shared.js';
+import { runShoal } from '../helpers/shoal-cli.js';
+import { startShoal } from '../helpers/shoal-process.js';
+
+/**
+ * Mistakes from a first-hour audit of `shoal ingest` / `search` / `pipelines show`, run as child
+ * processes: each must be one `error [CODE]: ...` line naming the problem with the documented
+ * exit status (2: fix the command line), never a stack trace, an INTERNAL error or a silent
+ * "0 documents" success.
+ */
+
+const ENV = { SHOAL_MODEL_DIR: join(FIXTURES_DIR, 'models'), HF_HUB_OFFLINE: '1' };
+const MODEL = ['--model', 'tiny-bert-mean'];
+
+let work: string;
+beforeAll(() => {
+  work = mkdtempSync(join(tmpdir(), 'shoal-cli-mistakes-'));
+  mkdirSync(join(work, 'empty'));
+  mkdirSync(join(work, 'notes'));
+  writeFileSync(join(work, 'notes', 'a.txt'), 'The pilot boat leaves at dawn.');
+  writeFileSync(join(work, 'a-file'), 'not a folder');
+  writeFileSync(join(work, 'tree.txt'), 'Apparel > Shoes\nHome > Kitchen\n');
+  writeFileSync(join(work, 'products.jsonl'), `${JSON.stringify({ uniq_id: 'p1', title: 'red running shoe' })}\n${JSON.stringify({ uniq_id: 'p2', title: 'frying pan' })}\n`);
+});
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+/** The error line of a failed run: exactly one, no stack frames. */
+function errorLine(stderr: string): string {
+  expect(stderr).not.toMatch(/^\s+at /m);
+  const lines = stderr.split('\n').filter((line) => line.startsWith('error ['));
+  expect(lines, stderr).toHaveLength(1);
+  return lines[0] ?? '';
+}
+
+describe('shoal ingest with nothing to ingest', () => {
+  it('an empty folder, a glob that matches nothing and an empty pipe are exit 2, and no index is created', async () => {
+    const index = join(work, 'idx-nothing');
+    const [folder, glob, stdin] = await Promise.all([
+      runShoal(['ingest', join(work, 'empty'), ...MODEL, '--index', index], { env: ENV }),
+      runShoal(['ingest', join(work, 'notes'), '--include', '*.pdf', ...MODEL, '--index', index], { env: ENV }),
+      runShoal(['ingest', ...MODEL, '--index', index], { env: ENV, stdin: '' }),
+    ]);
+    expect(folder.code, folder.stderr).toBe(2);
+    expect(errorLine(folder.stderr)).toBe(`error [INVALID_INPUT]: nothing to ingest: no files in ${join(work, 'empty')} (see shoal ingest --help)`);
+    expect(glob.code, glob.stderr).toBe(2);
+    expect(errorLine(glob.stderr)).toBe(`error [INVALID_INPUT]: nothing to ingest: no files selected by --include '*.pdf' in ${join(work, 'notes')} (see shoal ingest --help)`);
+    expect(stdin.code, stdin.stderr).toBe(2);
+    expect(errorLine(stdin.stderr)).toBe('error [INVALID_INPUT]: nothing to ingest: no JSON Lines records on stdin (see shoal ingest --help)');
+    for (const run of [folder, glob, stdin]) expect(run.stdout).toBe('');
+    expect(readdirSync(work)).not.toContain('idx-nothing');
+  }, 120_000);
+});
+
+describe('shoal ingest where every document fails', () => {
+  it('says so (exit 3) instead of "1 of 1 documents failed; the others are indexed"', async () => {
+    const empty = join(work, 'empty.txt');
+    writeFileSync(empty, '');
+    const run = await runShoal(['ingest', empty, ...MODEL, '--index', join(work, 'idx-failed')], { env: ENV });
+    expect(run.code, run.stderr).toBe(3);
+    expect(run.stdout).toContain(`failed ${empty}: [DOCUMENT_EMPTY]`);
+    expect(errorLine(run.stderr)).toBe('error [PARTIAL_FAILURE]: the document failed; nothing was indexed');
+  }, 120_000);
+});
+
+describe('shoal ingest / search / pipelines show: bad names and paths are exit 2', () => {
+  it('an unknown built-in pipeline name is CONFIG_INVALID (exit 2) on ingest and on pipelines show', async () => {
+    const [show, ingest] = await Promise.all([
+      runShoal(['pipelines', 'show', 'nosuch'], { env: ENV }),
+      runShoal(['ingest', join(work, 'notes'), '--pipeline', 'nosuch', ...MODEL, '--index', join(work, 'idx-pipeline')], { env: ENV }),
+    ]);
+    for (const run of [show, ingest]) {
+      expect(run.code, run.stderr).toBe(2);
+      expect(errorLine(run.stderr)).toBe('error [CONFIG_INVALID]: no built-in pipeline "nosuch" (built-in: documents; or give a .yaml/.json file)');
+    }
+  }, 120_000);
+
+  it('--index naming a file (or a path below one) is a plain CONFIG_INVALID line on ingest and search, not an INTERNAL EEXIST/ENOTDIR', async () => {
+    const file = join(work, 'a-file');
+    const [ingest, search] = await Promise.all([
+      runShoal(['ingest', join(work, 'notes'), ...MODEL, '--index', file], { env: ENV }),
+      runShoal(['search', 'pilot boat', '--index', file], { env: ENV }),
+    ]);
+    for (const run of [ingest, search]) {
+      expect(run.code, run.stderr).toBe(2);
+      expect(errorLine(run.stderr)).toBe(`error [CONFIG_INVALID]: index ${file} is a file, not a folder: a LanceDB index is a folder (created when missing)`);
+    }
+    // Below a file (LanceDB folder or file:// JSON Lines): the same exit 2, the cause on its own line.
+    const [lance, jsonl] = await Promise.all([
+      runShoal(['ingest', join(work, 'notes'), ...MODEL, '--index', join(file, 'sub')], { env: ENV }),
+      runShoal(['ingest', join(work, 'notes'), ...MODEL, '--index', `file://${file}`], { env: ENV }),
+    ]);
+    expect(lance.code, lance.stderr).toBe(2);
+    expect(errorLine(lance.stderr)).toBe(`error [CONFIG_INVALID]: cannot create the index folder ${join(file, 'sub')}`);
+    expect(lance.stderr).toContain('cause: ENOTDIR');
+    expect(jsonl.code, jsonl.stderr).toBe(2);
+    expect(errorLine(jsonl.stderr)).toMatch(/^error \[CONFIG_INVALID\]: cannot create the folder of table chunks in file:\/\/.*a-file/);
+  }, 120_000);
+});
+
+describe('shoal classify: an id under another name, a --gold field no product has', () => {
+  const classify = (extra: readonly string[]) =>
+    runShoal(['classify', join(work, 'products.jsonl'), '--taxonomy', join(work, 'tree.txt'), ...MODEL, '--top-k', '1', ...extra], { env: { ...ENV, SHOAL_CACHE_DIR: join(work, 'cache') } });
+
+  it('warns once that uniq_id looks like the id (as the line commands do), and a misspelt --gold is exit 2 after the lines', async () => {
+    const [hinted, gold] = await Promise.all([classify([]), classify(['--id-field', 'uniq_id', '--gold', 'categroy', '--out', join(work, 'classified.jsonl')])]);
+    expect(hinted.code, hinted.stderr).toBe(0);
+    expect(hinted.stderr).toContain('warning: product 1 has no "id" but has "uniq_id": ids will be record numbers; pass --id-field uniq_id to keep them (shown once)');
+    expect(hinted.stderr.match(/warning: /g)).toHaveLength(1);
+    expect(hinted.stdout.trim().split('\n').map((line) => (JSON.parse(line) as { id: unknown }).id)).toEqual([1, 2]);
+
+    expect(gold.code, gold.stderr).toBe(2);
+    expect(errorLine(gold.stderr)).toBe('error [INVALID_INPUT]: --gold categroy: no product has a value in this field, so there is nothing to evaluate (the classifications were written)');
+    expect(gold.stdout).toBe('');
+    expect(gold.stderr).not.toContain('warning: ');
+    expect(readdirSync(work)).toContain('classified.jsonl');
+  }, 120_000);
+});
+
+describe('shoal sink: a mistyped --index, and a stop while NATS cannot be reached', () => {
+  it('refuses an unknown --index scheme at once, before any NATS connection attempt (exit 2)', async () => {
+    const port = await freePort();
+    const run = await runShoal(['sink', '--index', 'foo://x', '--nats', `nats://127.0.0.1:${port}`], { env: { SHOAL_LOG_LEVEL: 'info' } });
+    expect(run.code, run.stderr).toBe(2);
+    expect(errorLine(run.stderr)).toMatch(/^error \[INVALID_INPUT\]: --index: unknown scheme "foo:\/\/"/);
+    expect(run.stderr).not.toContain('connecting to');
+  }, 60_000);
+
+  it('stops on the first SIGTERM while it retries a closed NATS port (exit 0 within 2 s, as a worker)', async ({ onTestFinished }) => {
+    const port = await freePort();
+    const sink = startShoal(['sink', '--dir', join(work, 'results'), '--nats', `nats://127.0.0.1:${port}`], { env: { SHOAL_LOG_LEVEL: 'info' } });
+    onTestFinished(async () => {
+      if (sink.child.exitCode === null && sink.child.signalCode === null) await sink.stop('SIGKILL');
+    });
+    await sink.waitFor(new RegExp(`connecting to nats://127\\.0\\.0\\.1:${port} \\(attempt 2\\)`), 30_000);
+    const stopped = await sink.stop('SIGTERM');
+    expect(stopped.code, sink.output().slice(-2000)).toBe(0);
+    expect(stopped.ms).toBeLessThan(2_000);
+  }, 60_000);
+});

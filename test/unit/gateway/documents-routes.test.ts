@@ -1,0 +1,96 @@
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ShoalMetrics } from '../../../adapters/observability/metrics.js';
+import { ErrorCode } from '../../../adapters/protocol/errors.js';
+import type { IngestRunStatus } from '../../../adapters/protocol/ingest.js';
+import { buildGatewayApp } from '../../../services/gateway/app.js';
+import type { IngestApi, IngestStart } from '../../../services/gateway/context.js';
+import { MemoryJobs, ScriptedEngine, TEST_SETTINGS } from '../../helpers/gateway.js';
+
+/**
+ * POST /v1/search names its `filter` field in a bad filter's message (not the CLI's `--filter`).
+ * POST /v1/ingest refuses what the caller got wrong before a run starts: a model name that is a
+ * path is 422 as on every other route (not a 202 whose run then fails), and a pipeline definition
+ * object that does not validate is 422 INVALID_INPUT (the caller's mistake), not a 500.
+ */
+
+class RefusingIngest implements IngestApi {
+  readonly started: IngestStart[] = [];
+
+  async start(request: IngestStart): Promise<IngestRunStatus> {
+    this.started.push(request);
+    throw new Error('a refused request must not start a run');
+  }
+
+  async status(): Promise<IngestRunStatus | null> {
+    return null;
+  }
+}
+
+describe('POST /v1/ingest: refused at submit', () => {
+  const ingest = new RefusingIngest();
+  let app: FastifyInstance;
+
+  beforeAll(async () => {
+    app = buildGatewayApp(
+      { engine: ScriptedEngine.failing(ErrorCode.INTERNAL), jobs: new MemoryJobs(), ingest, models: async () => [], metrics: new ShoalMetrics({ processMetrics: false }), ready: async () => ({ ready: true }) },
+      { ...TEST_SETTINGS, indexes: { docs: '/tmp/shoal-never-written' } },
+    );
+    await app.ready();
+  });
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  const post = (payload: Record<string, unknown>) => app.inject({ method: 'POST', url: '/v1/ingest', payload: { index: 'docs', sources: [{ id: 'n1', text: 'The pilot boat leaves at dawn.' }], ...payload } });
+
+  it('a model that is a path is 422 INVALID_INPUT, in the model field and in every model of a definition', async () => {
+    const stages = (extra: Record<string, unknown>) => ({ pipeline: { name: 'p', stages: extra } });
+    for (const payload of [
+      { model: '../../etc' },
+      { model: '/etc/passwd' },
+      stages({ encode: { model: 'tiny-bert-mean', sparse: { model: '../x' } } }),
+      stages({ encode: { model: 'tiny-bert-mean', multivector: { model: '~/colbert' } } }),
+      stages({ parse: { ocrModel: '../../ocr' } }),
+      stages({ extract: { model: 'a/../../b' } }),
+      stages({ classify: { labels: ['a'], model: '/abs' } }),
+    ]) {
+      const response = await post(payload);
+      expect(response.statusCode, JSON.stringify(payload)).toBe(422);
+      expect(response.json()).toMatchObject({ error: { code: 'INVALID_INPUT', details: { field: 'model' } } });
+    }
+    expect(ingest.started).toHaveLength(0);
+  });
+
+  it('a definition object that does not validate is 422 INVALID_INPUT naming the key, not 500 CONFIG_INVALID', async () => {
+    const response = await post({ pipeline: { name: 'x', stages: { chunk: { size: 1 } } } });
+    expect(response.statusCode, response.body).toBe(422);
+    expect(response.json()).toMatchObject({ error: { code: 'INVALID_INPUT', message: expect.stringContaining('stages.chunk.size'), details: { field: 'pipeline' } } });
+    expect(ingest.started).toHaveLength(0);
+  });
+});
+
+describe('POST /v1/search: a bad filter is named as the request field', () => {
+  let app: FastifyInstance;
+  beforeAll(async () => {
+    app = buildGatewayApp(
+      { engine: ScriptedEngine.failing(ErrorCode.INTERNAL), jobs: new MemoryJobs(), models: async () => [], metrics: new ShoalMetrics({ processMetrics: false }), ready: async () => ({ ready: true }) },
+      { ...TEST_SETTINGS, indexes: { docs: '/tmp/shoal-never-written' } },
+    );
+    await app.ready();
+  });
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  it('answers 422 with "filter: ..." and details.field, before the index is opened', async () => {
+    for (const filter of ['page ==', 'nosuch = 1', "source = 'a'; DROP TABLE chunks"]) {
+      const response = await app.inject({ method: 'POST', url: '/v1/search', payload: { index: 'docs', query: 'pilot boat', filter } });
+      expect(response.statusCode, filter).toBe(422);
+      const body = response.json<{ error: { code: string; message: string; details?: { field?: string } } }>();
+      expect(body.error.code).toBe('INVALID_INPUT');
+      expect(body.error.message, filter).toMatch(/^filter: /);
+      expect(body.error.details?.field).toBe('filter');
+    }
+  });
+});
