@@ -70,7 +70,7 @@ export function registerSearch(program: Command, app: CliApp): void {
       const progress = app.progress(config);
       try {
         // Checked before an engine starts: a missing index fails at once.
-        if ((await sink.describe()) === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no table ${table} in ${display}: run shoal ingest first`);
+        if ((await sink.describe()) === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no table ${table} in ${display}: nothing has been indexed there (run shoal ingest first; a document that gives no text adds no rows)`);
         const hits = await app.withEngine(config, progress, (engine) =>
           searchIndex(engine, sink, { query, k: flags.k, filter, model: flags.model, mode: flags.mode, rerank: flags.rerank, where: `${display} (table ${table})` }, { signal: app.io.signal }),
         );
