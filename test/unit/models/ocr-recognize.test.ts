@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { angleSample, checkCharset, ctcDecode, isUpsideDown, parseCharset, widthBatches } from '../../../adapters/models/ocr/ocr-recognize.js';
+import { angleSample, checkCharset, ctcDecode, ctcDecodeBest, isUpsideDown, parseCharset, widthBatches } from '../../../adapters/models/ocr/ocr-recognize.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 
 /** One row of per-step probabilities: at each step `best` gets `p`, the rest share what is left. */
@@ -56,6 +56,26 @@ describe('CTC greedy decoding', () => {
 
   it('gives an empty reading score 0', () => {
     expect(ctcDecode(steps(C, [[0, 1], [0, 1]]), 0, 2, charset)).toEqual({ text: '', score: 0 });
+  });
+
+  it('reads the same from the per-step best class and probability as from the full probabilities', () => {
+    const pick = fc.tuple(fc.integer({ min: 0, max: C - 1 }), fc.float({ min: Math.fround(0.3), max: 1, noNaN: true }));
+    fc.assert(
+      fc.property(fc.array(fc.array(pick, { minLength: 1, maxLength: 12 }), { minLength: 1, maxLength: 4 }), (rows) => {
+        const length = Math.max(...rows.map((row) => row.length));
+        // Rows padded with blanks to one step count, as a batch is.
+        const padded = rows.map((row) => [...row, ...Array.from({ length: length - row.length }, (): [number, number] => [0, 1])]);
+        const probs = Float32Array.from(padded.flatMap((row) => [...steps(C, row)]));
+        const best = BigInt64Array.from(padded.flatMap((row) => row.map(([cls]) => BigInt(cls))));
+        const top = Float32Array.from(padded.flatMap((row) => row.map(([, p]) => p)));
+        padded.forEach((_, row) => {
+          const full = ctcDecode(probs, row, length, charset);
+          const fromBest = ctcDecodeBest(best, top, row, length, charset);
+          expect(fromBest.text).toBe(full.text);
+          expect(fromBest.score).toBeCloseTo(full.score, 5);
+        });
+      }),
+    );
   });
 });
 
