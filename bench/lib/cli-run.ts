@@ -71,6 +71,8 @@ export interface CliRunOptions {
   /** Run the TypeScript sources through tsx (SHOAL_FROM_SOURCE=1) instead of dist/. */
   fromSource?: boolean;
   env?: NodeJS.ProcessEnv;
+  /** Another checkout's bin/shoal.js (built), to time two versions side by side; default this one's. */
+  bin?: string;
 }
 
 /** Runs `shoal ARGS`, stdout read (and counted) through a pipe as a consumer would, stderr passed through. */
@@ -80,7 +82,7 @@ export function runShoal(args: readonly string[], options: CliRunOptions = {}): 
     const env: NodeJS.ProcessEnv = { ...process.env, ...options.env };
     if (options.fromSource === true) env.SHOAL_FROM_SOURCE = '1';
     else delete env.SHOAL_FROM_SOURCE;
-    const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'inherit'], env });
+    const child = spawn(process.execPath, [options.bin ?? BIN, ...args], { stdio: ['ignore', 'pipe', 'inherit'], env });
     let first: number | null = null;
     let last: number | null = null;
     let bytes = 0;
