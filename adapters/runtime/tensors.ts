@@ -27,6 +27,8 @@ export async function runChecked(
   session: ort.InferenceSession,
   feeds: Record<string, ort.Tensor>,
   what: string,
+  /** Outputs to fetch (default: all); a graph with extra outputs then copies only these. */
+  fetches?: readonly string[],
 ): Promise<Record<string, ort.Tensor>> {
   const missing = session.inputNames.filter((name) => !(name in feeds));
   if (missing.length > 0) {
@@ -41,7 +43,7 @@ export async function runChecked(
     if (tensor !== undefined) used[name] = tensor;
   }
   try {
-    return await session.run(used);
+    return fetches === undefined ? await session.run(used) : await session.run(used, [...fetches]);
   } catch (error) {
     throw new ShoalError(ErrorCode.INFERENCE_FAILED, `${what}: onnxruntime failed: ${String(error)}`, { cause: error });
   }

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 import type { OcrLine } from '../../protocol/results.js';
 import { parseWith } from '../../protocol/validate.js';
-import { describeInputs, describeOutputs, type CreatedSession, type ort } from '../../runtime/ort-session.js';
+import { describeInputs, describeOutputs, type CreatedSession } from '../../runtime/ort-session.js';
 import { float32Tensor, floatOutput, runChecked } from '../../runtime/tensors.js';
 import { ImagePolicy } from '../../sources/image-input.js';
 import type { FamilyAdapter, ItemOutput, PrepContext, Prepared, PreparedImage, PrepareRequest, Runner, RunnerContext } from '../family.js';
@@ -167,12 +167,7 @@ class OcrRunner implements Runner {
   async #runBest(data: Float32Array, dims: number[]): Promise<{ index: BigInt64Array; prob: Float32Array; steps: number }> {
     const session = this.#rec.session;
     const what = `${this.#id} (rec)`;
-    let outputs: ort.InferenceSession.OnnxValueMapType;
-    try {
-      outputs = await session.run({ [session.inputNames[0] ?? '']: float32Tensor(data, dims) }, [BEST_CLASS_OUTPUTS.index, BEST_CLASS_OUTPUTS.prob]);
-    } catch (error) {
-      throw new ShoalError(ErrorCode.INFERENCE_FAILED, `${what}: onnxruntime failed: ${String(error)}`, { cause: error });
-    }
+    const outputs = await runChecked(session, { [session.inputNames[0] ?? '']: float32Tensor(data, dims) }, what, [BEST_CLASS_OUTPUTS.index, BEST_CLASS_OUTPUTS.prob]);
     const index = outputs[BEST_CLASS_OUTPUTS.index];
     const prob = outputs[BEST_CLASS_OUTPUTS.prob];
     if (!(index?.data instanceof BigInt64Array) || !(prob?.data instanceof Float32Array)) {
