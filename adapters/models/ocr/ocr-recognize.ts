@@ -40,38 +40,33 @@ export interface Recognized {
 
 /**
  * Greedy CTC decoding of one row of a [n, steps, classes] probability tensor: the best class at
- * each step, repeats of a class merged, blanks removed.
+ * each step (the first of equal maxima), then ctcDecodeBest's merge.
  */
 export function ctcDecode(probs: Float32Array, row: number, steps: number, charset: Charset): Recognized {
   const classes = charset.classes.length;
-  let text = '';
-  let sum = 0;
-  let kept = 0;
-  let previous = -1;
+  const best = new BigInt64Array(steps);
+  const bestProbs = new Float32Array(steps);
   for (let t = 0; t < steps; t++) {
     const base = (row * steps + t) * classes;
-    let best = 0;
-    let bestProb = probs[base] ?? 0;
+    let cls = 0;
+    let top = probs[base] ?? 0;
     for (let c = 1; c < classes; c++) {
       const p = probs[base + c] ?? 0;
-      if (p > bestProb) {
-        best = c;
-        bestProb = p;
+      if (p > top) {
+        cls = c;
+        top = p;
       }
     }
-    if (best !== 0 && best !== previous) {
-      text += charset.classes[best] ?? '';
-      sum += bestProb;
-      kept++;
-    }
-    previous = best;
+    best[t] = BigInt(cls);
+    bestProbs[t] = top;
   }
-  return { text, score: kept === 0 ? 0 : sum / kept };
+  return ctcDecodeBest(best, bestProbs, 0, steps, charset);
 }
 
 /**
- * ctcDecode from the recognizer's per-step best class and its probability ([n, steps] each, the
- * outputs addBestClass gives the graph): the same text and score without the class axis.
+ * Greedy CTC decoding of one row from the per-step best class and its probability ([n, steps]
+ * each, the outputs addBestClass gives the graph): repeats of a class merged, blanks removed,
+ * the score the mean probability of the characters kept.
  */
 export function ctcDecodeBest(best: BigInt64Array, probs: Float32Array, row: number, steps: number, charset: Charset): Recognized {
   let text = '';
