@@ -6,6 +6,7 @@ import { chunkPages, encoderTokenLimit, engineTokenCounter, type ChunkSettings, 
 import type { PipelineDefinition } from './definition.js';
 import type { DocumentSource, ParseOutcome } from './document.js';
 import { chunkId, contentHash, settingsHash } from './identity.js';
+import { interruptedWith } from './interrupted.js';
 import type { PendingSource } from './sources.js';
 import { LabelClassifier } from './stages/classify.js';
 import { encodeDense } from './stages/encode.js';
@@ -94,6 +95,7 @@ interface ReadyDocument {
   uri: string;
   documentId: string;
   pages: number;
+  ocrPages: number;
   chunks: TextChunk[];
 }
 
@@ -135,26 +137,46 @@ export class IngestRunner {
     return this.#settings;
   }
 
+  /**
+   * Runs the pipeline over `sources`. An interrupt rejects with CANCELLED carrying the summary of
+   * what finished before it (interrupted.ts), so the caller can still report it.
+   */
   async run(sources: readonly PendingSource[]): Promise<IngestSummary> {
     const started = performance.now();
+    try {
+      await this.#run(sources);
+    } catch (error) {
+      const shoal = toShoalError(error);
+      if (shoal.code !== ErrorCode.CANCELLED) throw error;
+      this.#summary.seconds = (performance.now() - started) / 1000;
+      throw interruptedWith(shoal, this.#summary);
+    }
+    this.#summary.seconds = (performance.now() - started) / 1000;
+    return this.#summary;
+  }
+
+  async #run(sources: readonly PendingSource[]): Promise<void> {
     this.#sources = sources;
     this.#progress.total = sources.length;
     this.#summary.documents.total = sources.length;
     await this.#checkExistingModel();
     this.#states = await this.#options.sink.states(sources.map((source) => source.uri));
-    let buffered: { rows: ChunkRow[]; states: DocumentState[] } = { rows: [], states: [] };
+    // Pages are counted once their document is committed, so an interrupted run's summary counts only what it kept.
+    let buffered: { rows: ChunkRow[]; states: DocumentState[]; ocrPages: number } = { rows: [], states: [], ocrPages: 0 };
     let lastCommit = performance.now();
     const flush = async (): Promise<void> => {
       lastCommit = performance.now();
       if (buffered.states.length === 0) return;
-      const { rows, states } = buffered;
-      buffered = { rows: [], states: [] };
+      const { rows, states, ocrPages } = buffered;
+      buffered = { rows: [], states: [], ocrPages: 0 };
       const committing = performance.now();
       await this.#options.sink.commit(rows, states);
       this.#stage('write', committing);
       await this.#options.onCommitted?.(states);
       this.#summary.documents.ok += states.length;
       this.#summary.chunks += rows.length;
+      this.#summary.pages += states.reduce((sum, state) => sum + state.pages, 0);
+      this.#summary.ocrPages += ocrPages;
       this.#progress.done += states.length;
       this.#report();
     };
@@ -170,6 +192,7 @@ export class IngestRunner {
         const written = await this.#writeWave(wave);
         buffered.rows.push(...written.rows);
         buffered.states.push(...written.states);
+        buffered.ocrPages += wave.reduce((sum, document) => sum + document.ocrPages, 0);
         const due = performance.now() - lastCommit >= MAX_COMMIT_INTERVAL_MS;
         if (due || buffered.rows.length >= this.#options.definition.stages.write.batchRows) await flush();
         waiting = performance.now();
@@ -185,8 +208,6 @@ export class IngestRunner {
     const optimizing = performance.now();
     await this.#options.sink.optimize();
     this.#stage('write', optimizing);
-    this.#summary.seconds = (performance.now() - started) / 1000;
-    return this.#summary;
   }
 
   /**
@@ -283,15 +304,13 @@ export class IngestRunner {
     if (!outcome.ok) return { kind: 'failed', failure: { source: pending.uri, code: outcome.code, reason: outcome.reason } };
     const { pages } = outcome.document;
     const ocrPages = pages.filter((page) => page.ocr).length;
-    this.#summary.pages += pages.length;
-    this.#summary.ocrPages += ocrPages;
     this.#progress.pages += pages.length;
     this.#progress.ocrPages += ocrPages;
     const chunking = performance.now();
     const chunks = await chunkPages(pages, await this.#chunkSettings(), this.#count);
     this.#stage('chunk', chunking);
     this.#progress.chunks += chunks.length;
-    return { kind: 'ready', document: { uri: pending.uri, documentId, pages: pages.length, chunks } };
+    return { kind: 'ready', document: { uri: pending.uri, documentId, pages: pages.length, ocrPages, chunks } };
   }
 
   /** The pipeline's chunk settings, shrunk to what the encoder reads without truncating. */

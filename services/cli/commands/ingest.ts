@@ -5,6 +5,7 @@ import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { redactUri } from '../../../adapters/sinks/open.js';
 import { resolvePipeline } from '../../../pipelines/documents/builtin.js';
 import { applyOverrides, type PipelineDefinition } from '../../../pipelines/documents/definition.js';
+import { settleInterrupt, type SettledRun } from '../../../pipelines/documents/interrupted.js';
 import { DocumentParser } from '../../../pipelines/documents/parse.js';
 import { IngestRunner, type IngestSummary } from '../../../pipelines/documents/runner.js';
 import { fileSources, recordSources, type PendingSource } from '../../../pipelines/documents/sources.js';
@@ -48,7 +49,9 @@ Examples:
 
 Exit status: 0 every document indexed (or unchanged), 3 some documents failed (the others are
 indexed; each failure is listed with its code and reason), 2 nothing to ingest (no file found or
-selected, no record on stdin), else 1 or 2 as for every command.`;
+selected, no record on stdin), 130/143 interrupted by Ctrl-C/SIGTERM (the summary, with --json
+"interrupted": true, counts what finished; the same command again continues), else 1 or 2 as for
+every command.`;
 
 async function collectSources(paths: readonly string[], flags: z.output<typeof IngestFlags>, app: CliApp, health: StoreHealth): Promise<PendingSource[]> {
   const files = paths.filter((path) => path !== '-');
@@ -78,9 +81,17 @@ function outageLine(period: DegradedPeriod): string {
   return `  degraded: ${period.store} unavailable for ${seconds.toFixed(1)} s from ${period.since}${period.until === null ? ' (still failing)' : ''} (retried, nothing lost): ${period.reason}`;
 }
 
-function humanSummary(summary: IngestSummary, definition: PipelineDefinition, outages: readonly DegradedPeriod[]): string {
+/** Said first when the run was stopped: the counts below are what finished before the stop. */
+function interruptedLine(summary: IngestSummary): string {
+  const { total, ok, failed, unchanged } = summary.documents;
+  const left = total - ok - failed - unchanged;
+  return `interrupted: ${left} of ${total} documents not done; what finished is kept, and running the same command again continues where it stopped`;
+}
+
+function humanSummary(summary: IngestSummary, definition: PipelineDefinition, outages: readonly DegradedPeriod[], interrupted: boolean): string {
   const { documents } = summary;
   const lines = [
+    ...(interrupted ? [interruptedLine(summary)] : []),
     `${documents.total} documents: ${documents.ok} indexed, ${documents.failed} failed, ${documents.unchanged} unchanged; ` +
       `${summary.pages} pages (${summary.ocrPages} OCR), ${summary.chunks} chunks in ${summary.seconds.toFixed(1)} s ` +
       `→ ${redactUri(definition.stages.write.index)} (table ${definition.stages.write.table})`,
@@ -91,7 +102,7 @@ function humanSummary(summary: IngestSummary, definition: PipelineDefinition, ou
   return `${lines.join('\n')}\n`;
 }
 
-function jsonSummary(summary: IngestSummary, definition: PipelineDefinition, outages: readonly DegradedPeriod[]): string {
+function jsonSummary(summary: IngestSummary, definition: PipelineDefinition, outages: readonly DegradedPeriod[], interrupted: boolean): string {
   return `${JSON.stringify({
     documents: summary.documents,
     failed: summary.failed,
@@ -106,6 +117,8 @@ function jsonSummary(summary: IngestSummary, definition: PipelineDefinition, out
     removed: summary.removed ?? 0,
     // Each stretch a store (S3, the index) failed and the run waited on it: {store, reason, since, until}.
     outages,
+    // Stopped by SIGINT/SIGTERM (exit 130/143): the counts are what finished before the stop; a re-run continues.
+    interrupted,
   })}\n`;
 }
 
@@ -152,11 +165,9 @@ export function registerIngest(program: Command, app: CliApp): void {
         app.io.stderr.write(failing && degraded !== null ? `warning: degraded since ${degraded.since}: ${degraded.reason}\n` : `${store} answers again; ${degraded === null ? 'no store is failing' : degraded.reason}\n`);
       });
       const { sink } = openIndex(app, definition.stages.write.index, definition.stages.write.table, health.sinkObserver());
-      let summary: IngestSummary;
-      try {
-        summary = flags.nats !== undefined
-          ? await (await import('./ingest-nats.js')).ingestOverNats({ app, nats: flags.nats, definition, sink, sources, force: flags.force === true, onProgress: bar.update, quiet: config.quiet, health })
-          : await app.withEngine(config, progress, async (engine) => {
+      const ingestAll = async (): Promise<IngestSummary> => flags.nats !== undefined
+        ? await (await import('./ingest-nats.js')).ingestOverNats({ app, nats: flags.nats, definition, sink, sources, force: flags.force === true, onProgress: bar.update, quiet: config.quiet, health })
+        : await app.withEngine(config, progress, async (engine) => {
           const { parse } = definition.stages;
           const parser = new DocumentParser(engine, { ...parse, signal: app.io.signal, onPage: bar.page });
           try {
@@ -166,8 +177,13 @@ export function registerIngest(program: Command, app: CliApp): void {
             await parser.close();
           }
         });
-        if (pruning !== null) {
-          summary = await pruning.pruneAfterRun({ app, sink, roots, sources, summary, globs: { include: flags.include ?? [], exclude: flags.exclude ?? [] } });
+      let run: SettledRun;
+      try {
+        // An interrupt settles with the summary of what finished before it: written below, then rethrown (exit 130/143).
+        run = await settleInterrupt(ingestAll());
+        // Not after an interrupt: the documents not reached were not seen, which must not read as removed.
+        if (pruning !== null && run.interrupted === null) {
+          run = { ...run, summary: await pruning.pruneAfterRun({ app, sink, roots, sources, summary: run.summary, globs: { include: flags.include ?? [], exclude: flags.exclude ?? [] } }) };
         }
       } finally {
         bar.stop();
@@ -175,7 +191,11 @@ export function registerIngest(program: Command, app: CliApp): void {
         await sink.close();
       }
       const outages = health.periods;
-      app.io.stdout.write(flags.json === true ? jsonSummary(summary, definition, outages) : humanSummary(summary, definition, outages));
+      const { summary, interrupted } = run;
+      const stopped = interrupted !== null;
+      app.io.stdout.write(flags.json === true ? jsonSummary(summary, definition, outages, stopped) : humanSummary(summary, definition, outages, stopped));
+      // Unchanged: main.ts maps it to 130/143, whatever failed before the stop.
+      if (interrupted !== null) throw interrupted;
       if (summary.documents.failed > 0) {
         const { failed, total } = summary.documents;
         throw new ShoalError(ErrorCode.PARTIAL_FAILURE, failed === total ? `${failed === 1 ? 'the document' : `all ${total} documents`} failed; nothing was indexed` : `${failed} of ${total} documents failed; the others are indexed`, {

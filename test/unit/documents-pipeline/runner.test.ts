@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../../adapters/protocol/errors.js';
 import { LanceDbSink } from '../../../adapters/sinks/lancedb.js';
 import { parseDefinition } from '../../../pipelines/documents/definition.js';
+import { interruptedSummary } from '../../../pipelines/documents/interrupted.js';
 import { DocumentParser } from '../../../pipelines/documents/parse.js';
 import { IngestRunner, type IngestProgress } from '../../../pipelines/documents/runner.js';
 import { fileSources } from '../../../pipelines/documents/sources.js';
@@ -86,8 +87,14 @@ describe('IngestRunner', () => {
     controller.abort();
     try {
       const runner = new IngestRunner({ definition, engine, sink, reader: parser, signal: controller.signal });
-      await expect(runner.run(await fileSources([dir]))).rejects.toMatchObject({ code: ErrorCode.CANCELLED });
+      const sources = await fileSources([dir]);
+      const error: unknown = await runner.run(sources).catch((thrown: unknown) => thrown);
+      expect(error).toMatchObject({ code: ErrorCode.CANCELLED });
       expect(await sink.states([join(dir, 'one.txt')])).toEqual(new Map());
+      // The error carries the summary so far: nothing was reached, so nothing is counted.
+      const summary = interruptedSummary(error);
+      expect(summary).toMatchObject({ documents: { total: sources.length, ok: 0, failed: 0, unchanged: 0 }, failed: [], pages: 0, ocrPages: 0, chunks: 0 });
+      expect(summary?.seconds).toBeGreaterThan(0);
     } finally {
       await parser.close();
       await sink.close();
