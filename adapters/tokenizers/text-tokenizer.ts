@@ -4,6 +4,7 @@ import { locateTokens, type Span, type SurfaceRule } from './offsets.js';
 import { applyTemplate, specialTokenCount, templateFromPostProcessor, type SpecialTemplate } from './template.js';
 import { readTokenizerFiles, type TokenizerFiles } from './tokenizer-files.js';
 import { cut, longestFirstLengths, type TruncationSide } from './truncation.js';
+import { WordPieceFast } from './wordpiece-fast.js';
 
 /**
  * A Hugging Face tokenizer (tokenizer.json) plus what @huggingface/tokenizers leaves out:
@@ -70,6 +71,8 @@ export class TextTokenizer {
   readonly #tokenizer: Tokenizer;
   readonly #rule: SurfaceRule;
   readonly #specialIds: Set<number>;
+  /** Exact ids for BERT WordPiece tokenizers, several times faster than the library's encode. */
+  readonly #fast: WordPieceFast | null;
 
   private constructor(files: TokenizerFiles) {
     try {
@@ -81,6 +84,7 @@ export class TextTokenizer {
     const template = templateFromPostProcessor(files.json.post_processor, lookup);
     this.#specialIds = new Set(files.json.added_tokens.filter((t) => t.special).map((t) => t.id));
     this.#rule = surfaceRule(files);
+    this.#fast = WordPieceFast.fromFiles(files, this.#tokenizer.model?.tokens_to_ids);
     const padToken = files.config.pad_token ?? files.json.padding?.pad_token;
     const padId =
       (padToken === undefined ? undefined : lookup(padToken)) ?? files.json.padding?.pad_id ?? 0;
@@ -128,7 +132,7 @@ export class TextTokenizer {
   /** Token ids of `text` without special tokens. */
   segmentIds(text: string): number[] {
     if (text.length === 0) return [];
-    return this.#tokenizer.encode(text, { add_special_tokens: false }).ids;
+    return this.#fast?.ids(text) ?? this.#tokenizer.encode(text, { add_special_tokens: false }).ids;
   }
 
   segmentTokens(text: string): string[] {
