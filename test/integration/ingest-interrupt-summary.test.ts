@@ -1,10 +1,9 @@
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as lancedb from '@lancedb/lancedb';
 import { afterAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { exited, INGEST_ENV, startWorkerProcess } from '../helpers/ingest-nats.js';
+import { committedDocuments, IngestJsonSummary } from '../helpers/ingest-summary.js';
 import { natsServerAvailable, NATS_SERVER_MISSING, startNatsServer } from '../helpers/nats-server.js';
 import { TINY_MEAN, uniquePrefix } from '../helpers/nats-worker.js';
 import { FIXTURES_DIR } from '../helpers/shared.js';
@@ -33,37 +32,9 @@ for (let i = 0; i < FILES; i += 1) {
 const pipeline = join(root, 'tiny-commits.yaml');
 await writeFile(pipeline, 'name: tiny-commits\nstages:\n  write: {batchRows: 4}\n');
 
-const Summary = z.strictObject({
-  documents: z.strictObject({ total: z.number(), ok: z.number(), failed: z.number(), unchanged: z.number() }),
-  failed: z.array(z.object({ source: z.string(), code: z.string(), reason: z.string() })),
-  pages: z.number(),
-  ocr_pages: z.number(),
-  chunks: z.number(),
-  seconds: z.number(),
-  index: z.string(),
-  table: z.string(),
-  pipeline: z.string(),
-  removed: z.number(),
-  outages: z.array(z.unknown()),
-  interrupted: z.boolean(),
-});
 
 const args = (index: string, json: boolean, extra: readonly string[] = []): string[] => ['ingest', '--no-progress', '--model', MODEL, '--pipeline', pipeline, '--index', index, ...(json ? ['--json'] : []), ...extra, docs];
 
-/** Documents committed so far (the state table's rows; 0 before the table exists). */
-async function committed(index: string): Promise<number> {
-  try {
-    const db = await lancedb.connect(index);
-    if (!(await db.tableNames()).includes('chunks__documents')) return 0;
-    const table = await db.openTable('chunks__documents');
-    const n = await table.countRows();
-    table.close();
-    db.close();
-    return n;
-  } catch {
-    return 0;
-  }
-}
 
 /** Starts the ingest, waits until a first commit landed, sends `signal`; resolves with exit code and stdout alone. */
 async function interruptAfterFirstCommit(
@@ -79,7 +50,7 @@ async function interruptAfterFirstCommit(
     stdout += chunk.toString('utf8');
   });
   const deadline = Date.now() + 60_000;
-  while ((await committed(index)) === 0) {
+  while ((await committedDocuments(index)) === 0) {
     if (run.child.exitCode !== null) throw new Error(`ingest exited before its first commit:\n${run.output()}`);
     if (Date.now() > deadline) throw new Error(`no commit within 60 s:\n${run.output()}`);
     await new Promise((resolve) => setTimeout(resolve, 25));
@@ -96,14 +67,14 @@ describe('shoal ingest interrupted', () => {
     // Exactly one line on stdout, one JSON object.
     expect(first.stdout.endsWith('\n')).toBe(true);
     expect(first.stdout.trim().split('\n')).toHaveLength(1);
-    const stopped = Summary.parse(JSON.parse(first.stdout));
+    const stopped = IngestJsonSummary.parse(JSON.parse(first.stdout));
     expect(stopped.interrupted).toBe(true);
     expect(stopped.documents.total).toBe(FILES);
     const { ok, unchanged, failed } = stopped.documents;
     expect(ok + unchanged + failed).toBeLessThanOrEqual(FILES);
     expect(ok + unchanged + failed, 'the run should have been stopped before its end').toBeLessThan(FILES);
     // Exactly what the index holds: each committed document is counted, nothing more.
-    const atStop = await committed(index);
+    const atStop = await committedDocuments(index);
     expect(atStop).toBeGreaterThanOrEqual(1);
     expect(ok).toBe(atStop);
     expect(unchanged).toBe(0);
@@ -114,12 +85,12 @@ describe('shoal ingest interrupted', () => {
 
     const second = await runShoal(args(index, true));
     expect(second.code, second.stderr).toBe(0);
-    const resumed = Summary.parse(JSON.parse(second.stdout));
+    const resumed = IngestJsonSummary.parse(JSON.parse(second.stdout));
     expect(resumed.interrupted).toBe(false);
     // Committed documents are skipped as unchanged; the others are indexed now: together, every file once.
     expect(resumed.documents).toEqual({ total: FILES, ok: FILES - ok, failed: 0, unchanged: ok });
     expect(resumed.documents.ok + stopped.documents.ok).toBe(FILES);
-    expect(await committed(index)).toBe(FILES);
+    expect(await committedDocuments(index)).toBe(FILES);
   }, 120_000);
 
   it('SIGTERM without --json: the human summary says it was interrupted and how to continue; exit 143', async () => {
@@ -127,7 +98,7 @@ describe('shoal ingest interrupted', () => {
     const stopped = await interruptAfterFirstCommit(args(index, false), index, 'SIGTERM');
     expect(stopped.code, stopped.output).toBe(143);
     const lines = stopped.stdout.trimEnd().split('\n');
-    const ok = await committed(index);
+    const ok = await committedDocuments(index);
     expect(lines[0]).toBe(`interrupted: ${FILES - ok} of ${FILES} documents not done; what finished is kept, and running the same command again continues where it stopped`);
     expect(lines[1]).toMatch(new RegExp(`^${FILES} documents: ${ok} indexed, 0 failed, 0 unchanged; ${ok} pages \\(0 OCR\\), ${ok} chunks in [\\d.]+ s → `));
   }, 120_000);
@@ -146,15 +117,15 @@ describe.skipIf(!natsServerAvailable())('shoal ingest --nats interrupted', () =>
       const first = await interruptAfterFirstCommit(command(), index, 'SIGINT', env);
       expect(first.code, first.output).toBe(130);
       expect(first.stdout.trim().split('\n')).toHaveLength(1);
-      const stopped = Summary.parse(JSON.parse(first.stdout));
+      const stopped = IngestJsonSummary.parse(JSON.parse(first.stdout));
       expect(stopped.interrupted).toBe(true);
       expect(stopped.documents.ok).toBeGreaterThanOrEqual(1);
-      expect(stopped.documents.ok).toBe(await committed(index));
+      expect(stopped.documents.ok).toBe(await committedDocuments(index));
       expect(stopped.documents.ok + stopped.documents.unchanged + stopped.documents.failed).toBeLessThan(FILES);
 
       const second = await runShoal(command(), { env });
       expect(second.code, second.stderr).toBe(0);
-      const resumed = Summary.parse(JSON.parse(second.stdout));
+      const resumed = IngestJsonSummary.parse(JSON.parse(second.stdout));
       expect(resumed.interrupted).toBe(false);
       expect(resumed.documents).toEqual({ total: FILES, ok: FILES - stopped.documents.ok, failed: 0, unchanged: stopped.documents.ok });
     } finally {

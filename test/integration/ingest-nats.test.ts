@@ -3,7 +3,6 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { ensureIngestTopology, IngestStatusStore } from '../../adapters/nats/ingest-store.js';
 import { ensureTopology } from '../../adapters/nats/topology.js';
 import type { DocumentStatus } from '../../adapters/protocol/ingest.js';
@@ -11,6 +10,7 @@ import { natsServerAvailable, NATS_SERVER_MISSING, startNatsServer, type NatsSer
 import { TINY_MEAN, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
 import { REPO_ROOT, DATA_DIR } from '../helpers/shared.js';
 import { runShoal } from '../helpers/shoal-cli.js';
+import { IngestJsonSummary } from '../helpers/ingest-summary.js';
 import { expectSameRows, INGEST_ENV as ENV, readRows, startWorkerProcess } from '../helpers/ingest-nats.js';
 
 /**
@@ -24,16 +24,9 @@ import { expectSameRows, INGEST_ENV as ENV, readRows, startWorkerProcess } from 
 const PDFS = join(DATA_DIR, 'pdfs');
 const SOURCES = [join(REPO_ROOT, 'examples', 'docs'), join(PDFS, '001-trivial__minimal-document.pdf'), join(PDFS, '005-libreoffice-writer-password__libreoffice-writer-password.pdf')];
 
-const Summary = z.object({
-  documents: z.object({ total: z.number(), ok: z.number(), failed: z.number(), unchanged: z.number() }),
-  failed: z.array(z.object({ source: z.string(), code: z.string(), reason: z.string() })),
-  pages: z.number(),
-  ocr_pages: z.number(),
-  chunks: z.number(),
-});
 
-function summaryOf(stdout: string): z.infer<typeof Summary> {
-  return Summary.parse(JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}'));
+function summaryOf(stdout: string): IngestJsonSummary {
+  return IngestJsonSummary.parse(JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}'));
 }
 
 describe.skipIf(!natsServerAvailable())('shoal ingest --nats', () => {

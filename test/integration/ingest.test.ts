@@ -9,6 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { openPdf, renderPdfPage } from '../../adapters/documents/pdf-reader.js';
 import { wrapText, writePdf, type PageSpec } from '../../adapters/documents/pdf-writer.js';
+import { committedDocuments, IngestJsonSummary } from '../helpers/ingest-summary.js';
 import { runShoal, SHOAL_BIN } from '../helpers/shoal-cli.js';
 import { CONFORMANCE_DIR, DATA_DIR } from '../helpers/shared.js';
 
@@ -23,14 +24,6 @@ const PDFS = join(DATA_DIR, 'pdfs');
 const root = await mkdtemp(join(tmpdir(), 'shoal-ingest-'));
 afterAll(() => rm(root, { recursive: true, force: true }));
 
-const Summary = z.object({
-  documents: z.object({ total: z.number(), ok: z.number(), failed: z.number(), unchanged: z.number() }),
-  failed: z.array(z.object({ source: z.string(), code: z.string(), reason: z.string() })),
-  pages: z.number(),
-  ocr_pages: z.number(),
-  chunks: z.number(),
-  seconds: z.number(),
-});
 
 const Row = z.object({
   id: z.string(), document_id: z.string(), source: z.string(), page: z.number(), chunk: z.number(), text: z.string(),
@@ -78,8 +71,8 @@ function ingest(index: string, extra: readonly string[] = [], stdin?: string): R
   return runShoal(['ingest', '--no-progress', '--model', MODEL, '--pipeline', pipelineFile, '--index', index, '--json', ...extra], stdin === undefined ? {} : { stdin });
 }
 
-function summaryOf(stdout: string): z.infer<typeof Summary> {
-  return Summary.parse(JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}'));
+function summaryOf(stdout: string): IngestJsonSummary {
+  return IngestJsonSummary.parse(JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}'));
 }
 
 const withoutTime = (rows: readonly Row[]): Omit<Row, 'ingested_at' | 'vector'>[] => rows.map(({ ingested_at: _t, vector: _v, ...rest }) => rest);
@@ -219,11 +212,11 @@ describe('shoal ingest', () => {
     let committed = 0;
     for (let tries = 0; tries < 600 && committed === 0; tries += 1) {
       await new Promise((resolve) => setTimeout(resolve, 100));
-      committed = await countStates(interrupted);
+      committed = await committedDocuments(interrupted);
     }
     child.kill('SIGKILL');
     expect(await exited).toBe('SIGKILL');
-    const atKill = await countStates(interrupted);
+    const atKill = await committedDocuments(interrupted);
     expect(atKill).toBeGreaterThan(0);
     expect(atKill).toBeLessThan(24);
 
@@ -238,10 +231,10 @@ describe('shoal ingest', () => {
     const stopped = join(root, 'stopped');
     const second = spawn(process.execPath, [SHOAL_BIN, ...args(stopped)], { env: { ...process.env, SHOAL_FROM_SOURCE: '1', SHOAL_THREADS: '1' }, stdio: 'ignore' });
     const secondExit = new Promise<number | null>((resolve) => second.on('exit', (code) => resolve(code)));
-    for (let tries = 0; tries < 600 && (await countStates(stopped)) === 0; tries += 1) await new Promise((resolve) => setTimeout(resolve, 100));
+    for (let tries = 0; tries < 600 && (await committedDocuments(stopped)) === 0; tries += 1) await new Promise((resolve) => setTimeout(resolve, 100));
     second.kill('SIGINT');
     expect(await secondExit).toBe(130);
-    const atInterrupt = await countStates(stopped);
+    const atInterrupt = await committedDocuments(stopped);
     expect(atInterrupt).toBeGreaterThan(0);
     expect(atInterrupt).toBeLessThan(24);
     const completed = await runShoal(args(stopped));
@@ -273,16 +266,3 @@ function groupBySource(rows: readonly Row[]): Map<string, Row[]> {
   return out;
 }
 
-async function countStates(index: string): Promise<number> {
-  try {
-    const db = await lancedb.connect(index);
-    if (!(await db.tableNames()).includes('chunks__documents')) return 0;
-    const t = await db.openTable('chunks__documents');
-    const n = await t.countRows();
-    t.close();
-    db.close();
-    return n;
-  } catch {
-    return 0;
-  }
-}
