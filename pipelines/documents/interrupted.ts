@@ -1,5 +1,5 @@
-import { z } from 'zod';
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
+import { IngestSummary } from './summary.js';
 
 /**
  * An interrupted ingest run still has a story: the documents committed, found unchanged or failed
@@ -10,23 +10,6 @@ import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/err
  */
 
 const SUMMARY_DETAIL = 'summary';
-
-const Failed = z.object({ source: z.string(), code: z.string(), reason: z.string() });
-
-/**
- * The runner's IngestSummary, as read back from the error's details (typed `unknown` like any
- * detail). Declared here rather than imported, so that runner.ts can use this file without a cycle.
- */
-const IngestSummary = z.object({
-  documents: z.object({ total: z.number(), ok: z.number(), failed: z.number(), unchanged: z.number() }),
-  failed: z.array(Failed),
-  pages: z.number(),
-  ocrPages: z.number(),
-  chunks: z.number(),
-  seconds: z.number(),
-  removed: z.number().optional(),
-});
-type IngestSummary = z.output<typeof IngestSummary>;
 
 /** The CANCELLED error of a stopped run, with a copy of its summary so far (the original kept as cause). */
 export function interruptedWith(error: ShoalError, summary: IngestSummary): ShoalError {

@@ -7,6 +7,7 @@ import type { PipelineDefinition } from './definition.js';
 import type { DocumentSource, ParseOutcome } from './document.js';
 import { chunkId, contentHash, settingsHash } from './identity.js';
 import { interruptedWith } from './interrupted.js';
+import type { FailedDocument, IngestSummary } from './summary.js';
 import type { PendingSource } from './sources.js';
 import { LabelClassifier } from './stages/classify.js';
 import { encodeDense } from './stages/encode.js';
@@ -28,22 +29,7 @@ export interface DocumentReader {
   parse(source: DocumentSource): Promise<ParseOutcome>;
 }
 
-export interface FailedDocument {
-  source: string;
-  code: string;
-  reason: string;
-}
-
-export interface IngestSummary {
-  documents: { total: number; ok: number; failed: number; unchanged: number };
-  failed: FailedDocument[];
-  pages: number;
-  ocrPages: number;
-  chunks: number;
-  seconds: number;
-  /** Documents deleted from the index because they left their folder (`shoal ingest --prune`, set by the caller that prunes). */
-  removed?: number;
-}
+export type { FailedDocument, IngestSummary } from './summary.js';
 
 export interface IngestProgress {
   total: number;
