@@ -13,10 +13,12 @@ import { defineConfig } from 'vitest/config';
  * `npx vitest run` alone runs the two projects one after the other.
  */
 const NATS_INTEGRATION = 'test/integration/*nats*.test.ts';
+/** A project's own exclude replaces this one, so the integration project names it again. */
+const EXCLUDE = ['dist/**', 'node_modules/**', 'scratch/**'];
 
 export default defineConfig({
   test: {
-    exclude: ['dist/**', 'node_modules/**', 'scratch/**'],
+    exclude: EXCLUDE,
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',
@@ -35,7 +37,7 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
-          exclude: ['dist/**', 'node_modules/**', 'scratch/**', NATS_INTEGRATION],
+          exclude: [...EXCLUDE, NATS_INTEGRATION],
           fileParallelism: false,
         },
       },
