@@ -42,6 +42,37 @@ export function startEarlyThreads(): void {
   for (const kind of ['model', 'prep'] as const) if (!started.has(kind)) started.set(kind, start(kind));
 }
 
+/**
+ * Waits until every early thread nobody adopted has finished loading its modules (or `timeoutMs`
+ * passed), then stops it. Called before the process exits: a thread torn down while it is still
+ * loading onnxruntime's native binding aborts the whole process ("terminate called after throwing
+ * an instance of 'Napi::Error'", no exit status), which turned a quick usage error (`shoal encode`
+ * without --model, an empty folder to ingest) into a crash on a busy machine. A thread answers a
+ * request only once its modules are loaded, so any answer, even an error, means it is safe to stop.
+ */
+export async function settleEarlyThreads(timeoutMs = 10_000): Promise<void> {
+  const pending = [...started.values()].filter((thread) => !thread.failed);
+  started.clear();
+  await Promise.all(
+    pending.map(async ({ worker }) => {
+      const answered = new Promise<void>((resolve) => {
+        worker.once('message', () => resolve());
+        worker.once('exit', () => resolve());
+        worker.once('error', () => resolve());
+      });
+      // A model thread answers ping; a prep thread answers it with an error: either will do.
+      worker.postMessage({ id: 0, body: { type: 'ping' } });
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, timeoutMs);
+      });
+      await Promise.race([answered, timedOut]);
+      clearTimeout(timer);
+      await worker.terminate();
+    }),
+  );
+}
+
 /** The early thread of this kind, once (null when none was started or it failed to start). */
 export function adoptEarlyThread(kind: EarlyKind): Worker | null {
   const thread = started.get(kind);

@@ -3,6 +3,8 @@ export { embeddingRows } from './graph-facts.js';
 export { INT8_LIMIT, quantizeColumns, roundHalfEven, WEIGHT_FORMATS } from './int8-weights.js';
 export type { Int8Columns, WeightFormat } from './int8-weights.js';
 export { cpuFlags, nativeWeightFormat, weightFormatFor } from './cpu-features.js';
+export { MAPPED_LAYOUT_VERSION, MAPPED_MIN_BYTES, mappedCacheDir, mappedGraph } from './mapped-graph.js';
+export type { MappedGraph, MappedGraphOptions } from './mapped-graph.js';
 export { decodeOnnx, readOnnx, serializeOnnx, SELF_CONTAINED_LIMIT } from './onnx-file.js';
 export type { LoadedOnnx, ModelProto, SerializedOnnx } from './onnx-file.js';
 export {

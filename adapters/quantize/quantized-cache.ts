@@ -12,6 +12,7 @@ import {
   writeRecord,
 } from './cache-files.js';
 import { WEIGHT_FORMATS } from './int8-weights.js';
+import { MAPPED_MIN_BYTES } from './mapped-graph.js';
 import type { RewriteReport } from './rewrite.js';
 
 /**
@@ -159,7 +160,9 @@ export async function quantizeToCache(request: QuantizeRequest): Promise<Quantiz
   let output: QuantizedRecord['output'] = null;
   if (report.matmul + report.gemm > 0) {
     const externalName = `${graphName}.data`;
-    const serialized = serializeOnnx(loaded.model, externalName);
+    // A large graph keeps its weights in a page-aligned external-data file that onnxruntime maps
+    // rather than copies (see mapped-graph.ts); a small one stays self-contained.
+    const serialized = serializeOnnx(loaded.model, externalName, MAPPED_MIN_BYTES);
     let externalPrint: FileFingerprint | null = null;
     if (serialized.external !== null) {
       await writeAtomically(join(cacheDir, externalName), serialized.external);

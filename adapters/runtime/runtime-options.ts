@@ -48,6 +48,12 @@ export const RuntimeOptions = z.strictObject({
    * the `native/` addon when it is built). Services turn it off with SHOAL_NATIVE_TRIM=0.
    */
   returnFreedMemory: z.boolean().default(true),
+  /**
+   * Load large self-contained graphs from a copy whose weights onnxruntime maps from disk instead
+   * of copying (adapters/quantize/mapped-graph.ts: a session of all-MiniLM-L6-v2 is created in a
+   * third of the time). The copy is kept under `cacheDir/mapped/`. Services turn it off with SHOAL_MAPPED_WEIGHTS=0.
+   */
+  mappedWeights: z.boolean().default(true),
 });
 export type RuntimeOptions = z.output<typeof RuntimeOptions>;
 export type RuntimeOptionsInput = z.input<typeof RuntimeOptions>;
@@ -70,7 +76,7 @@ export const RuntimeOverrides = z.strictObject({
 });
 export type RuntimeOverrides = z.infer<typeof RuntimeOverrides>;
 /** Settings of the machine, not of a model: never overridden per model. */
-type MachineWideKeys = 'cacheDir' | 'returnFreedMemory';
+type MachineWideKeys = 'cacheDir' | 'returnFreedMemory' | 'mappedWeights';
 /** Fails to compile when RuntimeOptions gains a setting that cannot be overridden per model. */
 type UncoveredRuntimeKeys = Exclude<keyof RuntimeOptions, keyof RuntimeOverrides | MachineWideKeys>;
 const runtimeOverridesCoverAll: [UncoveredRuntimeKeys] extends [never] ? true : never = true;

@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import { CommanderError } from 'commander';
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
+import { settleEarlyThreads } from '../../adapters/model-threads/early-threads.js';
 import { prepareOrtEnvironment } from '../../adapters/runtime/ort-environment.js';
 import { configPathFrom, withConfigFile } from '../settings/config-file.js';
 import { CliApp } from './app.js';
@@ -114,6 +115,9 @@ export async function main(argv: readonly string[]): Promise<number> {
 }
 
 const code = await main(process.argv);
+// Early model and prep threads (bin/shoal.js) that no command adopted: a usage error can come
+// while they are still loading onnxruntime, and exiting then would abort the process.
+await settleEarlyThreads();
 const { stdout } = process;
 if (stdout.writableNeedDrain && stdout.errored === null && !stdout.destroyed) {
   await once(stdout, 'drain').catch(() => undefined);

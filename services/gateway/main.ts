@@ -41,8 +41,10 @@ export interface StartGatewayOptions {
 
 /** drain() and close() are one step for the gateway: stop accepting, let in-flight requests finish within the shutdown timeout, close what it opened; idempotent. */
 export interface GatewayHandle extends Lifecycle {
-  /** `http://host:port` it listens on. */
+  /** `http://host:port` it listens on (for a wildcard bind, the address fastify reports first: usable from this machine). */
   url: string;
+  /** Where it is bound, as configured: `0.0.0.0:8080` reaches every interface, unlike `url` suggests. */
+  bound: string;
   app: FastifyInstance;
 }
 
@@ -164,5 +166,6 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
     })();
     return closing;
   };
-  return { url, app, drain: close, close };
+  const port = new URL(url).port;
+  return { url, bound: `${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`, app, drain: close, close };
 }

@@ -3,7 +3,7 @@ import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { parseWith } from '../../adapters/protocol/validate.js';
 import { ExecutionProvider } from '../../adapters/runtime/runtime-options.js';
 import type { EngineOptionsInput } from '../../pipelines/inference/engine-options.js';
-import { nativeTrimFromEnv, shoalCacheDirFromEnv, sourceOptionsFromEnv, splitDirs, splitList } from './environment.js';
+import { mappedWeightsFromEnv, nativeTrimFromEnv, shoalCacheDirFromEnv, sourceOptionsFromEnv, splitDirs, splitList } from './environment.js';
 import { envValue, SETTINGS } from './table.js';
 
 /**
@@ -85,6 +85,7 @@ export function engineOptionsFromSettings(settings: EngineSettings, env: NodeJS.
       ...(settings.threads === null ? {} : { intraOpThreads: settings.threads }),
       cacheDir: shoalCacheDirFromEnv(env),
       returnFreedMemory: nativeTrimFromEnv(env),
+      mappedWeights: mappedWeightsFromEnv(env),
       ...(settings.cpuArena === null ? {} : { cpuMemArena: settings.cpuArena }),
     },
     ...(settings.batchTokens === null ? {} : { maxBatchTokens: settings.batchTokens }),

@@ -89,6 +89,11 @@ export function nativeTrimFromEnv(env: NodeJS.ProcessEnv): boolean {
   return env.SHOAL_NATIVE_TRIM?.trim() !== '0';
 }
 
+/** SHOAL_MAPPED_WEIGHTS=0 loads graphs as they are instead of from their mapped copies. */
+export function mappedWeightsFromEnv(env: NodeJS.ProcessEnv): boolean {
+  return env.SHOAL_MAPPED_WEIGHTS?.trim() !== '0';
+}
+
 /**
  * S3 from the standard AWS variables: AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL (path-style when
  * set), AWS_REGION, AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN), AWS_PROFILE,

@@ -44,6 +44,7 @@ export const SETTINGS = {
   chunkLines: { env: ['SHOAL_CHUNK_LINES'], flag: '--chunk-lines', usedBy: ['cli'], meaning: 'input lines handed to the engine at a time', default: 256 },
   logLevel: { env: ['SHOAL_LOG_LEVEL'], usedBy: ['worker', 'gateway', 'sink', 'dev'], meaning: 'pino log level (JSON logs on stderr)', default: 'info', shown: '`info` (`warn` in `shoal dev`)' },
   nativeTrim: { env: ['SHOAL_NATIVE_TRIM'], usedBy: ['all'], meaning: '`0`: do not use the `malloc_trim` addon; `shoal` then runs with `MALLOC_TRIM_THRESHOLD_=0` (about 20 % slower inference)', default: true, shown: 'addon used when built' },
+  mappedWeights: { env: ['SHOAL_MAPPED_WEIGHTS'], usedBy: ['all'], meaning: '`0`: load graphs as they are, not from a copy under `$SHOAL_CACHE_DIR/mapped` whose weights onnxruntime maps from disk (made once per graph of 16 MiB or more; sessions are created about 3× faster)', default: true, shown: 'on' },
   fromSource: { env: ['SHOAL_FROM_SOURCE'], usedBy: ['all'], meaning: '`1`: run the TypeScript sources through tsx even when `dist/` is built', default: false, shown: 'off' },
   models: { env: ['SHOAL_MODELS'], flag: '--models', usedBy: ['worker'], meaning: 'models served, comma-separated', default: null, shown: 'every catalog entry, else every model under the models directories' },
   preload: { env: ['SHOAL_PRELOAD'], flag: '--preload', usedBy: ['worker'], meaning: 'models loaded at start and kept resident', default: null, shown: 'none' },

@@ -41,10 +41,14 @@ describe('memory after eviction', () => {
       const report = Report.parse(JSON.parse(line));
       const grown = report.loaded - report.base;
       const kept = report.unloaded - report.base;
-      // A 91 MB fp32 model plus its batch workspace: hundreds of MB while loaded.
-      expect(grown).toBeGreaterThan(150e6);
-      // After unloading, at most a quarter of that growth is still resident.
-      expect(kept).toBeLessThan(grown * 0.25);
+      // A 91 MB fp32 model (prepacked weights, the embedding table mapped from its mapped copy)
+      // plus its batch workspace: 138-370 MB while loaded, depending on how eagerly glibc trims.
+      expect(grown).toBeGreaterThan(100e6);
+      // After unloading, less than half of that growth and under 80 MB is still resident (V8 and
+      // allocator residue of 27-58 MB measured; a model kept resident would keep all of it).
+      // With mapped weights the growth itself is smaller (no 90 MB protobuf copy of the weights),
+      // so the residue is a larger share of it than the quarter this test used to allow.
+      expect(kept).toBeLessThan(Math.min(grown * 0.5, 80e6));
       // And the model loads again after eviction.
       expect(report.reloaded).toBeGreaterThan(report.unloaded);
       expect(report.trim).toBe(env.SHOAL_NATIVE_TRIM === '0' ? false : process.platform === 'linux');

@@ -1,5 +1,6 @@
 import { basename } from 'node:path';
 import type { QuantizedGraph } from '../../quantize/index.js';
+import { mappedGraph } from '../../quantize/mapped-graph.js';
 import { createSession, type CreatedSession } from '../../runtime/ort-session.js';
 import type { RuntimeOptions } from '../../runtime/runtime-options.js';
 import { calibrationBatch } from './calibration.js';
@@ -42,6 +43,25 @@ function warn(profile: ModelProfile, message: string): string {
   return message;
 }
 
+/**
+ * A session of `file`, created from its mapped copy (adapters/quantize/mapped-graph.ts) when the
+ * runtime asks for it. The copy has the same graph and weights; if a session cannot be created
+ * from it (a file system that cannot map, say), the source is loaded instead.
+ */
+async function openGraph(profile: ModelProfile, file: string, runtime: RuntimeOptions): Promise<CreatedSession> {
+  if (!runtime.mappedWeights) return createSession(file, runtime);
+  const copy = await mappedGraph(file, runtime.cacheDir, {
+    onError: (error) => warn(profile, `loading ${basename(file)} without mapped weights: ${error instanceof Error ? error.message : String(error)}`),
+  });
+  if (!copy.mapped) return createSession(file, runtime);
+  try {
+    return await createSession(copy.path, runtime);
+  } catch (error) {
+    warn(profile, `loading ${basename(file)} without mapped weights: ${error instanceof Error ? error.message : String(error)}`);
+    return createSession(file, runtime);
+  }
+}
+
 function fidelityInfo(graph: QuantizedGraph, floor: number): PrecisionInfo['fidelity'] {
   const measured = graph.record.fidelity;
   return measured === null ? undefined : { floor, minCosine: measured.minCosine, outputs: measured.outputs };
@@ -49,10 +69,11 @@ function fidelityInfo(graph: QuantizedGraph, floor: number): PrecisionInfo['fide
 
 /** Measures fidelity (fp32 vs int8 on the calibration batch) and stores it with the cached graph. */
 async function checkFidelity(profile: ModelProfile, file: string, graph: QuantizedGraph, runtime: RuntimeOptions): Promise<{ graph: QuantizedGraph; candidate: CreatedSession | null }> {
+  // The float reference runs once per int8 graph: loaded as it is, not copied for mapping.
   const reference = await createSession(file, runtime);
   let candidate: CreatedSession | null = null;
   try {
-    candidate = await createSession(graph.path, runtime);
+    candidate = await openGraph(profile, graph.path, runtime);
     const batch = calibrationBatch(profile, reference.session.inputNames, graph.record.inputVocab);
     const fidelity = await measureFidelity(reference.session, candidate.session, batch, profile.id);
     const { saveFidelity } = await import('../../quantize/quantized-cache.js');
@@ -69,7 +90,7 @@ async function openInt8(profile: ModelProfile, file: string, runtime: RuntimeOpt
   const started = performance.now();
   const floor = profile.quantization.minCosine;
   const fp32 = async (reason: string, extra: Partial<PrecisionInfo> = {}): Promise<OpenedSession> => ({
-    created: await createSession(file, runtime),
+    created: await openGraph(profile, file, runtime),
     precision: { requested, effective: 'fp32', graph: file, origin: 'float graph', reason, ...extra },
   });
   let graph: QuantizedGraph;
@@ -93,7 +114,7 @@ async function openInt8(profile: ModelProfile, file: string, runtime: RuntimeOpt
   const record = graph.record;
   if (record.output === null) {
     if (record.alreadyQuantized) {
-      return { created: await createSession(file, runtime), precision: { requested, effective: 'int8', graph: file, origin: 'shipped int8 graph' } };
+      return { created: await openGraph(profile, file, runtime), precision: { requested, effective: 'int8', graph: file, origin: 'shipped int8 graph' } };
     }
     const reason = `no MatMul/Gemm weight of ${profile.quantization.minWeightElements} elements or more to quantize in ${basename(file)}`;
     return fp32(reason);
@@ -116,7 +137,7 @@ async function openInt8(profile: ModelProfile, file: string, runtime: RuntimeOpt
     const message = warn(profile, `int8 refused, running fp32: cosine(fp32, int8) of output "${worst}" is ${minCosine.toFixed(5)}, below the floor ${floor} (quantization.min_cosine in the catalog)`);
     return fp32(`fidelity ${minCosine.toFixed(5)} below floor ${floor}`, { ...common, warning: message, ...(fidelity === undefined ? {} : { fidelity }) });
   }
-  const created = candidate ?? (await createSession(graph.path, runtime));
+  const created = candidate ?? (await openGraph(profile, graph.path, runtime));
   const precision: PrecisionInfo = {
     requested,
     effective: 'int8',
@@ -139,14 +160,14 @@ export async function openWithPrecision(profile: ModelProfile, file: string, run
     // The graph chosen for this component is an int8 export (a folder shipping no float graph, or
     // a catalog naming it): it runs as int8 whatever was asked, and the load info says so.
     const reason = `${basename(file)} is an int8 export the folder ships (precision: fp32 in the catalog picks the float graph when there is one)`;
-    return { created: await createSession(file, runtime), precision: { requested, effective: 'int8', graph: file, origin: 'shipped int8 graph', reason } };
+    return { created: await openGraph(profile, file, runtime), precision: { requested, effective: 'int8', graph: file, origin: 'shipped int8 graph', reason } };
   }
   if (requested === 'fp32') {
-    return { created: await createSession(file, runtime), precision: { requested, effective: 'fp32', graph: file, origin: 'float graph' } };
+    return { created: await openGraph(profile, file, runtime), precision: { requested, effective: 'fp32', graph: file, origin: 'float graph' } };
   }
   if (requested === 'auto' && resolveAuto(runtime.providers) === 'fp32') {
     return {
-      created: await createSession(file, runtime),
+      created: await openGraph(profile, file, runtime),
       precision: { requested, effective: 'fp32', graph: file, origin: 'float graph', reason: `auto: providers ${runtime.providers.join(',')} are not CPU-only` },
     };
   }

@@ -1,11 +1,12 @@
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { adoptEarlyThread, startEarlyThreads } from '../../../adapters/model-threads/early-threads.js';
+import { spawnSync } from 'node:child_process';
+import { adoptEarlyThread, settleEarlyThreads, startEarlyThreads } from '../../../adapters/model-threads/early-threads.js';
 import { ModelThreads, ModelWorker } from '../../../adapters/model-threads/model-worker.js';
 import { PrepPool } from '../../../adapters/model-threads/prep-pool.js';
 import { resolveRuntimeOptions } from '../../../adapters/runtime/runtime-options.js';
 import { ImagePolicy } from '../../../adapters/sources/image-input.js';
-import { FIXTURES_DIR } from '../../helpers/shared.js';
+import { FIXTURES_DIR, REPO_ROOT } from '../../helpers/shared.js';
 
 /**
  * The threads bin/shoal.js starts before the CLI's modules load (early-threads.ts): the engine's
@@ -51,6 +52,32 @@ describe('early threads', () => {
       message: expect.stringContaining(`limit of ${MAX_IMAGE_BYTES} bytes`),
     });
   }, 60_000);
+
+  it('not adopted, are stopped once their modules are loaded, and a process that exits right after start exits cleanly', async () => {
+    // What a usage error does: bin/shoal.js starts the threads, the command fails at once, the
+    // CLI settles them and exits. Exiting while a thread was still loading onnxruntime aborted
+    // the process (no exit status) on a busy machine.
+    const script = [
+      "import { settleEarlyThreads, startEarlyThreads } from './adapters/model-threads/early-threads.ts';",
+      'startEarlyThreads();',
+      'const started = performance.now();',
+      'await settleEarlyThreads();',
+      "process.stdout.write(String(performance.now() - started));",
+      'process.exit(2);',
+    ].join('\n');
+    for (let run = 0; run < 3; run++) {
+      const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: REPO_ROOT, encoding: 'utf8', timeout: 60_000 });
+      expect(child.signal, child.stderr).toBeNull();
+      expect(child.status, child.stderr).toBe(2);
+      expect(child.stderr).not.toContain('terminate called');
+      // It waited for the threads' imports (onnxruntime, tokenizers), which take a while.
+      expect(Number(child.stdout)).toBeGreaterThan(20);
+    }
+    startEarlyThreads();
+    await settleEarlyThreads();
+    expect(adoptEarlyThread('model')).toBeNull();
+    expect(adoptEarlyThread('prep')).toBeNull();
+  }, 120_000);
 
   it('give nothing when none were started', () => {
     expect(adoptEarlyThread('model')).toBeNull();
