@@ -1,4 +1,4 @@
-import { access, mkdir, rename, writeFile } from 'node:fs/promises';
+import { access, rename, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import type { z } from 'zod';
@@ -14,6 +14,7 @@ import type { ResultIndexWriter } from './result-index.js';
 import type { StatusStore } from './status-store.js';
 import { ensureSinkConsumer, type Topology } from './topology.js';
 import type { Lifecycle } from '../protocol/lifecycle.js';
+import { makeDirectory } from '../runtime/directories.js';
 
 /**
  * The results sink: a durable consumer on the results stream that writes every job's results
@@ -110,7 +111,7 @@ export class ResultSink implements Lifecycle {
   /** Creates the folder and the durable consumer, then writes results until drain()/close(). */
   async start(): Promise<void> {
     if (this.#loop !== null) return;
-    if (this.#options.index === undefined) await mkdir(this.dir, { recursive: true });
+    if (this.#options.index === undefined) await makeDirectory(this.dir);
     await ensureSinkConsumer(this.#options.topology, this.durableName);
     this.#loop = new DurableFetchLoop({
       js: this.#options.js,
@@ -255,7 +256,7 @@ export class ResultSink implements Lifecycle {
   async #write(message: JobPartResult): Promise<{ path: string; lines: number } | null> {
     const folder = join(this.dir, message.job_id);
     if (message.status === 'error') {
-      await mkdir(folder, { recursive: true });
+      await makeDirectory(folder);
       const path = join(folder, partFileName(message.part, true));
       const error = message.error ?? serializeError(new ShoalError(ErrorCode.INTERNAL, 'the part failed without an error'));
       await writeAtomically(path, `${JSON.stringify({ job_id: message.job_id, part: message.part, model: message.model, worker: message.worker, error }, null, 2)}\n`);
@@ -265,7 +266,7 @@ export class ResultSink implements Lifecycle {
     if (result === undefined && message.result_ref !== undefined) return null;
     if (result === undefined) throw new ShoalError(ErrorCode.INTERNAL, `result ${message.part} of job ${message.job_id} has neither a result nor a reference`);
     const lines = resultLines(result);
-    await mkdir(folder, { recursive: true });
+    await makeDirectory(folder);
     const path = join(folder, partFileName(message.part, false));
     await writeAtomically(path, lines.length === 0 ? '' : `${lines.join('\n')}\n`);
     return { path, lines: lines.length };

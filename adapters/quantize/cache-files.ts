@@ -1,8 +1,9 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { mkdir, open, readFile, rename, rm, stat } from 'node:fs/promises';
+import { open, readFile, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { makeDirectory } from '../runtime/directories.js';
 
 /**
  * The on-disk side of the quantized-graph cache: where it lives, content hashes, atomic writes
@@ -81,7 +82,7 @@ export function sha256Text(text: string): string {
 export async function writeAtomically(target: string, chunks: readonly Uint8Array[]): Promise<void> {
   const temporary = `${target}.tmp-${process.pid}-${randomUUID()}`;
   try {
-    await mkdir(dirname(target), { recursive: true });
+    await makeDirectory(dirname(target));
     const handle = await open(temporary, 'w');
     try {
       for (const chunk of chunks) await handle.write(chunk);

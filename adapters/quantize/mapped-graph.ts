@@ -1,8 +1,9 @@
 import { constants } from 'node:fs';
-import { access, mkdir, stat } from 'node:fs/promises';
+import { access, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { FileFingerprint, fingerprint, matches, readRecord, rememberedSha256, sha256Text, writeAtomically, writeRecord } from './cache-files.js';
+import { makeDirectory } from '../runtime/directories.js';
 
 /**
  * A copy of a self-contained ONNX graph whose weights sit in a page-aligned external-data file,
@@ -84,7 +85,7 @@ async function getOrBuild(source: string, sourceBytes: number, cacheRoot: string
 
   // An unwritable cache is found before reading and decoding the source (a second or more for a
   // large graph), not after: otherwise every load would pay for a copy it cannot keep.
-  await mkdir(dir, { recursive: true });
+  await makeDirectory(dir);
   await access(dir, constants.W_OK);
   // Imported only to build: the protobuf code costs every load otherwise.
   const { readOnnx, serializeOnnx } = await import('./onnx-file.js');

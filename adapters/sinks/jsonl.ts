@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
@@ -9,6 +9,7 @@ import type { ChunkRow, DocumentState, MultivectorSearchOptions, SearchHit, Sear
 import { noMultivector, refuseMultivector } from './multivector.js';
 import { checkSparseQuery, rankSparse } from './sparse.js';
 import { checkQuery, checkRowTypes, checkTableName, existsMatching, freezeSpec, keptOptional, rankTyped, StateShape, StoredSpec, storedSpecOf, toHitRow } from './table-spec.js';
+import { makeDirectory } from '../runtime/directories.js';
 
 /**
  * `file:///dir`: JSON Lines files, for inspection, tests and small corpora. Folder `DIR/TABLE/`
@@ -59,7 +60,7 @@ export class JsonlSink implements Sink {
 
   /** A file on the index's path (a mistyped --index) is the caller's mistake, not an INTERNAL ENOTDIR. */
   async #ensureFolder(): Promise<void> {
-    await mkdir(this.#folder, { recursive: true }).catch((error: unknown) => {
+    await makeDirectory(this.#folder).catch((error: unknown) => {
       throw new ShoalError(ErrorCode.CONFIG_INVALID, `cannot create the folder of ${this.#where} (${this.#folder}): is a part of the path a file?`, { cause: error });
     });
   }

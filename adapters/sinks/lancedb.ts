@@ -1,5 +1,4 @@
 import { existsSync, statSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
 import * as lancedb from '@lancedb/lancedb';
 import { Field, FixedSizeList, Float16, Float32, Int32, Schema, Uint8, Utf8 } from 'apache-arrow';
 import { z } from 'zod';
@@ -10,6 +9,7 @@ import { candidateCount, checkRowTypes, checkSpec, rankTyped, vectorTypeOf } fro
 import { checkVectorType, fromUnsignedBytes, isBinaryType, unsignedBytes } from './vector-types.js';
 import type { ChunkRow, Distance, DocumentState, OptionalColumn, SearchHit, SearchOptions, Sink, SparseValues, TableSpec, MultivectorSearchOptions } from './sink.js';
 import { extraVectorFields, searchMultivectorColumn, searchSparseColumns } from './lancedb-vectors.js';
+import { makeDirectory } from '../runtime/directories.js';
 
 /**
  * The default index: LanceDB embedded in a folder (no server). Chunks live in the named table,
@@ -155,7 +155,7 @@ export class LanceDbSink implements Sink {
       if (existsSync(this.#dir) && !statSync(this.#dir).isDirectory()) {
         throw new ShoalError(ErrorCode.CONFIG_INVALID, `index ${this.#dir} is a file, not a folder: a LanceDB index is a folder (created when missing)`);
       }
-      await mkdir(this.#dir, { recursive: true }).catch((error: unknown) => {
+      await makeDirectory(this.#dir).catch((error: unknown) => {
         throw new ShoalError(ErrorCode.CONFIG_INVALID, `cannot create the index folder ${this.#dir}`, { cause: error });
       });
       // Every read first checks for a newer table version: a sink held open (the results sink, a

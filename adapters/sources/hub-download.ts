@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, open, readlink, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { open, readlink, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -20,6 +20,7 @@ import {
   type RepoSibling,
 } from './hub-api.js';
 import { ProgressReporter, type DownloadProgress } from './download-progress.js';
+import { makeDirectory } from '../runtime/directories.js';
 
 export type { DownloadProgress } from './download-progress.js';
 export { fetchRepoInfo } from './hub-api.js';
@@ -265,14 +266,14 @@ async function ensureFile(repo: string, commit: string, file: PlannedFile, optio
   const target = file.blob === null ? snapshotPath : join(repoDir, 'blobs', file.blob);
   const present = (await fileSize(target)) !== null;
   if (!present) {
-    await mkdir(dirname(target), { recursive: true });
+    await makeDirectory(dirname(target));
     const partial = `${target}.incomplete`;
     const url = hubUrl(options, `${repo}/resolve/${commit}/${file.path.split('/').map(encodeURIComponent).join('/')}`);
     await fetchVerified({ repo, url, partial, file, options, progress });
     await rename(partial, target);
   }
   if (file.blob !== null) {
-    await mkdir(dirname(snapshotPath), { recursive: true });
+    await makeDirectory(dirname(snapshotPath));
     await linkIntoSnapshot(target, snapshotPath);
   }
   const size = (await fileSize(target)) ?? 0;
@@ -281,7 +282,7 @@ async function ensureFile(repo: string, commit: string, file: PlannedFile, optio
 }
 
 async function writeAtomically(path: string, content: string): Promise<void> {
-  await mkdir(dirname(path), { recursive: true });
+  await makeDirectory(dirname(path));
   const temp = `${path}.${process.pid}.tmp`;
   await writeFile(temp, content);
   await rename(temp, path);

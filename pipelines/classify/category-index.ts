@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { open, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
@@ -7,6 +7,7 @@ import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { Role } from '../../adapters/protocol/requests.js';
 import type { Taxonomy } from '../../adapters/taxonomy/index.js';
 import { normalizeRow, type PackedMatrix } from './matrix.js';
+import { makeDirectory } from '../../adapters/runtime/directories.js';
 
 /**
  * The category side of classification: every category's text (its full path through a template)
@@ -159,7 +160,7 @@ export async function categoryIndex(engine: Engine, taxonomy: Taxonomy, embeddin
   const matrix = await embed(engine, taxonomy, embedding, call);
   if (file !== null) {
     try {
-      await mkdir(join(file, '..'), { recursive: true });
+      await makeDirectory(join(file, '..'));
       await writeCached(file, matrix, { v: CACHE_VERSION, rows: matrix.rows, dim: matrix.dim, model: embedding.model, taxonomy: taxonomy.hash });
     } catch (error) {
       await rm(`${file}.json`, { force: true });

@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream, existsSync } from 'node:fs';
-import { mkdir, open, rm } from 'node:fs/promises';
+import { open, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -9,6 +9,7 @@ import type { Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
 import type { Logger } from '../../adapters/observability/logger.js';
 import { requestClassifierOptions, requestTaxonomy, TaxonomyClassifier } from '../../pipelines/classify/index.js';
+import { makeDirectory } from '../../adapters/runtime/directories.js';
 
 /**
  * Classification jobs of POST /v1/classify (more items than the sync limit, or `mode: "job"`):
@@ -172,7 +173,7 @@ export class ClassifyRuns {
     const started = Date.now();
     this.#update(run, { state: 'running' });
     try {
-      await mkdir(this.#folder, { recursive: true });
+      await makeDirectory(this.#folder);
       const file = await open(run.file, 'w');
       try {
         // Closed while the file was being opened: an engine call made now would start after its abort.

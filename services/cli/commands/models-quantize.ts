@@ -1,4 +1,4 @@
-import { copyFile, mkdir, readdir, stat } from 'node:fs/promises';
+import { copyFile, readdir, stat } from 'node:fs/promises';
 import { basename, dirname, join, relative } from 'node:path';
 import { Option, type Command } from 'commander';
 import { z } from 'zod';
@@ -9,6 +9,7 @@ import { parseWith } from '../../../adapters/protocol/validate.js';
 import { isMetadataFile } from '../../../adapters/sources/file-selection.js';
 import { EMPTY_CATALOG, type Catalog } from '../../../pipelines/inference/catalog.js';
 import type { CliApp } from '../app.js';
+import { makeDirectory } from '../../../adapters/runtime/directories.js';
 
 /**
  * `shoal models quantize M [--out DIR]`: quantizes a model's float graph(s) to int8 ahead of time.
@@ -89,7 +90,7 @@ async function writeModelFolder(out: string, modelDir: string, graphs: { file: s
       const rel = relative(modelDir, path).split('\\').join('/');
       if (entry.isDirectory() && !entry.name.startsWith('.')) await walk(path);
       else if ((entry.isFile() || entry.isSymbolicLink()) && isMetadataFile({ path: rel })) {
-        await mkdir(dirname(join(out, rel)), { recursive: true });
+        await makeDirectory(dirname(join(out, rel)));
         await copyFile(path, join(out, rel));
         written.push(rel);
       }
@@ -98,7 +99,7 @@ async function writeModelFolder(out: string, modelDir: string, graphs: { file: s
   await walk(modelDir);
   for (const { file, info } of graphs) {
     const target = join(out, quantizedName(file));
-    await mkdir(dirname(target), { recursive: true });
+    await makeDirectory(dirname(target));
     await copyFile(info.graph, target);
     written.push(quantizedName(file));
     // A graph past 2 GB keeps its tensors in `<cache key>.onnx.data`, a name written inside the graph: keep it.

@@ -169,6 +169,15 @@ describe('the mapped cache', () => {
     }
   });
 
+  it.runIf(process.platform === 'linux')('a cache folder under /proc (where Node 20 recursive mkdir spins forever) returns the source at once', async () => {
+    const errors: unknown[] = [];
+    const started = performance.now();
+    const result = await mappedGraph(source, '/proc/shoal-no-such-cache', { ...ALL, onError: (error) => errors.push(error) });
+    expect(result).toEqual({ path: source, mapped: false, built: false });
+    expect(errors).toHaveLength(1);
+    expect(performance.now() - started).toBeLessThan(2_000);
+  });
+
   it('an unusable cache folder (a file in its place) returns the source and reports why', async () => {
     const cache = join(root, 'blocked');
     mkdirSync(cache);
