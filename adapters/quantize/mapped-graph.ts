@@ -2,7 +2,7 @@ import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { FileFingerprint, fingerprint, matches, readRecord, rememberedSha256, sha256Text, writeAtomically, writeRecord } from './cache-files.js';
+import { FileFingerprint, fingerprint, matches, quantizedCacheDir, readRecord, rememberedSha256, sha256Text, writeAtomically, writeRecord } from './cache-files.js';
 import { makeDirectory } from '../runtime/directories.js';
 
 /**
@@ -75,7 +75,7 @@ async function getOrBuild(source: string, sourceBytes: number, cacheRoot: string
   const dir = mappedCacheDir(cacheRoot);
   // The source hash is remembered by the file's stat (the int8 cache's memo), so a cache hit
   // costs a few stat calls instead of hashing the graph.
-  const sourceSha = await rememberedSha256(source, join(cacheRoot, 'quantized'));
+  const sourceSha = await rememberedSha256(source, quantizedCacheDir(cacheRoot));
   const key = sha256Text(`${MAPPED_LAYOUT_VERSION}\n${sourceSha}`);
   const recordPath = join(dir, `${key}.json`);
   const cached = await readRecord(recordPath, MappedRecord);

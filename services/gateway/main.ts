@@ -43,8 +43,6 @@ export interface StartGatewayOptions {
 export interface GatewayHandle extends Lifecycle {
   /** `http://host:port` it listens on (for a wildcard bind, the address fastify reports first: usable from this machine). */
   url: string;
-  /** Where it is bound, as configured: `0.0.0.0:8080` reaches every interface, unlike `url` suggests. */
-  bound: string;
   app: FastifyInstance;
 }
 
@@ -82,6 +80,17 @@ async function closeHttp(app: FastifyInstance, timeoutMs: number, logger: Logger
 export function isLoopback(host: string): boolean {
   const h = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
   return h === 'localhost' || h === '::1' || /^127(\.\d{1,3}){3}$/.test(h);
+}
+
+/**
+ * Where the gateway listens, for people: a wildcard bind (0.0.0.0, ::) accepts connections on
+ * every interface, while fastify's URL names only one of them (often 127.0.0.1), which reads as
+ * if the gateway were local only.
+ */
+export function listeningLine(url: string, host: string): string {
+  const h = host.trim().replace(/^\[|\]$/g, '');
+  if (h !== '0.0.0.0' && h !== '::') return url;
+  return `${h.includes(':') ? `[${h}]` : h}:${new URL(url).port}, every interface (${url} from this machine)`;
 }
 
 export async function startGateway(options: StartGatewayOptions): Promise<GatewayHandle> {
@@ -166,6 +175,5 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
     })();
     return closing;
   };
-  const port = new URL(url).port;
-  return { url, bound: `${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`, app, drain: close, close };
+  return { url, app, drain: close, close };
 }

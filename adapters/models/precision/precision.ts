@@ -50,14 +50,15 @@ function warn(profile: ModelProfile, message: string): string {
  */
 async function openGraph(profile: ModelProfile, file: string, runtime: RuntimeOptions): Promise<CreatedSession> {
   if (!runtime.mappedWeights) return createSession(file, runtime);
-  const copy = await mappedGraph(file, runtime.cacheDir, {
-    onError: (error) => warn(profile, `loading ${basename(file)} without mapped weights: ${error instanceof Error ? error.message : String(error)}`),
-  });
+  const unmapped = (error: unknown): void => {
+    warn(profile, `loading ${basename(file)} without mapped weights: ${error instanceof Error ? error.message : String(error)}`);
+  };
+  const copy = await mappedGraph(file, runtime.cacheDir, { onError: unmapped });
   if (!copy.mapped) return createSession(file, runtime);
   try {
     return await createSession(copy.path, runtime);
   } catch (error) {
-    warn(profile, `loading ${basename(file)} without mapped weights: ${error instanceof Error ? error.message : String(error)}`);
+    unmapped(error);
     return createSession(file, runtime);
   }
 }

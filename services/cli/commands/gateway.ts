@@ -89,19 +89,11 @@ export function registerGateway(program: Command, app: CliApp): void {
     .addHelpText('after', EXAMPLE)
     .action(async (_options: unknown, self: Command) => {
       const config = await gatewayConfig(self, app);
-      const { startGateway } = await import('../../gateway/main.js');
+      const { listeningLine, startGateway } = await import('../../gateway/main.js');
       const gateway = await startGateway({ config, signal: app.io.signal });
-      if (!app.config(self).quiet) app.io.stderr.write(`shoal gateway listening on ${listeningLine(gateway.url, gateway.bound)} (Ctrl-C to stop)\n`);
+      if (!app.config(self).quiet) app.io.stderr.write(`shoal gateway listening on ${listeningLine(gateway.url, config.host)} (Ctrl-C to stop)\n`);
       await interrupted(app.io.signal);
       await gateway.close();
     });
 }
 
-/**
- * The start-up line's address: a wildcard bind (0.0.0.0, ::) listens on every interface, while
- * fastify's URL names only one of them (often 127.0.0.1), which reads as if the gateway were local only.
- */
-export function listeningLine(url: string, bound: string): string {
-  const host = bound.slice(0, bound.lastIndexOf(':'));
-  return host === '0.0.0.0' || host === '[::]' ? `${bound}, every interface (${url} from this machine)` : url;
-}
