@@ -98,7 +98,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     // The settings file lies beneath the variables (flags → variables → file → defaults).
     const env = withConfigFile(process.env, configPathFrom(argv, process.env));
     const app = new CliApp({ stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, env, signal: controller.signal });
-    await buildProgram(app).parseAsync([...argv]);
+    await (await buildProgram(app, argv.slice(2))).parseAsync([...argv]);
     return ExitCode.OK;
   } catch (error) {
     if (error instanceof CommanderError) return commanderExit(error, process.stderr);

@@ -2,27 +2,38 @@ import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { z } from 'zod';
 import type { CliApp } from './app.js';
-import { registerClassify } from './commands/classify.js';
-import { registerDev } from './commands/dev.js';
-import { registerEncode } from './commands/encode.js';
-import { registerExtract } from './commands/extract.js';
-import { registerGateway } from './commands/gateway.js';
-import { registerIngest } from './commands/ingest.js';
-import { registerModels } from './commands/models.js';
-import { registerPipelines } from './commands/pipelines.js';
-import { registerScore } from './commands/score.js';
-import { registerSearch } from './commands/search.js';
-import { registerSink } from './commands/sink.js';
-import { registerSubmit } from './commands/submit.js';
-import { registerTokenize } from './commands/tokenize.js';
-import { registerWorker } from './commands/worker.js';
 import { DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES } from './config.js';
 
 /**
  * The `shoal` command tree: global options (shared by every command, accepted before or after
  * the command name) and one registration per command file. Commander never exits the process
  * itself: its errors are thrown to main.ts, which owns exit codes and the stderr format.
+ *
+ * Command files are imported only when needed: a command line that names a command loads that
+ * command's file alone (the other thirteen and what they import were about a third of the
+ * modules `shoal encode` loaded before its first batch); help, an unknown word or no command
+ * loads them all, so the command list and commander's suggestions stay complete.
  */
+
+type Register = (program: Command, app: CliApp) => void;
+
+/** In the order `shoal --help` lists them. */
+const COMMANDS: ReadonlyArray<readonly [name: string, load: () => Promise<Register>]> = [
+  ['encode', async () => (await import('./commands/encode.js')).registerEncode],
+  ['score', async () => (await import('./commands/score.js')).registerScore],
+  ['extract', async () => (await import('./commands/extract.js')).registerExtract],
+  ['tokenize', async () => (await import('./commands/tokenize.js')).registerTokenize],
+  ['models', async () => (await import('./commands/models.js')).registerModels],
+  ['worker', async () => (await import('./commands/worker.js')).registerWorker],
+  ['submit', async () => (await import('./commands/submit.js')).registerSubmit],
+  ['sink', async () => (await import('./commands/sink.js')).registerSink],
+  ['gateway', async () => (await import('./commands/gateway.js')).registerGateway],
+  ['dev', async () => (await import('./commands/dev.js')).registerDev],
+  ['ingest', async () => (await import('./commands/ingest.js')).registerIngest],
+  ['search', async () => (await import('./commands/search.js')).registerSearch],
+  ['pipelines', async () => (await import('./commands/pipelines.js')).registerPipelines],
+  ['classify', async () => (await import('./commands/classify.js')).registerClassify],
+];
 
 const GENERAL_HELP = `
 Input and output:
@@ -64,7 +75,39 @@ function packageVersion(): string {
   return 'unknown';
 }
 
-export function buildProgram(app: CliApp): Command {
+/**
+ * The command word of a command line (the arguments after `node shoal`): its first word that is
+ * neither an option nor the value of a global option that takes one (`--catalog encode.yaml`).
+ */
+export function commandWord(program: Command, args: readonly string[]): string | null {
+  const takesValue = new Set(
+    program.options.filter((option) => option.required || option.optional).flatMap((option) => [option.long, option.short].filter((flag) => flag !== undefined)),
+  );
+  for (let index = 0; index < args.length; index++) {
+    const arg = args[index] ?? '';
+    if (arg === '--') return null;
+    if (!arg.startsWith('-')) return arg;
+    if (takesValue.has(arg)) index++;
+  }
+  return null;
+}
+
+/**
+ * The program for `args` (the arguments after `node shoal`; every command when left out): the
+ * named command's file only, none for a bare `--version`, all of them otherwise.
+ */
+export async function buildProgram(app: CliApp, args?: readonly string[]): Promise<Command> {
+  const program = rootCommand(app);
+  const word = args === undefined ? null : commandWord(program, args);
+  const named = COMMANDS.find(([name]) => name === word);
+  const versionOnly = args !== undefined && word === null && (args.includes('-V') || args.includes('--version'));
+  const chosen = named !== undefined ? [named] : versionOnly ? [] : COMMANDS;
+  const registers = await Promise.all(chosen.map(([, load]) => load()));
+  for (const register of registers) register(program, app);
+  return program;
+}
+
+function rootCommand(app: CliApp): Command {
   const program = new Command('shoal');
   program
     .description('Run embedding, reranking and extraction models (ONNX, Hugging Face layout) over JSON Lines.')
@@ -90,20 +133,5 @@ export function buildProgram(app: CliApp): Command {
     .option('--no-progress', 'never draw progress bars')
     .option('-q, --quiet', 'print nothing on stderr but errors')
     .addHelpText('after', GENERAL_HELP);
-
-  registerEncode(program, app);
-  registerScore(program, app);
-  registerExtract(program, app);
-  registerTokenize(program, app);
-  registerModels(program, app);
-  registerWorker(program, app);
-  registerSubmit(program, app);
-  registerSink(program, app);
-  registerGateway(program, app);
-  registerDev(program, app);
-  registerIngest(program, app);
-  registerSearch(program, app);
-  registerPipelines(program, app);
-  registerClassify(program, app);
   return program;
 }

@@ -32,7 +32,7 @@ export async function shoalInProcess(args: readonly string[], options: { env?: R
   stdin.end(options.stdin ?? '');
   const app = new CliApp({ stdin, stdout, stderr, env: { SHOAL_THREADS: '1', ...options.env }, signal: new AbortController().signal });
   try {
-    await buildProgram(app).parseAsync(['node', 'shoal', ...args]);
+    await (await buildProgram(app, args)).parseAsync(['node', 'shoal', ...args]);
     return { code: 0, stdout: stdout.text, stderr: stderr.text };
   } catch (error) {
     const shoal = toShoalError(error);

@@ -47,8 +47,18 @@ function packagesOf(urls: readonly string[]): Set<string> {
   return names;
 }
 
-/** Runs `shoal ARGS` with the recorder preloaded; returns the run and the packages its main thread resolved. */
-async function recordImports(name: string, args: readonly string[], stdin = ''): Promise<{ run: ShoalRun; packages: Set<string> }> {
+/** The CLI's command files (services/cli/commands/NAME.js or .ts) among resolved module URLs, by NAME. */
+function commandFilesOf(urls: readonly string[]): Set<string> {
+  const names = new Set<string>();
+  for (const url of urls) {
+    const match = /\/services\/cli\/commands\/([a-z-]+)\.[jt]s$/.exec(url);
+    if (match?.[1] !== undefined) names.add(match[1]);
+  }
+  return names;
+}
+
+/** Runs `shoal ARGS` with the recorder preloaded; returns the run, the packages and the command files its main thread resolved. */
+async function recordImports(name: string, args: readonly string[], stdin = ''): Promise<{ run: ShoalRun; packages: Set<string>; commands: Set<string> }> {
   const recorder = join(scratch, 'record-imports.mjs');
   const log = join(scratch, `${name}.log`);
   writeFileSync(recorder, RECORDER);
@@ -57,7 +67,8 @@ async function recordImports(name: string, args: readonly string[], stdin = ''):
     stdin,
     env: { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${recorder}`.trim(), SHOAL_TEST_IMPORT_LOG: log },
   });
-  return { run, packages: packagesOf(readFileSync(log, 'utf8').split('\n')) };
+  const urls = readFileSync(log, 'utf8').split('\n');
+  return { run, packages: packagesOf(urls), commands: commandFilesOf(urls) };
 }
 
 const Config = z.looseObject({ hidden_size: z.number().int() });
@@ -66,7 +77,7 @@ const DenseLine = z.strictObject({ id: z.number(), dense: z.array(z.number()) })
 describe('shoal encode imports', () => {
   it('encodes a line without importing any index backend, the S3 SDK, pdfjs or fastify', async () => {
     const model = join(FIXTURES_DIR, 'models', 'tiny-bert-mean');
-    const { run, packages } = await recordImports('encode', ['encode', '--model', model, '--quiet'], '{"id":1,"text":"lazy loading keeps start-up short"}\n');
+    const { run, packages, commands } = await recordImports('encode', ['--threads', '1', 'encode', '--model', model, '--quiet'], '{"id":1,"text":"lazy loading keeps start-up short"}\n');
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
     const [line] = parseJsonl(run.stdout, DenseLine);
@@ -77,10 +88,22 @@ describe('shoal encode imports', () => {
     expect([...packages]).toEqual(expect.arrayContaining(['commander', 'onnxruntime-node', 'zod']));
     expect(HEAVY.filter((name) => packages.has(name))).toEqual([]);
     expect(SERVICE_ONLY.filter((name) => packages.has(name))).toEqual([]);
+    // Only the named command's file (services/cli/program.ts); a global option's value before it is skipped.
+    expect([...commands]).toEqual(['encode']);
+  }, 60_000);
+
+  it('loads every command file for --help, which lists them all', async () => {
+    const { run, commands } = await recordImports('help', ['--help']);
+    expect(run.code).toBe(0);
+    const ALL = ['encode', 'score', 'extract', 'tokenize', 'models', 'worker', 'submit', 'sink', 'gateway', 'dev', 'ingest', 'search', 'pipelines', 'classify'];
+    const section = run.stdout.split('\nCommands:\n')[1]?.split('\n\n')[0] ?? '';
+    const listed = section.split('\n').map((line) => /^ {2}([a-z]+) /.exec(line)?.[1]).filter((name) => name !== undefined && name !== 'help');
+    expect(listed).toEqual(ALL);
+    expect(ALL.filter((name) => !commands.has(name))).toEqual([]);
   }, 60_000);
 
   it('prints --version without loading NATS, pino or prom-client', async () => {
-    const { run, packages } = await recordImports('version', ['--version']);
+    const { run, packages, commands } = await recordImports('version', ['--version']);
     const PackageJson = z.looseObject({ version: z.string() });
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
@@ -89,6 +112,7 @@ describe('shoal encode imports', () => {
     expect([...packages]).toEqual(expect.arrayContaining(['commander', 'zod']));
     expect(SERVICE_ONLY.filter((name) => packages.has(name))).toEqual([]);
     expect(HEAVY.filter((name) => packages.has(name))).toEqual([]);
+    expect([...commands]).toEqual([]);
   }, 60_000);
 
   it('opens a backend only on first use, and then it works', async () => {

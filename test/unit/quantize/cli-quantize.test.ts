@@ -40,7 +40,7 @@ async function shoal(args: string[]): Promise<{ stdout: string; error: unknown }
   const stdout = new Collect();
   const stderr = new Collect();
   const app = new CliApp({ stdin: new PassThrough(), stdout, stderr, env: { SHOAL_THREADS: '1', SHOAL_CACHE_DIR: join(root, 'cache') }, signal: new AbortController().signal });
-  const program = buildProgram(app);
+  const program = await buildProgram(app);
   const models = program.commands.find((command) => command.name() === 'models');
   if (models === undefined) throw new Error('no models command');
   expect(models.commands.map((command) => command.name())).toContain('quantize');
