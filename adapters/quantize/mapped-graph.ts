@@ -2,7 +2,7 @@ import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { FileFingerprint, fingerprint, matches, quantizedCacheDir, readRecord, rememberedSha256, sha256Text, writeAtomically, writeRecord } from './cache-files.js';
+import { FileFingerprint, matches, quantizedCacheDir, readRecord, rememberedSha256, sha256Text, writeFingerprinted, writeRecord } from './cache-files.js';
 import { makeDirectory } from '../runtime/directories.js';
 
 /**
@@ -95,14 +95,14 @@ async function getOrBuild(source: string, sourceBytes: number, cacheRoot: string
   const weightsName = `${key}.weights`;
   // Limit 0: every tensor of 1 KiB or more goes to the weights file, each at a 4 KiB-aligned offset.
   const serialized = serializeOnnx(loaded.model, weightsName, 0);
-  await writeAtomically(join(dir, weightsName), serialized.external ?? []);
-  await writeAtomically(join(dir, graphName), [serialized.graph]);
+  const weights = await writeFingerprinted(dir, weightsName, serialized.external ?? []);
+  const graph = await writeFingerprinted(dir, graphName, [serialized.graph]);
   const record: MappedRecord = {
     format: 1,
     layout: MAPPED_LAYOUT_VERSION,
     source: { path: source, bytes: sourceBytes, sha256: sourceSha },
-    graph: await fingerprint(dir, graphName, true),
-    weights: await fingerprint(dir, weightsName, true),
+    graph,
+    weights,
   };
   await writeRecord(recordPath, record);
   return { path: join(dir, graphName), mapped: true, built: true };

@@ -8,7 +8,7 @@ import {
   readRecord,
   rememberedSha256,
   sha256Text,
-  writeAtomically,
+  writeFingerprinted,
   writeRecord,
 } from './cache-files.js';
 import { WEIGHT_FORMATS } from './int8-weights.js';
@@ -164,14 +164,10 @@ export async function quantizeToCache(request: QuantizeRequest): Promise<Quantiz
     // rather than copies (see mapped-graph.ts); a small one stays self-contained.
     const serialized = serializeOnnx(loaded.model, externalName, MAPPED_MIN_BYTES);
     let externalPrint: FileFingerprint | null = null;
-    if (serialized.external !== null) {
-      await writeAtomically(join(cacheDir, externalName), serialized.external);
-      externalPrint = await fingerprint(cacheDir, externalName, true);
-    }
-    await writeAtomically(join(cacheDir, graphName), [serialized.graph]);
+    if (serialized.external !== null) externalPrint = await writeFingerprinted(cacheDir, externalName, serialized.external);
     // With their times: a load then checks the cached graph by size and time instead of hashing
     // it again (58 MB for MiniLM-L6, about 70 ms); a damaged or replaced file differs in one of them.
-    output = { graph: await fingerprint(cacheDir, graphName, true), external: externalPrint };
+    output = { graph: await writeFingerprinted(cacheDir, graphName, [serialized.graph]), external: externalPrint };
   }
   const record: QuantizedRecord = {
     format: 1,

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { open, readlink, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { open, readlink, rename, rm, stat, symlink } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -20,6 +20,7 @@ import {
   type RepoSibling,
 } from './hub-api.js';
 import { ProgressReporter, type DownloadProgress } from './download-progress.js';
+import { writeFileAtomically } from '../runtime/atomic-write.js';
 import { makeDirectory } from '../runtime/directories.js';
 
 export type { DownloadProgress } from './download-progress.js';
@@ -281,13 +282,6 @@ async function ensureFile(repo: string, commit: string, file: PlannedFile, optio
   else progress.fileDone(file.path, size);
 }
 
-async function writeAtomically(path: string, content: string): Promise<void> {
-  await makeDirectory(dirname(path));
-  const temp = `${path}.${process.pid}.tmp`;
-  await writeFile(temp, content);
-  await rename(temp, path);
-}
-
 async function download(repo: string, revision: string, options: HubOptions): Promise<string> {
   const info = await withRetries(options, () => fetchRepoInfo(repo, revision, options));
   const siblings = info.siblings.filter((s) => isSafeRepoPath(s.rfilename));
@@ -309,7 +303,7 @@ async function download(repo: string, revision: string, options: HubOptions): Pr
   const progress = new ProgressReporter(repo, revision, files, options.onProgress);
   for (const file of files) await ensureFile(repo, info.sha, file, options, progress);
   // The ref is written last: until then the cache does not claim this revision exists.
-  if (!isCommitHash(revision)) await writeAtomically(refFile(options.cacheDir, repo, revision), info.sha);
+  if (!isCommitHash(revision)) await writeFileAtomically(refFile(options.cacheDir, repo, revision), [Buffer.from(info.sha)]);
   return snapshotDir(options.cacheDir, repo, info.sha);
 }
 

@@ -23,6 +23,7 @@ import { wordF1 } from '../../test/helpers/word-f1.js';
  *   ALT=int8 npx tsx bench/lib/ocr-int8-probe.ts        # static int8 QDQ recognizer
  *   ALT=int8 RANGES=ranges.json ...                     # reuse a calibration (written to /tmp/ocrx/ranges.json)
  *   ALT_ARENA=1 | ALT_SPIN=1 | ALT_ITEMS=16 ALT_FILL=0.8 | ALT_SQUEEZE=0.75   # fp32 session/batching variants
+ *   ALT_HEIGHT=32 RANGES=empty.json   # strips of another height (the graph's fixed 48 made symbolic; '{}' skips calibration)
  *   ROUNDS=3 DIFF=1 (print differing strips)
  *
  * Calibration (int8): min/max of every Conv input and output over the strips of six other pages.
@@ -32,6 +33,7 @@ const PDF_DIR = join(process.env.SHOAL_SHARED_DIR ?? '/work/shared', 'data', 'pd
 const BENCH = ['pdfplumber__federal-register-2020-17221:1', 'pdfplumber__scotus-transcript-p1:1', '002-trivial-libre-office-writer__002-trivial-libre-office-writer:1', 'pdfplumber__cupertino_usd_4-6-16:1'];
 const CALIB = process.env.RANGES ? [] : ['001-trivial__minimal-document:1', '004-pdflatex-4-pages__pdflatex-4-pages:2', '026-latex-multicolumn__multicolumn:1', '011-google-doc-document__google-doc-document:1', 'pdfplumber__la-precinct-bulletin-2014-p1:1', '006-pdflatex-outline__pdflatex-outline:2'];
 const rounds = Number(process.env.ROUNDS ?? 3);
+const ALT_HEIGHT = Number(process.env.ALT_HEIGHT ?? 48);
 const exclude = new Set((process.env.EXCLUDE ?? '').split(',').filter((s) => s !== '').map(Number));
 const arena = process.env.ARENA === '1';
 
@@ -65,7 +67,7 @@ async function strips(entry: string): Promise<{ name: string; strips: RgbPixels[
   return {
     name: pdf,
     strips: quads.map((q) => cropStrip(img, q, stripWidth(q, 48, 2400), 48)),
-    alt: quads.map((q) => cropStrip(img, q, Math.max(8, Math.round(stripWidth(q, 48, 2400) * squeeze)), 48)),
+    alt: quads.map((q) => cropStrip(img, q, Math.max(8, Math.round(stripWidth(q, ALT_HEIGHT, 2400) * squeeze)), ALT_HEIGHT)),
     text: page.text,
   };
 }
@@ -73,9 +75,10 @@ async function strips(entry: string): Promise<{ name: string; strips: RgbPixels[
 const ALT_ITEMS = Number(process.env.ALT_ITEMS ?? 8);
 const ALT_FILL = Number(process.env.ALT_FILL ?? 0.6);
 function batchesOf(s: RgbPixels[], items = 8, fill = 0.6) {
-  return widthBatches(s.map((x) => x.width), { maxItems: items, maxColumns: items * 640, minWidth: 128, minFill: fill }).map((b) => {
+  const h = s[0]?.height ?? 48;
+  return widthBatches(s.map((x) => x.width), { maxItems: items, maxColumns: items * 640, minWidth: Math.round(128 * h / 48), minFill: fill }).map((b) => {
     const chunk = b.indices.map((i) => s[i]!);
-    return { indices: b.indices, dims: [chunk.length, 3, 48, b.width], tensor: stripsTensor(chunk, 48, b.width) };
+    return { indices: b.indices, dims: [chunk.length, 3, h, b.width], tensor: stripsTensor(chunk, h, b.width) };
   });
 }
 
@@ -112,6 +115,10 @@ const report = process.env.ALT === 'int8' ? quantizeConvs(qModel, ranges, exclud
 console.error('quantized', report);
 const fp32 = await open(base);
 const altRuntime = resolveRuntimeOptions({ intraOpThreads: 2, cpuMemArena: process.env.ALT_ARENA === '1', spinning: process.env.ALT_SPIN === '1' });
+if (ALT_HEIGHT !== 48) {
+  const dim = base.graph?.input?.[0]?.type?.tensorType?.shape?.dim?.[2];
+  if (dim) { dim.dimValue = null; dim.dimParam = 'h'; }
+}
 const altSession = process.env.ALT === 'int8' ? await open(qModel) : (await createSession(serializeOnnx(base, 'x.data').graph, altRuntime)).session;
 
 async function read(session: Session, batches: ReturnType<typeof batchesOf>, n: number) {

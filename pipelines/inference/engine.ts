@@ -14,7 +14,6 @@ import {
   type Role,
 } from '../../adapters/protocol/requests.js';
 import type {
-  EncodedItem,
   EncodeResult,
   ExtractedItem,
   ExtractResult,

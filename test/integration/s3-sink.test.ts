@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { S3Store } from '../../adapters/object-store/index.js';
 import { validateFilter } from '../../adapters/sinks/filter.js';

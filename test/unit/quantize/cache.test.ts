@@ -59,6 +59,8 @@ describe('quantizeToCache', () => {
     expect(first.record).toMatchObject({ quantizer: QUANTIZER_VERSION, alreadyQuantized: false, inputVocab: 10, fidelity: null });
     expect(first.record.report).toMatchObject({ matmul: 1, gemm: 1 });
     const cachedAt = (await stat(first.path)).mtimeMs;
+    // The record's fingerprint (hashed from the bytes in memory as they were written) is the file's.
+    expect(first.record.output?.graph).toEqual({ file: `${first.key}.onnx`, bytes: (await stat(first.path)).size, sha256: await sha256File(first.path), mtimeMs: cachedAt });
 
     const second = await quantizeToCache({ source: inline, options: { minWeightElements: 0 }, cacheDir: cacheDir('a') });
     expect(second.built).toBe(false);

@@ -2,6 +2,7 @@ import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, r
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sha256File } from '../../../adapters/quantize/cache-files.js';
 import { mappedCacheDir, mappedGraph } from '../../../adapters/quantize/mapped-graph.js';
 import { readOnnx } from '../../../adapters/quantize/onnx-file.js';
 import { createSession, ort } from '../../../adapters/runtime/ort-session.js';
@@ -116,6 +117,10 @@ describe('the mapped cache', () => {
     expect(readdirSync(mappedCacheDir(cache)).sort()).toEqual(
       ['.json', '.onnx', '.weights'].map((ext) => first.path.replace(/\.onnx$/, ext).split('/').pop()).sort(),
     );
+    // The record's fingerprints, hashed from the bytes as they were written, are those of the files.
+    const record: unknown = JSON.parse(readFileSync(first.path.replace(/\.onnx$/, '.json'), 'utf8'));
+    const onDisk = async (path: string) => ({ file: path.split('/').pop(), bytes: statSync(path).size, sha256: await sha256File(path), mtimeMs: statSync(path).mtimeMs });
+    expect(record).toMatchObject({ graph: await onDisk(first.path), weights: await onDisk(first.path.replace(/\.onnx$/, '.weights')) });
   });
 
   it('rebuilds a copy whose weights were damaged', async () => {
