@@ -18,7 +18,10 @@ export type Role = z.infer<typeof Role>;
 export const Aggregation = z.enum(['simple', 'first', 'none']);
 export type Aggregation = z.infer<typeof Aggregation>;
 
-export const ItemId = z.union([z.string().max(DEFAULT_LIMITS.maxIdChars), z.number().finite()]);
+export const ItemId = z.union([z.string().max(DEFAULT_LIMITS.maxIdChars), z.number().finite()], {
+  // zod's own word for a failed union is "Invalid input", which names neither type nor limit.
+  error: `must be a string of at most ${DEFAULT_LIMITS.maxIdChars} characters or a finite number`,
+});
 export type ItemId = z.infer<typeof ItemId>;
 
 export const ModelRef = z
