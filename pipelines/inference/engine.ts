@@ -542,8 +542,12 @@ export class InferenceEngine implements Engine, Lifecycle {
     if (this.#closed) return;
     this.#closed = true;
     this.#scheduler.close();
-    await this.#pool.close();
-    await this.#threads.close();
-    await this.#prep.close();
+    // The prep threads hold no model: they stop while the models are released (a command's exit
+    // waits for the slower of the two, not for both one after the other).
+    const models = (async () => {
+      await this.#pool.close();
+      await this.#threads.close();
+    })();
+    await Promise.all([models, this.#prep.close()]);
   }
 }

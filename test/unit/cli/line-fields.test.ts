@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../../adapters/protocol/errors.js';
 import { lineFieldMapper, looksLikeId, parseTemplate } from '../../../services/cli/line-fields.js';
-import { formatDuration, InputEta, summaryLine } from '../../../services/cli/progress.js';
+import { formatDuration, groupDigits, InputEta, summaryLine } from '../../../services/cli/progress.js';
 
 /**
  * The pure parts of issue 16's line options and progress: template parsing, the id-like field
@@ -79,5 +79,14 @@ describe('input progress', () => {
       'encode: 2,000 lines (37 truncated) in 8.4 s, 439,123 tokens, 52,277 tokens/s',
     );
     expect(summaryLine('encode', { lines: 10, resumed: 5, truncated: 0, tokens: 100, seconds: 1 })).toBe('encode: 10 lines after 5 resumed (0 truncated) in 1.0 s, 100 tokens, 100 tokens/s');
+    expect(summaryLine('encode', { lines: 1_234_567, resumed: 1000, truncated: 999, tokens: 1_000_000_000, seconds: 1000 })).toBe(
+      'encode: 1,234,567 lines after 1,000 resumed (999 truncated) in 1000.0 s, 1,000,000,000 tokens, 1,000,000 tokens/s',
+    );
+  });
+
+  it('groups digits as en-US toLocaleString does, without loading ICU', () => {
+    for (const value of [0, 7, 999, 1000, 12_345, 999_999, 1_000_000, 123_456_789_012, -1234, 52_276.6]) {
+      expect(groupDigits(value)).toBe(Math.round(value).toLocaleString('en-US'));
+    }
   });
 });
