@@ -5,3 +5,4 @@ export type { OcrMode, OcrReason } from './pdf-reader.js';
 export { sniffDocument, looksLikeText } from './sniff.js';
 export type { ImageFormat, Sniffed, SniffedType } from './sniff.js';
 export type { Heading } from './text-reader.js';
+export { dropPageFurniture, isOwnPageNumber, type FurniturePage } from './page-furniture.js';

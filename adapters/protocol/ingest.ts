@@ -24,6 +24,8 @@ export const ParseTaskSettings = z.strictObject({
   ocr: z.enum(['auto', 'always', 'never']),
   ocrModel: z.string().min(1).max(1024),
   ocrDpi: z.number().int().min(36).max(600),
+  /** Absent from a coordinator older than the option: it kept every line, and so does the worker. */
+  furniture: z.enum(['drop', 'keep']).optional(),
   maxBytes: z.number().int().positive().max(2 ** 40),
   maxPages: z.number().int().positive().max(1_000_000),
 });

@@ -18,6 +18,12 @@ export const ParseStage = z.strictObject({
   ocrModel: z.string().min(1).default('paddleocr/pp-ocrv4'),
   /** Resolution pages are rendered at for OCR. */
   ocrDpi: z.number().int().min(36).max(600).default(150),
+  /**
+   * PDF page furniture (page numbers, running heads and feet, margin stamps at a page's top or
+   * bottom edge; adapters/documents/page-furniture.ts): `drop` leaves it out of the text, `keep`
+   * indexes every line.
+   */
+  furniture: z.enum(['drop', 'keep']).default('drop'),
   /** A larger document fails alone with DOCUMENT_TOO_LARGE. */
   maxBytes: z.number().int().positive().default(100 * 1024 * 1024),
   maxPages: z.number().int().positive().default(5000),

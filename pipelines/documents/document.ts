@@ -59,6 +59,8 @@ export interface ParseOptions {
   ocrModel: string;
   /** Resolution pages are rendered at for OCR. @default 150 */
   ocrDpi: number;
+  /** PDF page numbers, running heads and feet: left out of the text (`drop`) or kept. @default 'drop' */
+  furniture: 'drop' | 'keep';
   /** A larger document fails with DOCUMENT_TOO_LARGE. @default 100 MiB */
   maxBytes: number;
   /** A PDF with more pages fails with DOCUMENT_TOO_LARGE. @default 5000 */
@@ -81,6 +83,7 @@ export const DEFAULT_PARSE_OPTIONS = Object.freeze({
   ocr: 'auto',
   ocrModel: 'paddleocr/pp-ocrv4',
   ocrDpi: 150,
+  furniture: 'drop',
   maxBytes: 100 * 1024 * 1024,
   maxPages: 5000,
 } as const satisfies Partial<ParseOptions>);
@@ -89,6 +92,7 @@ const ParseOptionsSchema = z.strictObject({
   ocr: z.enum(['auto', 'always', 'never']),
   ocrModel: z.string().min(1),
   ocrDpi: z.number().int().min(36).max(600),
+  furniture: z.enum(['drop', 'keep']),
   maxBytes: z.number().int().positive(),
   maxPages: z.number().int().positive(),
   signal: z.custom<AbortSignal>((value) => value instanceof AbortSignal).optional(),

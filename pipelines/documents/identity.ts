@@ -32,7 +32,7 @@ function canonical(value: unknown): string {
 export function settingsHash(definition: PipelineDefinition): string {
   const { parse, chunk, encode, extract, classify } = definition.stages;
   const relevant = {
-    parse: { ocr: parse.ocr, ocrModel: parse.ocrModel, ocrDpi: parse.ocrDpi },
+    parse: { ocr: parse.ocr, ocrModel: parse.ocrModel, ocrDpi: parse.ocrDpi, furniture: parse.furniture },
     chunk,
     encode,
     extract,

@@ -132,7 +132,7 @@ export class NatsIngest {
     const reader = new RemoteParseReader(
       this.#tasks,
       runId,
-      { ocr: parse.ocr, ocrModel: parse.ocrModel, ocrDpi: parse.ocrDpi, maxBytes: parse.maxBytes, maxPages: parse.maxPages },
+      { ocr: parse.ocr, ocrModel: parse.ocrModel, ocrDpi: parse.ocrDpi, furniture: parse.furniture, maxBytes: parse.maxBytes, maxPages: parse.maxPages },
       {
         ...(this.#options.parseWorkerTimeoutMs === undefined ? {} : { failAfterMs: this.#options.parseWorkerTimeoutMs }),
         ...(this.#options.parseWarnAfterMs === undefined ? {} : { warnAfterMs: this.#options.parseWarnAfterMs }),

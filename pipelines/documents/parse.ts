@@ -1,4 +1,4 @@
-import { ParsePool, type DocumentBytes, type Opened, type PageRead, type ParseRequest, type ParseResponse, type ThreadLease } from '../../adapters/documents/index.js';
+import { dropPageFurniture, ParsePool, type DocumentBytes, type Opened, type PageRead, type ParseRequest, type ParseResponse, type ThreadLease } from '../../adapters/documents/index.js';
 import type { Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError, hasErrorCode, toShoalError } from '../../adapters/protocol/errors.js';
 import { resolveParseOptions, type DocumentSource, type ParsedDocument, type ParsedPage, type ParseOptions, type ParseOutcome } from './document.js';
@@ -125,6 +125,8 @@ export class DocumentParser {
         case 'pdf':
           document.type = 'pdf';
           document.pages = await this.#pdfPages(source.uri, lease, opened, open);
+          // Before the title is taken from the first heading: a running head is not the title.
+          if (this.#options.furniture === 'drop') document.pages = dropPageFurniture(document.pages);
           document.title ??= document.pages[0]?.headings?.[0]?.text;
           if (document.title === undefined) delete document.title;
           break;

@@ -89,7 +89,7 @@ export class ParseRole implements Lifecycle {
         // Documents it is still reading fail with UNAVAILABLE and are redelivered.
         void oldest?.close();
       }
-      parser = new DocumentParser(this.#engine, { ...settings, signal: this.#stop.signal });
+      parser = new DocumentParser(this.#engine, { ...settings, furniture: settings.furniture ?? 'keep', signal: this.#stop.signal });
       this.#parsers.set(key, parser);
     }
     return parser;

@@ -175,6 +175,28 @@ describe.skipIf(!sharedAvailable(PDF_DIR))('the shared PDFs', () => {
     expect(shared).toEqual(single);
   }, 300_000);
 
+  it('leaves page numbers, running heads and stamps out of the text by default, and keeps them with furniture: keep', async (ctx) => {
+    if (!sharedAvailable(PDF_DIR)) ctx.skip(missingReason(PDF_DIR));
+    const latex = { uri: 'latex.pdf', path: join(PDF_DIR, '004-pdflatex-4-pages__pdflatex-4-pages.pdf') };
+    const register = { uri: 'register.pdf', path: join(PDF_DIR, 'pdfplumber__federal-register-2020-17221.pdf') };
+    const keeping = new DocumentParser(engine, { ocr: 'never', furniture: 'keep' });
+    try {
+      const lastLines = (document: ParsedDocument): string[] => document.pages.map((page) => page.text.trim().split('\n').at(-1) ?? '');
+      expect(lastLines(ok(await keeping.parse(latex)))).toEqual(['1', '2', '3', '4']);
+      expect(lastLines(ok(await parser.parse(latex))).filter((line) => /^\d+$/.test(line))).toEqual([]);
+      const kept = ok(await keeping.parse(register));
+      const dropped = ok(await parser.parse(register));
+      const stamped = (document: ParsedDocument): number => document.pages.filter((page) => page.text.trim().endsWith('jbell on DSKJLSW7X2PROD with PROPOSALS')).length;
+      expect(stamped(kept)).toBe(7);
+      expect(stamped(dropped)).toBe(0);
+      // The running head was the first heading of page 2: the title comes from the PDF's own metadata or first real heading.
+      expect(dropped.pages[1]?.headings?.map((heading) => heading.text)).not.toContain('Federal Register');
+      expect(kept.pages[1]?.headings?.map((heading) => heading.text)).toContain('Federal Register');
+    } finally {
+      await keeping.close();
+    }
+  }, 300_000);
+
   it('reads the LaTeX two-column page column by column: each column\'s sentences are contiguous, the left column before the right', async (ctx) => {
     if (!sharedAvailable(PDF_DIR)) ctx.skip(missingReason(PDF_DIR));
     const document = ok(await parser.parse({ uri: TWO_COLUMNS, path: join(PDF_DIR, TWO_COLUMNS) }));

@@ -17,7 +17,7 @@ describe('pipeline definitions', () => {
       name: 'documents',
       description: expect.any(String),
       stages: {
-        parse: { ocr: 'auto', ocrModel: 'paddleocr/pp-ocrv4', ocrDpi: 150, maxBytes: 100 * 1024 * 1024, maxPages: 5000 },
+        parse: { ocr: 'auto', ocrModel: 'paddleocr/pp-ocrv4', ocrDpi: 150, furniture: 'drop', maxBytes: 100 * 1024 * 1024, maxPages: 5000 },
         chunk: { size: 200, overlap: 32 },
         encode: { model: 'sentence-transformers/all-MiniLM-L6-v2', distance: 'cosine' },
         write: { index: './shoal-index', table: 'chunks', batchRows: 2000 },
@@ -65,6 +65,8 @@ describe('pipeline definitions', () => {
     expect(otherModel.stages.encode.model).toBe('BAAI/bge-small-en-v1.5');
     expect(settingsHash(otherModel)).not.toBe(settingsHash(base));
     expect(settingsHash(applyOverrides(base, { ocr: 'never' }))).not.toBe(settingsHash(base));
+    // Keeping page furniture changes the rows of a PDF: a re-run with it re-ingests.
+    expect(settingsHash({ ...base, stages: { ...base.stages, parse: { ...base.stages.parse, furniture: 'keep' } } })).not.toBe(settingsHash(base));
     expect(settingsHash(base)).toMatch(/^[0-9a-f]{16}$/);
   });
 

@@ -15,7 +15,11 @@ const task = {
 describe('ingest wire schemas', () => {
   it('accepts a parse task as the coordinator writes it, and refuses anything unbounded or foreign', () => {
     expect(ParseTask.parse(task)).toEqual(task);
+    // `furniture` is optional: a coordinator older than the option sends none (the worker then keeps every line).
+    const dropping = { ...task, parse: { ...task.parse, furniture: 'drop' } };
+    expect(ParseTask.parse(dropping)).toEqual(dropping);
     for (const bad of [
+      { ...task, parse: { ...task.parse, furniture: 'strip' } },
       { ...task, run_id: 'run.1' },
       { ...task, doc: -1 },
       { ...task, doc: 1e12 },
