@@ -42,8 +42,11 @@ describe('memory after eviction', () => {
       const grown = report.loaded - report.base;
       const kept = report.unloaded - report.base;
       // A 91 MB fp32 model (prepacked weights, the embedding table mapped from its mapped copy)
-      // plus its batch workspace: 138-370 MB while loaded, depending on how eagerly glibc trims.
-      expect(grown).toBeGreaterThan(100e6);
+      // plus its batch workspace: 95-370 MB while loaded, depending on how eagerly glibc trims
+      // and on whether the mapped copy is built in this process (about 240 MB then, 130 MB
+      // without; 95 MB in a CI run on a loaded machine with MALLOC_TRIM_THRESHOLD_=0). What
+      // matters is that the load shows: more than 60 MB.
+      expect(grown).toBeGreaterThan(60e6);
       // After unloading, less than half of that growth and under 80 MB is still resident (V8 and
       // allocator residue of 27-58 MB measured; a model kept resident would keep all of it).
       // With mapped weights the growth itself is smaller (no 90 MB protobuf copy of the weights),
