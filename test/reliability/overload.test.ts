@@ -21,9 +21,12 @@ const ITEMS = 64;
 /**
  * Admitted calls' p99, generous for a shared 2-core machine: client, gateway and worker share one
  * process here, so the figure includes the client's own time to send and read 300 (1,000) calls.
- * Before admission control most calls ran into the 10 s request-reply timeout (504).
+ * Before admission control most calls ran into the 10 s request-reply timeout (504). Alone on an
+ * idle machine 300 calls take a p99 of about 1.4 s; in `.ci/run`, beside the integration lane's
+ * OCR and ingest tests on the same two cores, 4.5, 5.2 and 7.1 s (three runs, 2026-11-28): the
+ * bound is the 504 boundary less a margin, not the idle figure.
  */
-const ADMITTED_P99_MS = FULL ? 9_000 : 6_000;
+const ADMITTED_P99_MS = 9_000;
 const BURST_MS = 45_000;
 
 interface Outcome {
