@@ -82,7 +82,11 @@ describe.skipIf(!natsServerAvailable())(`results sink ${natsServerAvailable() ? 
     await jobs.wait('bad-part', { timeoutMs: 30_000 });
 
     const scoreFolder = join(dir, 'scores');
-    await expect.poll(() => (existsSync(scoreFolder) ? readdirSync(scoreFolder).length : 0), { timeout: 15_000 }).toBe(2);
+    // Both parts' files written: counted by name, since a part being written atomically stands in
+    // the folder under a temporary name first (counting every entry once read only part 0).
+    const partFiles = (): string[] => (existsSync(scoreFolder) ? readdirSync(scoreFolder).filter((name) => name.endsWith('.jsonl')) : []);
+    await expect.poll(() => partFiles().length, { timeout: 15_000 }).toBe(2);
+    expect(readdirSync(scoreFolder).sort()).toEqual(['part-000000.jsonl', 'part-000001.jsonl']);
     const scores = linesOf(scoreFolder).map((line) => ScoreLine.parse(line));
     expect(scores.map((line) => line.index).sort((a, b) => a - b)).toEqual([0, 1, 2, 3, 4, 5]);
 
