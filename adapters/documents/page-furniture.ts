@@ -14,12 +14,12 @@ import type { Heading } from './text-reader.js';
  * - the same line stands at the same place from the same edge (first line, second line from the
  *   foot...) on at least a fifth of the document's pages, and on three at the least: a running
  *   head, foot or stamp. The same place, because body text can repeat too (a filler paragraph
- *   set on every page) but does not keep its distance from the edge. A number in it that moves with the page
- *   (the page number plus a constant, as in "47700 Federal Register" on page 3 and "47702 Federal
- *   Register" on page 5) counts as the same; any other number must be equal. A fifth, not a half:
- *   odd and even pages carry different heads, and one document sets its head in several ways
- *   (the Federal Register's even pages: "Federal Register" alone on four of fifteen, the whole
- *   head with its page number on three others).
+ *   set on every page) but does not keep its distance from the edge. A number in it that moves
+ *   with the page (the page number plus a constant, as in "47700 Federal Register" on page 3 and
+ *   "47702 Federal Register" on page 5) counts as the same; any other number must be equal. A
+ *   fifth, not a half: odd and even pages carry different heads, and one document sets its head
+ *   in several ways (the Federal Register's even pages: "Federal Register" alone on four of
+ *   fifteen, the whole head with its page number on three others).
  * Long lines (over MAX_FURNITURE_CHARS) are never furniture: a repeated sentence is content.
  */
 
@@ -134,39 +134,40 @@ function candidate(line: string): boolean {
  * furniture goes with it. Pages are returned as new objects; a page with none is returned as is.
  */
 export function dropPageFurniture<P extends FurniturePage>(pages: readonly P[]): P[] {
+  // Each edge line's keys, computed once: a key is the line's place (t0 = first line, b1 = second
+  // line from the foot...) and one of its repeat keys; a line too long to be furniture has none.
   const split = pages.map((page) => {
     const lines = linesOf(page.text);
-    return { page, lines, edges: edgeLines(lines) };
-  });
-  // On how many pages each edge line (by its repeat key) stands.
-  const seenOn = new Map<string, number>();
-  // A key is the place (t0 = first line, b1 = second line from the foot...) and the line's key.
-  const placed = (place: string, text: string, page: number): string[] => repeatKeys(text, page).map((key) => `${place}|${key}`);
-  for (const { page, lines, edges } of split) {
-    const keys = new Set<string>();
+    const edges = edgeLines(lines);
+    const keysOf = new Map<number, string[]>();
     for (const [edge, order] of [['t', edges.top], ['b', edges.bottom]] as const) {
       order.forEach((index, position) => {
         const text = lines[index]?.text ?? '';
-        if (candidate(text)) for (const key of placed(`${edge}${position}`, text, page.page)) keys.add(key);
+        keysOf.set(index, candidate(text) ? repeatKeys(text, page.page).map((key) => `${edge}${position}|${key}`) : []);
       });
     }
-    for (const key of keys) seenOn.set(key, (seenOn.get(key) ?? 0) + 1);
+    return { page, lines, edges, keysOf };
+  });
+  // On how many pages each key stands (a key counted once per page).
+  const seenOn = new Map<string, number>();
+  for (const { keysOf } of split) {
+    for (const key of new Set([...keysOf.values()].flat())) seenOn.set(key, (seenOn.get(key) ?? 0) + 1);
   }
   const needed = Math.max(MIN_REPEATS, Math.ceil(pages.length * REPEAT_SHARE));
-  const repeated = (place: string, text: string, page: number): boolean => placed(place, text, page).some((key) => (seenOn.get(key) ?? 0) >= needed);
 
-  return split.map(({ page, lines, edges }) => {
+  return split.map(({ page, lines, edges, keysOf }) => {
     const removed = new Set<number>();
-    const sweep = (edge: 't' | 'b', order: readonly number[]): void => {
+    const sweep = (order: readonly number[]): void => {
       for (const [position, index] of order.entries()) {
-        const text = lines[index]?.text ?? '';
-        const furniture = candidate(text) && (repeated(`${edge}${position}`, text, page.page) || (position === 0 && isOwnPageNumber(text, page.page)));
+        const keys = keysOf.get(index) ?? [];
+        const repeated = keys.some((key) => (seenOn.get(key) ?? 0) >= needed);
+        const furniture = keys.length > 0 && (repeated || (position === 0 && isOwnPageNumber(lines[index]?.text ?? '', page.page)));
         if (!furniture) return;
         removed.add(index);
       }
     };
-    sweep('t', edges.top);
-    sweep('b', edges.bottom);
+    sweep(edges.top);
+    sweep(edges.bottom);
     if (removed.size === 0) return page;
     return { ...page, ...rebuilt(lines, removed, page.headings) };
   });

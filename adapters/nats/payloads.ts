@@ -1,4 +1,4 @@
-import { readFile, realpath, rename, writeFile } from 'node:fs/promises';
+import { readFile, realpath } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Objm, type ObjectStore } from '@nats-io/obj';
@@ -7,7 +7,7 @@ import { S3Store, formatS3Uri, joinKey, parseS3Uri, type S3Location, type S3Sett
 import { ErrorCode, ShoalError, hasErrorCode } from '../protocol/errors.js';
 import { toNatsShoalError } from './nats-errors.js';
 import { isInsideRoot } from '../sources/path-roots.js';
-import { makeDirectory } from '../runtime/directories.js';
+import { writeFileAtomically } from '../runtime/atomic-write.js';
 
 /**
  * Data that travels by reference instead of inside a message: job parts and results over the
@@ -151,11 +151,8 @@ export class PayloadStore {
     if (parsed.kind !== 'file') throw new ShoalError(ErrorCode.INVALID_INPUT, `"${base.slice(0, 200)}" is not a result target (obj://, s3:// or file://)`);
     const path = await this.#checkFile(resolve(parsed.path, relative), true);
     try {
-      await makeDirectory(dirname(path));
       // Written beside and renamed, so a reader never sees half a file (a redelivered part rewrites it whole).
-      const temporary = `${path}.${process.pid}.tmp`;
-      await writeFile(temporary, data);
-      await rename(temporary, path);
+      await writeFileAtomically(path, data);
     } catch (error) {
       throw new ShoalError(ErrorCode.UNAVAILABLE, `cannot write ${path}: ${String(error)}`, { cause: error });
     }

@@ -1,4 +1,4 @@
-import { access, rename, writeFile } from 'node:fs/promises';
+import { access } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import type { z } from 'zod';
@@ -14,6 +14,7 @@ import type { ResultIndexWriter } from './result-index.js';
 import type { StatusStore } from './status-store.js';
 import { ensureSinkConsumer, type Topology } from './topology.js';
 import type { Lifecycle } from '../protocol/lifecycle.js';
+import { writeFileAtomically } from '../runtime/atomic-write.js';
 import { makeDirectory } from '../runtime/directories.js';
 
 /**
@@ -86,12 +87,6 @@ function partFileName(part: number, failed: boolean): string {
 function resultLines(result: z.infer<typeof PrimitiveResult>): string[] {
   const rows: readonly unknown[] = 'items' in result ? result.items : result.scores;
   return rows.map((row) => JSON.stringify(row));
-}
-
-async function writeAtomically(path: string, text: string): Promise<void> {
-  const temporary = `${path}.${process.pid}.${Date.now()}.tmp`;
-  await writeFile(temporary, text);
-  await rename(temporary, path);
 }
 
 export class ResultSink implements Lifecycle {
@@ -259,7 +254,7 @@ export class ResultSink implements Lifecycle {
       await makeDirectory(folder);
       const path = join(folder, partFileName(message.part, true));
       const error = message.error ?? serializeError(new ShoalError(ErrorCode.INTERNAL, 'the part failed without an error'));
-      await writeAtomically(path, `${JSON.stringify({ job_id: message.job_id, part: message.part, model: message.model, worker: message.worker, error }, null, 2)}\n`);
+      await writeFileAtomically(path, `${JSON.stringify({ job_id: message.job_id, part: message.part, model: message.model, worker: message.worker, error }, null, 2)}\n`);
       return { path, lines: 0 };
     }
     const result = await this.#resolve(message);
@@ -268,7 +263,7 @@ export class ResultSink implements Lifecycle {
     const lines = resultLines(result);
     await makeDirectory(folder);
     const path = join(folder, partFileName(message.part, false));
-    await writeAtomically(path, lines.length === 0 ? '' : `${lines.join('\n')}\n`);
+    await writeFileAtomically(path, lines.length === 0 ? '' : `${lines.join('\n')}\n`);
     return { path, lines: lines.length };
   }
 

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
@@ -9,6 +9,7 @@ import type { ChunkRow, DocumentState, MultivectorSearchOptions, SearchHit, Sear
 import { noMultivector, refuseMultivector } from './multivector.js';
 import { checkSparseQuery, rankSparse } from './sparse.js';
 import { checkQuery, checkRowTypes, checkTableName, existsMatching, freezeSpec, keptOptional, rankTyped, StateShape, StoredSpec, storedSpecOf, toHitRow } from './table-spec.js';
+import { writeFileAtomically } from '../runtime/atomic-write.js';
 import { makeDirectory } from '../runtime/directories.js';
 
 /**
@@ -43,19 +44,11 @@ export class JsonlSink implements Sink {
   #spec: TableSpec | null = null;
   /** source → its file's content, loaded once and kept in step with every commit. */
   #files: Map<string, { state: DocumentState | null; rows: StoredRow[] }> | null = null;
-  #tempCounter = 0;
 
   constructor(options: JsonlSinkOptions) {
     const table = checkTableName(options.table ?? 'chunks');
     this.#folder = join(options.dir, table);
     this.#where = `table ${table} in file://${options.dir}`;
-  }
-
-  async #writeAtomic(path: string, text: string): Promise<void> {
-    this.#tempCounter += 1;
-    const temp = `${path}.tmp-${process.pid}-${this.#tempCounter}`;
-    await writeFile(temp, text);
-    await rename(temp, path);
   }
 
   /** A file on the index's path (a mistyped --index) is the caller's mistake, not an INTERNAL ENOTDIR. */
@@ -101,7 +94,7 @@ export class JsonlSink implements Sink {
     refuseMultivector(spec, 'JSON Lines', this.#where);
     if (await existsMatching(() => this.describe(), spec, this.#where)) return;
     await this.#ensureFolder();
-    await this.#writeAtomic(join(this.#folder, '_spec.json'), `${JSON.stringify(storedSpecOf(spec))}\n`);
+    await writeFileAtomically(join(this.#folder, '_spec.json'), `${JSON.stringify(storedSpecOf(spec))}\n`);
     this.#spec = freezeSpec(spec);
   }
 
@@ -135,7 +128,7 @@ export class JsonlSink implements Sink {
       // Kept: rows of the same content and settings not rewritten now; older versions go.
       const kept = (files.get(source)?.rows ?? []).filter((row) => !ids.has(row.id) && (state === null || (row.document_id === state.document_id && row.settings === state.settings)));
       const next = { state, rows: [...kept, ...incoming] };
-      await this.#writeAtomic(this.#fileOf(source), `${[JSON.stringify(state), ...next.rows.map((row) => JSON.stringify(row))].join('\n')}\n`);
+      await writeFileAtomically(this.#fileOf(source), `${[JSON.stringify(state), ...next.rows.map((row) => JSON.stringify(row))].join('\n')}\n`);
       files.set(source, next);
     }
   }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { open, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { open, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
@@ -7,6 +7,7 @@ import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { Role } from '../../adapters/protocol/requests.js';
 import type { Taxonomy } from '../../adapters/taxonomy/index.js';
 import { normalizeRow, type PackedMatrix } from './matrix.js';
+import { writeFileAtomically } from '../../adapters/runtime/atomic-write.js';
 import { makeDirectory } from '../../adapters/runtime/directories.js';
 
 /**
@@ -138,11 +139,8 @@ async function readCached(file: string, rows: number): Promise<PackedMatrix | nu
 
 /** Writes the matrix, then its metadata, each through a temporary file: a reader never sees half a cache. */
 async function writeCached(file: string, matrix: PackedMatrix, meta: CacheMeta): Promise<void> {
-  const suffix = `.${process.pid}.${Date.now()}.tmp`;
-  await writeFile(`${file}.f32${suffix}`, new Uint8Array(matrix.data.buffer, matrix.data.byteOffset, matrix.data.byteLength));
-  await rename(`${file}.f32${suffix}`, `${file}.f32`);
-  await writeFile(`${file}.json${suffix}`, `${JSON.stringify(meta)}\n`);
-  await rename(`${file}.json${suffix}`, `${file}.json`);
+  await writeFileAtomically(`${file}.f32`, new Uint8Array(matrix.data.buffer, matrix.data.byteOffset, matrix.data.byteLength));
+  await writeFileAtomically(`${file}.json`, `${JSON.stringify(meta)}\n`);
 }
 
 /**

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { availableParallelism, cpus } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
@@ -7,7 +7,7 @@ import { isTunable, type TuningPoint } from '../../adapters/model-threads/batch-
 import type { ModelWorker } from '../../adapters/model-threads/model-worker.js';
 import type { ModelProfile } from '../../adapters/models/profile.js';
 import type { RuntimeOptions } from '../../adapters/runtime/runtime-options.js';
-import { makeDirectory } from '../../adapters/runtime/directories.js';
+import { writeFileAtomically } from '../../adapters/runtime/atomic-write.js';
 
 /**
  * `maxBatchTokens: 'auto'`: the batch budget of a model is measured once per machine (CPU model,
@@ -79,10 +79,7 @@ export async function tunedBudget(worker: ModelWorker, runtime: RuntimeOptions, 
   const points = await worker.tune(TUNING_BUDGETS, LENGTHS, ROUNDS);
   const budget = bestBudget(points);
   try {
-    await makeDirectory(join(cacheDir, 'tuning'));
-    const temp = `${file}.${process.pid}.tmp`;
-    await writeFile(temp, `${JSON.stringify({ v: VERSION, budget, points })}\n`);
-    await rename(temp, file);
+    await writeFileAtomically(file, `${JSON.stringify({ v: VERSION, budget, points })}\n`);
   } catch {
     // An unwritable cache only means the next process measures again.
   }

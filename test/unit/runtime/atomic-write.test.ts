@@ -5,8 +5,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { writeFileAtomically } from '../../../adapters/runtime/atomic-write.js';
 
 /**
- * The one atomic write of the cache (quantized and mapped graphs, records) and the hub download
- * (refs): a reader sees the old content or the whole new one, and nothing is left behind.
+ * The one atomic write of the caches (quantized and mapped graphs, records, batch tuning, category
+ * matrices), the hub download (refs), the JSON Lines index, the results sink and file:// result
+ * targets: a reader sees the old content or the whole new one, and nothing is left behind.
  */
 
 const root = mkdtempSync(join(tmpdir(), 'shoal-atomic-'));
@@ -20,6 +21,16 @@ describe('writeFileAtomically', () => {
     await writeFileAtomically(target, [Buffer.from('0123456789abcdef')]);
     expect(readFileSync(target, 'utf8')).toBe('0123456789abcdef');
     expect(readdirSync(join(root, 'refs', 'deep'))).toEqual(['main']);
+  });
+
+  it('takes text, one byte array or several, and writes the same bytes', async () => {
+    const text = 'ünïcode ✓ text\n';
+    await writeFileAtomically(join(root, 'as-text'), text);
+    await writeFileAtomically(join(root, 'as-bytes'), new TextEncoder().encode(text));
+    await writeFileAtomically(join(root, 'as-empty'), '');
+    expect(readFileSync(join(root, 'as-text'), 'utf8')).toBe(text);
+    expect(readFileSync(join(root, 'as-bytes'), 'utf8')).toBe(text);
+    expect(readFileSync(join(root, 'as-empty'), 'utf8')).toBe('');
   });
 
   it('lets concurrent writers of one target in one process finish with one whole content', async () => {
