@@ -270,7 +270,10 @@ export class IngestRunner {
     try {
       loaded = await pending.load();
     } catch (error) {
-      return { kind: 'failed', failure: { source: pending.uri, code: 'READ_FAILED', reason: toShoalError(error).message } };
+      // Over the size limit is the document's own failure, as when the parser finds it; any other is a read failure.
+      const shoal = toShoalError(error);
+      const code = shoal.code === ErrorCode.DOCUMENT_TOO_LARGE ? shoal.code : 'READ_FAILED';
+      return { kind: 'failed', failure: { source: pending.uri, code, reason: shoal.message } };
     }
     const documentId = contentHash(loaded.bytes);
     const state = this.#states.get(pending.uri);

@@ -1,3 +1,4 @@
+import type { Stats } from 'node:fs';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join, relative, resolve, sep } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -25,7 +26,7 @@ export interface SelectOptions {
   exclude?: readonly string[];
   /** Reads `s3://` paths (built on first use); without it they are refused. */
   s3?: () => S3Store;
-  /** Largest document read from S3 (the parse stage's limit; local files are checked by the parser). @default 100 MiB */
+  /** Largest document read (the parse stage's `maxBytes`): larger files and objects fail alone, unread. @default 100 MiB */
   maxBytes?: number;
 }
 
@@ -38,14 +39,36 @@ export interface PendingSource {
   load(): Promise<{ source: DocumentSource; bytes: Uint8Array }>;
 }
 
-function fileSource(path: string, uri: string, id?: string): PendingSource {
+/**
+ * A local file, checked before it is read: a FIFO, socket or device would block or never end
+ * (`shoal ingest /dev/zero`), and a file over the limit is refused without loading it; either
+ * fails this document alone, as the parser's own checks do.
+ */
+function fileSource(path: string, uri: string, maxBytes: number, id?: string): PendingSource {
   return {
     uri,
     load: async () => {
+      const info = await stat(path).catch((error: unknown) => {
+        throw new ShoalError(ErrorCode.NOT_FOUND, `cannot read ${path}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+      });
+      if (!info.isFile()) throw new ShoalError(ErrorCode.INVALID_INPUT, `${path} is not a regular file (${fileKind(info)})`);
+      if (info.size > maxBytes) {
+        throw new ShoalError(ErrorCode.DOCUMENT_TOO_LARGE, `the document has ${info.size} bytes, over the limit of ${maxBytes} bytes (maxBytes)`, {
+          details: { limit: 'maxBytes', size: info.size, max: maxBytes },
+        });
+      }
       const bytes = await readFile(path);
       return { source: { uri, path, bytes, ...(id === undefined ? {} : { id }) }, bytes };
     },
   };
+}
+
+function fileKind(info: Stats): string {
+  if (info.isDirectory()) return 'a folder';
+  if (info.isFIFO()) return 'a named pipe';
+  if (info.isSocket()) return 'a socket';
+  if (info.isCharacterDevice() || info.isBlockDevice()) return 'a device';
+  return 'not a file';
 }
 
 async function walk(dir: string, out: string[]): Promise<void> {
@@ -64,13 +87,14 @@ export async function fileSources(paths: readonly string[], options: SelectOptio
   const exclude = options.exclude !== undefined && options.exclude.length > 0 ? picomatch([...options.exclude], { dot: true }) : null;
   const seen = new Set<string>();
   const out: PendingSource[] = [];
+  const maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
   let s3: S3Store | null = null;
   for (const given of paths) {
     if (given.startsWith('s3://')) {
       if (options.s3 === undefined) throw new ShoalError(ErrorCode.CONFIG_INVALID, `${given}: S3 is not configured here`);
       s3 ??= options.s3();
       const keep = (relative: string): boolean => (include === null || include(relative)) && (exclude === null || !exclude(relative));
-      for (const source of await s3Sources(given, { store: s3, maxBytes: options.maxBytes ?? DEFAULT_MAX_BYTES, keep })) {
+      for (const source of await s3Sources(given, { store: s3, maxBytes, keep })) {
         if (seen.has(source.uri)) continue;
         seen.add(source.uri);
         out.push(source);
@@ -90,7 +114,7 @@ export async function fileSources(paths: readonly string[], options: SelectOptio
       if (exclude !== null && exclude(rel)) continue;
       if (seen.has(file)) continue;
       seen.add(file);
-      out.push(fileSource(file, file));
+      out.push(fileSource(file, file, maxBytes));
     }
   }
   return out;
@@ -103,7 +127,7 @@ export const SourceRecord = z.union([
 ]);
 
 /** Reads every `{"id","text"}` / `{"id","path"}` line; a bad line fails the run with its line number. */
-export async function recordSources(input: Readable, baseDir: string): Promise<PendingSource[]> {
+export async function recordSources(input: Readable, baseDir: string, maxBytes: number = DEFAULT_MAX_BYTES): Promise<PendingSource[]> {
   const out: PendingSource[] = [];
   const ids = new Set<string>();
   let lineNumber = 0;
@@ -131,7 +155,7 @@ export async function recordSources(input: Readable, baseDir: string): Promise<P
         },
       });
     } else {
-      out.push(fileSource(resolve(baseDir, record.path), record.id, record.id));
+      out.push(fileSource(resolve(baseDir, record.path), record.id, maxBytes, record.id));
     }
   }
   return out;

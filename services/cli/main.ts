@@ -4,10 +4,11 @@ import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/err
 import { settleEarlyThreads } from '../../adapters/model-threads/early-threads.js';
 import { prepareOrtEnvironment } from '../../adapters/runtime/ort-environment.js';
 import { configPathFrom, withConfigFile } from '../settings/config-file.js';
+import { envValue, SETTINGS } from '../settings/table.js';
 import { CliApp } from './app.js';
 import { ExitCode, exitCodeFor, formatError, partialOutputNote } from './exit.js';
 import { isBrokenPipe } from './jsonl.js';
-import { buildProgram } from './program.js';
+import { buildProgram, commandWord } from './program.js';
 
 /**
  * Composition root of the `shoal` command (started by bin/shoal.js). Owns the process: signals
@@ -32,13 +33,37 @@ function stopNow(signal: 'SIGINT' | 'SIGTERM'): void {
   setTimeout(() => process.exit(signal === 'SIGTERM' ? ExitCode.TERMINATED : ExitCode.INTERRUPTED), 1_000).unref();
 }
 
-function installSignals(controller: AbortController, notice: (signal: NodeJS.Signals) => void): { received: () => NodeJS.Signals | null } {
+/**
+ * The servers (worker, sink, gateway, dev) bound their own stop (`--drain-timeout`,
+ * `--shutdown-timeout-ms`); the one-shot commands get a deadline here instead, because the work
+ * in flight can wait on something that never ends (a hung network mount, a stalled object
+ * store) and a single SIGTERM must still stop the process before the orchestrator's SIGKILL.
+ */
+const SERVERS = new Set(['worker', 'sink', 'gateway', 'dev']);
+
+/** The deadline of a one-shot command's stop (SHOAL_STOP_TIMEOUT_MS), null for a server or 0. */
+function stopDeadlineMs(command: string | null, env: NodeJS.ProcessEnv): number | null {
+  if (command !== null && SERVERS.has(command)) return null;
+  const value = envValue(env, 'stopTimeoutMs');
+  const ms = value !== undefined && /^\d+$/.test(value) ? Number(value) : Number(SETTINGS.stopTimeoutMs.default);
+  return ms > 0 ? ms : null;
+}
+
+function installSignals(controller: AbortController, notice: (signal: NodeJS.Signals) => void, deadline: () => number | null): { received: () => NodeJS.Signals | null } {
   let first: { signal: NodeJS.Signals; at: number } | null = null;
   const onSignal = (signal: NodeJS.Signals): void => {
     if (first === null) {
       first = { signal, at: Date.now() };
       controller.abort();
       notice(signal);
+      const deadlineMs = deadline();
+      if (deadlineMs !== null) {
+        const stopping = signal === 'SIGTERM' ? 'SIGTERM' : 'SIGINT';
+        setTimeout(() => {
+          process.stderr.write(`the stop took over ${deadlineMs} ms (SHOAL_STOP_TIMEOUT_MS): stopping at once\n`);
+          stopNow(stopping);
+        }, deadlineMs).unref();
+      }
       return;
     }
     if (Date.now() - first.at >= REPEAT_SIGNAL_MS) stopNow(signal === 'SIGTERM' ? 'SIGTERM' : 'SIGINT');
@@ -93,12 +118,16 @@ export async function main(argv: readonly string[]): Promise<number> {
   // Before any model thread starts (a long argument crashed onnxruntime's telemetry set-up).
   prepareOrtEnvironment(process.env);
   const controller = new AbortController();
-  const signals = installSignals(controller, stopNotice(argv, process.stderr));
+  // No command known yet and the variables only; once the program is built, its command and the settings file.
+  let deadlineMs = stopDeadlineMs(null, process.env);
+  const signals = installSignals(controller, stopNotice(argv, process.stderr), () => deadlineMs);
   try {
     // The settings file lies beneath the variables (flags → variables → file → defaults).
     const env = withConfigFile(process.env, configPathFrom(argv, process.env));
     const app = new CliApp({ stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, env, signal: controller.signal });
-    await (await buildProgram(app, argv.slice(2))).parseAsync([...argv]);
+    const program = await buildProgram(app, argv.slice(2));
+    deadlineMs = stopDeadlineMs(commandWord(program, argv.slice(2)), env);
+    await program.parseAsync([...argv]);
     return ExitCode.OK;
   } catch (error) {
     if (error instanceof CommanderError) return commanderExit(error, process.stderr);

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -152,6 +152,35 @@ describe.skipIf(!sharedAvailable(CORPUS) || !sharedAvailable(MINILM))('Ctrl-C tw
     // Died of the signal (a shell reports 130), not exit status 134 (abort).
     expect(exit, run.output().slice(-2000)).toEqual({ code: null, signal: 'SIGINT' });
   }, 180_000);
+});
+
+/** Whether a thread of `pid` waits in a FIFO's open for the other end (Linux's wait channel name). */
+function waitsOnFifo(pid: number): boolean {
+  try {
+    return readdirSync(`/proc/${pid}/task`).some((task) => readFileSync(`/proc/${pid}/task/${task}/wchan`, 'utf8').includes('wait_for_partner'));
+  } catch {
+    return false;
+  }
+}
+
+describe.skipIf(process.platform !== 'linux')('one SIGTERM stops a one-shot command stuck in a file-system call', () => {
+  it('SHOAL_STOP_TIMEOUT_MS later it stops at once, by the signal, without a second one', async () => {
+    // A named pipe nobody writes: opening it blocks a libuv thread for good, as a hung network
+    // mount would, so the graceful stop can never finish on its own.
+    const fifo = join(work, 'never-written');
+    execFileSync('mkfifo', [fifo]);
+    const run = startShoal(['encode', '--model', MODEL, '--input', fifo], { env: { SHOAL_STOP_TIMEOUT_MS: '1500' } });
+    await until(() => waitsOnFifo(run.child.pid ?? -1), 60_000, 'the open of the named pipe');
+    const sent = Date.now();
+    run.child.kill('SIGTERM');
+    const exit = await run.exited();
+    const took = Date.now() - sent;
+    expect(exit, run.output()).toEqual({ code: null, signal: 'SIGTERM' });
+    expect(run.output()).toContain('stopping (SIGTERM): finishing the work in flight');
+    expect(run.output()).toContain('the stop took over 1500 ms (SHOAL_STOP_TIMEOUT_MS): stopping at once');
+    expect(took).toBeGreaterThanOrEqual(1_400);
+    expect(took).toBeLessThan(15_000);
+  }, 90_000);
 });
 
 describe.skipIf(!natsServerAvailable())('npx shoal dev & then kill $!', () => {

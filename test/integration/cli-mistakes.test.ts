@@ -1,4 +1,5 @@
-import { mkdtempSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, readdirSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -64,6 +65,26 @@ describe('shoal ingest where every document fails', () => {
     expect(run.code, run.stderr).toBe(3);
     expect(run.stdout).toContain(`failed ${empty}: [DOCUMENT_EMPTY]`);
     expect(errorLine(run.stderr)).toBe('error [PARTIAL_FAILURE]: the document failed; nothing was indexed');
+  }, 120_000);
+});
+
+describe('shoal ingest naming a named pipe, a device or an oversized file', () => {
+  it('each fails alone before it is read (a pipe or /dev/zero would block or never end); the others are indexed', async () => {
+    const fifo = join(work, 'pipe.txt');
+    execFileSync('mkfifo', [fifo]);
+    const big = join(work, 'big.txt');
+    // Sparse: 2 GiB + 1 byte on no disk space, over the default maxBytes and over what readFile could load.
+    writeFileSync(big, '');
+    truncateSync(big, 2 ** 31 + 1);
+    const run = await runShoal(['ingest', fifo, '/dev/zero', big, join(work, 'notes'), ...MODEL, '--index', join(work, 'idx-special'), '--json'], { env: ENV });
+    expect(run.code, run.stderr).toBe(3);
+    const summary = JSON.parse(run.stdout) as { documents: { ok: number; failed: number }; failed: { source: string; code: string; reason: string }[] };
+    expect(summary.documents).toMatchObject({ ok: 1, failed: 3 });
+    expect(summary.failed).toEqual([
+      { source: fifo, code: 'READ_FAILED', reason: `${fifo} is not a regular file (a named pipe)` },
+      { source: '/dev/zero', code: 'READ_FAILED', reason: '/dev/zero is not a regular file (a device)' },
+      { source: big, code: 'DOCUMENT_TOO_LARGE', reason: `the document has ${2 ** 31 + 1} bytes, over the limit of 104857600 bytes (maxBytes)` },
+    ]);
   }, 120_000);
 });
 

@@ -53,15 +53,15 @@ selected, no record on stdin), 130/143 interrupted by Ctrl-C/SIGTERM (the summar
 "interrupted": true, counts what finished; the same command again continues), else 1 or 2 as for
 every command.`;
 
-async function collectSources(paths: readonly string[], flags: z.output<typeof IngestFlags>, app: CliApp, health: StoreHealth): Promise<PendingSource[]> {
+async function collectSources(paths: readonly string[], flags: z.output<typeof IngestFlags>, app: CliApp, health: StoreHealth, maxBytes: number): Promise<PendingSource[]> {
   const files = paths.filter((path) => path !== '-');
   const fromStdin = paths.includes('-') || (paths.length === 0 && app.io.stdin.isTTY !== true);
   if (paths.length === 0 && !fromStdin) {
     throw new ShoalError(ErrorCode.INVALID_INPUT, 'name files or folders to ingest, or pipe JSON Lines records on stdin (see --help)');
   }
   const selection = { include: flags.include ?? [], exclude: flags.exclude ?? [] };
-  const out = await fileSources(files, { ...selection, s3: () => new S3Store(s3SettingsFromEnv(app.io.env), health.s3) });
-  if (fromStdin) out.push(...(await recordSources(app.io.stdin, process.cwd())));
+  const out = await fileSources(files, { ...selection, maxBytes, s3: () => new S3Store(s3SettingsFromEnv(app.io.env), health.s3) });
+  if (fromStdin) out.push(...(await recordSources(app.io.stdin, process.cwd(), maxBytes)));
   // Nothing found is almost always a wrong folder, glob or empty pipe: say so instead of a "0 documents" success.
   // With --prune an emptied folder is a case of its own, warned about by the prune step (nothing is deleted).
   if (out.length === 0 && flags.prune !== true) throw new ShoalError(ErrorCode.INVALID_INPUT, `nothing to ingest: ${nothingFound(files, fromStdin, selection)} (see shoal ingest --help)`);
@@ -151,7 +151,7 @@ export function registerIngest(program: Command, app: CliApp): void {
       });
       // Whether S3 (sources) and the index answer: the run waits on a failing one, and says so.
       const health = new StoreHealth();
-      const sources = await collectSources(paths, flags, app, health);
+      const sources = await collectSources(paths, flags, app, health, definition.stages.parse.maxBytes);
       // Known before the run: files and stdin records are never roots (imported only when asked for).
       const pruning = flags.prune === true ? await import('./ingest-prune.js') : null;
       const roots = pruning === null ? [] : await pruning.pruneRoots(paths);
