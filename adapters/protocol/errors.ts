@@ -6,6 +6,10 @@
 export const ErrorCode = {
   INVALID_INPUT: 'INVALID_INPUT',
   INPUT_TOO_LARGE: 'INPUT_TOO_LARGE',
+  /** A request body of a type the route does not take (HTTP: not JSON, or compressed). */
+  UNSUPPORTED_MEDIA_TYPE: 'UNSUPPORTED_MEDIA_TYPE',
+  /** An HTTP route that exists, called with another method. */
+  METHOD_NOT_ALLOWED: 'METHOD_NOT_ALLOWED',
   UNAUTHORIZED: 'UNAUTHORIZED',
   MODEL_NOT_FOUND: 'MODEL_NOT_FOUND',
   /** A job, route or other named resource (not a model) does not exist. */
@@ -56,6 +60,8 @@ export interface ErrorTraits {
 export const ERROR_TRAITS: Readonly<Record<ErrorCode, ErrorTraits>> = Object.freeze({
   INVALID_INPUT: { httpStatus: 422, retryable: false, delivery: 'term' },
   INPUT_TOO_LARGE: { httpStatus: 413, retryable: false, delivery: 'term' },
+  UNSUPPORTED_MEDIA_TYPE: { httpStatus: 415, retryable: false, delivery: 'term' },
+  METHOD_NOT_ALLOWED: { httpStatus: 405, retryable: false, delivery: 'term' },
   UNAUTHORIZED: { httpStatus: 401, retryable: false, delivery: 'term' },
   MODEL_NOT_FOUND: { httpStatus: 404, retryable: false, delivery: 'term' },
   NOT_FOUND: { httpStatus: 404, retryable: false, delivery: 'term' },

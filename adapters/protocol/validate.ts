@@ -28,15 +28,29 @@ function closestOption(options: readonly (readonly Issue[])[]): readonly Issue[]
   return typed.reduce((best, option) => (option.length < best.length ? option : best));
 }
 
-/** One line per problem, `path: message`, so a user sees every field to fix at once. */
+/** Issues named in a message; the rest are counted. */
+const MAX_ISSUES = 20;
+/** Longest message and path of one issue: zod lists every unknown key in one message. */
+const MAX_ISSUE_CHARS = 300;
+
+function capped(text: string): string {
+  return text.length <= MAX_ISSUE_CHARS ? text : `${text.slice(0, MAX_ISSUE_CHARS)}… (${text.length - MAX_ISSUE_CHARS} more characters)`;
+}
+
+function issuePath(issue: Issue): string {
+  return issue.path.length > 0 ? capped(issue.path.map(String).join('.')) : '(root)';
+}
+
+/**
+ * One line per problem, `path: message`, so a user sees every field to fix at once; bounded
+ * (MAX_ISSUES issues of MAX_ISSUE_CHARS each), whatever the input, as every error crossing a
+ * boundary must be.
+ */
 export function describeIssues(rawIssues: readonly Issue[]): string {
-  return explainIssues(rawIssues)
-    .slice(0, 20)
-    .map((issue) => {
-      const path = issue.path.length > 0 ? issue.path.map(String).join('.') : '(root)';
-      return `${path}: ${issue.message}`;
-    })
-    .join('; ');
+  const issues = explainIssues(rawIssues);
+  const named = issues.slice(0, MAX_ISSUES).map((issue) => `${issuePath(issue)}: ${capped(issue.message)}`);
+  if (issues.length > MAX_ISSUES) named.push(`and ${issues.length - MAX_ISSUES} more`);
+  return named.join('; ');
 }
 
 /**
@@ -52,9 +66,9 @@ export function parseWith<S extends z.ZodType>(
   const result = schema.safeParse(input);
   if (result.success) return result.data;
   const issues = explainIssues(result.error.issues);
-  throw new ShoalError(code, `invalid ${what}: ${describeIssues(issues)}`, {
+  throw new ShoalError(code, `invalid ${what}: ${describeIssues(result.error.issues)}`, {
     details: {
-      issues: issues.slice(0, 20).map((issue) => ({ path: issue.path.map(String), message: issue.message })),
+      issues: issues.slice(0, MAX_ISSUES).map((issue) => ({ path: issue.path.slice(0, 32).map((part) => capped(String(part))), message: capped(issue.message) })),
     },
   });
 }

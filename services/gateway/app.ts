@@ -7,6 +7,7 @@ import { callWithDeadline } from './call-context.js';
 import { ClassifyRuns } from './classify-runs.js';
 import type { GatewayDeps, GatewaySettings, RouteContext } from './context.js';
 import { registerCors } from './cors.js';
+import { checkBodyType } from './routes/image-body.js';
 import { fromFastifyError, sendError } from './errors.js';
 import { RequestMetrics } from './request-metrics.js';
 import { registerClassifyRoutes } from './routes/classify.js';
@@ -25,6 +26,9 @@ import { registerTeiRoutes } from './routes/tei.js';
  * embedders inject the in-process engine. Hook order matters: CORS headers first (so even a 401
  * carries them), then authentication, then the route.
  */
+
+/** The methods the gateway's routes use, tried for a 405's Allow header. */
+const ROUTE_METHODS = ['GET', 'POST', 'DELETE'] as const;
 
 export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): FastifyInstance {
   // Fastify's own request logging stays off: failures are logged below, with their codes.
@@ -46,6 +50,13 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
 
   registerCors(app, { origins: settings.corsOrigins });
   app.addHook('onRequest', async (request) => auth.check(request));
+  app.addHook('preParsing', async (request) => checkBodyType(request));
+  // A POST without a body (or a content type) reaches no schema as `undefined`: say what to send.
+  app.addHook('preValidation', async (request) => {
+    if (request.method === 'POST' && request.body === undefined && request.routeOptions.url !== undefined) {
+      throw new ShoalError(ErrorCode.INVALID_INPUT, 'the request body is empty: send a JSON object with Content-Type: application/json');
+    }
+  });
   app.addHook('preClose', async () => {
     closing = true;
   });
@@ -65,14 +76,16 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
     else deps.logger?.info(line, 'request refused');
     return sendError(reply, shoal);
   });
-  app.setNotFoundHandler(async (request, reply) =>
-    sendError(
-      reply,
-      new ShoalError(ErrorCode.NOT_FOUND, `no route ${request.method} ${request.url.split('?', 1)[0] ?? ''}`, {
-        details: { method: request.method },
-      }),
-    ),
-  );
+  app.setNotFoundHandler(async (request, reply) => {
+    const path = request.url.split('?', 1)[0] ?? '';
+    // A route that exists under another method is 405 with Allow, as HTTP says, not "no route".
+    const allowed = ROUTE_METHODS.filter((method) => app.hasRoute({ method, url: path }));
+    if (allowed.length > 0) {
+      reply.header('allow', allowed.join(', '));
+      return sendError(reply, new ShoalError(ErrorCode.METHOD_NOT_ALLOWED, `${request.method} ${path}: use ${allowed.join(' or ')}`, { details: { method: request.method, allow: allowed } }));
+    }
+    return sendError(reply, new ShoalError(ErrorCode.NOT_FOUND, `no route ${request.method} ${path}`, { details: { method: request.method } }));
+  });
 
   // Every route reaches the engine through admission control: overload answers 429 at once.
   const admission = new Admission(settings.admission ?? DEFAULT_ADMISSION);

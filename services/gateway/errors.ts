@@ -16,6 +16,8 @@ import { ERROR_TRAITS, ErrorCode, ShoalError, toShoalError, type ErrorCode as Co
 export const RETRY_AFTER_SECONDS: Readonly<Record<Code, number | null>> = Object.freeze({
   INVALID_INPUT: null,
   INPUT_TOO_LARGE: null,
+  UNSUPPORTED_MEDIA_TYPE: null,
+  METHOD_NOT_ALLOWED: null,
   UNAUTHORIZED: null,
   MODEL_NOT_FOUND: null,
   NOT_FOUND: null,
@@ -86,7 +88,7 @@ export function fromFastifyError(error: unknown, bodyLimitBytes: number): ShoalE
     });
   }
   if (statusCode === 415 || code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
-    return new ShoalError(ErrorCode.INVALID_INPUT, 'send the request body as JSON with Content-Type: application/json', { cause: error });
+    return new ShoalError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, 'send the request body as JSON with Content-Type: application/json', { cause: error });
   }
   if (code === 'FST_ERR_CTP_EMPTY_JSON_BODY') {
     return new ShoalError(ErrorCode.INVALID_INPUT, 'the request body is empty: send a JSON object', { cause: error });

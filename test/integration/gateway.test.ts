@@ -179,12 +179,45 @@ describe('errors', () => {
     expect(error.details?.issues).toEqual(expect.arrayContaining([expect.objectContaining({ path: ['items'] })]));
   });
 
-  it('refuses a body that is not JSON (422) and one without a JSON content type', async () => {
+  it('refuses a body that is not JSON (422) and one without a JSON content type (415)', async () => {
     const broken = await app.inject({ method: 'POST', url: '/v1/encode', headers: { 'content-type': 'application/json' }, payload: '{"model": "x", items: [' });
     expect(broken.statusCode).toBe(422);
     expect(errorOf(broken.body)).toMatchObject({ code: 'INVALID_INPUT', message: expect.stringContaining('not valid JSON') });
-    const form = await app.inject({ method: 'POST', url: '/v1/encode', headers: { 'content-type': 'text/plain' }, payload: 'hello' });
-    expect(errorOf(form.body)).toMatchObject({ code: 'INVALID_INPUT', message: expect.stringContaining('Content-Type: application/json') });
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded']) {
+      const form = await app.inject({ method: 'POST', url: '/v1/encode', headers: { 'content-type': type }, payload: 'hello=1' });
+      expect(form.statusCode, type).toBe(415);
+      expect(errorOf(form.body)).toMatchObject({ code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.stringContaining('Content-Type: application/json') });
+    }
+    const empty = await app.inject({ method: 'POST', url: '/v1/score' });
+    expect([empty.statusCode, errorOf(empty.body).message]).toEqual([422, 'the request body is empty: send a JSON object with Content-Type: application/json']);
+  });
+
+  it('refuses a binary body on a JSON route with a short 415 before reading it (it once listed every byte as an unknown key)', async () => {
+    const bytes = Buffer.alloc(2 * 1024 * 1024, 7);
+    for (const [url, type] of [['/v1/score', 'application/octet-stream'], ['/v1/search', 'image/png'], ['/v1/embeddings', 'application/octet-stream'], ['/v1/jobs', 'image/jpeg']] as const) {
+      const response = await app.inject({ method: 'POST', url, headers: { 'content-type': type }, payload: bytes });
+      expect(response.statusCode, url).toBe(415);
+      expect(response.body.length, url).toBeLessThan(400);
+      expect(errorOf(response.body)).toMatchObject({ code: 'UNSUPPORTED_MEDIA_TYPE', message: `${url} takes JSON: send Content-Type: application/json (raw image bodies go to /v1/encode and /v1/extract)` });
+    }
+    const gzip = await app.inject({ method: 'POST', url: '/v1/encode', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, payload: bytes });
+    expect([gzip.statusCode, errorOf(gzip.body).message]).toEqual([415, 'Content-Encoding gzip is not accepted: send the body uncompressed']);
+  });
+
+  it('keeps a message about a huge object short: every issue is capped', async () => {
+    const wide = Object.fromEntries(Array.from({ length: 2_000 }, (_, index) => [`k${index}`, index]));
+    const response = await app.inject({ method: 'POST', url: '/v1/score', payload: { model: 'm', query: 'q', items: ['x'], ...wide } });
+    expect(response.statusCode).toBe(422);
+    expect(response.body.length).toBeLessThan(4_000);
+    expect(errorOf(response.body).message).toMatch(/^invalid score request: \(root\): Unrecognized keys: "k0", "k1", .*… \(\d+ more characters\)$/);
+  });
+
+  it('answers a known route called with another method 405 with Allow', async () => {
+    const response = await app.inject({ method: 'GET', url: '/v1/encode' });
+    expect([response.statusCode, response.headers.allow]).toEqual([405, 'POST']);
+    expect(errorOf(response.body)).toMatchObject({ code: 'METHOD_NOT_ALLOWED', message: 'GET /v1/encode: use POST' });
+    const jobs = await app.inject({ method: 'DELETE', url: '/v1/jobs' });
+    expect([jobs.statusCode, jobs.headers.allow]).toEqual([405, 'POST']);
   });
 
   it('refuses a body over the size limit with 413 INPUT_TOO_LARGE', async () => {

@@ -34,7 +34,9 @@ interface HttpCase {
 const HTTP_CASES: readonly HttpCase[] = [
   { kind: 'body is not JSON', body: '{"model": ', status: 422, code: 'INVALID_INPUT' },
   { kind: 'empty body', body: '', status: 422, code: 'INVALID_INPUT' },
-  { kind: 'text/plain body', body: 'hello', headers: { 'content-type': 'text/plain' }, status: 422, code: 'INVALID_INPUT' },
+  { kind: 'text/plain body', body: 'hello', headers: { 'content-type': 'text/plain' }, status: 415, code: 'UNSUPPORTED_MEDIA_TYPE' },
+  { kind: 'binary body on a JSON route', path: '/v1/score', body: 'x'.repeat(100_000), headers: { 'content-type': 'application/octet-stream' }, status: 415, code: 'UNSUPPORTED_MEDIA_TYPE' },
+  { kind: 'gzip-encoded body', body: 'x', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, status: 415, code: 'UNSUPPORTED_MEDIA_TYPE' },
   { kind: 'body over the limit', body: JSON.stringify({ model: TINY_MEAN, items: ['x'.repeat(1_200_000)] }), status: 413, code: 'INPUT_TOO_LARGE' },
   { kind: 'JSON array instead of object', body: [1, 2], status: 422, code: 'INVALID_INPUT' },
   { kind: 'JSON null', body: 'null', status: 422, code: 'INVALID_INPUT' },

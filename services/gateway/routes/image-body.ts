@@ -12,6 +12,31 @@ import { parseWith } from '../../../adapters/protocol/validate.js';
  */
 
 
+/** The routes that take a raw image body; every other route takes JSON only. */
+const BINARY_BODY_ROUTES: ReadonlySet<string> = new Set(['/v1/encode', '/v1/extract']);
+
+/** Whether a request's content type is one of the binary types parsed below. */
+function isBinaryType(contentType: string | undefined): boolean {
+  const type = (contentType ?? '').split(';', 1)[0]?.trim().toLowerCase() ?? '';
+  return type === 'application/octet-stream' || /^image\/[a-z0-9.+-]+$/.test(type);
+}
+
+/**
+ * Refuses, before the body is read, what no route can parse: a compressed body (fastify does not
+ * inflate, so gzip read as "not valid JSON") and a binary body on a JSON route. The latter used to
+ * reach the schema as a Buffer whose every byte index zod listed as an unknown key: a 4 MB body
+ * gave a 100 MB error and stalled the gateway for seconds.
+ */
+export function checkBodyType(request: FastifyRequest): void {
+  const encoding = request.headers['content-encoding']?.trim().toLowerCase();
+  if (encoding !== undefined && encoding !== '' && encoding !== 'identity') {
+    throw new ShoalError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, `Content-Encoding ${encoding.slice(0, 40)} is not accepted: send the body uncompressed`);
+  }
+  if (isBinaryType(request.headers['content-type']) && !BINARY_BODY_ROUTES.has(request.routeOptions.url ?? '')) {
+    throw new ShoalError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, `${request.routeOptions.url ?? 'this route'} takes JSON: send Content-Type: application/json (raw image bodies go to /v1/encode and /v1/extract)`);
+  }
+}
+
 /** Binary bodies arrive as Buffers (within the app's body limit); JSON keeps its own parser. */
 export function registerImageBodyParser(app: FastifyInstance): void {
   const passBytes = (_request: FastifyRequest, body: Buffer | string, done: (error: Error | null, body?: unknown) => void): void => done(null, body);
