@@ -161,6 +161,20 @@ describe.skipIf(!natsServerAvailable())('gateway: POST /v1/search and POST /v1/i
     const again = await app.inject({ method: 'POST', url: '/v1/ingest', payload: { index: 'fresh', sources: RECORDS, model: TINY_MEAN, job_id: 'ingest-fresh-1' } });
     expect(again.statusCode).toBe(202);
     expect(again.json()).toMatchObject({ status: { state: 'completed' } });
+
+    // An ingest run has no results stream: said as such, not "no job with id".
+    const results = await app.inject({ method: 'GET', url: '/v1/jobs/ingest-fresh-1/results' });
+    expect(results.statusCode).toBe(400);
+    expect(results.json()).toMatchObject({ error: { code: 'UNSUPPORTED_OPERATION', message: expect.stringContaining('is an ingest run'), details: { kind: 'ingest', index: 'fresh' } } });
+
+    // One namespace of job ids: another kind of job cannot take the run's id (it would hide it).
+    const job = await app.inject({ method: 'POST', url: '/v1/jobs', payload: { primitive: 'encode', request: { model: TINY_MEAN, items: ['a'] }, job_id: 'ingest-fresh-1' } });
+    const classify = await app.inject({ method: 'POST', url: '/v1/classify', payload: { model: TINY_MEAN, labels: ['a', 'b'], items: ['x'], mode: 'job', job_id: 'ingest-fresh-1' } });
+    for (const taken of [job, classify]) {
+      expect(taken.statusCode, taken.body).toBe(409);
+      expect(taken.json()).toMatchObject({ error: { code: 'JOB_CONFLICT', message: 'job id "ingest-fresh-1" already names an ingest run; choose another job_id', details: { kind: 'ingest' } } });
+    }
+    expect((await app.inject({ method: 'GET', url: '/v1/jobs/ingest-fresh-1' })).json()).toMatchObject({ kind: 'ingest', state: 'completed' });
   }, 120_000);
 
   it('refuses ingest requests naming a path, a pipeline file or an unknown index', async () => {

@@ -3,6 +3,7 @@ import { ClassifyHttpRequest, type ClassifyJobAccepted, type ParsedClassifyReque
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import { requestClassifierOptions, requestTaxonomy, TaxonomyClassifier } from '../../../pipelines/classify/index.js';
+import { checkJobIdFree } from '../job-ids.js';
 import type { RouteContext } from '../context.js';
 
 /**
@@ -64,6 +65,7 @@ export function registerClassifyRoutes(app: FastifyInstance, context: RouteConte
     if (mode === 'sync' && jobId !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, 'job_id names a job: leave it out with mode "sync", or use mode "job"');
     const asJob = mode === 'job' || (mode === 'auto' && (jobId !== undefined || parsed.items.length > syncLimit));
     if (asJob) {
+      await context.call(reply)(() => checkJobIdFree(context, jobId, 'classify'));
       const status = context.classifyRuns.submit(parsed, jobId);
       const location = `/v1/jobs/${status.job_id}`;
       const accepted: ClassifyJobAccepted = { job_id: status.job_id, status_url: location, results_url: `${location}/results`, status };

@@ -6,6 +6,7 @@ import { checkRemoteModelName } from '../../../adapters/protocol/model-names.js'
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import { builtinPipelineNames, resolvePipeline } from '../../../pipelines/documents/builtin.js';
 import { applyOverrides, parseDefinition, type PipelineDefinition } from '../../../pipelines/documents/definition.js';
+import { checkJobIdFree } from '../job-ids.js';
 import type { IngestApi, RouteContext } from '../context.js';
 import { INDEX_NAME, indexTarget } from '../index-sinks.js';
 import { OTHER_MODEL } from '../request-metrics.js';
@@ -89,6 +90,7 @@ export function registerIngestRoutes(app: FastifyInstance, context: RouteContext
     const definition = applyOverrides(await definitionOf(body.pipeline), { model: body.model, index: body.index });
     checkModelNames(definition);
     const ingest = ingestOrUnavailable(context.deps.ingest);
+    await context.call(reply)(() => checkJobIdFree(context, body.job_id, 'ingest'));
     const status = await context.call(reply)(() =>
       ingest.start({ job_id: body.job_id, definition, index: { name: body.index, target }, records: body.sources, force: body.force === true, prune: body.prune === true }),
     );

@@ -5,6 +5,7 @@ import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { JobId, JobSubmission, REQUEST_SCHEMAS, type JobPartResult, type JobsApi, type JobStatus } from '../../../adapters/protocol/jobs.js';
 import type { NatsNames } from '../../../adapters/protocol/subjects.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
+import { checkJobIdFree } from '../job-ids.js';
 import type { RouteContext } from '../context.js';
 import { OTHER_MODEL } from '../request-metrics.js';
 
@@ -81,6 +82,7 @@ export function registerJobRoutes(app: FastifyInstance, context: RouteContext): 
     const inner = parseWith(REQUEST_SCHEMAS[submission.primitive], submission.request, `${submission.primitive} request of the job (field "request")`);
     context.metrics.track(request, { primitive: 'job', model: inner.model, lane: 'bulk' });
     const jobs = jobsOrUnavailable(context.deps.jobs);
+    await context.call(reply)(() => checkJobIdFree(context, submission.job_id, 'job'));
     const submitted = await context.call(reply)(() => jobs.submit(submission));
     const location = `/v1/jobs/${submitted.job_id}`;
     return reply
@@ -110,7 +112,16 @@ export function registerJobRoutes(app: FastifyInstance, context: RouteContext): 
     if (classified !== null) return reply.type('application/x-ndjson').header('shoal-job-state', classified.status.state).send(classified.stream);
     const jobs = jobsOrUnavailable(context.deps.jobs);
     const status = await context.call(reply)(() => jobs.status(id));
-    if (status === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no job with id "${id}" (it never existed or its status has expired)`, { details: { job_id: id } });
+    if (status === null) {
+      // An ingest run has no results stream: what it made is the rows of its index.
+      const run = await context.call(reply)(async () => (await context.deps.ingest?.status(id)) ?? null);
+      if (run !== null) {
+        throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `job ${id} is an ingest run: it has no results to read here; its chunks are in index "${run.index}" (POST /v1/search), its counts in GET /v1/jobs/${id}`, {
+          details: { job_id: id, kind: 'ingest', index: run.index },
+        });
+      }
+      throw new ShoalError(ErrorCode.NOT_FOUND, `no job with id "${id}" (it never existed or its status has expired)`, { details: { job_id: id } });
+    }
     if (!FINISHED.has(status.state)) {
       throw new ShoalError(ErrorCode.UNAVAILABLE, `job ${id} is ${status.state} (${status.parts_done + status.parts_failed} of ${status.parts} parts finished): read its results once GET /v1/jobs/${id} says completed, partial or failed`, {
         details: { job_id: id, state: status.state },
