@@ -56,6 +56,9 @@ function abortable<T>(work: Promise<T>, signal: AbortSignal | undefined): Promis
   });
 }
 
+/** Quiet time that ends a discovery made to word an error (see workers()). */
+export const DISCOVERY_STALL_MS = 100;
+
 export class NatsEngine implements Engine {
   readonly names: NatsNames;
   readonly #nc: NatsConnection;
@@ -149,7 +152,7 @@ export class NatsEngine implements Engine {
    * outage (UNAVAILABLE, start one).
    */
   async #notServed(primitive: RpcOperation, model: string, subject: string, cause: unknown): Promise<ShoalError> {
-    const workers = await this.workers().catch(() => []);
+    const workers = await this.workers(500, DISCOVERY_STALL_MS).catch(() => []);
     if (workers.length === 0) return this.#failure(cause, primitive, model, subject, this.#loadTimeoutMs);
     const served = [...new Set(workers.flatMap((w) => w.serves))].sort();
     if (served.includes(model)) {
@@ -191,12 +194,17 @@ export class NatsEngine implements Engine {
     return toNatsShoalError(error, `${primitive} request on model "${model}"`);
   }
 
-  /** Every worker's answer on the discovery subject within `waitMs`. */
-  async workers(waitMs = 500): Promise<WorkerInfo[]> {
+  /**
+   * Every worker's answer on the discovery subject within `waitMs`; with `stallMs`, done once no
+   * answer has come for that long after the first (workers on one NATS answer within milliseconds
+   * of each other: an unknown model's 404 then takes about `stallMs`, not the whole `waitMs`).
+   */
+  async workers(waitMs = 500, stallMs?: number): Promise<WorkerInfo[]> {
     const out: WorkerInfo[] = [];
     let replies: AsyncIterable<{ data: Uint8Array }>;
     try {
-      replies = await this.#nc.requestMany(this.names.workers(), new Uint8Array(0), { maxWait: waitMs });
+      const until = stallMs === undefined ? { strategy: 'timer' as const } : { strategy: 'stall' as const, stall: stallMs };
+      replies = await this.#nc.requestMany(this.names.workers(), new Uint8Array(0), { maxWait: waitMs, ...until });
     } catch (error) {
       if (isNoResponders(error)) return out;
       throw toNatsShoalError(error, 'list workers');

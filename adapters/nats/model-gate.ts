@@ -49,7 +49,11 @@ export function servedModelGate(options: ModelGateOptions): ModelGate {
   return async (primitive, model) => {
     checkRemoteModelName(model);
     const answers = await workers();
-    if (answers.some((w) => w.serves.includes(model))) return;
+    const serving = answers.filter((w) => w.serves.includes(model));
+    if (serving.length > 0) {
+      checkOperation(serving, primitive, model);
+      return;
+    }
     if (await hasConsumer(primitive, model)) return;
     const served = [...new Set(answers.flatMap((w) => w.serves))].sort();
     throw new ShoalError(
@@ -58,4 +62,18 @@ export function servedModelGate(options: ModelGateOptions): ModelGate {
       { details: { model, primitive, served } },
     );
   };
+}
+
+/**
+ * A model the running workers serve, but none for this primitive (an extract job on an embedder):
+ * refused, as the synchronous routes refuse it, instead of a job that waits for a worker that never
+ * comes. Only when every worker serving it says what it answers (older workers do not).
+ */
+function checkOperation(serving: readonly WorkerInfo[], primitive: Primitive, model: string): void {
+  if (serving.some((w) => w.operations === undefined)) return;
+  const offered = [...new Set(serving.flatMap((w) => w.operations?.[model] ?? []))].sort();
+  if (offered.includes(primitive)) return;
+  throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model "${model}" is served, but not for ${primitive} (it answers ${offered.join(', ') || 'nothing'})`, {
+    details: { model, primitive, offered },
+  });
 }

@@ -106,7 +106,9 @@ export class RpcServer implements Lifecycle {
 
   info(): WorkerInfo {
     const serves = [...new Set(this.#options.routes.map((r) => r.model))];
-    return { v: WIRE_VERSION, worker: this.#options.workerId, serves, resident: [...this.#options.resident()] };
+    const operations: Record<string, Primitive[]> = {};
+    for (const route of this.#options.routes) (operations[route.model] ??= []).push(route.primitive);
+    return { v: WIRE_VERSION, worker: this.#options.workerId, serves, resident: [...this.#options.resident()], operations };
   }
 
   /** Follows the pool: joins `resident` subjects of models just loaded, leaves those of models evicted. */

@@ -202,6 +202,12 @@ export const WorkerInfo = z.strictObject({
   serves: z.array(z.string()),
   /** Models loaded now. */
   resident: z.array(z.string()),
+  /**
+   * The primitives it answers per served model, so a gateway can refuse at submit a job for an
+   * operation the model lacks (it would wait for a worker that never comes). Absent from workers
+   * before it was added: then any primitive is let through.
+   */
+  operations: z.record(z.string().max(1024), z.array(PrimitiveSchema).max(8)).optional(),
 });
 export type WorkerInfo = z.infer<typeof WorkerInfo>;
 

@@ -1,7 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { FastifyInstance } from 'fastify';
 import { connectNats } from '../../adapters/nats/connection.js';
-import { NatsEngine } from '../../adapters/nats/engine-client.js';
+import { DISCOVERY_STALL_MS, NatsEngine } from '../../adapters/nats/engine-client.js';
 import { JobBacklog, registerBacklogMetrics } from '../../adapters/nats/backlog.js';
 import { JobsClient } from '../../adapters/nats/jobs-client.js';
 import { servedModelGate } from '../../adapters/nats/model-gate.js';
@@ -144,7 +144,7 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
     let jobs: JobsClient;
     try {
       // Jobs only for models some worker serves (or served): made-up names are refused with 404.
-      jobs = await JobsClient.open(connection, { topology: { prefix: config.natsPrefix }, ...config.jobs, modelGate: (topology) => servedModelGate({ topology, discover: () => client.workers() }) });
+      jobs = await JobsClient.open(connection, { topology: { prefix: config.natsPrefix }, ...config.jobs, modelGate: (topology) => servedModelGate({ topology, discover: () => client.workers(500, DISCOVERY_STALL_MS) }) });
     } catch (error) {
       const shoal = toShoalError(error);
       throw new ShoalError(shoal.code, `cannot set up jobs on NATS JetStream (is JetStream enabled on the server?): ${shoal.message}`, { cause: error });

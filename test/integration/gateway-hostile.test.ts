@@ -115,6 +115,15 @@ describe.skipIf(!natsServerAvailable())(`gateway against hostile callers ${natsS
     expect((await fetch(`${gateway.url}/v1/jobs/madeup-3`)).status).toBe(404);
   });
 
+  it('refuses at submit a job for an operation its model lacks (400 UNSUPPORTED_OPERATION), as the synchronous route does, storing nothing', async () => {
+    const response = await post(gateway.url, '/v1/jobs', { job_id: 'wrong-op', primitive: 'extract', request: { model: TINY_MEAN, items: ['a'] } });
+    expect(response.status).toBe(400);
+    expect(ErrorBody.parse(await response.json()).error).toMatchObject({ code: 'UNSUPPORTED_OPERATION', message: `model "${TINY_MEAN}" is served, but not for extract (it answers encode, score)` });
+    expect((await fetch(`${gateway.url}/v1/jobs/wrong-op`)).status).toBe(404);
+    const sync = await post(gateway.url, '/v1/extract', { model: TINY_MEAN, items: ['a'] });
+    expect([sync.status, ErrorBody.parse(await sync.json()).error.code]).toEqual([400, 'UNSUPPORTED_OPERATION']);
+  });
+
   it('answers a resubmitted job id idempotently for the same content and 409 JOB_CONFLICT for other content', async () => {
     const job = { job_id: 'same-id', primitive: 'encode', request: { model: TINY_MEAN, items: ['a', 'b'] } };
     const first = await post(gateway.url, '/v1/jobs', job);

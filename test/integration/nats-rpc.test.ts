@@ -169,5 +169,11 @@ describe.skipIf(!natsServerAvailable())(`NATS request-reply ${natsServerAvailabl
     expect(workers[0]).toMatchObject({ serves: [TINY_MEAN], resident: [TINY_MEAN] });
     expect(workers[1]?.serves).toEqual([TINY_MEAN, TINY_CROSS]);
     expect(workers[1]?.resident).toEqual([TINY_CROSS]);
+    // The primitives per model: what a gateway checks a job's operation against at submit.
+    expect(workers[1]?.operations).toEqual({ [TINY_MEAN]: ['encode', 'score'], [TINY_CROSS]: ['score'] });
+    // Done once no answer has come for 100 ms after the first, not after the whole 1.5 s wait.
+    const started = performance.now();
+    expect((await engine.workers(1_500, 100)).map((w) => w.worker).sort()).toEqual(['holder', 'spare']);
+    expect(performance.now() - started).toBeLessThan(1_200);
   });
 });

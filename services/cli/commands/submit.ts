@@ -152,7 +152,7 @@ export function registerSubmit(program: Command, app: CliApp): void {
       if (flags.query !== undefined) request.query = flags.query;
       if (flags.labels !== undefined) request.labels = flags.labels;
       // The NATS clients are loaded here, when a job is submitted, not when the command tree is built.
-      const [{ connectNats }, { NatsEngine }, { JobsClient }, { servedModelGate }] = await Promise.all([
+      const [{ connectNats }, { NatsEngine, DISCOVERY_STALL_MS }, { JobsClient }, { servedModelGate }] = await Promise.all([
         import('../../../adapters/nats/connection.js'),
         import('../../../adapters/nats/engine-client.js'),
         import('../../../adapters/nats/jobs-client.js'),
@@ -165,7 +165,7 @@ export function registerSubmit(program: Command, app: CliApp): void {
         const topology = prefix === undefined ? {} : { prefix };
         // Refuse models no worker serves (or served) before anything is stored: a typo answers MODEL_NOT_FOUND with the served list.
         const discovery = new NatsEngine(nc, topology);
-        const client = await JobsClient.open(nc, { topology, ...jobTimeouts(app.io.env), s3: s3SettingsFromEnv(app.io.env), indexNames: Object.keys(namedIndexesFromEnv(app.io.env) ?? {}), modelGate: (t) => servedModelGate({ topology: t, discover: () => discovery.workers() }) });
+        const client = await JobsClient.open(nc, { topology, ...jobTimeouts(app.io.env), s3: s3SettingsFromEnv(app.io.env), indexNames: Object.keys(namedIndexesFromEnv(app.io.env) ?? {}), modelGate: (t) => servedModelGate({ topology: t, discover: () => discovery.workers(500, DISCOVERY_STALL_MS) }) });
         const submitted = await client.submit({
           primitive: primitive.data,
           request,
