@@ -112,7 +112,7 @@ export interface GatewayConfig extends GatewaySettings {
   readonly port: number;
   readonly shutdownTimeoutMs: number;
   /** Job deadline and submission deadline (JobsClient options); absent: the client's defaults. */
-  readonly jobs?: { readonly jobTimeoutMs: number; readonly submitTimeoutMs: number; readonly fileRoots?: readonly string[]; readonly checkFileTargets?: boolean; readonly s3?: S3SettingsInput; readonly indexNames?: readonly string[] };
+  readonly jobs?: { readonly jobTimeoutMs: number; readonly submitTimeoutMs: number; readonly fileRoots?: readonly string[]; readonly checkFileTargets?: boolean; readonly s3?: S3SettingsInput };
   /** Connection settings (servers, credentials, TLS, reconnects), validated. */
   readonly nats: NatsConnectionSettings;
   /** POST /v1/ingest runs fail after this long with no parse worker (SHOAL_PARSE_WORKER_TIMEOUT_MS). @default 300000 */
@@ -221,7 +221,7 @@ export function resolveGatewayConfig(flags: GatewayFlags = {}, env: NodeJS.Proce
     classify: Object.freeze({ syncItems: c['classify-sync-items'], resultsDir: c['classify-results-dir'] ?? join(shoalCacheDirFromEnv(env), 'classify-jobs'), cacheDir: shoalCacheDirFromEnv(env) }),
     admission: Object.freeze({ maxInFlightItemsPerModel: c['max-inflight-items'], maxQueueSeconds: c['max-queue-seconds'] }),
     // The workers' file roots (SHOAL_FILE_ROOTS, shared config): file:// targets outside them are refused at submit, and results inside them can be read back.
-    jobs: Object.freeze({ jobTimeoutMs: c['job-timeout-ms'], submitTimeoutMs: c['submit-timeout-ms'], fileRoots: Object.freeze(splitDirs(envValue(env, 'fileRoots')) ?? []), checkFileTargets: true, s3: s3SettingsFromEnv(env), indexNames: Object.freeze(Object.keys(indexesFromEnv(env) ?? {})) }),
+    jobs: Object.freeze({ jobTimeoutMs: c['job-timeout-ms'], submitTimeoutMs: c['submit-timeout-ms'], fileRoots: Object.freeze(splitDirs(envValue(env, 'fileRoots')) ?? []), checkFileTargets: true, s3: s3SettingsFromEnv(env) }),
     nats: natsSettings(c.nats, c['nats-creds'], env),
     parseWorkerTimeoutMs: parseWorkerTimeoutFromEnv(env),
   });

@@ -144,7 +144,8 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
     let jobs: JobsClient;
     try {
       // Jobs only for models some worker serves (or served): made-up names are refused with 404.
-      jobs = await JobsClient.open(connection, { topology: { prefix: config.natsPrefix }, ...config.jobs, modelGate: (topology) => servedModelGate({ topology, discover: () => client.workers(500, DISCOVERY_STALL_MS) }) });
+      // Index result targets may name the indexes this gateway serves (the results sink is given the same ones).
+      jobs = await JobsClient.open(connection, { topology: { prefix: config.natsPrefix }, ...config.jobs, indexNames: Object.keys(config.indexes ?? {}), modelGate: (topology) => servedModelGate({ topology, discover: () => client.workers(500, DISCOVERY_STALL_MS) }) });
     } catch (error) {
       const shoal = toShoalError(error);
       throw new ShoalError(shoal.code, `cannot set up jobs on NATS JetStream (is JetStream enabled on the server?): ${shoal.message}`, { cause: error });

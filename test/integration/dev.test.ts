@@ -214,6 +214,32 @@ describe.skipIf(!natsServerAvailable())(`shoal dev ${natsServerAvailable() ? '' 
     expect(hits[0]?.score ?? 0).toBeGreaterThan(hits[1]?.score ?? 1);
   }, 90_000);
 
+  it('writes a job with an index result target into that index (its sink knows the gateway\'s indexes)', async () => {
+    const submitted = await fetch(`${dev.http}/v1/jobs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ job_id: 'dev-index-job', primitive: 'encode', request: { model: 'tiny-bert-mean', items: [{ id: 'lamp', text: 'The lighthouse lamp turns all night.' }] }, result: { kind: 'index', index: 'default' } }),
+    });
+    expect(submitted.status, await submitted.clone().text()).toBe(202);
+    // Searchable once the sink has written the row (the tiny random model ranks nothing, so the row is looked for by id).
+    const Hit = z.looseObject({ id: z.string(), source: z.string(), text: z.string() });
+    const deadline = Date.now() + 60_000;
+    let hits: z.infer<typeof Hit>[] = [];
+    while (Date.now() < deadline) {
+      const response = await fetch(`${dev.http}/v1/search`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ index: 'default', query: 'The lighthouse lamp turns all night.', k: 10 }),
+      });
+      if (response.status === 200) hits = z.object({ hits: z.array(Hit) }).parse(await response.json()).hits;
+      if (hits.some((hit) => hit.id === 'lamp')) break;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    expect(hits.find((hit) => hit.id === 'lamp'), JSON.stringify(hits)).toMatchObject({ source: 'shoal-job://dev-index-job/part-0', text: 'The lighthouse lamp turns all night.' });
+    const status = z.looseObject({ state: z.string() }).passthrough().parse(await (await fetch(`${dev.http}/v1/jobs/dev-index-job`)).json());
+    expect(status).not.toHaveProperty('degraded');
+  }, 90_000);
+
   it('stops on SIGINT: exit code 0, nats-server gone, its store removed', async () => {
     child.kill('SIGINT');
     const { code, signal } = await exit;

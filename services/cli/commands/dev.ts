@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import type { ModelCard } from '../../gateway/context.js';
 import type { GatewayHandle } from '../../gateway/main.js';
-import { logLevelFromEnv } from '../../settings/environment.js';
+import { logLevelFromEnv, s3SettingsFromEnv, sinkCredentialsFromEnv } from '../../settings/environment.js';
 import type { SinkHandle } from '../../sink/main.js';
 import type { ShoalWorker } from '../../worker/worker.js';
 import type { CliApp } from '../app.js';
@@ -140,15 +140,25 @@ export function registerDev(program: Command, app: CliApp): void {
         // The private server has no credentials: NATS_* variables of the environment are not for it.
         const workerConfig = parseWorkerConfig({ ...merged, nats: { ...local, name: 'shoal-dev-worker' } });
         worker = await ShoalWorker.start(workerConfig, { logger: createLogger('worker', level), metrics, env: app.io.env });
-        sink = await startSink({ nats: { ...local, name: 'shoal-dev-sink' }, prefix: baseConfig.natsPrefix, dir: resultsDir, logger: createLogger('sink', level) });
+        // SHOAL_INDEXES unset: one index named `default`, the folder `shoal ingest` writes by default.
+        // The sink gets the gateway's indexes, so a job with `{kind: "index"}` result lands in them.
+        const indexes = baseConfig.indexes ?? Object.freeze({ default: resolve(DEV_INDEX_DIR) });
+        sink = await startSink({
+          nats: { ...local, name: 'shoal-dev-sink' },
+          prefix: baseConfig.natsPrefix,
+          dir: resultsDir,
+          logger: createLogger('sink', level),
+          indexes,
+          s3: s3SettingsFromEnv(app.io.env),
+          credentials: sinkCredentialsFromEnv(app.io.env),
+        });
         const served = await servedModels(worker);
         const config = {
           ...baseConfig,
           nats: resolveNatsSettings({ ...local, name: 'shoal-dev-gateway' }),
           embedModel: baseConfig.embedModel ?? served.find((m) => m.denseEncoder)?.id ?? null,
           rerankModel: baseConfig.rerankModel ?? served.find((m) => m.pairScorer)?.id ?? null,
-          // SHOAL_INDEXES unset: one index named `default`, the folder `shoal ingest` writes by default.
-          indexes: baseConfig.indexes ?? Object.freeze({ default: resolve(DEV_INDEX_DIR) }),
+          indexes,
         };
         gateway = await startGateway({ config, logger: createLogger('gateway', level), metrics, models: modelCards(worker, served) });
         const out = app.io.stdout;

@@ -23,8 +23,8 @@ describe('namedIndexesFromEnv', () => {
 });
 
 describe('gateway job index targets', () => {
-  it('are the SHOAL_INDEXES names', () => {
-    expect(resolveGatewayConfig({}, { SHOAL_INDEXES: 'docs=/srv/docs,vecs=/srv/vecs' }).jobs?.indexNames).toEqual(['docs', 'vecs']);
-    expect(resolveGatewayConfig({}, {}).jobs?.indexNames).toEqual([]);
+  it('are the SHOAL_INDEXES names (the gateway's indexes)', () => {
+    expect(Object.keys(resolveGatewayConfig({}, { SHOAL_INDEXES: 'docs=/srv/docs,vecs=/srv/vecs' }).indexes ?? {})).toEqual(['docs', 'vecs']);
+    expect(resolveGatewayConfig({}, {}).indexes).toBeUndefined();
   });
 });
