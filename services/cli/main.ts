@@ -1,4 +1,3 @@
-import { once } from 'node:events';
 import { CommanderError } from 'commander';
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
 import { settleEarlyThreads } from '../../adapters/model-threads/early-threads.js';
@@ -143,12 +142,29 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
 }
 
+/**
+ * Resolves once everything written to `stream` so far has left the process. process.exit drops
+ * what is still queued: a pipe whose reader is slow (`shoal search ... | slow-reader`) lost the
+ * last hits while less than a high-water mark was queued, where waiting for 'drain' alone did not
+ * wait. An empty write's callback runs after every earlier write, in order.
+ */
+function flushed(stream: NodeJS.WriteStream): Promise<void> {
+  if (stream.errored !== null || stream.destroyed || stream.writableLength === 0) return Promise.resolve();
+  return new Promise((resolve) => {
+    stream.write('', () => resolve());
+    stream.once('error', () => resolve());
+  });
+}
+
+// A reader that went away (`shoal help encode | head -1`) is not a failure of shoal: without a
+// listener, the EPIPE of a write made by commander or a command crashed with a stack trace.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code !== 'EPIPE') throw error;
+});
+
 const code = await main(process.argv);
 // Early model and prep threads (bin/shoal.js) that no command adopted: a usage error can come
 // while they are still loading onnxruntime, and exiting then would abort the process.
 await settleEarlyThreads();
-const { stdout } = process;
-if (stdout.writableNeedDrain && stdout.errored === null && !stdout.destroyed) {
-  await once(stdout, 'drain').catch(() => undefined);
-}
+await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
 process.exit(code);

@@ -23,7 +23,7 @@ describe('namedIndexesFromEnv', () => {
 });
 
 describe('gateway job index targets', () => {
-  it('are the SHOAL_INDEXES names (the gateway's indexes)', () => {
+  it('are the SHOAL_INDEXES names (the indexes of the gateway)', () => {
     expect(Object.keys(resolveGatewayConfig({}, { SHOAL_INDEXES: 'docs=/srv/docs,vecs=/srv/vecs' }).indexes ?? {})).toEqual(['docs', 'vecs']);
     expect(resolveGatewayConfig({}, {}).indexes).toBeUndefined();
   });
