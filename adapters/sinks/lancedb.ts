@@ -1,4 +1,5 @@
 import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import * as lancedb from '@lancedb/lancedb';
 import { Field, FixedSizeList, Float16, Float32, Int32, Schema, Uint8, Utf8 } from 'apache-arrow';
 import { z } from 'zod';
@@ -169,6 +170,10 @@ export class LanceDbSink implements Sink {
 
   async #open(): Promise<{ chunks: lancedb.Table; documents: lancedb.Table } | null> {
     if (this.#chunks === null) {
+      // Reading must not write: connecting to a folder makes LanceDB add its `__manifest` there,
+      // so a folder without the table's own `<table>.lance` (`shoal search --index docs/`, a
+      // mistyped path) is answered without connecting, and left as it was.
+      if (!existsSync(join(this.#dir, `${this.#tableName}.lance`))) return null;
       const db = await this.#connection(false);
       if (db === null || !(await db.tableNames()).includes(this.#tableName)) return null;
       this.#chunks = await db.openTable(this.#tableName);

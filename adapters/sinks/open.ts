@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
@@ -143,6 +144,26 @@ function lanceDb(dir: string, table: string): Sink {
 }
 
 /** The backend and its options, without connecting (exported for tests of the URI forms). */
+/**
+ * The local folder an index lives in (a plain folder, `lancedb://DIR`, `file:///DIR`), absolute;
+ * null for a server or bucket. `shoal ingest .` must not walk into its own index.
+ */
+export function localIndexDir(uriOrDir: string): string | null {
+  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(uriOrDir)?.[1]?.toLowerCase();
+  try {
+    if (scheme === undefined) return resolve(uriOrDir);
+    if (scheme === 'lancedb') return resolve(decodeURIComponent(uriOrDir.slice('lancedb://'.length).split('?', 1)[0] ?? ''));
+    if (scheme === 'file') {
+      const parsed = new URL(uriOrDir);
+      parsed.search = '';
+      return fileURLToPath(parsed);
+    }
+  } catch {
+    // A malformed URI: openSink names the problem.
+  }
+  return null;
+}
+
 export function openSink(uriOrDir: string, options: OpenSinkOptions = {}): OpenedSink {
   const credentials = options.credentials ?? {};
   const fallbackTable = options.table ?? 'chunks';

@@ -1,5 +1,5 @@
-import type { Stats } from 'node:fs';
-import { readdir, readFile, stat } from 'node:fs/promises';
+import type { Dirent, Stats } from 'node:fs';
+import { readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { join, relative, resolve, sep } from 'node:path';
 import type { Readable } from 'node:stream';
 import { createInterface } from 'node:readline';
@@ -28,6 +28,20 @@ export interface SelectOptions {
   s3?: () => S3Store;
   /** Largest document read (the parse stage's `maxBytes`): larger files and objects fail alone, unread. @default 100 MiB */
   maxBytes?: number;
+  /**
+   * Walk files and folders whose names start with a dot (`.git/`, `.env`): off, as most readers of
+   * a folder do (a secret in `.env` must not become a searchable chunk). A dot path named on the
+   * command line is always taken. @default false
+   */
+  hidden?: boolean;
+  /**
+   * Follow symbolic links met in a folder (to files and folders; each folder walked once, so a
+   * loop ends). Off for remote callers (the gateway's `file://` folder refs), whose links could
+   * lead out of the allowed roots. @default false
+   */
+  followLinks?: boolean;
+  /** Absolute folders never walked into: the run's own index (`shoal ingest .`). @default none */
+  skip?: readonly string[];
 }
 
 const DEFAULT_MAX_BYTES = 100 * 1024 * 1024;
@@ -71,14 +85,68 @@ function fileKind(info: Stats): string {
   return 'not a file';
 }
 
-async function walk(dir: string, out: string[]): Promise<void> {
-  const entries = await readdir(dir, { withFileTypes: true });
+/** A file found in a folder, or a place that could not be read (a failure of its own in the run). */
+interface Found {
+  path: string;
+  problem?: string;
+}
+
+interface Walk {
+  hidden: boolean;
+  followLinks: boolean;
+  skip: ReadonlySet<string>;
+  /** Real paths of the folders walked, so a linked folder is walked once and a loop ends. */
+  visited: Set<string>;
+}
+
+function reason(error: unknown): string {
+  const code = error instanceof Error && 'code' in error ? String(error.code) : '';
+  if (code === 'EACCES' || code === 'EPERM') return 'permission denied';
+  if (code === 'ELOOP') return 'a loop of symbolic links';
+  if (code === 'ENOENT') return 'a broken symbolic link';
+  return error instanceof Error ? error.message : String(error);
+}
+
+async function walk(dir: string, out: Found[], options: Walk): Promise<void> {
+  const real = await realpath(dir).catch(() => dir);
+  if (options.visited.has(real)) return;
+  options.visited.add(real);
+  let entries: Dirent[];
+  try {
+    entries = await readdir(dir, { withFileTypes: true });
+  } catch (error) {
+    // One unreadable folder fails as one source, not the whole run.
+    out.push({ path: dir, problem: `cannot read the folder: ${reason(error)}` });
+    return;
+  }
   entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   for (const entry of entries) {
+    if (!options.hidden && entry.name.startsWith('.')) continue;
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) await walk(path, out);
-    else if (entry.isFile()) out.push(path);
+    if (options.skip.has(path)) continue;
+    if (entry.isDirectory()) await walk(path, out, options);
+    else if (entry.isFile()) out.push({ path });
+    else if (entry.isSymbolicLink() && options.followLinks) {
+      let target: Stats;
+      try {
+        target = await stat(path);
+      } catch (error) {
+        out.push({ path, problem: reason(error) });
+        continue;
+      }
+      if (target.isDirectory()) {
+        if (!options.skip.has(await realpath(path).catch(() => path))) await walk(path, out, options);
+      } else if (target.isFile()) out.push({ path });
+    }
   }
+}
+
+/** A place found unreadable: loading it fails with the reason, and the run goes on. */
+function unreadable(found: Found): PendingSource {
+  return {
+    uri: found.path,
+    load: () => Promise.reject(new ShoalError(ErrorCode.NOT_FOUND, `${found.path}: ${found.problem ?? 'cannot be read'}`)),
+  };
 }
 
 /** Files under `paths` (files are taken as given, folders walked), filtered and de-duplicated. */
@@ -88,6 +156,7 @@ export async function fileSources(paths: readonly string[], options: SelectOptio
   const seen = new Set<string>();
   const out: PendingSource[] = [];
   const maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
+  const walking: Walk = { hidden: options.hidden ?? false, followLinks: options.followLinks ?? false, skip: new Set(options.skip ?? []), visited: new Set() };
   let s3: S3Store | null = null;
   for (const given of paths) {
     if (given.startsWith('s3://')) {
@@ -103,18 +172,22 @@ export async function fileSources(paths: readonly string[], options: SelectOptio
     }
     const root = resolve(given);
     const info = await stat(root).catch((error: unknown) => {
-      throw new ShoalError(ErrorCode.INVALID_INPUT, `${given}: no such file or folder`, { cause: error });
+      const code = error instanceof Error && 'code' in error ? String(error.code) : '';
+      const what = code === 'ELOOP' ? 'a loop of symbolic links' : code === 'EACCES' ? 'permission denied' : 'no such file or folder';
+      throw new ShoalError(ErrorCode.INVALID_INPUT, `${given}: ${what}`, { cause: error });
     });
-    const files: string[] = [];
-    if (info.isDirectory()) await walk(root, files);
-    else files.push(root);
-    for (const file of files) {
+    const found: Found[] = [];
+    if (info.isDirectory()) await walk(root, found, walking);
+    else found.push({ path: root });
+    for (const entry of found) {
+      const file = entry.path;
       const rel = info.isDirectory() ? relative(root, file).split(sep).join('/') : file.split(sep).pop() ?? file;
-      if (include !== null && !include(rel)) continue;
-      if (exclude !== null && exclude(rel)) continue;
+      // An unreadable folder is dropped only by an --exclude that covers what is in it.
+      if (entry.problem === undefined && include !== null && !include(rel)) continue;
+      if (exclude !== null && (exclude(rel) || (entry.problem !== undefined && exclude(`${rel}/x`)))) continue;
       if (seen.has(file)) continue;
       seen.add(file);
-      out.push(fileSource(file, file, maxBytes));
+      out.push(entry.problem === undefined ? fileSource(file, file, maxBytes) : unreadable(entry));
     }
   }
   return out;

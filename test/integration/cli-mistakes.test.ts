@@ -1,11 +1,12 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readdirSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readdirSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { freePort } from '../helpers/nats-server.js';
 import { FIXTURES_DIR } from '../helpers/shared.js';
-import { runShoal } from '../helpers/shoal-cli.js';
+import { runShoal, SHOAL_BIN } from '../helpers/shoal-cli.js';
 import { startShoal } from '../helpers/shoal-process.js';
 
 /**
@@ -17,6 +18,7 @@ import { startShoal } from '../helpers/shoal-process.js';
 
 const ENV = { SHOAL_MODEL_DIR: join(FIXTURES_DIR, 'models'), HF_HUB_OFFLINE: '1' };
 const MODEL = ['--model', 'tiny-bert-mean'];
+const Summary = z.looseObject({ documents: z.strictObject({ total: z.number(), ok: z.number(), failed: z.number(), unchanged: z.number() }) });
 
 let work: string;
 beforeAll(() => {
@@ -86,6 +88,49 @@ describe('shoal ingest naming a named pipe, a device or an oversized file', () =
       { source: big, code: 'DOCUMENT_TOO_LARGE', reason: `the document has ${2 ** 31 + 1} bytes, over the limit of 104857600 bytes (maxBytes)` },
     ]);
   }, 120_000);
+});
+
+describe('shoal search on a folder that is not an index', () => {
+  it('says there is no table and leaves the folder as it was (reading never writes)', async () => {
+    const before = readdirSync(join(work, 'notes'));
+    const run = await runShoal(['search', 'pilot', '--index', join(work, 'notes')], { env: ENV });
+    expect(run.code, run.stderr).toBe(1);
+    expect(errorLine(run.stderr)).toMatch(/^error \[NOT_FOUND\]: no table chunks in /);
+    expect(readdirSync(join(work, 'notes'))).toEqual(before);
+  }, 60_000);
+});
+
+describe('shoal help into a pipe closed early', () => {
+  it('exits 0 without a stack trace (shoal help encode | head -1)', () => {
+    for (let round = 0; round < 3; round++) {
+      const stderr = join(work, 'help-stderr');
+      const out = execFileSync('bash', ['-c', `"${process.execPath}" "${SHOAL_BIN}" help encode 2>"${stderr}" | head -1 >/dev/null; status=\${PIPESTATUS[0]}; cat "${stderr}"; echo "status=$status"`], { encoding: 'utf8', env: { ...process.env, SHOAL_FROM_SOURCE: '1' } });
+      expect(out).not.toContain('EPIPE');
+      expect(out.trim().split('\n').pop()).toBe('status=0');
+    }
+  });
+});
+
+describe('shoal ingest . walking a folder', () => {
+  it('skips dot files and its own index, follows links once (a loop ends), and --hidden takes dot files', async () => {
+    const folder = join(work, 'walked');
+    mkdirSync(join(folder, '.git'), { recursive: true });
+    mkdirSync(join(folder, 'sub'));
+    writeFileSync(join(folder, 'a.txt'), 'The pilot boat leaves at dawn.');
+    writeFileSync(join(folder, '.env'), 'TOKEN=abc');
+    writeFileSync(join(folder, '.git', 'config'), '[core]');
+    symlinkSync(join(folder, 'a.txt'), join(folder, 'sub', 'alias.txt'));
+    symlinkSync(folder, join(folder, 'sub', 'loop'));
+    // The default index, ./shoal-index, lies inside the folder ingested.
+    const first = await runShoal(['ingest', '.', ...MODEL, '--json'], { env: ENV, cwd: folder });
+    expect(first.code, first.stderr).toBe(0);
+    expect(Summary.parse(JSON.parse(first.stdout)).documents).toEqual({ total: 2, ok: 2, failed: 0, unchanged: 0 });
+    // Run again: the index written by the first run is not a document of the second.
+    const again = await runShoal(['ingest', '.', ...MODEL, '--json'], { env: ENV, cwd: folder });
+    expect(Summary.parse(JSON.parse(again.stdout)).documents).toEqual({ total: 2, ok: 0, failed: 0, unchanged: 2 });
+    const hidden = await runShoal(['ingest', '.', '--hidden', ...MODEL, '--json'], { env: ENV, cwd: folder });
+    expect(Summary.parse(JSON.parse(hidden.stdout)).documents).toEqual({ total: 4, ok: 2, failed: 0, unchanged: 2 });
+  }, 180_000);
 });
 
 describe('shoal ingest / search / pipelines show: bad names and paths are exit 2', () => {

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { S3Store } from '../../../adapters/object-store/index.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
-import { redactUri } from '../../../adapters/sinks/open.js';
+import { localIndexDir, redactUri } from '../../../adapters/sinks/open.js';
 import { resolvePipeline } from '../../../pipelines/documents/builtin.js';
 import { applyOverrides, type PipelineDefinition } from '../../../pipelines/documents/definition.js';
 import { settleInterrupt, type SettledRun } from '../../../pipelines/documents/interrupted.js';
@@ -32,6 +32,7 @@ const IngestFlags = z.strictObject({
   table: z.string().min(1).optional(),
   include: z.array(z.string().min(1)).optional(),
   exclude: z.array(z.string().min(1)).optional(),
+  hidden: z.boolean().optional(),
   ocr: z.enum(['auto', 'always', 'never']).optional(),
   force: z.boolean().optional(),
   prune: z.boolean().optional(),
@@ -53,14 +54,17 @@ selected, no record on stdin), 130/143 interrupted by Ctrl-C/SIGTERM (the summar
 "interrupted": true, counts what finished; the same command again continues), else 1 or 2 as for
 every command.`;
 
-async function collectSources(paths: readonly string[], flags: z.output<typeof IngestFlags>, app: CliApp, health: StoreHealth, maxBytes: number): Promise<PendingSource[]> {
+async function collectSources(paths: readonly string[], flags: z.output<typeof IngestFlags>, app: CliApp, health: StoreHealth, maxBytes: number, indexUri: string): Promise<PendingSource[]> {
   const files = paths.filter((path) => path !== '-');
   const fromStdin = paths.includes('-') || (paths.length === 0 && app.io.stdin.isTTY !== true);
   if (paths.length === 0 && !fromStdin) {
     throw new ShoalError(ErrorCode.INVALID_INPUT, 'name files or folders to ingest, or pipe JSON Lines records on stdin (see --help)');
   }
   const selection = { include: flags.include ?? [], exclude: flags.exclude ?? [] };
-  const out = await fileSources(files, { ...selection, maxBytes, s3: () => new S3Store(s3SettingsFromEnv(app.io.env), health.s3) });
+  // Links are followed here (a user's own folders); the run's own index is never walked into (`shoal ingest .`).
+  const own = localIndexDir(indexUri);
+  const walking = { hidden: flags.hidden === true, followLinks: true, skip: own === null ? [] : [own] };
+  const out = await fileSources(files, { ...selection, ...walking, maxBytes, s3: () => new S3Store(s3SettingsFromEnv(app.io.env), health.s3) });
   if (fromStdin) out.push(...(await recordSources(app.io.stdin, process.cwd(), maxBytes)));
   // Nothing found is almost always a wrong folder, glob or empty pipe: say so instead of a "0 documents" success.
   // With --prune an emptied folder is a case of its own, warned about by the prune step (nothing is deleted).
@@ -134,6 +138,7 @@ export function registerIngest(program: Command, app: CliApp): void {
     .option('--table <name>', 'table in the index (default: chunks)')
     .option('--include <glob>', 'only files matching (relative to the folder; repeatable)', Collect)
     .option('--exclude <glob>', 'skip files matching (repeatable)', Collect)
+    .option('--hidden', 'also walk files and folders whose names start with a dot (.git, .env: skipped by default)')
     .option('--ocr <mode>', 'auto (pages without usable text), always or never')
     .option('--force', 'redo every document, even unchanged ones')
     .option('--prune', 'after the run, delete from the index the documents of the given folders or s3:// prefixes that are no longer there')
@@ -151,7 +156,7 @@ export function registerIngest(program: Command, app: CliApp): void {
       });
       // Whether S3 (sources) and the index answer: the run waits on a failing one, and says so.
       const health = new StoreHealth();
-      const sources = await collectSources(paths, flags, app, health, definition.stages.parse.maxBytes);
+      const sources = await collectSources(paths, flags, app, health, definition.stages.parse.maxBytes, definition.stages.write.index);
       // Known before the run: files and stdin records are never roots (imported only when asked for).
       const pruning = flags.prune === true ? await import('./ingest-prune.js') : null;
       const roots = pruning === null ? [] : await pruning.pruneRoots(paths);
