@@ -36,11 +36,32 @@ const KEYWORDS = new Set(['AND', 'OR', 'NOT', 'IN', 'IS', 'NULL', 'LIKE', 'BETWE
 const OPERATORS = ['<=', '>=', '<>', '!=', '=', '<', '>', '(', ')', ','];
 const MAX_FILTER_CHARS = 4_096;
 const COMPARE_OPS: readonly CompareOp[] = ['=', '<>', '<', '<=', '>', '>='];
-/** Deep nesting is refused rather than risking the stack on a hostile expression. */
-const MAX_DEPTH = 64;
+/**
+ * Deep nesting is refused rather than risking the stack on a hostile expression; 32, because
+ * LanceDB's SQL parser gives up ("recursion limit exceeded") before 60 levels.
+ */
+const MAX_DEPTH = 32;
 
 function invalid(message: string): ShoalError {
   return new ShoalError(ErrorCode.INVALID_INPUT, `--filter: ${message}`);
+}
+
+/** The whole-number columns (32-bit in every backend); every other column is text. */
+const NUMBER_COLUMNS: ReadonlySet<string> = new Set(['page', 'chunk', 'start', 'end']);
+const INT32_MAX = 2_147_483_647;
+
+/**
+ * A value of the column's type, checked here so that every backend gets a comparison it can run:
+ * LanceDB answered `page = 'abc'`, `page = '3'` or `document_id = 1` with a planner error and a
+ * Rust backtrace.
+ */
+function checkValue(column: string, value: Literal): void {
+  if (NUMBER_COLUMNS.has(column)) {
+    if (typeof value !== 'number') throw invalid(`${column} is a whole number: compare it with one, unquoted (${column} = 3), not ${typeof value === 'string' ? `'${value}'` : String(value)}`);
+    if (Math.abs(value) > INT32_MAX) throw invalid(`${column} is a whole number of at most ${INT32_MAX}, not ${String(value)}`);
+    return;
+  }
+  if (typeof value !== 'string') throw invalid(`${column} is text: quote the value (${column} = '${String(value)}')`);
 }
 
 function tokenize(expression: string): FilterToken[] {
@@ -177,17 +198,21 @@ class Parser {
       const values = [this.#literal()];
       while (this.#accept('operator', ',') !== null) values.push(this.#literal());
       this.#expect('operator', ')');
+      for (const value of values) checkValue(column, value);
       return { kind: 'in', column, values, negated };
     }
     if (this.#accept('keyword', 'LIKE') !== null) {
       const pattern = this.#literal();
       if (typeof pattern !== 'string') throw invalid('LIKE takes a quoted pattern');
+      if (NUMBER_COLUMNS.has(column)) throw invalid(`LIKE matches text, and ${column} is a number: compare it (${column} >= 3)`);
       return { kind: 'like', column, pattern, negated };
     }
     if (this.#accept('keyword', 'BETWEEN') !== null) {
       const low = this.#literal();
       this.#expect('keyword', 'AND');
       const high = this.#literal();
+      checkValue(column, low);
+      checkValue(column, high);
       const range: FilterNode = { kind: 'and', items: [{ kind: 'compare', column, op: '>=', value: low }, { kind: 'compare', column, op: '<=', value: high }] };
       return negated ? { kind: 'not', item: range } : range;
     }
@@ -195,7 +220,9 @@ class Parser {
     const written = this.#expect('operator').text;
     const op = COMPARE_OPS.find((candidate) => candidate === (written === '!=' ? '<>' : written));
     if (op === undefined) throw invalid(`expected a comparison after ${column}, got ${JSON.stringify(written)}`);
-    return { kind: 'compare', column, op, value: this.#literal() };
+    const value = this.#literal();
+    checkValue(column, value);
+    return { kind: 'compare', column, op, value };
   }
 }
 

@@ -130,6 +130,28 @@ const VectorColumn = z
   .custom<Iterable<number>>((value) => typeof value === 'object' && value !== null && Symbol.iterator in value, 'a vector column')
   .transform((value) => Float32Array.from(value));
 
+/**
+ * A filter naming a column this table was made without (`labels` when the pipeline had no
+ * classify stage) is the caller's mistake, said as such; LanceDB answered with a schema error and
+ * a Rust backtrace.
+ */
+function checkFilterColumns(filter: string, spec: TableSpec): void {
+  for (const [, column] of filter.matchAll(/`([A-Za-z_][A-Za-z0-9_]*)`/g)) {
+    if ((column === 'entities' || column === 'labels') && !spec.optionalColumns.includes(column)) {
+      const stage = column === 'entities' ? 'an extract' : 'a classify';
+      throw new ShoalError(ErrorCode.INVALID_INPUT, `--filter: this index has no ${column} column (it is written when the pipeline has ${stage} stage)`);
+    }
+  }
+}
+
+/** LanceDB's error without its Rust source locations and causes: the first sentence, bounded. */
+function briefLanceError(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const first = message.split('\n', 1)[0] ?? '';
+  const brief = first.replace(/,?\s*\/[^\s,]*\.rs:\d+:\d+/g, '').replace(/\s*Caused by:.*$/s, '').trim();
+  return brief.length > 300 ? `${brief.slice(0, 300)}…` : brief;
+}
+
 export class LanceDbSink implements Sink {
   readonly #dir: string;
   readonly #tableName: string;
@@ -337,12 +359,16 @@ export class LanceDbSink implements Sink {
     // typing lists only the float distances, its runtime takes 'hamming' as Index.ivfFlat's does).
     const distanceType = (isBinaryType(type) ? 'hamming' : spec.distance) as Distance;
     let query = chunks.vectorSearch(columnValues(vector, spec)).distanceType(distanceType).limit(candidateCount(options.k)).nprobes(SEARCH_NPROBES).refineFactor(SEARCH_REFINE);
-    if (options.filter !== undefined) query = query.where(options.filter);
+    if (options.filter !== undefined) {
+      checkFilterColumns(options.filter, spec);
+      query = query.where(options.filter);
+    }
     let rows: unknown[];
     try {
       rows = await query.toArray();
     } catch (error) {
-      throw new ShoalError(ErrorCode.INVALID_INPUT, `search failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+      // Without the cause: its text is the whole Rust error, which the CLI and HTTP would show.
+      throw new ShoalError(ErrorCode.INVALID_INPUT, `search failed: ${briefLanceError(error)}`);
     }
     const candidates = rows.map((raw) => {
       const { _distance: _ignored, vector: stored, ...row } = HitRow.extend({ vector: VectorColumn }).parse(raw);

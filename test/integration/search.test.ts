@@ -77,6 +77,18 @@ describe('shoal search', () => {
     const bad = await search(['bread', '--filter', 'vector = 1']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('unknown column "vector"');
+    // Columns of the grammar this index was made without, and values of the wrong type: one plain
+    // line each, never LanceDB's planner error with its Rust source paths.
+    const cases: [string, string][] = [
+      ["labels LIKE '%invoice%'", 'error [INVALID_INPUT]: --filter: this index has no labels column (it is written when the pipeline has a classify stage)'],
+      ['entities IS NULL', 'error [INVALID_INPUT]: --filter: this index has no entities column (it is written when the pipeline has an extract stage)'],
+      ["page = 'abc'", "error [INVALID_INPUT]: --filter: page is a whole number: compare it with one, unquoted (page = 3), not 'abc'"],
+    ];
+    for (const [filter, line] of cases) {
+      const run = await search(['bread', '--filter', filter]);
+      expect(run.code, filter).toBe(2);
+      expect(run.stderr.trim(), filter).toBe(line);
+    }
     const missing = await runShoal(['search', 'x', '--index', join(root, 'nowhere')]);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain('run shoal ingest first');

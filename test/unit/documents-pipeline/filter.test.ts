@@ -26,7 +26,16 @@ describe('validateFilter', () => {
     ['page = 1 AND', 'expected identifier at the end'],
     ['page = chunk', "expected a 'string' or a number"],
     ['page NOT = 1', 'NOT after page'],
-    [`${'('.repeat(80)}page = 1${')'.repeat(80)}`, 'nested deeper than 64'],
+    [`${'('.repeat(40)}page = 1${')'.repeat(40)}`, 'nested deeper than 32'],
+    // Values of the column's type (LanceDB answered these with a planner error and a Rust backtrace).
+    ["page = 'abc'", `page is a whole number: compare it with one, unquoted (page = 3), not 'abc'`],
+    ["page = '3'", `page is a whole number: compare it with one, unquoted (page = 3), not '3'`],
+    ['page = 99999999999999999999999', 'page is a whole number of at most 2147483647'],
+    ["chunk IN (1, 'x')", 'chunk is a whole number'],
+    ["start BETWEEN 'a' AND 5", 'start is a whole number'],
+    ["page LIKE '3%'", 'LIKE matches text, and page is a number'],
+    ['document_id = 1', "document_id is text: quote the value (document_id = '1')"],
+    ['source IN (TRUE)', "source is text: quote the value (source = 'true')"],
     ['page = 1 OR '.repeat(400), 'longer than 4096 characters'],
   ])('refuses %j (%s)', (expression, message) => {
     let caught: unknown;
