@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { nativeWeightFormat } from '../../../adapters/quantize/cpu-features.js';
 import { describe, expect, it } from 'vitest';
 import * as ort from 'onnxruntime-node';
 import { cpuFlags, decodeOnnx, embeddingRows, quantizeColumns, quantizeModel, roundHalfEven, serializeOnnx, weightFormatFor } from '../../../adapters/quantize/index.js';
@@ -128,7 +129,11 @@ describe('graph rewrite', () => {
     expect(sha(quantized().bytes)).toBe(sha(quantized().bytes));
   });
 
-  it.each(['uint8', 'int8'] as const)('onnxruntime runs the rewritten graph (%s weights): same inputs and outputs, values close to fp32', async (weights) => {
+  // int8 weights only where they are exact: onnxruntime's u8s8 kernel without VNNI (AVX2) sums
+  // pairs in saturating int16, off by 0.27 on this graph (measured on an AVX2-only EPYC), which is
+  // why such CPUs store uint8 (cpu-features.ts).
+  const formats = nativeWeightFormat() === 'int8' ? (['uint8', 'int8'] as const) : (['uint8'] as const);
+  it.each(formats)('onnxruntime runs the rewritten graph (%s weights): same inputs and outputs, values close to fp32', async (weights) => {
     const options: ort.InferenceSession.SessionOptions = { intraOpNumThreads: 1, logSeverityLevel: 3 };
     const fp32 = await ort.InferenceSession.create(tinyGraph().onnx, options);
     const int8 = await ort.InferenceSession.create(quantized(0, weights).bytes, options);
