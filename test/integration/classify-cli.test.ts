@@ -130,5 +130,65 @@ describe.skipIf(!available)('shoal classify (in process)', () => {
     // Random weights: chance level, far from perfect (7 balanced top-level branches).
     expect(report.accuracy_by_level['1']).toBeLessThan(0.6);
   }, 120_000);
+
+  const SEEN = 'uniq_id, title, brand, description, category_tree_raw, level1, level2, level3, image_file, product_url, retail_price';
+
+  it('a --fields name no record has is a usage error (exit 2, one line) before anything is embedded or written', async () => {
+    const subset = join(dir, 'fields-subset.jsonl');
+    // The file's own lines (field order as in the catalog).
+    writeFileSync(subset, `${readFileSync(PRODUCTS, 'utf8').split('\n').slice(0, 40).join('\n')}\n`);
+    const out = join(dir, 'nosuch.jsonl');
+    const run = await runShoal([...base(subset, SHOPIFY, out), '--fields', 'nosuch'], { env });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toBe(`error [INVALID_INPUT]: --fields nosuch: no record has this field (fields seen: ${SEEN})\n`);
+    expect(run.stdout).toBe('');
+    expect(readdirSync(dir).filter((name) => name.startsWith('nosuch'))).toEqual([]);
+
+    // One misspelt name among good ones; on the whole catalog only the first records were read.
+    const whole = await runShoal([...base(PRODUCTS, SHOPIFY, out), '--fields', 'title,descripton'], { env });
+    expect(whole.code).toBe(2);
+    expect(whole.stderr).toBe(`error [INVALID_INPUT]: --fields descripton: none of the first 256 records has this field (fields seen: ${SEEN})\n`);
+    // A --template placeholder the same.
+    const template = await runShoal([...base(subset, SHOPIFY, out), '--template', '{title} by {brnd}'], { env });
+    expect(template.code).toBe(2);
+    expect(template.stderr).toBe(`error [INVALID_INPUT]: --template {brnd}: no record has this field (fields seen: ${SEEN})\n`);
+  }, 120_000);
+
+  it('a product without text gets an error line in its place (not a category), the others are classified as before, exit 3', async () => {
+    const catalog = products.slice(0, 40).map((product, at) => {
+      if (at === 3) return { ...product, title: '', description: '   ' };
+      if (at === 17) {
+        const { title: _title, description: _description, ...rest } = product;
+        return rest;
+      }
+      return product;
+    });
+    const input = join(dir, 'no-text.jsonl');
+    writeFileSync(input, catalog.map((product) => `${JSON.stringify(product)}\n`).join(''));
+    const out = join(dir, 'no-text.out.jsonl');
+    const run = await runShoal(base(input, SHOPIFY, out), { env });
+    expect(run.code).toBe(3);
+    expect(run.stderr).toContain(`warning: product "${products[3]?.uniq_id ?? ''}" (record 4) has no text in title, description: written as an error line, not classified\n`);
+    expect(run.stderr).toContain(', 2 without text (error lines)');
+    expect(run.stderr.trimEnd().split('\n').at(-1)).toBe(
+      'error [PARTIAL_FAILURE]: 2 of 40 products have no text in --fields title,description and were not classified (their lines carry "error"); the others are classified',
+    );
+    // The output is final (not .partial): one line per product, in input order.
+    const lines = readFileSync(out, 'utf8').split('\n').filter((line) => line !== '');
+    expect(lines).toHaveLength(40);
+    expect(JSON.parse(lines[3] ?? '')).toEqual({
+      id: products[3]?.uniq_id,
+      error: { code: 'INVALID_INPUT', message: 'no text to classify: --fields title,description are missing or empty in record 4' },
+    });
+    expect(JSON.parse(lines[17] ?? '')).toEqual({
+      id: products[17]?.uniq_id,
+      error: { code: 'INVALID_INPUT', message: 'no text to classify: --fields title,description are missing or empty in record 18' },
+    });
+    // Every other line is the full run's line for that product (same text, same vectors).
+    const full = fullRun.split('\n');
+    lines.forEach((line, at) => {
+      if (at !== 3 && at !== 17) expect(line).toBe(full[at]);
+    });
+  }, 120_000);
 });
 

@@ -11,7 +11,7 @@ import type { CliApp } from '../app.js';
 import { openSink, openSource } from '../jsonl.js';
 import { addImageOptions, CommaListFlag, ImageFlags, imagePolicyFromFlags, parseFlags, PositiveIntFlag } from '../line-options.js';
 import { JobsEngine } from './classify/jobs-engine.js';
-import { catalogFormat } from './classify/products.js';
+import { catalogFormat, FIELD_CHECK_RECORDS, readCheckedProducts, readProducts, textFlag, type ProductRecord } from './classify/products.js';
 import { ClassifyBar } from './classify/progress.js';
 import { evaluationJson, evaluationTable } from './classify/report.js';
 import { runClassify } from './classify/run.js';
@@ -76,9 +76,17 @@ Examples:
   $ shoal classify products.jsonl --taxonomy tree.txt --nats nats://127.0.0.1:4222 --out result.jsonl
   $ shoal classify products.jsonl --taxonomy tree.txt --out result.jsonl --resume    (after an interrupt)
 
+The product text is --fields (default ${DEFAULT_FIELDS.join(',')}) joined by newlines, or --template.
+A field that none of the first ${FIELD_CHECK_RECORDS} records has is refused before anything runs
+(a misspelt field would put every product into one category). A product whose named fields are
+all missing or empty is not classified: its line is {"id", "error": {"code", "message"}}.
+
 The category embeddings are cached under $SHOAL_CACHE_DIR/classify (one file per taxonomy,
 model and template) and reused by later runs. With --gold FIELD the evaluation is printed on
-stdout when --out names a file, else on stderr.`;
+stdout when --out names a file, else on stderr.
+
+Exit status: 0 every product classified, 2 bad flags or input (a --fields name no record has),
+3 some products had no text (their lines carry "error"; the others are classified).`;
 
 async function openEngine(app: CliApp, flags: ClassifyFlags): Promise<{ engine: Engine; close(): Promise<void> }> {
   // NATS is loaded with --nats only: the other commands, `--version` included, never pay for it.
@@ -132,13 +140,25 @@ export function registerClassify(program: Command, app: CliApp): void {
     const flags = parseFlags(ClassifyFlags, self);
     if (flags.imageField !== undefined && flags.imageModel === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--image-field needs --image-model (a CLIP-style model)');
     if (flags.json === true && flags.gold === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--json prints the --gold evaluation: give --gold FIELD');
+    if (flags.fields !== undefined && flags.template !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--fields and --template both say how the product text is built; give one');
+    const textSpec = { fields: flags.fields ?? DEFAULT_FIELDS, template: flags.template, defaultFields: flags.fields === undefined };
     const config = app.config(self);
     const taxonomy = await loadTaxonomyFile(flags.taxonomy, { maxDepth: flags.maxDepth });
     const source = await openSource(catalog, app.io.stdin);
+    let products: AsyncGenerator<ProductRecord[]>;
+    try {
+      // Before a model loads or a category is embedded: a misspelt --fields fails in a second.
+      products = await readCheckedProducts(readProducts(source, catalogFormat(source.name === 'stdin' ? undefined : source.name, flags.format), config.chunkLines), textSpec);
+    } catch (error) {
+      if (source.name !== 'stdin') source.stream.destroy();
+      throw error;
+    }
     const sink = await openSink(flags.out, app.io.stdout, { resume: flags.resume === true });
     const progress = app.progress(config);
     const bar = new ClassifyBar(app.io.stderr, progress.barsEnabled, source.totalBytes);
     const evaluator = flags.gold === undefined ? null : new Evaluator();
+    // What the run did, for the exit status after the output is final.
+    const outcome = { lines: 0, failed: 0 };
     const log = (line: string): void => {
       if (!config.quiet) app.io.stderr.write(`${line}\n`);
     };
@@ -165,16 +185,14 @@ export function registerClassify(program: Command, app: CliApp): void {
       try {
         const stats = classifier.categoryStats;
         log(`categories: ${stats.categories} ${stats.built ? `embedded in ${stats.seconds.toFixed(1)} s, cached` : 'loaded from the cache'} (${stats.file ?? 'memory'})`);
-        const summary = await runClassify({
-          source,
-          format: catalogFormat(source.name === 'stdin' ? undefined : source.name, flags.format),
-          chunkSize: config.chunkLines,
+        const run = await runClassify({
+          products,
           classifier,
           taxonomy,
           sink,
           partialOutput: flags.out === undefined ? null : `${flags.out}.partial`,
-          fields: flags.fields ?? DEFAULT_FIELDS,
-          template: flags.template,
+          fields: textSpec.fields,
+          template: textSpec.template,
           idField: flags.idField,
           imageField: flags.imageField,
           goldField: flags.gold,
@@ -184,9 +202,13 @@ export function registerClassify(program: Command, app: CliApp): void {
           onSkipped: (bytes) => bar.skipped(bytes),
           warn: (message) => log(`warning: ${message}`),
         });
+        // The whole output, lines kept by --resume included.
+        outcome.lines = run.skipped + run.products + run.failed;
+        outcome.failed = run.failed + run.failedResumed;
         bar.stop();
-        const rate = summary.seconds > 0 ? summary.products / summary.seconds : 0;
-        log(`classified ${summary.products} products in ${summary.seconds.toFixed(1)} s (${rate.toFixed(1)} products/s)${summary.skipped > 0 ? `, ${summary.skipped} already done (--resume)` : ''}`);
+        const rate = run.seconds > 0 ? run.products / run.seconds : 0;
+        const noText = run.failed > 0 ? `, ${run.failed} without text (error lines)` : '';
+        log(`classified ${run.products} products in ${run.seconds.toFixed(1)} s (${rate.toFixed(1)} products/s)${noText}${run.skipped > 0 ? `, ${run.skipped} already done (--resume)` : ''}`);
       } finally {
         await classifier.close();
       }
@@ -212,9 +234,12 @@ export function registerClassify(program: Command, app: CliApp): void {
       const shoal = toShoalError(error);
       throw partial === null ? error : new ShoalError(shoal.code, shoal.message, { cause: shoal.cause, details: { ...shoal.details, partialOutput: partial, linesWritten: sink.linesWritten } });
     } finally {
+      await products.return(undefined);
       if (source.name !== 'stdin') source.stream.destroy();
     }
-    if (evaluator !== null) {
+    const { failed, lines } = outcome;
+    const classified = lines - failed;
+    if (evaluator !== null && (classified > 0 || failed === 0)) {
       const evaluation = evaluator.result();
       // A misspelt --gold field must not print an all-zero evaluation as if it were one.
       if (evaluation.products === 0) {
@@ -222,6 +247,17 @@ export function registerClassify(program: Command, app: CliApp): void {
       }
       const text = flags.json === true ? evaluationJson(evaluation) : evaluationTable(evaluation);
       (flags.out === undefined ? app.io.stderr : app.io.stdout).write(text);
+    }
+    if (failed > 0) {
+      // Every line is written (FILE is final); the products without text are what is left to fix.
+      const total = lines;
+      throw new ShoalError(
+        ErrorCode.PARTIAL_FAILURE,
+        classified === 0
+          ? `${total === 1 ? 'the product has' : `all ${total} products have`} no text in ${textFlag(textSpec)}; nothing was classified (${total === 1 ? 'its line carries' : 'their lines carry'} "error")`
+          : `${failed} of ${total} products ${failed === 1 ? 'has' : 'have'} no text in ${textFlag(textSpec)} and ${failed === 1 ? 'was' : 'were'} not classified (${failed === 1 ? 'its line carries' : 'their lines carry'} "error"); the others are classified`,
+        { details: { failed, classified } },
+      );
     }
   });
 }

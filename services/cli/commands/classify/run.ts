@@ -6,7 +6,7 @@ import type { Taxonomy } from '../../../../adapters/taxonomy/index.js';
 import { goldPath, type Evaluator, type TaxonomyClassifier } from '../../../../pipelines/classify/index.js';
 import { readLineChunks, type LineSink, type LineSource } from '../../jsonl.js';
 import { looksLikeId } from '../../line-fields.js';
-import { fieldText, productText, readProducts, type CatalogFormat, type ProductRecord } from './products.js';
+import { fieldText, hasProductText, productText, textFieldNames, type ProductRecord, type ProductTextSpec } from './products.js';
 
 /**
  * The streaming loop of `shoal classify`: products are read in chunks, each chunk classified
@@ -14,15 +14,21 @@ import { fieldText, productText, readProducts, type CatalogFormat, type ProductR
  * results written in input order, one JSON line per product. With --resume the products already
  * in the output are skipped (checked by the id of the last line); with --gold every product's
  * prediction is scored as it is written (and, when resuming, the earlier lines are read back).
+ * A product whose text fields are all missing or empty is not classified: its line is
+ * `{"id", "error": {"code": "INVALID_INPUT", "message"}}`, in its place, and it counts as failed.
  */
 
 /** What --gold needs of an earlier output line. */
 const ResultLine = z.object({ category: z.object({ id: z.string() }) });
+/** An earlier output line of a product that had no text (not classified, not evaluated). */
+const ErrorLine = z.object({ error: z.object({ code: z.string() }) });
+
+/** Products without text reported one by one on stderr; the rest are only counted. */
+const NO_TEXT_WARNINGS = 5;
 
 export interface ClassifyRunOptions {
-  source: LineSource;
-  format: CatalogFormat;
-  chunkSize: number;
+  /** The catalog's records, in chunks (products.ts: readProducts, readCheckedProducts). */
+  products: AsyncIterable<ProductRecord[]>;
   classifier: TaxonomyClassifier;
   taxonomy: Taxonomy;
   sink: LineSink;
@@ -37,12 +43,20 @@ export interface ClassifyRunOptions {
   signal: AbortSignal;
   onProgress(bytes: number, products: number): void;
   onSkipped(bytes: number): void;
-  /** Told once when a product lacks the id field but has an id-like one (`uniq_id`): its id is then the record number. */
+  /**
+   * Told once when a product lacks the id field but has an id-like one (`uniq_id`): its id is then
+   * the record number; and for the first products without text.
+   */
   warn?: (message: string) => void;
 }
 
 export interface ClassifyRunSummary {
+  /** Products classified by this run. */
   products: number;
+  /** Products of this run without text: written as error lines, not classified. */
+  failed: number;
+  /** Products without text among those skipped by --resume (their error lines are in the output already). */
+  failedResumed: number;
   skipped: number;
   seconds: number;
 }
@@ -52,6 +66,10 @@ function productId(record: ProductRecord, idField: string): string | number {
   if (typeof value === 'string' && value.length > 0) return value;
   if (typeof value === 'number' && Number.isFinite(value)) return value;
   return record.number;
+}
+
+function textSpec(options: ClassifyRunOptions): ProductTextSpec {
+  return { fields: options.fields, template: options.template };
 }
 
 function toItem(record: ProductRecord, options: ClassifyRunOptions): ClassifyItem {
@@ -78,14 +96,27 @@ function gold(record: ProductRecord, options: ClassifyRunOptions): string[] | nu
   return value.trim() === '' ? null : goldPath(options.taxonomy, value);
 }
 
-/** Predicted paths of the resumed output's lines, one at a time (bounded memory). */
-async function* resumedPaths(path: string, taxonomy: Taxonomy): AsyncGenerator<string[]> {
+/** The output line of a product without text: its id and an error instead of a category. */
+function noTextLine(record: ProductRecord, options: ClassifyRunOptions): string {
+  const names = textFieldNames(textSpec(options));
+  const source = options.template === undefined ? `--fields ${names.join(',')}` : `the fields of --template (${names.join(', ')})`;
+  const message = `no text to classify: ${source} ${names.length === 1 ? 'is' : 'are'} missing or empty in record ${record.number}`;
+  return JSON.stringify({ id: productId(record, options.idField), error: { code: ErrorCode.INVALID_INPUT, message } });
+}
+
+/** Predicted paths of the resumed output's lines, one at a time (bounded memory); null for a product that had no text. */
+async function* resumedPaths(path: string, taxonomy: Taxonomy): AsyncGenerator<string[] | null> {
   const source: LineSource = { name: path, stream: createReadStream(path, { highWaterMark: 1024 * 1024 }), totalBytes: null };
   try {
     for await (const lines of readLineChunks(source, 256)) {
       for (const line of lines) {
         if (line.text.trim() === '') continue;
-        const parsed = ResultLine.safeParse(JSON.parse(line.text));
+        const value: unknown = JSON.parse(line.text);
+        if (ErrorLine.safeParse(value).success) {
+          yield null;
+          continue;
+        }
+        const parsed = ResultLine.safeParse(value);
         const index = parsed.success ? taxonomy.byId.get(parsed.data.category.id) : undefined;
         yield index === undefined ? [] : [...(taxonomy.categories[index]?.path ?? [])];
       }
@@ -102,10 +133,13 @@ export async function runClassify(options: ClassifyRunOptions): Promise<Classify
   const skippedTotal = toSkip;
   const earlier = toSkip > 0 && options.evaluator !== null && options.partialOutput !== null ? resumedPaths(options.partialOutput, options.taxonomy) : null;
   let written = 0;
+  let classifiedCount = 0;
+  let failed = 0;
+  let failedResumed = 0;
   let hinted = options.warn === undefined;
   let previous: Promise<void> = Promise.resolve();
   try {
-    for await (const records of readProducts(options.source, options.format, options.chunkSize)) {
+    for await (const records of options.products) {
       if (options.signal.aborted) throw new ShoalError(ErrorCode.CANCELLED, 'interrupted');
       let fresh = records;
       if (toSkip > 0) {
@@ -113,9 +147,10 @@ export async function runClassify(options: ClassifyRunOptions): Promise<Classify
         fresh = records.slice(skipping.length);
         toSkip -= skipping.length;
         for (const record of skipping) {
+          if (!hasProductText(record.fields, textSpec(options))) failedResumed += 1;
           const truth = gold(record, options);
           const predicted = earlier === null ? null : await earlier.next();
-          if (truth !== null && predicted !== null && predicted.done !== true) options.evaluator?.add(predicted.value, truth);
+          if (truth !== null && predicted !== null && predicted.done !== true && predicted.value !== null) options.evaluator?.add(predicted.value, truth);
         }
         const last = skipping.at(-1);
         if (toSkip === 0 && last !== undefined) {
@@ -131,23 +166,40 @@ export async function runClassify(options: ClassifyRunOptions): Promise<Classify
       }
       if (fresh.length === 0) continue;
       if (!hinted) hinted = idHint(fresh, options);
-      const items = fresh.map((record) => toItem(record, options));
+      // Products without text get an error line in their place; the others are classified together.
+      const withText = fresh.map((record) => hasProductText(record.fields, textSpec(options)));
+      for (const [at, record] of fresh.entries()) {
+        if (withText[at] === true) continue;
+        failed += 1;
+        if (failed <= NO_TEXT_WARNINGS) {
+          const names = textFieldNames(textSpec(options)).join(', ');
+          options.warn?.(
+            `product ${JSON.stringify(productId(record, options.idField))} (record ${record.number}) has no text in ${names}: written as an error line, not classified${failed === NO_TEXT_WARNINGS ? ' (further ones are only counted)' : ''}`,
+          );
+        }
+      }
+      const items = fresh.filter((_, at) => withText[at] === true).map((record) => toItem(record, options));
       const classified = options.classifier.classify(items, { signal: options.signal });
       // Settled below, after the previous chunk is written; never an unhandled rejection meanwhile.
       classified.catch(() => undefined);
       await previous;
       const endOffset = fresh.at(-1)?.endOffset ?? 0;
       previous = classified.then(async (results) => {
-        await options.sink.write(results.map((result) => JSON.stringify(result)));
-        written += results.length;
-        if (options.evaluator !== null) {
-          results.forEach((result, i) => {
-            const record = fresh[i];
-            const truth = record === undefined ? null : gold(record, options);
+        let next = 0;
+        const lines = fresh.map((record, at) => {
+          if (withText[at] !== true) return noTextLine(record, options);
+          const result = results[next++];
+          if (result === undefined) throw new ShoalError(ErrorCode.INTERNAL, `no classification for product ${record.number}`);
+          if (options.evaluator !== null) {
+            const truth = gold(record, options);
             const index = options.taxonomy.byId.get(result.category.id);
-            if (truth !== null && index !== undefined) options.evaluator?.add(options.taxonomy.categories[index]?.path ?? [], truth);
-          });
-        }
+            if (truth !== null && index !== undefined) options.evaluator.add(options.taxonomy.categories[index]?.path ?? [], truth);
+          }
+          return JSON.stringify(result);
+        });
+        await options.sink.write(lines);
+        written += lines.length;
+        classifiedCount += results.length;
         options.onProgress(endOffset, written);
       });
     }
@@ -157,5 +209,5 @@ export async function runClassify(options: ClassifyRunOptions): Promise<Classify
     await earlier?.return(undefined);
   }
   if (toSkip > 0) throw new ShoalError(ErrorCode.INVALID_INPUT, `--resume: the output has ${skippedTotal} lines but the input only ${skippedTotal - toSkip} products`);
-  return { products: written, skipped: skippedTotal, seconds: (performance.now() - started) / 1000 };
+  return { products: classifiedCount, failed, failedResumed, skipped: skippedTotal, seconds: (performance.now() - started) / 1000 };
 }
