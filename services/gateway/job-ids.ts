@@ -14,11 +14,24 @@ export type JobKind = 'job' | 'ingest' | 'classify';
 
 const NAMES: Readonly<Record<JobKind, string>> = { job: 'an encode/score/extract job', ingest: 'an ingest run', classify: 'a classification job' };
 
+/**
+ * Whether a store holds `id`; a store this gateway cannot read (a NATS user without the ingest
+ * stream's permissions, a deployment that does no ingest) holds nothing it could hide.
+ */
+async function holds(lookup: () => Promise<unknown>): Promise<boolean> {
+  try {
+    return (await lookup()) !== null;
+  } catch {
+    return false;
+  }
+}
+
 /** The kind of job (other than `kind`) that already holds `id`, or null. */
 async function heldByOtherKind(context: RouteContext, id: string, kind: JobKind): Promise<JobKind | null> {
+  const { jobs, ingest } = context.deps;
   if (kind !== 'classify' && context.classifyRuns.status(id) !== null) return 'classify';
-  if (kind !== 'job' && context.deps.jobs !== null && (await context.deps.jobs.status(id)) !== null) return 'job';
-  if (kind !== 'ingest' && context.deps.ingest !== null && context.deps.ingest !== undefined && (await context.deps.ingest.status(id)) !== null) return 'ingest';
+  if (kind !== 'job' && jobs !== null && (await holds(() => jobs.status(id)))) return 'job';
+  if (kind !== 'ingest' && ingest !== null && ingest !== undefined && (await holds(() => ingest.status(id)))) return 'ingest';
   return null;
 }
 

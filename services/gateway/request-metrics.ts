@@ -9,16 +9,25 @@ import type { Priority } from '../../adapters/protocol/requests.js';
  * request with `track()` once it knows the primitive and model; untracked requests (probes,
  * /metrics) are not counted. The model label is bounded: any client can send any model name, so
  * only names that have succeeded once become labels (at most `maxModels`); the rest count as
- * `other`, keeping the number of series finite whatever callers send.
+ * `other`, keeping the number of series finite whatever callers send. A route whose success does
+ * not check the name (a classification job is accepted before its model is loaded) tracks it with
+ * `admit: false`: the name is used only if it is a label already.
  */
 
-/** Values of the `primitive` label: the engine's primitives, and job submission. */
-export type TrackedPrimitive = 'encode' | 'score' | 'extract' | 'tokenize' | 'job';
+/**
+ * Values of the `primitive` label: the engine's primitives (`model`: the model), `job` (job and
+ * ingest submission, POST /v1/jobs and /v1/ingest; `model`: the job's model, or `other`),
+ * `job_read` (GET /v1/jobs/:id and /v1/jobs/:id/results; `model`: the job's model, or `other`),
+ * `search` (POST /v1/search; `model`: the configured index name, `other` until it resolves) and
+ * `classify` (POST /v1/classify, sync or job; `model`: the request's embedding model).
+ */
+export type TrackedPrimitive = 'encode' | 'score' | 'extract' | 'tokenize' | 'job' | 'job_read' | 'search' | 'classify';
 
 interface Tracked {
   primitive: TrackedPrimitive;
   model: string;
   lane: Priority;
+  admit: boolean;
   code: ErrorCode | null;
 }
 
@@ -43,13 +52,17 @@ export class RequestMetrics {
       if (tracked === undefined) return;
       const ok = reply.statusCode < 400;
       const code = ok ? 'OK' : (tracked.code ?? `HTTP_${reply.statusCode}`);
-      this.#metrics.requests.inc({ primitive: tracked.primitive, model: this.#modelLabel(tracked.model, ok), code });
+      this.#metrics.requests.inc({ primitive: tracked.primitive, model: this.#modelLabel(tracked.model, ok && tracked.admit), code });
       this.#metrics.requestSeconds.observe({ primitive: tracked.primitive, lane: tracked.lane }, reply.elapsedTime / 1000);
     });
   }
 
-  track(request: FastifyRequest, labels: { primitive: TrackedPrimitive; model: string; lane?: Priority | undefined }): void {
-    this.#tracked.set(request, { primitive: labels.primitive, model: labels.model, lane: labels.lane ?? 'interactive', code: null });
+  /**
+   * Marks (or re-marks) the request as counted under these labels. `admit` (default true): whether
+   * a success may make `model` a new label; false where nothing has checked that the model exists.
+   */
+  track(request: FastifyRequest, labels: { primitive: TrackedPrimitive; model: string; lane?: Priority | undefined; admit?: boolean | undefined }): void {
+    this.#tracked.set(request, { primitive: labels.primitive, model: labels.model, lane: labels.lane ?? 'interactive', admit: labels.admit ?? true, code: null });
   }
 
   /** Called by the error handler so the counter carries the error code, not just the status. */
@@ -58,9 +71,9 @@ export class RequestMetrics {
     if (tracked !== undefined) tracked.code = code;
   }
 
-  #modelLabel(model: string, ok: boolean): string {
+  #modelLabel(model: string, admit: boolean): string {
     if (this.#models.has(model)) return model;
-    if (ok && this.#models.size < this.#maxModels) {
+    if (admit && this.#models.size < this.#maxModels) {
       this.#models.add(model);
       return model;
     }

@@ -72,7 +72,7 @@ describe.skipIf(!natsServerAvailable())(`deployment processes with least-privile
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ job_id: 'deployjob', primitive: 'encode', request: { model: TINY_MEAN, items }, part_items: 10 }),
     });
-    expect(submitted.status).toBe(202);
+    expect(submitted.status, await submitted.clone().text()).toBe(202);
     await expect
       .poll(async () => ((await (await fetch(`${gatewayUrl}/v1/jobs/deployjob`)).json()) as { state?: string }).state, { timeout: 30_000, interval: 200 })
       .toBe('completed');

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { ERROR_TRAITS, ErrorCode } from '../../adapters/protocol/errors.js';
+import { LanceDbSink } from '../../adapters/sinks/lancedb.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { buildGatewayApp } from '../../services/gateway/app.js';
 import type { GatewayDeps, GatewaySettings } from '../../services/gateway/context.js';
@@ -338,6 +339,71 @@ describe('probes, metrics and CORS', () => {
       expect(text).toContain('shoal_request_seconds_count{primitive="encode",lane="interactive"} 4');
     } finally {
       await local.close();
+    }
+  });
+
+  it('/metrics counts search, classify and job reads under their own primitives, never an unknown index or job id as a label', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'shoal-gw-metrics-'));
+    const index = join(root, 'index');
+    // A one-row index, as `shoal ingest` would leave it, so a search succeeds.
+    const sink = new LanceDbSink({ dir: index });
+    try {
+      const vector = EXPECTED[0] ?? [];
+      await sink.prepare({ dimension: vector.length, distance: 'cosine', optionalColumns: [], metadata: { model: 'tiny-bert-mean' } });
+      const now = new Date(0).toISOString();
+      await sink.commit(
+        [{ id: 'd1:0', document_id: 'd1', source: 'dog.txt', page: 1, chunk: 0, text: 'a dog', start: 0, end: 5, heading: null, settings: 's', vector, entities: null, labels: null, ingested_at: now }],
+        [{ source: 'dog.txt', document_id: 'd1', settings: 's', chunks: 1, pages: 1, ingested_at: now }],
+      );
+    } finally {
+      await sink.close();
+    }
+    const counted = new ShoalMetrics({ processMetrics: false });
+    const local = gateway({ metrics: counted, jobs: new MemoryJobs() }, { indexes: { docs: index }, classify: { syncItems: 4, resultsDir: join(root, 'classify'), cacheDir: null } });
+    const post = (url: string, payload: Record<string, unknown>) => local.inject({ method: 'POST', url, payload });
+    try {
+      expect((await post('/v1/search', { query: 'a dog', index: 'docs', k: 1 })).statusCode).toBe(200);
+      expect((await post('/v1/search', { query: 'a dog', index: 'nowhere', k: 1 })).statusCode).toBe(404);
+      expect((await post('/v1/classify', { model: 'tiny-bert-mean', items: ['a dog'], labels: ['animal', 'furniture'] })).statusCode).toBe(200);
+      expect((await post('/v1/classify', { model: 'nobody/missing', items: ['a dog'], labels: ['animal', 'furniture'] })).statusCode).toBe(404);
+      // Accepted before its model is loaded: the unchecked name must not become a label.
+      const classifyJob = await post('/v1/classify', { model: 'no-such-model', items: ['a dog'], labels: ['animal', 'furniture'], mode: 'job' });
+      expect(classifyJob.statusCode).toBe(202);
+      const job = await post('/v1/jobs', { primitive: 'encode', request: { model: 'tiny-bert-mean', items: ['a dog'] } });
+      expect(job.statusCode).toBe(202);
+      const jobId = z.looseObject({ job_id: z.string() }).parse(job.json()).job_id;
+      expect((await local.inject({ method: 'GET', url: `/v1/jobs/${jobId}` })).statusCode).toBe(200);
+      // Still queued: UNAVAILABLE, counted under the job's model.
+      expect((await local.inject({ method: 'GET', url: `/v1/jobs/${jobId}/results` })).statusCode).toBe(503);
+      expect((await local.inject({ method: 'GET', url: '/v1/jobs/never-submitted' })).statusCode).toBe(404);
+      const classifyJobId = z.looseObject({ job_id: z.string() }).parse(classifyJob.json()).job_id;
+      expect((await local.inject({ method: 'GET', url: `/v1/jobs/${classifyJobId}` })).statusCode).toBe(200);
+
+      const text = (await local.inject({ method: 'GET', url: '/metrics' })).body;
+      const series = text.split('\n').filter((line) => line.startsWith('shoal_requests_total{'));
+      expect(series.sort()).toEqual(
+        [
+          'shoal_requests_total{primitive="search",model="docs",code="OK"} 1',
+          'shoal_requests_total{primitive="search",model="other",code="NOT_FOUND"} 1',
+          'shoal_requests_total{primitive="classify",model="tiny-bert-mean",code="OK"} 1',
+          'shoal_requests_total{primitive="classify",model="other",code="MODEL_NOT_FOUND"} 1',
+          'shoal_requests_total{primitive="classify",model="other",code="OK"} 1',
+          'shoal_requests_total{primitive="job",model="tiny-bert-mean",code="OK"} 1',
+          'shoal_requests_total{primitive="job_read",model="tiny-bert-mean",code="OK"} 1',
+          'shoal_requests_total{primitive="job_read",model="tiny-bert-mean",code="UNAVAILABLE"} 1',
+          'shoal_requests_total{primitive="job_read",model="other",code="NOT_FOUND"} 1',
+          'shoal_requests_total{primitive="job_read",model="other",code="OK"} 1',
+        ].sort(),
+      );
+      expect(text).not.toContain('primitive="encode"');
+      expect(text).not.toContain('nowhere');
+      expect(text).not.toContain('never-submitted');
+      expect(text).toContain('shoal_request_seconds_count{primitive="search",lane="interactive"} 2');
+      expect(text).toContain('shoal_request_seconds_count{primitive="classify",lane="bulk"} 3');
+      expect(text).toContain('shoal_request_seconds_count{primitive="job_read",lane="bulk"} 4');
+    } finally {
+      await local.close();
+      rmSync(root, { recursive: true, force: true });
     }
   });
 

@@ -5,6 +5,7 @@ import { parseWith } from '../../../adapters/protocol/validate.js';
 import { requestClassifierOptions, requestTaxonomy, TaxonomyClassifier } from '../../../pipelines/classify/index.js';
 import { checkJobIdFree } from '../job-ids.js';
 import type { RouteContext } from '../context.js';
+import { OTHER_MODEL } from '../request-metrics.js';
 
 /**
  * POST /v1/classify: a few products into a taxonomy (inline taxonomy text or labels),
@@ -60,10 +61,14 @@ export function registerClassifyRoutes(app: FastifyInstance, context: RouteConte
   });
 
   app.post('/v1/classify', async (request, reply) => {
+    // The category and product embeddings run in the bulk lane (pipelines/classify), sync or job.
+    context.metrics.track(request, { primitive: 'classify', model: OTHER_MODEL, lane: 'bulk' });
     const { mode = 'auto', job_id: jobId, ...parsed } = parseWith(ClassifyHttpRequest, request.body, 'classify request');
     const syncLimit = context.settings.classify?.syncItems ?? MAX_SYNC_CLASSIFY_ITEMS;
     if (mode === 'sync' && jobId !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, 'job_id names a job: leave it out with mode "sync", or use mode "job"');
     const asJob = mode === 'job' || (mode === 'auto' && (jobId !== undefined || parsed.items.length > syncLimit));
+    // A job is accepted before its model is loaded: its name becomes a label only once a sync request proved it.
+    context.metrics.track(request, { primitive: 'classify', model: parsed.model, lane: 'bulk', admit: !asJob });
     if (asJob) {
       await context.call(reply)(() => checkJobIdFree(context, jobId, 'classify'));
       const status = context.classifyRuns.submit(parsed, jobId);

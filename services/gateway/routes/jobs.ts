@@ -92,29 +92,40 @@ export function registerJobRoutes(app: FastifyInstance, context: RouteContext): 
   });
 
   app.get('/v1/jobs/:id', async (request, reply) => {
+    context.metrics.track(request, { primitive: 'job_read', model: OTHER_MODEL, lane: 'bulk' });
     const { id } = parseWith(JobParams, request.params, 'job path');
     // A classification job (POST /v1/classify) lives in this gateway and needs no JetStream.
     const classifyRun = context.classifyRuns.status(id);
-    if (classifyRun !== null) return { ...classifyRun, links: { self: `/v1/jobs/${id}`, results: `/v1/jobs/${id}/results` } };
+    if (classifyRun !== null) {
+      // Its model was never checked at submit: a label only if it is one already.
+      context.metrics.track(request, { primitive: 'job_read', model: classifyRun.model, lane: 'bulk', admit: false });
+      return { ...classifyRun, links: { self: `/v1/jobs/${id}`, results: `/v1/jobs/${id}/results` } };
+    }
     const jobs = jobsOrUnavailable(context.deps.jobs);
     const status = await context.call(reply)(() => jobs.status(id));
     // An ingest run (POST /v1/ingest) is a job too, its status kept by the ingest runs.
     const run = status === null ? await context.call(reply)(async () => (await context.deps.ingest?.status(id)) ?? null) : null;
     if (run !== null) return run;
     if (status === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no job with id "${id}" (it never existed or its status has expired)`, { details: { job_id: id } });
+    context.metrics.track(request, { primitive: 'job_read', model: status.model, lane: 'bulk' });
     return { ...publicStatus(status), results: resultLocation(status, context.names) };
   });
 
   app.get('/v1/jobs/:id/results', async (request, reply) => {
+    context.metrics.track(request, { primitive: 'job_read', model: OTHER_MODEL, lane: 'bulk' });
     const { id } = parseWith(JobParams, request.params, 'job path');
     // A classification job's results: its file, one Classification line per product in input order.
     const classified = context.classifyRuns.results(id);
-    if (classified !== null) return reply.type('application/x-ndjson').header('shoal-job-state', classified.status.state).send(classified.stream);
+    if (classified !== null) {
+      context.metrics.track(request, { primitive: 'job_read', model: classified.status.model, lane: 'bulk', admit: false });
+      return reply.type('application/x-ndjson').header('shoal-job-state', classified.status.state).send(classified.stream);
+    }
     const jobs = jobsOrUnavailable(context.deps.jobs);
     const status = await context.call(reply)(() => jobs.status(id));
     if (status === null) {
       // An ingest run has no results stream: what it made is the rows of its index.
-      const run = await context.call(reply)(async () => (await context.deps.ingest?.status(id)) ?? null);
+      // A gateway that cannot read ingest runs (no permission on their stream) has none to name.
+      const run = await context.call(reply)(async () => (await context.deps.ingest?.status(id).catch(() => null)) ?? null);
       if (run !== null) {
         throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `job ${id} is an ingest run: it has no results to read here; its chunks are in index "${run.index}" (POST /v1/search), its counts in GET /v1/jobs/${id}`, {
           details: { job_id: id, kind: 'ingest', index: run.index },
@@ -122,6 +133,7 @@ export function registerJobRoutes(app: FastifyInstance, context: RouteContext): 
       }
       throw new ShoalError(ErrorCode.NOT_FOUND, `no job with id "${id}" (it never existed or its status has expired)`, { details: { job_id: id } });
     }
+    context.metrics.track(request, { primitive: 'job_read', model: status.model, lane: 'bulk' });
     if (!FINISHED.has(status.state)) {
       throw new ShoalError(ErrorCode.UNAVAILABLE, `job ${id} is ${status.state} (${status.parts_done + status.parts_failed} of ${status.parts} parts finished): read its results once GET /v1/jobs/${id} says completed, partial or failed`, {
         details: { job_id: id, state: status.state },

@@ -44,10 +44,14 @@ function requestFilter(expression: string): string {
 
 export function registerSearchRoutes(app: FastifyInstance, context: RouteContext): void {
   app.post('/v1/search', async (request, reply) => {
-    context.metrics.track(request, { primitive: 'encode', model: OTHER_MODEL, lane: 'interactive' });
+    // Counted as `search`, not `encode`; the model label is the index, once it names a configured one
+    // (a name from the request body that no operator configured never becomes a label).
+    context.metrics.track(request, { primitive: 'search', model: OTHER_MODEL, lane: 'interactive' });
     const body = parseWith(SearchBody, request.body, 'search request');
     const filter = body.filter === undefined ? undefined : requestFilter(body.filter);
-    const sink = openIndexSink(indexTarget(context.settings.indexes, body.index), context.settings.indexOptions);
+    const target = indexTarget(context.settings.indexes, body.index);
+    context.metrics.track(request, { primitive: 'search', model: body.index, lane: 'interactive' });
+    const sink = openIndexSink(target, context.settings.indexOptions);
     try {
       const hits = await context.call(reply)((signal) =>
         searchIndex(context.deps.engine, sink, { query: body.query, k: body.k, filter, mode: body.mode, rerank: body.rerank, where: `index ${body.index}` }, { signal }),
