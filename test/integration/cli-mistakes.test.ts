@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, readdirSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { freePort } from '../helpers/nats-server.js';
@@ -109,6 +109,19 @@ describe('shoal help into a pipe closed early', () => {
       expect(out.trim().split('\n').pop()).toBe('status=0');
     }
   });
+});
+
+describe('shoal ingest --model given as a relative folder', () => {
+  it('records the folder as an absolute path, so shoal search works from another folder', async () => {
+    const model = relative(work, join(FIXTURES_DIR, 'models', 'tiny-bert-mean'));
+    expect(model.startsWith('..')).toBe(true);
+    const index = join(work, 'idx-relative-model');
+    const ingest = await runShoal(['ingest', join(work, 'notes'), '--model', model, '--index', index], { env: { HF_HUB_OFFLINE: '1' }, cwd: work });
+    expect(ingest.code, ingest.stderr).toBe(0);
+    const search = await runShoal(['search', 'pilot boat', '--index', index, '--k', '1'], { env: { HF_HUB_OFFLINE: '1' }, cwd: tmpdir() });
+    expect(search.code, search.stderr).toBe(0);
+    expect(search.stdout).toContain('The pilot boat leaves at dawn.');
+  }, 120_000);
 });
 
 describe('shoal ingest . walking a folder', () => {

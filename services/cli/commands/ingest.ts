@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { S3Store } from '../../../adapters/object-store/index.js';
@@ -39,6 +40,14 @@ const IngestFlags = z.strictObject({
   nats: z.string().min(1).optional(),
   json: z.boolean().optional(),
 });
+
+/**
+ * A model folder given relative to the working folder (`../models/bge`) is recorded in the index
+ * as an absolute path: `shoal search`, which reads the model from the index, runs from anywhere.
+ */
+function absoluteIfRelativePath(model: string): string {
+  return /^\.{1,2}([/\\]|$)/.test(model) ? resolve(model) : model;
+}
 
 const EXAMPLE = `
 Examples:
@@ -149,7 +158,7 @@ export function registerIngest(program: Command, app: CliApp): void {
       const flags = parseFlags(IngestFlags, self);
       const config = app.config(self);
       const definition = applyOverrides(await resolvePipeline(flags.pipeline), {
-        model: flags.model,
+        model: flags.model === undefined ? undefined : absoluteIfRelativePath(flags.model),
         ocr: flags.ocr,
         index: flags.index,
         table: flags.table,
