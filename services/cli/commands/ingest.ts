@@ -1,4 +1,6 @@
-import { resolve } from 'node:path';
+import { constants, existsSync, statSync } from 'node:fs';
+import { access } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { S3Store } from '../../../adapters/object-store/index.js';
@@ -47,6 +49,24 @@ const IngestFlags = z.strictObject({
  */
 function absoluteIfRelativePath(model: string): string {
   return /^\.{1,2}([/\\]|$)/.test(model) ? resolve(model) : model;
+}
+
+/**
+ * A local index the run cannot write to is said before any document is parsed or encoded (the
+ * first write used to fail with LanceDB's INTERNAL error once all the work was done). The folder,
+ * or the nearest folder above it that exists, must be writable.
+ */
+async function checkIndexWritable(indexUri: string): Promise<void> {
+  const dir = localIndexDir(indexUri);
+  if (dir === null) return;
+  let existing = dir;
+  while (!existsSync(existing) && dirname(existing) !== existing) existing = dirname(existing);
+  if (existsSync(existing) && !statSync(existing).isDirectory()) return; // openIndex names a file where the folder should be
+  try {
+    await access(existing, constants.W_OK);
+  } catch (error) {
+    throw new ShoalError(ErrorCode.CONFIG_INVALID, `cannot write the index ${dir}: ${existing} is not writable (permission denied); choose another --index`, { cause: error });
+  }
 }
 
 const EXAMPLE = `
@@ -178,6 +198,7 @@ export function registerIngest(program: Command, app: CliApp): void {
         const failing = health.failingStores().includes(store);
         app.io.stderr.write(failing && degraded !== null ? `warning: degraded since ${degraded.since}: ${degraded.reason}\n` : `${store} answers again; ${degraded === null ? 'no store is failing' : degraded.reason}\n`);
       });
+      await checkIndexWritable(definition.stages.write.index);
       const { sink } = openIndex(app, definition.stages.write.index, definition.stages.write.table, health.sinkObserver());
       const ingestAll = async (): Promise<IngestSummary> => flags.nats !== undefined
         ? await (await import('./ingest-nats.js')).ingestOverNats({ app, nats: flags.nats, definition, sink, sources, force: flags.force === true, onProgress: bar.update, quiet: config.quiet, health })
