@@ -85,6 +85,9 @@ interface ReadyDocument {
   chunks: TextChunk[];
 }
 
+/** Failures of the content itself: the file changed into something with no rows to keep. */
+const CONTENT_FAILURES: ReadonlySet<string> = new Set([ErrorCode.DOCUMENT_EMPTY, ErrorCode.DOCUMENT_CORRUPT, ErrorCode.DOCUMENT_ENCRYPTED, ErrorCode.UNSUPPORTED_DOCUMENT, ErrorCode.DOCUMENT_TOO_LARGE]);
+
 type Prepared = { kind: 'ready'; document: ReadyDocument } | { kind: 'unchanged' } | { kind: 'failed'; failure: FailedDocument };
 
 function multivectorMetadata(multivector: PipelineDefinition['stages']['encode']['multivector'], tokenDimension: number | undefined): Record<string, string> {
@@ -102,6 +105,8 @@ export class IngestRunner {
   readonly #count: TokenCounter;
   readonly #classifier: LabelClassifier | null;
   #states = new Map<string, DocumentState>();
+  /** Sources whose new content failed for good: their earlier rows are removed at the end of the run. */
+  #stale: string[] = [];
   #cursor = 0;
   #sources: readonly PendingSource[] = [];
   #prepared = false;
@@ -185,6 +190,8 @@ export class IngestRunner {
       }
       this.#stage('wait', waiting);
       await flush();
+      // After every commit, so a delete never races a write of the same table.
+      if (this.#stale.length > 0) await this.#options.sink.remove(this.#stale);
     } catch (error) {
       // Whatever finished before the failure or interrupt is kept (an interrupt lets the wave being
       // encoded finish: only parsing stops), so a re-run starts after it.
@@ -265,6 +272,16 @@ export class IngestRunner {
     return wave;
   }
 
+  /**
+   * A document whose new content fails for good (emptied, damaged, encrypted, over the limit): its
+   * rows from the earlier content are stale, and are removed once the run's writes are done.
+   */
+  #failedContent(source: string, code: string, reason: string): Prepared {
+    if (!this.#states.has(source)) return { kind: 'failed', failure: { source, code, reason } };
+    this.#stale.push(source);
+    return { kind: 'failed', failure: { source, code, reason: `${reason}; the rows of its earlier content were removed` } };
+  }
+
   async #prepare(pending: PendingSource): Promise<Prepared> {
     let loaded: Awaited<ReturnType<PendingSource['load']>>;
     try {
@@ -272,8 +289,8 @@ export class IngestRunner {
     } catch (error) {
       // Over the size limit is the document's own failure, as when the parser finds it; any other is a read failure.
       const shoal = toShoalError(error);
-      const code = shoal.code === ErrorCode.DOCUMENT_TOO_LARGE ? shoal.code : 'READ_FAILED';
-      return { kind: 'failed', failure: { source: pending.uri, code, reason: shoal.message } };
+      if (shoal.code === ErrorCode.DOCUMENT_TOO_LARGE) return this.#failedContent(pending.uri, shoal.code, shoal.message);
+      return { kind: 'failed', failure: { source: pending.uri, code: 'READ_FAILED', reason: shoal.message } };
     }
     const documentId = contentHash(loaded.bytes);
     const state = this.#states.get(pending.uri);
@@ -290,7 +307,10 @@ export class IngestRunner {
     // An interrupt is the run's story, not this document's: it must not be recorded as a failure.
     this.#stage('parse', parsing);
     if (!outcome.ok && outcome.code === ErrorCode.CANCELLED) throw new ShoalError(ErrorCode.CANCELLED, 'interrupted');
-    if (!outcome.ok) return { kind: 'failed', failure: { source: pending.uri, code: outcome.code, reason: outcome.reason } };
+    if (!outcome.ok) {
+      if (CONTENT_FAILURES.has(outcome.code) && state !== undefined && state.document_id !== documentId) return this.#failedContent(pending.uri, outcome.code, outcome.reason);
+      return { kind: 'failed', failure: { source: pending.uri, code: outcome.code, reason: outcome.reason } };
+    }
     const { pages } = outcome.document;
     const ocrPages = pages.filter((page) => page.ocr).length;
     this.#progress.pages += pages.length;

@@ -124,6 +124,30 @@ describe('shoal ingest --model given as a relative folder', () => {
   }, 120_000);
 });
 
+describe('shoal ingest of a document that changed into a failing one', () => {
+  it('removes the rows of its earlier content (no stale rows), says so, and exits 3', async () => {
+    const folder = join(work, 'changing');
+    mkdirSync(folder);
+    writeFileSync(join(folder, 'keep.txt'), 'The pilot boat leaves at dawn.');
+    writeFileSync(join(folder, 'gone.txt'), 'The harbour office opens at nine.');
+    const index = join(work, 'idx-changing');
+    const first = await runShoal(['ingest', folder, ...MODEL, '--index', index], { env: ENV });
+    expect(first.code, first.stderr).toBe(0);
+    writeFileSync(join(folder, 'gone.txt'), '');
+    const again = await runShoal(['ingest', folder, ...MODEL, '--index', index, '--json'], { env: ENV });
+    expect(again.code, again.stderr).toBe(3);
+    const summary = z.looseObject({ failed: z.array(z.object({ source: z.string(), code: z.string(), reason: z.string() })) }).parse(JSON.parse(again.stdout));
+    expect(summary.failed).toEqual([{ source: join(folder, 'gone.txt'), code: 'DOCUMENT_EMPTY', reason: expect.stringMatching(/; the rows of its earlier content were removed$/) }]);
+    const search = await runShoal(['search', 'harbour office', '--index', index, '--k', '10'], { env: ENV });
+    expect(search.code, search.stderr).toBe(0);
+    expect(search.stdout).toContain('keep.txt');
+    expect(search.stdout).not.toContain('gone.txt');
+    // Emptied again: nothing more to remove, a plain failure.
+    const third = await runShoal(['ingest', folder, ...MODEL, '--index', index, '--json'], { env: ENV });
+    expect(third.stdout).not.toContain('earlier content');
+  }, 180_000);
+});
+
 describe('shoal ingest . walking a folder', () => {
   it('skips dot files and its own index, follows links once (a loop ends), and --hidden takes dot files', async () => {
     const folder = join(work, 'walked');
