@@ -27,6 +27,14 @@ import { registerTeiRoutes } from './routes/tei.js';
  * carries them), then authentication, then the route.
  */
 
+/**
+ * The path of a request URL for the logs, without its query string: a client that puts a token in
+ * `?access_token=` (refused: tokens go in the Authorization header) must not get it written down.
+ */
+function pathOf(url: string): string {
+  return (url.split('?', 1)[0] ?? '').slice(0, 200);
+}
+
 /** The methods the gateway's routes use, tried for a 405's Allow header. */
 const ROUTE_METHODS = ['GET', 'POST', 'DELETE'] as const;
 
@@ -43,7 +51,7 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
     // Logged (never the token: only whether one was sent) and counted, so guessing shows up.
     onRefused: (reason, request) => {
       authFailures.inc({ reason });
-      deps.logger?.warn({ reason, ip: request.ip, method: request.method, url: request.url.slice(0, 200) }, 'authentication failed');
+      deps.logger?.warn({ reason, ip: request.ip, method: request.method, url: pathOf(request.url) }, 'authentication failed');
     },
   });
   let closing = false;
@@ -71,7 +79,7 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
     metrics.failed(request, shoal.code);
     // One short line per failure, never a stack: a caller sending bad requests must not be able to
     // fill the logs (a stack of an unknown-model error was 2.8 KB). Server-side failures at warn.
-    const line = { code: shoal.code, reason: shoal.message.slice(0, 300), url: request.url.slice(0, 200), status: shoal.traits.httpStatus };
+    const line = { code: shoal.code, reason: shoal.message.slice(0, 300), url: pathOf(request.url), status: shoal.traits.httpStatus };
     if (shoal.traits.httpStatus >= 500) deps.logger?.warn(line, 'request failed');
     else deps.logger?.info(line, 'request refused');
     return sendError(reply, shoal);

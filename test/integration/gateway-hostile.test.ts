@@ -172,15 +172,18 @@ describe.skipIf(!natsServerAvailable())(`gateway against hostile callers ${natsS
         await fetch(`${secured.url}/v1/models`, { headers: { authorization: `Bearer ${wrong}` } }),
         await fetch(`${secured.url}/v1/models`, { headers: { authorization: `Bearer ${wrong}` } }),
         await fetch(`${secured.url}/v1/models`),
+        // A token in the query string is refused, and never logged with the URL.
+        await fetch(`${secured.url}/v1/models?access_token=${wrong}-in-query`),
       ];
-      expect(attempts.map((r) => r.status)).toEqual([401, 401, 401]);
+      expect(attempts.map((r) => r.status)).toEqual([401, 401, 401, 401]);
       expect((await fetch(`${secured.url}/v1/models`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
       const failures = guarded.lines().filter((line) => line.msg === 'authentication failed');
-      expect(failures.map((line) => line.reason)).toEqual(['invalid', 'invalid', 'missing']);
+      expect(failures.map((line) => line.reason)).toEqual(['invalid', 'invalid', 'missing', 'missing']);
+      expect(failures.map((line) => line.url)).toEqual(['/v1/models', '/v1/models', '/v1/models', '/v1/models']);
       expect(JSON.stringify(guarded.lines())).not.toContain(wrong);
       const metrics = await (await fetch(`${secured.url}/metrics`)).text();
       expect(metrics).toMatch(/shoal_auth_failures_total\{[^}]*reason="invalid"[^}]*\} 2/);
-      expect(metrics).toMatch(/shoal_auth_failures_total\{[^}]*reason="missing"[^}]*\} 1/);
+      expect(metrics).toMatch(/shoal_auth_failures_total\{[^}]*reason="missing"[^}]*\} 2/);
     } finally {
       await secured.close();
     }
