@@ -15,7 +15,9 @@ export function checkRemoteModelName(model: string): string {
       ? 'contains control characters'
       : model.includes('\\')
         ? 'contains a backslash'
-        : model.startsWith('/') || model.startsWith('~')
+        : /^[a-z][a-z0-9+.-]*:\/\//i.test(model) || /^(file|data|https?):/i.test(model)
+          ? 'is a URL, not a model name'
+          : model.startsWith('/') || model.startsWith('~')
           ? 'is a path, not a model name'
           : model.split('/').some((segment) => segment === '..' || segment === '.' || segment === '')
             ? 'has an empty, "." or ".." segment'

@@ -46,5 +46,8 @@ describe('checkRemoteModelName', () => {
     for (const bad of ['../../etc/passwd', '/etc/passwd', '~/models/x', 'a/../b', 'a//b', './x', 'a\\b', 'tab\there', 'nul\u0000']) {
       expect(() => checkRemoteModelName(bad), bad).toThrow(/model/);
     }
+    // A URL is named as one (it read "has an empty, \".\" or \"..\" segment"); a tag after a colon is a name.
+    for (const url of ['https://evil/m', 'file:///etc/passwd', 's3://bucket/m', 'http:x']) expect(() => checkRemoteModelName(url), url).toThrow(/is a URL, not a model name/);
+    expect(checkRemoteModelName('bge-m3:latest')).toBe('bge-m3:latest');
   });
 });
