@@ -7,19 +7,25 @@ import type { Heading } from './text-reader.js';
  * Left in, they are glued to the first and last chunk of every page, and a page's running head
  * becomes the heading its chunks fall under. Docling leaves them out of the text the same way.
  *
- * Only lines at a page's top or bottom edge are candidates (the first and last EDGE_LINES lines
- * with text), taken from the edge inwards and stopping at the first line that is not furniture,
- * so nothing in the body of a page is ever removed. A candidate is furniture when
+ * Lines at a page's top or bottom edge are read first (the first and last EDGE_LINES lines with
+ * text), taken from the edge inwards and stopping at the first line that is not furniture. An edge
+ * line is furniture when
  * - it is the page's own number at the very edge: "3", "iii", "Page 3", "3 of 12", "- 3 -"; or
- * - the same line stands at the same place from the same edge (first line, second line from the
- *   foot...) on at least a fifth of the document's pages, and on three at the least: a running
- *   head, foot or stamp. The same place, because body text can repeat too (a filler paragraph
- *   set on every page) but does not keep its distance from the edge. A number in it that moves
- *   with the page (the page number plus a constant, as in "47700 Federal Register" on page 3 and
- *   "47702 Federal Register" on page 5) counts as the same; any other number must be equal. A
- *   fifth, not a half: odd and even pages carry different heads, and one document sets its head
- *   in several ways (the Federal Register's even pages: "Federal Register" alone on four of
- *   fifteen, the whole head with its page number on three others).
+ * - the same line stands among the edge lines of the same edge (top or foot) on at least a fifth
+ *   of the document's pages, and on three at the least: a running head, foot or stamp. Among the
+ *   edge lines, not at one place: a head set in pieces moves by a line from page to page (the
+ *   Federal Register's "/ Vol. 85, No. 152 / …" is the second line under "47702 Federal Register"
+ *   and the third under "Federal Register" and "47703"); body text that repeats (a filler
+ *   paragraph set on every page) is still safe, since the sweep from the edge stops at the first
+ *   line that is not furniture. A number in the line that moves with the page (the page number
+ *   plus a constant, as in "47700 Federal Register" on page 3 and "47702 Federal Register" on page
+ *   5, or "Frm 00008" on page 8) counts as the same; any other number must be equal. A fifth, not
+ *   a half: odd and even pages carry different heads, and one document sets its head in several
+ *   ways.
+ * Then a line anywhere else on a page that was swept away as furniture at the edges of enough
+ * pages (the same text, or the same with its page-following number) goes too: pdf.js's reading
+ * order puts some pages' heads and stamps inside their text. A line never removed at the edges
+ * of enough pages always stays.
  * Long lines (over MAX_FURNITURE_CHARS) are never furniture: a repeated sentence is content.
  */
 
@@ -28,6 +34,13 @@ export interface FurniturePage {
   text: string;
   headings?: Heading[] | undefined;
 }
+
+/**
+ * The version of these rules, part of an index's settings hash: a change that removes other lines
+ * makes other rows, so documents ingested before it are read again. 2: a head's pieces anywhere
+ * among the edge lines, every number of a line tried as the page's, furniture inside the text.
+ */
+export const FURNITURE_RULES = 2;
 
 const EDGE_LINES = 4;
 const MAX_FURNITURE_CHARS = 120;
@@ -38,8 +51,8 @@ const ROMAN = /^[ivxlcdm]+$/i;
 const PAGE_LABEL = /^(?:page\s+)?(\d{1,6}|[ivxlcdm]{1,10})(?:\s*(?:of|\/)\s*\d{1,6})?$/i;
 const DASHED_NUMBER = /^[-–—]\s*(\d{1,6})\s*[-–—]$/;
 
-/** Digit runs at each end of a line tried as its page number (where running heads put it). */
-const NUMBERS_TRIED_EACH_END = 2;
+/** Digit runs of a line tried as its page number (a typesetter's stamp has a dozen). */
+const NUMBERS_TRIED = 16;
 
 /**
  * The keys a line is compared across pages by: the line itself (trimmed, lower case, single
@@ -54,9 +67,7 @@ function repeatKeys(line: string, page: number): string[] {
     if (value !== null) keys.push(`#r${value - page}`);
     return keys;
   }
-  const all = [...plain.matchAll(/\d{1,7}/g)];
-  const runs = all.length <= 2 * NUMBERS_TRIED_EACH_END ? all : [...all.slice(0, NUMBERS_TRIED_EACH_END), ...all.slice(-NUMBERS_TRIED_EACH_END)];
-  for (const run of runs) {
+  for (const run of [...plain.matchAll(/\d{1,7}/g)].slice(0, NUMBERS_TRIED)) {
     const at = run.index;
     keys.push(`${plain.slice(0, at)}#${Number(run[0]) - page}#${plain.slice(at + run[0].length)}`);
   }
@@ -134,17 +145,17 @@ function candidate(line: string): boolean {
  * furniture goes with it. Pages are returned as new objects; a page with none is returned as is.
  */
 export function dropPageFurniture<P extends FurniturePage>(pages: readonly P[]): P[] {
-  // Each edge line's keys, computed once: a key is the line's place (t0 = first line, b1 = second
-  // line from the foot...) and one of its repeat keys; a line too long to be furniture has none.
+  // Each edge line's keys, computed once: a key is the line's edge (t = top, b = foot) and one of
+  // its repeat keys; a line too long to be furniture has none.
   const split = pages.map((page) => {
     const lines = linesOf(page.text);
     const edges = edgeLines(lines);
     const keysOf = new Map<number, string[]>();
     for (const [edge, order] of [['t', edges.top], ['b', edges.bottom]] as const) {
-      order.forEach((index, position) => {
+      for (const index of order) {
         const text = lines[index]?.text ?? '';
-        keysOf.set(index, candidate(text) ? repeatKeys(text, page.page).map((key) => `${edge}${position}|${key}`) : []);
-      });
+        keysOf.set(index, candidate(text) ? repeatKeys(text, page.page).map((key) => `${edge}|${key}`) : []);
+      }
     }
     return { page, lines, edges, keysOf };
   });
@@ -155,7 +166,8 @@ export function dropPageFurniture<P extends FurniturePage>(pages: readonly P[]):
   }
   const needed = Math.max(MIN_REPEATS, Math.ceil(pages.length * REPEAT_SHARE));
 
-  return split.map(({ page, lines, edges, keysOf }) => {
+  // First the sweeps from each edge inwards.
+  const swept = split.map(({ page, lines, edges, keysOf }) => {
     const removed = new Set<number>();
     const sweep = (order: readonly number[]): void => {
       for (const [position, index] of order.entries()) {
@@ -168,6 +180,25 @@ export function dropPageFurniture<P extends FurniturePage>(pages: readonly P[]):
     };
     sweep(edges.top);
     sweep(edges.bottom);
+    return removed;
+  });
+  // On how many pages each line (by its repeat keys, either edge) was swept away as furniture.
+  const sweptOn = new Map<string, number>();
+  split.forEach(({ page, lines }, at) => {
+    const keys = new Set<string>();
+    for (const index of swept[at] ?? []) for (const key of repeatKeys(lines[index]?.text ?? '', page.page)) keys.add(key);
+    for (const key of keys) sweptOn.set(key, (sweptOn.get(key) ?? 0) + 1);
+  });
+
+  return split.map(({ page, lines }, at) => {
+    const removed = swept[at] ?? new Set<number>();
+    // The same furniture elsewhere on a page: reading order sets some pages' heads and stamps in
+    // the middle of their text (the Federal Register's figure pages). Only lines swept away at the
+    // edges of enough pages qualify, so a line that stands only inside pages is never removed.
+    lines.forEach((line, index) => {
+      if (removed.has(index) || !candidate(line.text)) return;
+      if (repeatKeys(line.text, page.page).some((key) => (sweptOn.get(key) ?? 0) >= needed)) removed.add(index);
+    });
     if (removed.size === 0) return page;
     return { ...page, ...rebuilt(lines, removed, page.headings) };
   });

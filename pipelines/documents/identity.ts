@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { PipelineDefinition } from './definition.js';
+import { FURNITURE_RULES } from '../../adapters/documents/page-furniture.js';
 
 /**
  * Deterministic identities, so a re-run recognises what it already wrote:
@@ -32,7 +33,8 @@ function canonical(value: unknown): string {
 export function settingsHash(definition: PipelineDefinition): string {
   const { parse, chunk, encode, extract, classify } = definition.stages;
   const relevant = {
-    parse: { ocr: parse.ocr, ocrModel: parse.ocrModel, ocrDpi: parse.ocrDpi, furniture: parse.furniture },
+    // The rules' version with `drop`: documents ingested under older rules are re-read once.
+    parse: { ocr: parse.ocr, ocrModel: parse.ocrModel, ocrDpi: parse.ocrDpi, furniture: parse.furniture, furnitureRules: parse.furniture === 'drop' ? FURNITURE_RULES : undefined },
     chunk,
     encode,
     extract,

@@ -81,6 +81,22 @@ describe('dropPageFurniture', () => {
     expect(dropPageFurniture(two).map((p) => p.text)).toEqual(['Header\none', 'Header\ntwo']);
   });
 
+  it('removes a head whose pieces move by a line, and the same head or stamp where reading order put it inside a page', () => {
+    const head = '/ Vol. 85 / Proposed Rules';
+    const stamp = 'VerDate 2014 Jkt 250001';
+    const pages = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map((n) =>
+      page(n, n <= 8
+        // Under one line of head on odd pages, two on even ones; the stamp at the foot.
+        ? [...(n % 2 === 1 ? [`${47_700 + n} Federal Register`] : ['Federal Register', `${47_700 + n}`]), head, `Body ${n * 13} starts.`, 'It goes on.', `Body ${n * 13} ends.`, stamp]
+        // Pages 9 and 10: head and stamp set inside the text.
+        : [`Figure ${n * 13} text.`, stamp, 'It goes on.', head, `Figure ${n * 13} ends.`]),
+    );
+    const cleaned = dropPageFurniture(pages).map((p) => p.text);
+    expect(cleaned.slice(0, 8)).toEqual([1, 2, 3, 4, 5, 6, 7, 8].map((n) => `Body ${n * 13} starts.\nIt goes on.\nBody ${n * 13} ends.`));
+    // 'It goes on.' repeats on every page but never as furniture at an edge: it stays.
+    expect(cleaned.slice(8)).toEqual([9, 10].map((n) => `Figure ${n * 13} text.\nIt goes on.\nFigure ${n * 13} ends.`));
+  });
+
   it('moves heading offsets with the text and drops a heading that was furniture', () => {
     const lines = ['Federal Register', '', 'Summary', 'The rule applies.', '', '5'];
     const pages = [5, 6, 7].map((n) =>
@@ -106,8 +122,11 @@ describe('dropPageFurniture', () => {
       // The typesetter's stamps at the foot of every page; the same stamps set in the middle of a
       // page's text (some pages have them there) are left alone.
       expect(cleaned.text.trim().split('\n').at(-1), `page ${cleaned.page}`).not.toMatch(/^(06AUP1|E:\\FR\\FM\\06AUP1\.SGM|jbell on DSKJLSW7X2PROD with PROPOSALS)$/);
-      // Only edge lines went: the body is the original's, character for character.
-      expect(original[index]?.text.includes(cleaned.text), `page ${cleaned.page}`).toBe(true);
+      // Only whole lines went: the cleaned lines are the original's, in order.
+      const kept = cleaned.text.split('\n');
+      let next = 0;
+      for (const line of original[index]?.text.split('\n') ?? []) if (next < kept.length && kept[next] === line) next += 1;
+      expect(next, `page ${cleaned.page}`).toBe(kept.length);
       // A few short lines a page: at most 8 of 120 characters.
       expect((original[index]?.text.length ?? 0) - cleaned.text.length, `page ${cleaned.page}`).toBeLessThanOrEqual(8 * 121);
       // A heading kept points at the same text as before (a heading over several lines has its
@@ -123,6 +142,14 @@ describe('dropPageFurniture', () => {
     const headed = (pages: readonly FurniturePage[]): number[] => pages.filter((p) => /^(\d+ )?Federal Register( \/ Vol\. 85.*)?$/.test(p.text.split('\n')[0] ?? '')).map((p) => p.page);
     expect(headed(original)).toEqual([2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]);
     expect(headed(register)).toEqual([9, 11]);
+    // The head's second piece ("/ Vol. 85, …"), one or two lines under the first, and the printed
+    // page numbers ("47703" on page 6): gone, at the edge and where reading order set them inside
+    // the text (pages 2, 3, 4, 13 and 15).
+    const lineStarting = (pages: readonly FurniturePage[], pattern: RegExp): number[] => pages.filter((p) => p.text.split('\n').some((line) => pattern.test(line))).map((p) => p.page);
+    expect(lineStarting(original, /^\/ Vol\. 85, No\. 152/)).toEqual([2, 3, 4, 5, 6, 7, 13, 14, 15]);
+    expect(lineStarting(register, /^\/ Vol\. 85, No\. 152/)).toEqual([]);
+    expect(lineStarting(original, /^477\d\d$/)).toEqual([4, 6, 14]);
+    expect(lineStarting(register, /^477\d\d$/)).toEqual([]);
     const stamped = (pages: readonly FurniturePage[]): number[] => pages.filter((p) => p.text.trim().endsWith('jbell on DSKJLSW7X2PROD with PROPOSALS')).map((p) => p.page);
     // Seven pages end with the stamp; pages 12 to 14 carry it inside their text, where it stays.
     expect(stamped(original)).toEqual([1, 2, 3, 4, 5, 6, 15]);
