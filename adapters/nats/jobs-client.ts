@@ -145,6 +145,10 @@ export class JobsClient implements JobsApi {
     return ensured;
   }
 
+  async checkModel(primitive: JobPart['primitive'], model: string): Promise<void> {
+    await this.#modelGate?.(primitive, model);
+  }
+
   async submit(input: JobSubmission): Promise<SubmittedJob> {
     const submission = parseWith(JobSubmission, input, 'job submission');
     const jobId = checkJobId(submission.job_id ?? randomUUID());

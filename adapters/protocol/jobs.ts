@@ -238,4 +238,10 @@ export interface JobsApi {
   status(jobId: string): Promise<JobStatus | null>;
   /** Each part's result in part order, stored references read and packed vectors decoded (absent: results cannot be read back). */
   results?(jobId: string): AsyncIterable<JobPartResult>;
+  /**
+   * Refuses a model no worker serves (or served) for `primitive`, as a submission would be refused
+   * (MODEL_NOT_FOUND, UNSUPPORTED_OPERATION); an ingest run checks its models with it before it
+   * starts. Absent: no check.
+   */
+  checkModel?(primitive: z.infer<typeof PrimitiveSchema>, model: string): Promise<void>;
 }

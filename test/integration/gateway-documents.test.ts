@@ -6,7 +6,9 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { DISCOVERY_STALL_MS, NatsEngine } from '../../adapters/nats/engine-client.js';
 import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { servedModelGate } from '../../adapters/nats/model-gate.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import type { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { buildGatewayApp } from '../../services/gateway/app.js';
@@ -74,7 +76,9 @@ describe.skipIf(!natsServerAvailable())('gateway: POST /v1/search and POST /v1/i
     server = await startNatsServer();
     worker = await startTestWorker(server.url, prefix, { parse: true });
     nc = await testConnection(server.url);
-    const jobs = await JobsClient.open(nc, { topology: { prefix } });
+    // The gateway's gate: jobs (and ingest runs) only for models some worker serves, for that operation.
+    const discovery = new NatsEngine(nc, { prefix });
+    const jobs = await JobsClient.open(nc, { topology: { prefix }, modelGate: (topology) => servedModelGate({ topology, discover: () => discovery.workers(500, DISCOVERY_STALL_MS) }) });
     ingest = new IngestRuns({ connection: () => nc, prefix });
     engine = referenceEngine();
     app = buildGatewayApp(
@@ -192,6 +196,14 @@ describe.skipIf(!natsServerAvailable())('gateway: POST /v1/search and POST /v1/i
     }
     const unknown = await app.inject({ method: 'POST', url: '/v1/ingest', payload: { index: 'nope', sources: RECORDS } });
     expect(unknown.statusCode).toBe(404);
+    // Models no worker serves for encode: refused at submit, not a run that fails later. No model
+    // given means the pipeline's default (all-MiniLM-L6-v2), which these workers do not serve.
+    for (const model of ['no-such-model', undefined]) {
+      const refused = await app.inject({ method: 'POST', url: '/v1/ingest', payload: { index: 'fresh', sources: RECORDS, ...(model === undefined ? {} : { model }) } });
+      expect(refused.statusCode, refused.body).toBe(404);
+      expect(refused.json()).toMatchObject({ error: { code: 'MODEL_NOT_FOUND' } });
+    }
+
     const missing = await app.inject({ method: 'GET', url: '/v1/jobs/no-such-run' });
     expect(missing.statusCode).toBe(404);
   });

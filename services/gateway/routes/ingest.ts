@@ -71,6 +71,17 @@ function checkModelNames(definition: PipelineDefinition): void {
   }
 }
 
+/** The encode (and extract) models of the run must be served by some worker, for that operation. */
+async function checkServedModels(context: RouteContext, definition: PipelineDefinition): Promise<void> {
+  const check = context.deps.jobs?.checkModel?.bind(context.deps.jobs);
+  if (check === undefined) return;
+  const { encode, extract } = definition.stages;
+  await check('encode', encode.model);
+  if (encode.sparse !== undefined) await check('encode', encode.sparse.model);
+  if (encode.multivector !== undefined) await check('encode', encode.multivector.model);
+  if (extract !== undefined) await check('extract', extract.model);
+}
+
 function ingestOrUnavailable(ingest: IngestApi | null | undefined): IngestApi {
   if (ingest === null || ingest === undefined) throw new ShoalError(ErrorCode.UNAVAILABLE, 'document ingest needs NATS JetStream and parse workers, and this gateway runs without them');
   return ingest;
@@ -91,6 +102,8 @@ export function registerIngestRoutes(app: FastifyInstance, context: RouteContext
     checkModelNames(definition);
     const ingest = ingestOrUnavailable(context.deps.ingest);
     await context.call(reply)(() => checkJobIdFree(context, body.job_id, 'ingest'));
+    // A run whose models no worker serves would be accepted and fail later: refused now, as a job is.
+    await context.call(reply)(() => checkServedModels(context, definition));
     const status = await context.call(reply)(() =>
       ingest.start({ job_id: body.job_id, definition, index: { name: body.index, target }, records: body.sources, force: body.force === true, prune: body.prune === true }),
     );
