@@ -17,9 +17,26 @@ export function explainIssues(issues: readonly Issue[]): Issue[] {
   return issues.flatMap((issue): Issue[] => {
     if (issue.code !== 'invalid_union' || issue.message !== BARE_UNION_MESSAGE) return [issue];
     const closest = closestOption(issue.errors);
-    if (closest === null) return [issue];
+    if (closest === null) return [wrongTypeForEveryOption(issue) ?? issue];
     return explainIssues(closest).map((inner) => ({ ...inner, path: [...issue.path, ...inner.path] }));
   });
+}
+
+/**
+ * A union whose every option refused the value's type (a missing field, a number where text or an
+ * object goes): one message naming every type it takes, as zod words a plain field's.
+ */
+function wrongTypeForEveryOption(issue: Extract<Issue, { code: 'invalid_union' }>): Issue | null {
+  const expected: string[] = [];
+  let received = '';
+  for (const option of issue.errors) {
+    const root = option.find((inner) => inner.path.length === 0 && inner.code === 'invalid_type');
+    if (root === undefined || root.code !== 'invalid_type') return null;
+    if (!expected.includes(root.expected)) expected.push(root.expected);
+    received = /received (\w+)$/.exec(root.message)?.[1] ?? received;
+  }
+  if (expected.length === 0) return null;
+  return { ...issue, message: `Invalid input: expected ${expected.join(' or ')}${received === '' ? '' : `, received ${received}`}` };
 }
 
 function closestOption(options: readonly (readonly Issue[])[]): readonly Issue[] | null {

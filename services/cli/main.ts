@@ -98,9 +98,11 @@ function stopNotice(argv: readonly string[], stderr: NodeJS.WritableStream): (si
  * `(Did you mean --model?)`): joined into the one `error [CODE]: message` line.
  */
 function usageMessage(commanderMessage: string): string {
-  return commanderMessage
+  const message = commanderMessage
     .replace(/^error:\s*/i, '')
     .replace(/\s*\n\s*\(Did you mean (.+?)\)\s*$/s, '; did you mean $1');
+  // `shoal search pilot boat`: the query is one argument.
+  return /^too many arguments for 'search'/.test(message) ? `${message} Quote a query of several words: shoal search "pilot boat"` : message;
 }
 
 /** Commander's own errors (unknown option, missing argument...) are usage errors. */

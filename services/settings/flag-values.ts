@@ -7,13 +7,16 @@ import { z } from 'zod';
  */
 
 /** A whole number from `min` to `max`, written in digits. */
-export const WholeNumberFlag = (min: number, max: number) =>
-  z
+export const WholeNumberFlag = (min: number, max: number) => {
+  // One wording for every way to miss (`-1`, `0`, `2.5`, `1e9`): the range, not zod's "Too small".
+  const range = `must be a whole number from ${min} to ${max}`;
+  return z
     .string()
     .trim()
-    .regex(/^\d+$/, 'must be a whole number')
+    .regex(/^\d+$/, range)
     .transform(Number)
-    .pipe(z.number().int().min(min).max(max));
+    .pipe(z.number().int().min(min, range).max(max, range));
+};
 
 /** A whole number from 1 to `max`. */
 export const PositiveIntFlag = (max: number) => WholeNumberFlag(1, max);

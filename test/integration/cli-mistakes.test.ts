@@ -100,6 +100,23 @@ describe('shoal search on a folder that is not an index', () => {
   }, 60_000);
 });
 
+describe('shoal search with an unquoted query or a bad --k', () => {
+  it('says to quote the query, and gives --k its range whatever the value', async () => {
+    const index = join(work, 'idx-any');
+    const [unquoted, zero, negative] = await Promise.all([
+      runShoal(['search', 'pilot', 'boat', '--index', index], { env: ENV }),
+      runShoal(['search', 'pilot', '--k', '0', '--index', index], { env: ENV }),
+      runShoal(['search', 'pilot', '--k', '-1', '--index', index], { env: ENV }),
+    ]);
+    expect(unquoted.code).toBe(2);
+    expect(errorLine(unquoted.stderr)).toBe(`error [INVALID_INPUT]: too many arguments for 'search'. Expected 1 argument but got 2. Quote a query of several words: shoal search "pilot boat" (see --help)`);
+    for (const run of [zero, negative]) {
+      expect(run.code).toBe(2);
+      expect(errorLine(run.stderr)).toContain('--k: must be a whole number from 1 to 1000');
+    }
+  }, 60_000);
+});
+
 describe('shoal help into a pipe closed early', () => {
   it('exits 0 without a stack trace (shoal help encode | head -1)', () => {
     for (let round = 0; round < 3; round++) {

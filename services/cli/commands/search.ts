@@ -55,7 +55,7 @@ export function registerSearch(program: Command, app: CliApp): void {
     .argument('<query>', 'the query text')
     .option('--index <uri>', `${INDEX_HELP} (default: ./shoal-index)`)
     .option('--table <name>', 'table (default: chunks)')
-    .option('-k, --k <n>', 'hits to return (default: 10)')
+    .option('-k, --k <n>', 'hits to return, 1 to 1000 (default: 10)')
     .option('-m, --model <model>', 'query encoder (default: the model the index was built with)')
     .option('--rerank <model>', 'rescore the candidates with this cross-encoder')
     .option('--mode <mode>', 'dense, sparse or hybrid (default: hybrid when the index holds sparse vectors, else dense)')
