@@ -195,7 +195,11 @@ export class LanceDbSink implements Sink {
       // Reading must not write: connecting to a folder makes LanceDB add its `__manifest` there,
       // so a folder without the table's own `<table>.lance` (`shoal search --index docs/`, a
       // mistyped path) is answered without connecting, and left as it was.
-      if (!existsSync(join(this.#dir, `${this.#tableName}.lance`))) return null;
+      if (!existsSync(join(this.#dir, `${this.#tableName}.lance`))) {
+        // A file where the folder should be (a mistyped --index) is named as such, never connected to.
+        if (existsSync(this.#dir) && !statSync(this.#dir).isDirectory()) await this.#connection(false);
+        return null;
+      }
       const db = await this.#connection(false);
       if (db === null || !(await db.tableNames()).includes(this.#tableName)) return null;
       this.#chunks = await db.openTable(this.#tableName);

@@ -104,7 +104,10 @@ describe.skipIf(!natsServerAvailable())(`results sink ${natsServerAvailable() ? 
     // A marker job submitted after it: once the marker is written, the store job was handled too (stream order).
     await jobs.submit({ job_id: 'marker', primitive: 'encode', request: { model: TINY_MEAN, items: TEXTS.slice(0, 1) } });
     await jobs.wait('marker', { timeoutMs: 30_000 });
-    await expect.poll(() => existsSync(join(dir, 'marker', 'part-000000.jsonl')), { timeout: 15_000 }).toBe(true);
+    // Waited for by the sink's own report: the file is renamed into place a moment before it
+    // reports, and counting `written` between the two read the marker as written after the restart.
+    await expect.poll(() => written.includes('marker/0'), { timeout: 15_000 }).toBe(true);
+    expect(existsSync(join(dir, 'marker', 'part-000000.jsonl'))).toBe(true);
     expect(existsSync(join(dir, 'own-store'))).toBe(false);
     expect(existsSync(join(storeDir, 'own', 'own-store', 'part-0.jsonl'))).toBe(true);
 
@@ -113,7 +116,7 @@ describe.skipIf(!natsServerAvailable())(`results sink ${natsServerAvailable() ? 
     sink = await start();
     await jobs.submit({ job_id: 'after-restart', primitive: 'encode', request: { model: TINY_MEAN, items: TEXTS.slice(0, 1) } });
     await jobs.wait('after-restart', { timeoutMs: 30_000 });
-    await expect.poll(() => existsSync(join(dir, 'after-restart', 'part-000000.jsonl')), { timeout: 15_000 }).toBe(true);
+    await expect.poll(() => written.includes('after-restart/0'), { timeout: 15_000 }).toBe(true);
     // Only the new job's part was written after the restart: acked results are not redelivered.
     expect(written.slice(before)).toEqual(['after-restart/0']);
     expect(new Set(written).size).toBe(written.length);
