@@ -145,59 +145,62 @@ function candidate(line: string): boolean {
  * furniture goes with it. Pages are returned as new objects; a page with none is returned as is.
  */
 export function dropPageFurniture<P extends FurniturePage>(pages: readonly P[]): P[] {
-  // Each edge line's keys, computed once: a key is the line's edge (t = top, b = foot) and one of
-  // its repeat keys; a line too long to be furniture has none.
+  // Each line's repeat keys, computed once per page and line as they are first needed; a line too
+  // long to be furniture has none.
   const split = pages.map((page) => {
     const lines = linesOf(page.text);
-    const edges = edgeLines(lines);
-    const keysOf = new Map<number, string[]>();
-    for (const [edge, order] of [['t', edges.top], ['b', edges.bottom]] as const) {
-      for (const index of order) {
+    const keys = new Map<number, string[]>();
+    const keysOf = (index: number): string[] => {
+      let found = keys.get(index);
+      if (found === undefined) {
         const text = lines[index]?.text ?? '';
-        keysOf.set(index, candidate(text) ? repeatKeys(text, page.page).map((key) => `${edge}|${key}`) : []);
+        found = candidate(text) ? repeatKeys(text, page.page) : [];
+        keys.set(index, found);
       }
-    }
-    return { page, lines, edges, keysOf };
+      return found;
+    };
+    return { page, lines, edges: edgeLines(lines), keysOf };
   });
-  // On how many pages each key stands (a key counted once per page).
+  // On how many pages each key stands among the edge lines of each edge (t = top, b = foot),
+  // counted once per page.
   const seenOn = new Map<string, number>();
-  for (const { keysOf } of split) {
-    for (const key of new Set([...keysOf.values()].flat())) seenOn.set(key, (seenOn.get(key) ?? 0) + 1);
+  for (const { edges, keysOf } of split) {
+    const placed = new Set([...edges.top.flatMap((index) => keysOf(index).map((key) => `t|${key}`)), ...edges.bottom.flatMap((index) => keysOf(index).map((key) => `b|${key}`))]);
+    for (const key of placed) seenOn.set(key, (seenOn.get(key) ?? 0) + 1);
   }
   const needed = Math.max(MIN_REPEATS, Math.ceil(pages.length * REPEAT_SHARE));
 
   // First the sweeps from each edge inwards.
   const swept = split.map(({ page, lines, edges, keysOf }) => {
     const removed = new Set<number>();
-    const sweep = (order: readonly number[]): void => {
+    const sweep = (edge: 't' | 'b', order: readonly number[]): void => {
       for (const [position, index] of order.entries()) {
-        const keys = keysOf.get(index) ?? [];
-        const repeated = keys.some((key) => (seenOn.get(key) ?? 0) >= needed);
+        const keys = keysOf(index);
+        const repeated = keys.some((key) => (seenOn.get(`${edge}|${key}`) ?? 0) >= needed);
         const furniture = keys.length > 0 && (repeated || (position === 0 && isOwnPageNumber(lines[index]?.text ?? '', page.page)));
         if (!furniture) return;
         removed.add(index);
       }
     };
-    sweep(edges.top);
-    sweep(edges.bottom);
+    sweep('t', edges.top);
+    sweep('b', edges.bottom);
     return removed;
   });
   // On how many pages each line (by its repeat keys, either edge) was swept away as furniture.
   const sweptOn = new Map<string, number>();
-  split.forEach(({ page, lines }, at) => {
-    const keys = new Set<string>();
-    for (const index of swept[at] ?? []) for (const key of repeatKeys(lines[index]?.text ?? '', page.page)) keys.add(key);
+  split.forEach(({ keysOf }, at) => {
+    const keys = new Set([...(swept[at] ?? [])].flatMap((index) => keysOf(index)));
     for (const key of keys) sweptOn.set(key, (sweptOn.get(key) ?? 0) + 1);
   });
 
-  return split.map(({ page, lines }, at) => {
+  return split.map(({ page, lines, keysOf }, at) => {
     const removed = swept[at] ?? new Set<number>();
     // The same furniture elsewhere on a page: reading order sets some pages' heads and stamps in
     // the middle of their text (the Federal Register's figure pages). Only lines swept away at the
     // edges of enough pages qualify, so a line that stands only inside pages is never removed.
-    lines.forEach((line, index) => {
-      if (removed.has(index) || !candidate(line.text)) return;
-      if (repeatKeys(line.text, page.page).some((key) => (sweptOn.get(key) ?? 0) >= needed)) removed.add(index);
+    lines.forEach((_, index) => {
+      if (removed.has(index)) return;
+      if (keysOf(index).some((key) => (sweptOn.get(key) ?? 0) >= needed)) removed.add(index);
     });
     if (removed.size === 0) return page;
     return { ...page, ...rebuilt(lines, removed, page.headings) };

@@ -156,7 +156,7 @@ export class JobsClient implements JobsApi {
     const { items, ...shared } = request;
     const model = request.model;
     if (this.#options.checkFileTargets === true && submission.result.kind === 'store') checkFileTarget(submission.result.uri, this.#options.fileRoots ?? []);
-    await this.#modelGate?.(submission.primitive, model);
+    await this.checkModel(submission.primitive, model);
     // A target the workers could not write (a malformed or disallowed s3:// URI) is refused now, not part by part.
     if (submission.result.kind === 'store') this.#payloads.checkTarget(submission.result.uri);
     if (submission.result.kind === 'index') checkIndexTarget(submission.primitive, submission.result.index, this.#options.indexNames ?? []);

@@ -18,10 +18,10 @@ export function checkRemoteModelName(model: string): string {
         : /^[a-z][a-z0-9+.-]*:\/\//i.test(model) || /^(file|data|https?):/i.test(model)
           ? 'is a URL, not a model name'
           : model.startsWith('/') || model.startsWith('~')
-          ? 'is a path, not a model name'
-          : model.split('/').some((segment) => segment === '..' || segment === '.' || segment === '')
-            ? 'has an empty, "." or ".." segment'
-            : null;
+            ? 'is a path, not a model name'
+            : model.split('/').some((segment) => segment === '..' || segment === '.' || segment === '')
+              ? 'has an empty, "." or ".." segment'
+              : null;
   if (problem === null) return model;
   throw new ShoalError(ErrorCode.INVALID_INPUT, `model "${JSON.stringify(model).slice(1, 81).replace(/"$/, '')}" ${problem}: name a model the workers serve (GET /v1/models)`, {
     details: { field: 'model' },

@@ -64,7 +64,10 @@ function issuePath(issue: Issue): string {
  * boundary must be.
  */
 export function describeIssues(rawIssues: readonly Issue[]): string {
-  const issues = explainIssues(rawIssues);
+  return describeExplained(explainIssues(rawIssues));
+}
+
+function describeExplained(issues: readonly Issue[]): string {
   const named = issues.slice(0, MAX_ISSUES).map((issue) => `${issuePath(issue)}: ${capped(issue.message)}`);
   if (issues.length > MAX_ISSUES) named.push(`and ${issues.length - MAX_ISSUES} more`);
   return named.join('; ');
@@ -83,7 +86,7 @@ export function parseWith<S extends z.ZodType>(
   const result = schema.safeParse(input);
   if (result.success) return result.data;
   const issues = explainIssues(result.error.issues);
-  throw new ShoalError(code, `invalid ${what}: ${describeIssues(result.error.issues)}`, {
+  throw new ShoalError(code, `invalid ${what}: ${describeExplained(issues)}`, {
     details: {
       issues: issues.slice(0, MAX_ISSUES).map((issue) => ({ path: issue.path.slice(0, 32).map((part) => capped(String(part))), message: capped(issue.message) })),
     },

@@ -4,8 +4,8 @@ import { dirname } from 'node:path';
 import { makeDirectory } from './directories.js';
 
 /**
- * Writes `content` (text, bytes, or byte chunks in order) to `target` so that a reader sees the old file or the whole new one, never part
- * of it: a temporary file in the same folder (a name of its own per call, so two writers of one
+ * Writes `content` (text, bytes, or byte chunks in order) to `target` so that a reader sees the
+ * old file or the whole new one, never part of it: a temporary file in the same folder (a name of its own per call, so two writers of one
  * target in one process do not share it), flushed to disk, then renamed over the target. The
  * temporary file is removed when anything fails; the error is the file system's own, for the
  * caller to word.

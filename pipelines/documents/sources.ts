@@ -99,8 +99,13 @@ interface Walk {
   visited: Set<string>;
 }
 
+/** A file-system error's code (`ENOENT`...), or '' for anything else. */
+function fsCode(error: unknown): string {
+  return error instanceof Error && 'code' in error ? String(error.code) : '';
+}
+
 function reason(error: unknown): string {
-  const code = error instanceof Error && 'code' in error ? String(error.code) : '';
+  const code = fsCode(error);
   if (code === 'EACCES' || code === 'EPERM') return 'permission denied';
   if (code === 'ELOOP') return 'a loop of symbolic links';
   if (code === 'ENOENT') return 'a broken symbolic link';
@@ -172,7 +177,7 @@ export async function fileSources(paths: readonly string[], options: SelectOptio
     }
     const root = resolve(given);
     const info = await stat(root).catch((error: unknown) => {
-      const code = error instanceof Error && 'code' in error ? String(error.code) : '';
+      const code = fsCode(error);
       const what = code === 'ELOOP' ? 'a loop of symbolic links' : code === 'EACCES' ? 'permission denied' : 'no such file or folder';
       throw new ShoalError(ErrorCode.INVALID_INPUT, `${given}: ${what}`, { cause: error });
     });

@@ -56,8 +56,7 @@ function absoluteIfRelativePath(model: string): string {
  * first write used to fail with LanceDB's INTERNAL error once all the work was done). The folder,
  * or the nearest folder above it that exists, must be writable.
  */
-async function checkIndexWritable(indexUri: string): Promise<void> {
-  const dir = localIndexDir(indexUri);
+async function checkIndexWritable(dir: string | null): Promise<void> {
   if (dir === null) return;
   let existing = dir;
   while (!existsSync(existing) && dirname(existing) !== existing) existing = dirname(existing);
@@ -83,7 +82,7 @@ selected, no record on stdin), 130/143 interrupted by Ctrl-C/SIGTERM (the summar
 "interrupted": true, counts what finished; the same command again continues), else 1 or 2 as for
 every command.`;
 
-async function collectSources(paths: readonly string[], flags: z.output<typeof IngestFlags>, app: CliApp, health: StoreHealth, maxBytes: number, indexUri: string): Promise<PendingSource[]> {
+async function collectSources(paths: readonly string[], flags: z.output<typeof IngestFlags>, app: CliApp, health: StoreHealth, maxBytes: number, ownIndex: string | null): Promise<PendingSource[]> {
   const files = paths.filter((path) => path !== '-');
   const fromStdin = paths.includes('-') || (paths.length === 0 && app.io.stdin.isTTY !== true);
   if (paths.length === 0 && !fromStdin) {
@@ -91,8 +90,7 @@ async function collectSources(paths: readonly string[], flags: z.output<typeof I
   }
   const selection = { include: flags.include ?? [], exclude: flags.exclude ?? [] };
   // Links are followed here (a user's own folders); the run's own index is never walked into (`shoal ingest .`).
-  const own = localIndexDir(indexUri);
-  const walking = { hidden: flags.hidden === true, followLinks: true, skip: own === null ? [] : [own] };
+  const walking = { hidden: flags.hidden === true, followLinks: true, skip: ownIndex === null ? [] : [ownIndex] };
   const out = await fileSources(files, { ...selection, ...walking, maxBytes, s3: () => new S3Store(s3SettingsFromEnv(app.io.env), health.s3) });
   if (fromStdin) out.push(...(await recordSources(app.io.stdin, process.cwd(), maxBytes)));
   // Nothing found is almost always a wrong folder, glob or empty pipe: say so instead of a "0 documents" success.
@@ -185,7 +183,9 @@ export function registerIngest(program: Command, app: CliApp): void {
       });
       // Whether S3 (sources) and the index answer: the run waits on a failing one, and says so.
       const health = new StoreHealth();
-      const sources = await collectSources(paths, flags, app, health, definition.stages.parse.maxBytes, definition.stages.write.index);
+      // The index's local folder, if it has one: never walked into, and checked writable before any work.
+      const indexDir = localIndexDir(definition.stages.write.index);
+      const sources = await collectSources(paths, flags, app, health, definition.stages.parse.maxBytes, indexDir);
       // Known before the run: files and stdin records are never roots (imported only when asked for).
       const pruning = flags.prune === true ? await import('./ingest-prune.js') : null;
       const roots = pruning === null ? [] : await pruning.pruneRoots(paths);
@@ -198,7 +198,7 @@ export function registerIngest(program: Command, app: CliApp): void {
         const failing = health.failingStores().includes(store);
         app.io.stderr.write(failing && degraded !== null ? `warning: degraded since ${degraded.since}: ${degraded.reason}\n` : `${store} answers again; ${degraded === null ? 'no store is failing' : degraded.reason}\n`);
       });
-      await checkIndexWritable(definition.stages.write.index);
+      await checkIndexWritable(indexDir);
       const { sink } = openIndex(app, definition.stages.write.index, definition.stages.write.table, health.sinkObserver());
       const ingestAll = async (): Promise<IngestSummary> => flags.nats !== undefined
         ? await (await import('./ingest-nats.js')).ingestOverNats({ app, nats: flags.nats, definition, sink, sources, force: flags.force === true, onProgress: bar.update, quiet: config.quiet, health })

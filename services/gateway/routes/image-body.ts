@@ -12,8 +12,12 @@ import { parseWith } from '../../../adapters/protocol/validate.js';
  */
 
 
-/** The routes that take a raw image body; every other route takes JSON only. */
-const BINARY_BODY_ROUTES: ReadonlySet<string> = new Set(['/v1/encode', '/v1/extract']);
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The route takes a raw image body (set by the primitive routes that declare `imageBody`); every other route takes JSON only. */
+    imageBody?: boolean;
+  }
+}
 
 /** Whether a request's content type is one of the binary types parsed below. */
 function isBinaryType(contentType: string | undefined): boolean {
@@ -32,7 +36,7 @@ export function checkBodyType(request: FastifyRequest): void {
   if (encoding !== undefined && encoding !== '' && encoding !== 'identity') {
     throw new ShoalError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, `Content-Encoding ${encoding.slice(0, 40)} is not accepted: send the body uncompressed`);
   }
-  if (isBinaryType(request.headers['content-type']) && !BINARY_BODY_ROUTES.has(request.routeOptions.url ?? '')) {
+  if (isBinaryType(request.headers['content-type']) && request.routeOptions.config.imageBody !== true) {
     throw new ShoalError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, `${request.routeOptions.url ?? 'this route'} takes JSON: send Content-Type: application/json (raw image bodies go to /v1/encode and /v1/extract)`);
   }
 }

@@ -30,7 +30,7 @@ interface PrimitiveRoute<S extends Wire> {
 
 function addPrimitiveRoute<S extends Wire>(app: FastifyInstance, context: RouteContext, definition: PrimitiveRoute<S>): void {
   const { path, primitive, what, schema, invoke, imageBody } = definition;
-  app.post(path, async (request, reply) => {
+  app.post(path, { config: { imageBody: imageBody !== undefined } }, async (request, reply) => {
     // Tracked before parsing so invalid requests are counted too (under the model label `other`).
     context.metrics.track(request, { primitive, model: OTHER_MODEL });
     const body = imageBody === undefined ? request.body : requestFromBody(request, imageBody);
