@@ -249,3 +249,31 @@ describe.skipIf(!natsServerAvailable())(`shoal dev ${natsServerAvailable() ? '' 
     expect(existsSync(dev.store)).toBe(false);
   }, 60_000);
 });
+
+describe.skipIf(!natsServerAvailable())(`shoal dev killed with SIGKILL ${natsServerAvailable() ? '' : NATS_SERVER_MISSING}`, () => {
+  it('leaves no nats-server and no store behind', async () => {
+    const workDir = mkdtempSync(join(tmpdir(), 'shoal-dev-kill-'));
+    let stderr = '';
+    const child = spawn(process.execPath, [SHOAL_BIN, 'dev', '--port', String(await freePort()), '--results-dir', join(workDir, 'results')], {
+      cwd: workDir,
+      env: { ...process.env, SHOAL_INDEXES: '', SHOAL_FROM_SOURCE: '1', SHOAL_THREADS: '1', HF_HUB_OFFLINE: '1', SHOAL_MODEL_DIR: join(FIXTURES_DIR, 'models') },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString('utf8');
+    });
+    try {
+      const dev = await whenRunning(child, () => stderr);
+      expect(isRunning(dev.natsPid)).toBe(true);
+      child.kill('SIGKILL');
+      // No exit handler runs in Shoal: the guard sees its pipe close and stops the server.
+      const deadline = Date.now() + 15_000;
+      while ((isRunning(dev.natsPid) || existsSync(dev.store)) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(isRunning(dev.natsPid)).toBe(false);
+      expect(existsSync(dev.store)).toBe(false);
+    } finally {
+      child.kill('SIGKILL');
+      rmSync(workDir, { recursive: true, force: true });
+    }
+  }, 120_000);
+});
