@@ -1,5 +1,5 @@
 import type { Dirent, Stats } from 'node:fs';
-import { readdir, readFile, realpath, stat } from 'node:fs/promises';
+import { lstat, readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { join, relative, resolve, sep } from 'node:path';
 import type { Readable } from 'node:stream';
 import { createInterface } from 'node:readline';
@@ -112,6 +112,13 @@ function reason(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+async function exists(path: string): Promise<boolean> {
+  return lstat(path).then(
+    () => true,
+    () => false,
+  );
+}
+
 async function walk(dir: string, out: Found[], options: Walk): Promise<void> {
   const real = await realpath(dir).catch(() => dir);
   if (options.visited.has(real)) return;
@@ -129,6 +136,11 @@ async function walk(dir: string, out: Found[], options: Walk): Promise<void> {
     if (!options.hidden && entry.name.startsWith('.')) continue;
     const path = join(dir, entry.name);
     if (options.skip.has(path)) continue;
+    if (entry.name.includes('\uFFFD') && !(await exists(path))) {
+      // Node decodes a name that is not UTF-8 with U+FFFD, and no file has that decoded name.
+      out.push({ path, problem: 'the name is not valid UTF-8, so it cannot be opened by name here (rename it, e.g. convmv -f latin1 -t utf8)' });
+      continue;
+    }
     if (entry.isDirectory()) await walk(path, out, options);
     else if (entry.isFile()) out.push({ path });
     else if (entry.isSymbolicLink() && options.followLinks) {

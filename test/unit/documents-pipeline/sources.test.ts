@@ -50,3 +50,21 @@ describe('document sources', () => {
     await expect(recordSources(Readable.from([text]), dir)).rejects.toMatchObject({ code: ErrorCode.INVALID_INPUT, message: expect.stringContaining(message) });
   });
 });
+
+describe('a file name that is not UTF-8', () => {
+  it('fails alone with the reason, and a real name holding U+FFFD is read', async () => {
+    const folder = await mkdtemp(join(tmpdir(), 'shoal-sources-latin1-'));
+    try {
+      // "café.txt" in Latin-1: the byte 0xE9 alone is not UTF-8.
+      const latin1 = Buffer.concat([Buffer.from(`${folder}/caf`), Buffer.from([0xe9]), Buffer.from('.txt')]);
+      await writeFile(latin1, 'latin-1 name');
+      await writeFile(join(folder, 'real\uFFFD.txt'), 'a true replacement character');
+      const found = await fileSources([folder]);
+      expect(found.map((s) => s.uri.slice(folder.length + 1))).toEqual(['caf\uFFFD.txt', 'real\uFFFD.txt']);
+      await expect(found[0]?.load()).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND, message: expect.stringContaining('not valid UTF-8') });
+      expect(new TextDecoder().decode((await found[1]?.load())?.bytes)).toBe('a true replacement character');
+    } finally {
+      await rm(folder, { recursive: true, force: true });
+    }
+  });
+});
