@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
 import type { CallOptions, Engine } from '../protocol/engine.js';
-import { ERROR_TRAITS, ErrorCode, ShoalError, toShoalError } from '../protocol/errors.js';
+import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import type { JobSubmission } from '../protocol/jobs.js';
 import type { EncodeRequest, ExtractRequest, ScoreRequest, TokenizeRequest } from '../protocol/requests.js';
 import type { EncodeResult, ExtractResult, ScoreResult, TokenizeResult } from '../protocol/results.js';
 import type { JobsClient } from './jobs-client.js';
+import { whileRetryable } from './retrying-engine.js';
 
 /**
  * An Engine for bulk document work over NATS: bulk `encode` and `extract` calls become JetStream
@@ -28,10 +29,9 @@ export interface JobsEngineOptions {
   retryForMs?: number;
 }
 
-const FIRST_RETRY_MS = 250;
+const DEFAULT_RETRY_FOR_MS = 120_000;
 /** Leaves room for `-e<n>` in a 64-character job id. */
 const MAX_PREFIX_CHARS = 48;
-const MAX_RETRY_MS = 5_000;
 
 type ItemsResult = EncodeResult | ExtractResult;
 
@@ -88,26 +88,13 @@ export class JobsEngine implements Engine {
     return this.#job<ExtractResult>('extract', request, options);
   }
 
+  // A bulk run outlives a worker restart: retryable failures are retried with a growing pause.
   score(request: ScoreRequest, options: CallOptions = {}): Promise<ScoreResult> {
-    return this.#retrying(() => this.#rpc.score(request, options), options);
+    return whileRetryable(() => this.#rpc.score(request, options), this.#options.retryForMs ?? DEFAULT_RETRY_FOR_MS, options.signal);
   }
 
   tokenize(request: TokenizeRequest, options: CallOptions = {}): Promise<TokenizeResult> {
-    return this.#retrying(() => this.#rpc.tokenize(request, options), options);
-  }
-
-  /** A bulk run outlives a worker restart: retryable failures are retried with a growing pause. */
-  async #retrying<T>(call: () => Promise<T>, options: CallOptions): Promise<T> {
-    const until = Date.now() + (this.#options.retryForMs ?? 120_000);
-    for (let pause = FIRST_RETRY_MS; ; pause = Math.min(MAX_RETRY_MS, pause * 2)) {
-      try {
-        return await call();
-      } catch (error) {
-        const shoal = toShoalError(error);
-        if (!ERROR_TRAITS[shoal.code].retryable || Date.now() + pause > until || options.signal?.aborted === true) throw shoal;
-        await new Promise((resolve) => setTimeout(resolve, pause));
-      }
-    }
+    return whileRetryable(() => this.#rpc.tokenize(request, options), this.#options.retryForMs ?? DEFAULT_RETRY_FOR_MS, options.signal);
   }
 
   async close(): Promise<void> {

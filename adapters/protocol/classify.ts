@@ -16,7 +16,11 @@ export const MAX_CLASSIFY_TOP_K = 100;
 /** Candidates retrieved for reranking, image fusion or the hierarchy vote. */
 export const MAX_CLASSIFY_CANDIDATES = 1_000;
 
-const Text = z.string().max(DEFAULT_LIMITS.maxTextChars);
+/** A product's text: blank text has no meaning to classify (the CLI answers such a product with an error line too). */
+const Text = z
+  .string()
+  .max(DEFAULT_LIMITS.maxTextChars)
+  .refine((text) => text.trim() !== '', { message: 'is blank: a product needs text to classify' });
 
 export const ClassifyItem = z.union([Text, z.strictObject({ id: ItemId.optional(), text: Text, image: ImageSource.optional() })]).transform(
   (value): { id?: ItemId | undefined; text: string; image?: ImageSource | undefined } => (typeof value === 'string' ? { text: value } : value),

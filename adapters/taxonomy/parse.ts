@@ -21,8 +21,23 @@ function detect(line: string): TaxonomyFormat {
   return TaxonomyFormat.plain;
 }
 
+/** A CSV header (`id,path`, `category_id,name`): a spreadsheet export, which is not a taxonomy text file. */
+const CSV_HEADER = /^"?[A-Za-z_][\w ]*"?(,"?[A-Za-z_][\w ]*"?){1,7}$/;
+const HEADER_NAMES = new Set(['id', 'path', 'name', 'category', 'categories', 'label', 'parent', 'full_path', 'category_id', 'category_name']);
+
+function looksLikeCsvHeader(line: string): boolean {
+  if (!CSV_HEADER.test(line)) return false;
+  return line.split(',').some((field) => HEADER_NAMES.has(field.replaceAll('"', '').trim().toLowerCase()));
+}
+
 function entry(line: string, format: TaxonomyFormat, where: string): TaxonomyEntry {
   if (format === TaxonomyFormat.plain) {
+    // A plain file's lines carry no id: one that does means the file mixes formats (or its first line is a title).
+    const other = detect(line);
+    if (other !== TaxonomyFormat.plain) {
+      const shape = other === TaxonomyFormat.google ? '"ID - A > B"' : '"ID : A > B"';
+      throw new ShoalError(ErrorCode.INVALID_INPUT, `${where}: "${line.slice(0, 200)}" is a ${shape} line (${other} format), but the first category line has no id (plain format): the file mixes formats`);
+    }
     const path = splitPath(line, where);
     return { id: path.join(' > '), path };
   }
@@ -49,6 +64,12 @@ export function parseTaxonomy(text: string, options: ParseTaxonomyOptions = {}):
   for (const [number, raw] of lines.entries()) {
     const line = raw.trim();
     if (line.length === 0 || line.startsWith('#')) continue;
+    if (format === null && looksLikeCsvHeader(line)) {
+      throw new ShoalError(
+        ErrorCode.INVALID_INPUT,
+        `${name} line ${number + 1}: "${line.slice(0, 200)}" looks like a CSV header; a taxonomy is a text file with one category per line: "ID : A > B" (Shopify), "ID - A > B" (Google) or "A > B" (plain)`,
+      );
+    }
     format ??= detect(line);
     entries.push(entry(line, format, `${name} line ${number + 1}`));
   }

@@ -73,14 +73,19 @@ export function buildTaxonomy(entries: readonly TaxonomyEntry[], format: Taxonom
   if (!(maxDepth >= 1)) throw new ShoalError(ErrorCode.INVALID_INPUT, `max depth must be at least 1 (got ${maxDepth})`);
   const given = new Map<string, string>();
   const ids = new Set<string>();
+  // Each path's names, as given: a flat label that contains ' > ' is one name, not a path.
+  const namesOf = new Map<string, readonly string[]>();
   // A deeper category trimmed by maxDepth still implies its ancestors down to maxDepth.
   const implied = new Set<string>();
   for (const entry of entries) {
     if (entry.path.length > maxDepth) {
-      implied.add(entry.path.slice(0, maxDepth).join(PATH_SEPARATOR));
+      const kept = entry.path.slice(0, maxDepth);
+      implied.add(kept.join(PATH_SEPARATOR));
+      namesOf.set(kept.join(PATH_SEPARATOR), kept);
       continue;
     }
     const key = entry.path.join(PATH_SEPARATOR);
+    namesOf.set(key, entry.path);
     if (given.has(key)) throw new ShoalError(ErrorCode.INVALID_INPUT, `taxonomy lists the path "${key}" twice`);
     if (ids.has(entry.id)) throw new ShoalError(ErrorCode.INVALID_INPUT, `taxonomy lists the id "${entry.id}" twice`);
     given.set(key, entry.id);
@@ -90,7 +95,7 @@ export function buildTaxonomy(entries: readonly TaxonomyEntry[], format: Taxonom
   // Every ancestor path too, then sort so parents come first and order is stable (file order is not).
   const paths = new Map<string, string[]>();
   for (const key of new Set([...given.keys(), ...implied])) {
-    const names = key.split(PATH_SEPARATOR);
+    const names = namesOf.get(key) ?? key.split(PATH_SEPARATOR);
     for (let depth = 1; depth <= names.length; depth++) {
       const prefix = names.slice(0, depth);
       const prefixKey = prefix.join(PATH_SEPARATOR);
@@ -135,6 +140,7 @@ export function labelsTaxonomy(labels: readonly string[]): Taxonomy {
   const seen = new Set<string>();
   const unique: string[] = [];
   for (const label of labels) {
+    if (label.trim() === '') throw new ShoalError(ErrorCode.INVALID_INPUT, `labels: label ${unique.length + 1} is blank`);
     if (seen.has(label.trim())) continue;
     seen.add(label.trim());
     unique.push(label);

@@ -19,8 +19,13 @@ import { makeDirectory } from '../../adapters/runtime/directories.js';
 
 /** Bump when the file layout or the meaning of a cached matrix changes. */
 const CACHE_VERSION = 1;
-/** Categories per encode request: large, so the engine's scheduler forms full batches. */
-const ENCODE_REQUEST_ITEMS = 4_096;
+/**
+ * Categories per encode request, and requests in flight at once: enough to keep the engine's
+ * scheduler forming full batches, small enough that a build never fills a worker's or a
+ * gateway's in-flight limit (4,096 and 2,048 items) and starves the interactive calls beside it.
+ */
+const ENCODE_REQUEST_ITEMS = 512;
+const REQUESTS_IN_FLIGHT = 2;
 
 export interface CategoryEmbedding {
   model: string;
@@ -60,9 +65,10 @@ function sharedMatrix(rows: number, dim: number): Float32Array {
 
 async function embed(engine: Engine, taxonomy: Taxonomy, embedding: CategoryEmbedding, call: CallOptions): Promise<PackedMatrix> {
   const texts = taxonomy.categories.map((category) => categoryText(embedding.template, category));
+  if (texts.length === 0) throw new ShoalError(ErrorCode.INVALID_INPUT, 'taxonomy has no categories');
   let data: Float32Array | null = null;
   let dim = 0;
-  for (let at = 0; at < texts.length; at += ENCODE_REQUEST_ITEMS) {
+  const embedSlice = async (at: number): Promise<void> => {
     const slice = texts.slice(at, at + ENCODE_REQUEST_ITEMS);
     const result = await engine.encode(
       {
@@ -91,8 +97,18 @@ async function embed(engine: Engine, taxonomy: Taxonomy, embedding: CategoryEmbe
       seen[item.index] = 1;
     }
     if (seen.includes(0)) throw new ShoalError(ErrorCode.INFERENCE_FAILED, `model ${embedding.model} returned fewer vectors than categories`);
-  }
-  if (data === null) throw new ShoalError(ErrorCode.INVALID_INPUT, 'taxonomy has no categories');
+  };
+  // A few requests in flight, each taking the next slice when it is done.
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < texts.length) {
+      const at = next;
+      next += ENCODE_REQUEST_ITEMS;
+      await embedSlice(at);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(REQUESTS_IN_FLIGHT, Math.ceil(texts.length / ENCODE_REQUEST_ITEMS)) }, lane));
+  if (data === null) throw new ShoalError(ErrorCode.INTERNAL, 'no category was embedded');
   return { rows: texts.length, dim, data };
 }
 

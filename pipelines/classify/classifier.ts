@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Classification, ClassifyItem, DecidedBy } from '../../adapters/protocol/classify.js';
 import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
@@ -32,6 +33,11 @@ export interface CategoryStats {
   file: string | null;
 }
 
+/** What the category matrices of a classifier are built from, as one comparable key. */
+export function matrixOptions(options: ClassifierOptions): string {
+  return JSON.stringify([options.model, options.imageModel, options.categoryTemplate, options.categoryRole, options.maxLength ?? null, options.cacheDir]);
+}
+
 export class TaxonomyClassifier {
   readonly taxonomy: Taxonomy;
   readonly options: ClassifierOptions;
@@ -62,14 +68,14 @@ export class TaxonomyClassifier {
     return { built: this.#text.built || (this.#image?.built ?? false), seconds: this.#text.seconds + (this.#image?.seconds ?? 0), categories: this.#text.matrix.rows, file: this.#text.file };
   }
 
-  async #encode(model: string, dim: number, items: readonly Item[], call: CallOptions): Promise<Float32Array<ArrayBuffer>> {
+  async #encode(model: string, dim: number, items: readonly Item[], options: ClassifierOptions, call: CallOptions): Promise<Float32Array<ArrayBuffer>> {
     const result = await this.#engine.encode(
       {
         model,
         items: [...items],
         output_types: ['dense'],
-        role: this.options.productRole,
-        ...(this.options.maxLength === undefined ? {} : { max_length: this.options.maxLength }),
+        role: options.productRole,
+        ...(options.maxLength === undefined ? {} : { max_length: options.maxLength }),
         priority: 'bulk',
       },
       call,
@@ -87,13 +93,13 @@ export class TaxonomyClassifier {
   }
 
   /** Image similarity of each product's candidates, fused into their scores (products without an image keep theirs). */
-  async #fuseImages(items: readonly ClassifyItem[], candidates: Scored[][], call: CallOptions): Promise<void> {
+  async #fuseImages(items: readonly ClassifyItem[], candidates: Scored[][], options: ClassifierOptions, call: CallOptions): Promise<void> {
     const image = this.#image;
     if (image === null) return;
     const withImage = items.flatMap((item, at) => (item.image === undefined ? [] : [{ at, image: item.image }]));
     if (withImage.length === 0) return;
-    const vectors = await this.#encode(this.options.imageModel ?? this.options.model, image.matrix.dim, withImage.map(({ image: source }) => ({ image: source })), call);
-    const weight = this.options.imageWeight;
+    const vectors = await this.#encode(options.imageModel ?? options.model, image.matrix.dim, withImage.map(({ image: source }) => ({ image: source })), options, call);
+    const weight = options.imageWeight;
     withImage.forEach(({ at }, row) => {
       const list = candidates[at] ?? [];
       for (const candidate of list) candidate.score = (1 - weight) * candidate.score + weight * rowDot(image.matrix, candidate.index, vectors, row * image.matrix.dim);
@@ -101,16 +107,16 @@ export class TaxonomyClassifier {
     });
   }
 
-  async #rerank(item: ClassifyItem, candidates: Scored[], call: CallOptions): Promise<Scored[]> {
-    const model = this.options.rerankModel;
+  async #rerank(item: ClassifyItem, candidates: Scored[], options: ClassifierOptions, call: CallOptions): Promise<Scored[]> {
+    const model = options.rerankModel;
     if (model === null || candidates.length === 0) return candidates;
-    const top = candidates.slice(0, this.options.rerankTop);
+    const top = candidates.slice(0, options.rerankTop);
     const result = await this.#engine.score(
       {
         model,
         query: item.text,
-        items: top.map((candidate) => categoryText(this.options.categoryTemplate, this.taxonomy.categories[candidate.index] ?? { id: '', path: [], pathText: '' })),
-        ...(this.options.maxLength === undefined ? {} : { max_length: this.options.maxLength }),
+        items: top.map((candidate) => categoryText(options.categoryTemplate, this.taxonomy.categories[candidate.index] ?? { id: '', path: [], pathText: '' })),
+        ...(options.maxLength === undefined ? {} : { max_length: options.maxLength }),
         priority: 'bulk',
       },
       call,
@@ -121,31 +127,57 @@ export class TaxonomyClassifier {
       .sort((a, b) => b.score - a.score || a.index - b.index);
   }
 
-  #decide(id: Classification['id'], candidates: readonly Scored[], decidedBy: DecidedBy): Classification {
+  /**
+   * One score call per product, all at once. Each call listens for the abort of the signal it is
+   * given, so they get a signal of their own, linked once to the caller's: hundreds of listeners
+   * on the caller's signal made Node warn of a leak (MaxListenersExceededWarning).
+   */
+  async #rerankAll(items: readonly ClassifyItem[], candidates: Scored[][], options: ClassifierOptions, call: CallOptions): Promise<Scored[][]> {
+    const controller = new AbortController();
+    setMaxListeners(items.length + 10, controller.signal);
+    const outer = call.signal;
+    const forward = (): void => controller.abort(outer?.reason);
+    if (outer?.aborted === true) forward();
+    else outer?.addEventListener('abort', forward, { once: true });
+    try {
+      return await Promise.all(items.map((item, at) => this.#rerank(item, candidates[at] ?? [], options, { signal: controller.signal })));
+    } finally {
+      outer?.removeEventListener('abort', forward);
+    }
+  }
+
+  #decide(id: Classification['id'], candidates: readonly Scored[], decidedBy: DecidedBy, options: ClassifierOptions): Classification {
     const first = candidates[0];
     if (first === undefined) throw new ShoalError(ErrorCode.INTERNAL, `no category candidates for product ${String(id)}`);
-    const chosen = this.options.hierarchy ? hierarchyChoice(this.taxonomy, candidates) : first.index;
+    const chosen = options.hierarchy ? hierarchyChoice(this.taxonomy, candidates) : first.index;
     const chosenScore = candidates.find((candidate) => candidate.index === chosen)?.score ?? first.score;
     const category = this.taxonomy.categories[chosen];
     if (category === undefined) throw new ShoalError(ErrorCode.INTERNAL, `category ${chosen} is not in the taxonomy`);
     const alternatives = candidates
       .filter((candidate) => candidate.index !== chosen)
-      .slice(0, this.options.topK - 1)
+      .slice(0, options.topK - 1)
       .map((candidate) => {
         const alternative = this.taxonomy.categories[candidate.index];
         return { id: alternative?.id ?? '', path: alternative?.pathText ?? '', score: round(candidate.score) };
       });
     const score = round(chosenScore);
-    return { id, category: { id: category.id, path: category.pathText }, score, alternatives, decided_by: decidedBy, needs_review: score < this.options.threshold };
+    return { id, category: { id: category.id, path: category.pathText }, score, alternatives, decided_by: decidedBy, needs_review: score < options.threshold };
   }
 
-  /** One classification per item, in item order; `id` is the item's id or its 0-based position. */
-  async classify(items: readonly ClassifyItem[], call: CallOptions = {}): Promise<Classification[]> {
+  /**
+   * One classification per item, in item order; `id` is the item's id or its 0-based position.
+   * `options` may change how candidates are picked and decided (top-k, candidates, rerank,
+   * hierarchy, threshold, image weight, product role), not what the category matrices were
+   * built from (model, image model, template, category role, max length): the caller keys
+   * classifiers by those (see `matrixOptions`).
+   */
+  async classify(items: readonly ClassifyItem[], call: CallOptions = {}, options: ClassifierOptions = this.options): Promise<Classification[]> {
     if (items.length === 0) return [];
+    if (matrixOptions(options) !== matrixOptions(this.options)) throw new ShoalError(ErrorCode.INTERNAL, 'classify options name other category matrices than this classifier holds');
     const { matrix, key } = this.#text;
-    const queries = await this.#encode(this.options.model, matrix.dim, items.map((item) => ({ text: item.text })), call);
+    const queries = await this.#encode(options.model, matrix.dim, items.map((item) => ({ text: item.text })), options, call);
     await this.#search.load(key, matrix);
-    const k = Math.min(this.options.candidates, matrix.rows);
+    const k = Math.min(options.candidates, matrix.rows);
     const found = await this.#search.search(key, queries, items.length, k);
     const candidates: Scored[][] = items.map((_, at) => {
       const list: Scored[] = [];
@@ -155,10 +187,10 @@ export class TaxonomyClassifier {
       }
       return list;
     });
-    await this.#fuseImages(items, candidates, call);
-    const reranked = this.options.rerankModel === null ? candidates : await Promise.all(items.map((item, at) => this.#rerank(item, candidates[at] ?? [], call)));
-    const decidedBy: DecidedBy = this.options.rerankModel === null ? 'retrieve' : 'rerank';
-    return items.map((item, at) => this.#decide(item.id ?? at, reranked[at] ?? [], decidedBy));
+    await this.#fuseImages(items, candidates, options, call);
+    const reranked = options.rerankModel === null ? candidates : await this.#rerankAll(items, candidates, options, call);
+    const decidedBy: DecidedBy = options.rerankModel === null ? 'retrieve' : 'rerank';
+    return items.map((item, at) => this.#decide(item.id ?? at, reranked[at] ?? [], decidedBy, options));
   }
 
   /** Stops the search thread. The engine stays the caller's. */

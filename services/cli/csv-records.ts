@@ -54,8 +54,8 @@ export async function* readCsvRecords(stream: Readable, source: string, maxRecor
       header = values.map((name) => name.trim());
       return null;
     }
-    number += 1;
     if (values.length !== header.length) fail(`has ${values.length} fields, the header has ${header.length}`);
+    number += 1;
     const out: Record<string, string> = {};
     header.forEach((name, i) => {
       out[name] = values[i] ?? '';
@@ -76,6 +76,24 @@ export async function* readCsvRecords(stream: Readable, source: string, maxRecor
     if (first && text.charCodeAt(0) === 0xfeff) start = 1;
     first = false;
     const ready: CsvRecord[] = [];
+    try {
+      parseChunk(text, start, ready);
+    } catch (error) {
+      // The records that ended before the bad one still come out: the caller writes them first.
+      for (const record of ready) yield { ...record, endOffset: bytes };
+      throw error;
+    }
+    // Records of this chunk carry the chunk's end offset (progress granularity is one read).
+    for (const record of ready) yield { ...record, endOffset: bytes };
+  }
+  if (quoted && !quoteInQuoted) fail('ends inside a quoted field');
+  if (field.length > 0 || fields.length > 0 || fieldWasQuoted) {
+    const record = endRecord();
+    if (record !== null) yield record;
+  }
+  if (header === null) throw new ShoalError(ErrorCode.INVALID_INPUT, `${source}: no header record (the first line must name the columns)`);
+
+  function parseChunk(text: string, start: number, ready: CsvRecord[]): void {
     for (let i = start; i < text.length; i++) {
       const code = text.charCodeAt(i);
       if (quoted) {
@@ -116,13 +134,5 @@ export async function* readCsvRecords(stream: Readable, source: string, maxRecor
         if (++recordChars > maxRecordChars) fail(`longer than ${maxRecordChars} characters`);
       }
     }
-    // Records of this chunk carry the chunk's end offset (progress granularity is one read).
-    for (const record of ready) yield { ...record, endOffset: bytes };
   }
-  if (quoted && !quoteInQuoted) fail('ends inside a quoted field');
-  if (field.length > 0 || fields.length > 0 || fieldWasQuoted) {
-    const record = endRecord();
-    if (record !== null) yield record;
-  }
-  if (header === null) throw new ShoalError(ErrorCode.INVALID_INPUT, `${source}: no header record (the first line must name the columns)`);
 }

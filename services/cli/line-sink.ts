@@ -117,6 +117,15 @@ class StreamSink implements LineSink {
 }
 
 /** The id of a result line, or null when it has none (or is not JSON). */
+function isJson(line: string): boolean {
+  try {
+    JSON.parse(line);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function idOf(line: string): string | number | null {
   try {
     const value: unknown = JSON.parse(line);
@@ -153,7 +162,15 @@ async function resumePoint(partial: string): Promise<ResumePoint> {
     const length = lastNewline - previousNewline - 1;
     const slice = Buffer.alloc(length);
     await handle.read(slice, 0, length, previousNewline + 1);
-    return { lines, lastId: idOf(slice.toString('utf8')) };
+    const last = slice.toString('utf8');
+    if (!isJson(last)) {
+      // Every line Shoal writes is JSON: this file was changed by something else, and counting on it would skip products.
+      throw new ShoalError(
+        ErrorCode.INVALID_INPUT,
+        `--resume: the last line of ${partial} is not JSON (${JSON.stringify(last.slice(0, 80))}), so it was not written by shoal; remove that line, or the file to start over`,
+      );
+    }
+    return { lines, lastId: idOf(last) };
   } finally {
     await handle.close();
   }

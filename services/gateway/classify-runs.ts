@@ -10,6 +10,8 @@ import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/err
 import type { Logger } from '../../adapters/observability/logger.js';
 import { requestClassifierOptions, requestTaxonomy, TaxonomyClassifier } from '../../pipelines/classify/index.js';
 import { makeDirectory } from '../../adapters/runtime/directories.js';
+import { RetryingEngine } from '../../adapters/nats/retrying-engine.js';
+import type { Taxonomy } from '../../adapters/taxonomy/index.js';
 
 /**
  * Classification jobs of POST /v1/classify (more items than the sync limit, or `mode: "job"`):
@@ -37,6 +39,8 @@ export interface ClassifyRunsOptions {
   keptRuns?: number;
   /** Products per engine round. @default 256 */
   chunkItems?: number;
+  /** How long a run waits out a busy or restarting worker (retryable failures) before it fails. @default 120000 */
+  retryForMs?: number;
   logger?: Logger;
 }
 
@@ -46,11 +50,14 @@ interface Run {
   readonly hash: string;
   /** Dropped once the run ends, so a finished run holds no products. */
   request: ParsedClassifyRequest | null;
+  /** The request's taxonomy, parsed at submit so a bad one is refused then (422), not after the 202. */
+  taxonomy: Taxonomy | null;
   readonly file: string;
 }
 
 const FINISHED: ReadonlySet<ClassifyRunStatus['state']> = new Set(['completed', 'failed']);
 const MAX_RETRY_AFTER_S = 60;
+const DEFAULT_RETRY_FOR_MS = 120_000;
 
 function contentHash(request: ParsedClassifyRequest): string {
   return createHash('sha256').update(JSON.stringify(request)).digest('hex');
@@ -76,7 +83,8 @@ export class ClassifyRuns {
   #itemsPerSecond: number | null = null;
 
   constructor(options: ClassifyRunsOptions) {
-    this.#engine = options.engine;
+    // A job is bulk work: a worker busy with interactive calls (OVERLOADED) or restarting is waited for, not a failure.
+    this.#engine = new RetryingEngine(options.engine, options.retryForMs ?? DEFAULT_RETRY_FOR_MS);
     // One folder per gateway process: two gateways sharing a cache folder never touch each other's files.
     this.#folder = join(options.resultsDir ?? join(tmpdir(), 'shoal-classify-jobs'), `gateway-${randomUUID().slice(0, 8)}`);
     this.#cacheDir = options.cacheDir ?? null;
@@ -111,6 +119,7 @@ export class ClassifyRuns {
       return { ...existing.status };
     }
     if (this.#closing !== null) throw new ShoalError(ErrorCode.UNAVAILABLE, 'the gateway is stopping and takes no classification jobs');
+    const taxonomy = requestTaxonomy(request);
     if (this.#queue.length >= this.#maxQueued && this.#running.size >= this.#maxRunning) {
       const retryAfterSeconds = this.#retryAfter();
       throw new ShoalError(ErrorCode.OVERLOADED, `${this.#running.size} classification jobs are running and ${this.#queue.length} are queued on this gateway (the most it holds); retry in ${retryAfterSeconds} s`, {
@@ -122,6 +131,7 @@ export class ClassifyRuns {
       status: { job_id: jobId, kind: 'classify', state: 'queued', model: request.model, items: request.items.length, items_done: 0, categories: null, error: null, created_at: now, updated_at: now },
       hash,
       request,
+      taxonomy,
       file: join(this.#folder, `${jobId}.jsonl`),
     };
     this.#runs.set(jobId, run);
@@ -167,8 +177,8 @@ export class ClassifyRuns {
   }
 
   async #execute(run: Run): Promise<void> {
-    const request = run.request;
-    if (request === null) return;
+    const { request, taxonomy } = run;
+    if (request === null || taxonomy === null) return;
     const signal = this.#stop.signal;
     const started = Date.now();
     this.#update(run, { state: 'running' });
@@ -178,7 +188,7 @@ export class ClassifyRuns {
       try {
         // Closed while the file was being opened: an engine call made now would start after its abort.
         if (signal.aborted) throw new ShoalError(ErrorCode.CANCELLED, 'the gateway stopped before the job started');
-        const classifier = await TaxonomyClassifier.open(this.#engine, requestTaxonomy(request), requestClassifierOptions(request, this.#cacheDir), { signal });
+        const classifier = await TaxonomyClassifier.open(this.#engine, taxonomy, requestClassifierOptions(request, this.#cacheDir), { signal });
         try {
           this.#update(run, { categories: classifier.taxonomy.categories.length });
           for (let start = 0; start < request.items.length; start += this.#chunkItems) {
@@ -204,6 +214,7 @@ export class ClassifyRuns {
       this.#logger?.warn({ job: run.status.job_id, code: shoal.code, reason: shoal.message.slice(0, 300) }, 'classification job failed');
     } finally {
       run.request = null;
+      run.taxonomy = null;
       await this.#finish(run);
     }
   }
@@ -226,6 +237,7 @@ export class ClassifyRuns {
       for (const run of this.#queue.splice(0)) {
         this.#update(run, { state: 'failed', error: { code: ErrorCode.CANCELLED, message: 'the gateway stopped before the job started' } });
         run.request = null;
+        run.taxonomy = null;
       }
       await Promise.all([...this.#running]);
       await rm(this.#folder, { recursive: true, force: true });

@@ -93,4 +93,15 @@ describe.skipIf(!available)(`shoal classify --nats ${natsServerAvailable() ? '' 
       }
     }
   }, 240_000);
+
+  it('refuses at once a model no worker serves (it waited an hour for a worker)', async () => {
+    const started = Date.now();
+    const run = await runShoal(['classify', catalog, '--taxonomy', GOOGLE, '--model', 'no-such-encoder', '--nats', server.url, '--prefix', prefix], {
+      env: { SHOAL_MODEL_DIR: FIXTURE_MODELS_DIR, SHOAL_CACHE_DIR: join(dir, 'cache-missing') },
+    });
+    expect(run.stderr).toContain('no worker serves model "no-such-encoder"');
+    expect(run.stderr).toContain(TINY_MEAN);
+    expect(run.code).not.toBe(0);
+    expect(Date.now() - started).toBeLessThan(30_000);
+  }, 60_000);
 });

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { ClassifyJobAccepted, ClassifyRequest, ClassifyResult, ClassifyRunStatus, Classification } from '../../adapters/protocol/classify.js';
+import type { Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { buildGatewayApp } from '../../services/gateway/app.js';
@@ -146,6 +147,11 @@ describe('POST /v1/classify as a job', () => {
     const syncWithId = await app.inject({ method: 'POST', url: '/v1/classify', payload: { model: TINY_MEAN, items: ['x'], labels: ['a'], mode: 'sync', job_id: 'x1' } });
     expect(syncWithId.statusCode).toBe(422);
 
+    // A taxonomy that cannot be read is refused before the 202, as in sync mode.
+    const badTaxonomy = await app.inject({ method: 'POST', url: '/v1/classify', payload: { model: TINY_MEAN, items: ['x'], taxonomy: 'A > B\n2 - A > C', mode: 'job' } });
+    expect(badTaxonomy.statusCode).toBe(422);
+    expect(ErrorBody.parse(badTaxonomy.json()).error.message).toContain('mixes formats');
+
     const broken = await app.inject({ method: 'POST', url: '/v1/classify', payload: { model: 'no-such-model', items: ['x'], labels: ['a', 'b'], mode: 'job' } });
     expect(broken.statusCode).toBe(202);
     const failed = await finished(ClassifyJobAccepted.parse(broken.json()).job_id);
@@ -193,6 +199,31 @@ describe('ClassifyRuns', () => {
       expect(() => runs.submit(request('four'), 'r4')).toThrow(/stopping/);
     } finally {
       await runs.close();
+      rmSync(resultsDir, { recursive: true, force: true });
+    }
+  });
+
+  it('waits out a worker that answers OVERLOADED (busy with interactive calls) instead of failing the run', async () => {
+    const engine = referenceEngine();
+    let refusals = 2;
+    const busy: Engine = {
+      encode: (call, options) => (refusals-- > 0 ? Promise.reject(new ShoalError(ErrorCode.OVERLOADED, 'worker w1 has 4096 items in flight')) : engine.encode(call, options)),
+      score: (call, options) => engine.score(call, options),
+      extract: (call, options) => engine.extract(call, options),
+      tokenize: (call, options) => engine.tokenize(call, options),
+      close: async () => undefined,
+    };
+    const resultsDir = mkdtempSync(join(tmpdir(), 'shoal-classify-runs-'));
+    const runs = new ClassifyRuns({ engine: busy, resultsDir });
+    try {
+      runs.submit(request('busy'), 'o1');
+      const deadline = Date.now() + 30_000;
+      while (runs.status('o1')?.state !== 'completed' && runs.status('o1')?.state !== 'failed' && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(runs.status('o1')).toMatchObject({ state: 'completed', items_done: 1 });
+      expect(refusals).toBeLessThan(0);
+    } finally {
+      await runs.close();
+      await engine.close();
       rmSync(resultsDir, { recursive: true, force: true });
     }
   });

@@ -25,13 +25,16 @@ describe('POST /v1/classify', () => {
   let engine: InferenceEngine;
   let app: FastifyInstance;
   const encoded: number[] = [];
+  /** Category builds (encode calls of this many texts) wait this long, so a test can leave during one. */
+  const slowBuild = { items: -1, ms: 0 };
 
   beforeAll(async () => {
     engine = referenceEngine();
     // The real engine, recording how many texts each encode call carries.
     const counting: Engine = {
-      encode: (request: EncodeRequest, options?: CallOptions) => {
+      encode: async (request: EncodeRequest, options?: CallOptions) => {
         encoded.push(request.items.length);
+        if (request.items.length === slowBuild.items) await new Promise((resolve) => setTimeout(resolve, slowBuild.ms));
         return engine.encode(request, options);
       },
       score: (request, options) => engine.score(request, options),
@@ -79,5 +82,64 @@ describe('POST /v1/classify', () => {
     expect(ErrorBody.parse(both.json()).error.code).toBe('INVALID_INPUT');
     const topK = await app.inject({ method: 'POST', url: '/v1/classify', payload: { model: TINY_MEAN, items: ['x'], labels: ['a'], top_k: 1000 } });
     expect(topK.statusCode).toBe(422);
+  });
+
+  it('keeps one category matrix per taxonomy and model: top_k, threshold, candidates and hierarchy are applied per request', async () => {
+    const taxonomy = '1 - Toys\n2 - Toys > Dolls\n3 - Garden\n4 - Garden > Tools';
+    const base = { model: TINY_MEAN, items: ['a rag doll'], taxonomy };
+    encoded.length = 0;
+    const first = await app.inject({ method: 'POST', url: '/v1/classify', payload: { ...base, top_k: 2 } });
+    expect(first.statusCode).toBe(200);
+    expect(encoded).toEqual([4, 1]);
+    const wider = await app.inject({ method: 'POST', url: '/v1/classify', payload: { ...base, top_k: 4, threshold: 0.99, candidates: 4, hierarchy: true } });
+    expect(wider.statusCode).toBe(200);
+    // Only the product is embedded again; the answer follows the new options.
+    expect(encoded).toEqual([4, 1, 1]);
+    const item = ClassifyResult.parse(wider.json()).items[0];
+    expect(item?.alternatives).toHaveLength(3);
+    expect(item?.needs_review).toBe(true);
+    expect(ClassifyResult.parse(first.json()).items[0]?.alternatives).toHaveLength(1);
+    // What the matrix is built from does make another one: the category template.
+    await app.inject({ method: 'POST', url: '/v1/classify', payload: { ...base, category_template: 'products: {path}' } });
+    expect(encoded).toEqual([4, 1, 1, 4, 1]);
+  });
+
+  it('refuses blank product texts and blank labels (422), and keeps a label holding " > " as one flat category', async () => {
+    for (const items of [[''], ['ok', { text: '   ' }]]) {
+      const blank = await app.inject({ method: 'POST', url: '/v1/classify', payload: { model: TINY_MEAN, items, labels: ['a', 'b'] } });
+      expect(blank.statusCode, JSON.stringify(items)).toBe(422);
+      expect(ErrorBody.parse(blank.json()).error.message).toContain('blank');
+    }
+    const blankLabel = await app.inject({ method: 'POST', url: '/v1/classify', payload: { model: TINY_MEAN, items: ['x'], labels: ['a', '  '] } });
+    expect(blankLabel.statusCode).toBe(422);
+    expect(ErrorBody.parse(blankLabel.json()).error.message).toContain('blank');
+    const pathLike = await app.inject({ method: 'POST', url: '/v1/classify', payload: { model: TINY_MEAN, items: ['boots'], labels: ['Shoes > Boots', 'Phones'], top_k: 5 } });
+    expect(pathLike.statusCode).toBe(200);
+    const answer = ClassifyResult.parse(pathLike.json());
+    expect(answer.categories).toBe(2);
+    const named = [answer.items[0]?.category.path, ...(answer.items[0]?.alternatives.map((a) => a.path) ?? [])].sort();
+    expect(named).toEqual(['Phones', 'Shoes > Boots']);
+  });
+
+  it('a client that leaves during a shared category build does not cancel it for the others', async () => {
+    const taxonomy = '1 - Boats\n2 - Boats > Sails\n3 - Bikes';
+    slowBuild.items = 3;
+    slowBuild.ms = 600;
+    const url = await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const body = JSON.stringify({ model: TINY_MEAN, items: ['a sail'], taxonomy });
+      const leaving = new AbortController();
+      const first = fetch(`${url}/v1/classify`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: leaving.signal }).catch((error: unknown) => error);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const second = fetch(`${url}/v1/classify`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      leaving.abort();
+      expect(await first).toBeInstanceOf(Error);
+      const answer = await second;
+      expect(answer.status).toBe(200);
+      expect(ClassifyResult.parse(await answer.json()).categories).toBe(3);
+    } finally {
+      slowBuild.items = -1;
+    }
   });
 });

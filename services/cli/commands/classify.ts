@@ -90,12 +90,23 @@ Exit status: 0 every product classified, 2 bad flags or input (a --fields name n
 
 async function openEngine(app: CliApp, flags: ClassifyFlags): Promise<{ engine: Engine; close(): Promise<void> }> {
   // NATS is loaded with --nats only: the other commands, `--version` included, never pay for it.
-  const [{ connectNats }, { JobsClient }] = await Promise.all([import('../../../adapters/nats/connection.js'), import('../../../adapters/nats/jobs-client.js')]);
+  const [{ connectNats }, { JobsClient }, { NatsEngine, DISCOVERY_STALL_MS }, { servedModelGate }] = await Promise.all([
+    import('../../../adapters/nats/connection.js'),
+    import('../../../adapters/nats/jobs-client.js'),
+    import('../../../adapters/nats/engine-client.js'),
+    import('../../../adapters/nats/model-gate.js'),
+  ]);
   const env = natsSettingsFromEnv(app.io.env);
   const nc = await connectNats({ ...env, ...(flags.nats === undefined ? {} : { servers: flags.nats }), retryFirstConnect: false, name: 'shoal classify' });
   try {
     const prefix = flags.prefix ?? envValue(app.io.env, 'subjectPrefix');
-    const jobs = await JobsClient.open(nc, prefix === undefined ? {} : { topology: { prefix } });
+    const topology = prefix === undefined ? {} : { prefix };
+    // A model no worker serves (or served) is refused at once, as shoal submit does, instead of a job that waits an hour.
+    const discovery = new NatsEngine(nc, topology);
+    const jobs = await JobsClient.open(nc, { topology, modelGate: (t) => servedModelGate({ topology: t, discover: () => discovery.workers(500, DISCOVERY_STALL_MS) }) });
+    await jobs.checkModel('encode', flags.model);
+    if (flags.imageModel !== undefined) await jobs.checkModel('encode', flags.imageModel);
+    if (flags.rerankModel !== undefined) await jobs.checkModel('score', flags.rerankModel);
     return { engine: new JobsEngine(jobs, flags.partItems === undefined ? {} : { partItems: flags.partItems }), close: () => nc.close() };
   } catch (error) {
     await nc.close();
@@ -140,6 +151,7 @@ export function registerClassify(program: Command, app: CliApp): void {
     const flags = parseFlags(ClassifyFlags, self);
     if (flags.imageField !== undefined && flags.imageModel === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--image-field needs --image-model (a CLIP-style model)');
     if (flags.json === true && flags.gold === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--json prints the --gold evaluation: give --gold FIELD');
+    if (flags.fields !== undefined && flags.fields.length === 0) throw new ShoalError(ErrorCode.INVALID_INPUT, '--fields names no field; give the product fields to embed, comma-separated (e.g. --fields title,description)');
     if (flags.fields !== undefined && flags.template !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--fields and --template both say how the product text is built; give one');
     const textSpec = { fields: flags.fields ?? DEFAULT_FIELDS, template: flags.template, defaultFields: flags.fields === undefined };
     const config = app.config(self);

@@ -2,7 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { ClassifyHttpRequest, type ClassifyJobAccepted, type ParsedClassifyRequest } from '../../../adapters/protocol/classify.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
-import { requestClassifierOptions, requestTaxonomy, TaxonomyClassifier } from '../../../pipelines/classify/index.js';
+import { RetryingEngine } from '../../../adapters/nats/retrying-engine.js';
+import { matrixOptions, requestClassifierOptions, requestTaxonomy, resolveClassifierOptions, TaxonomyClassifier } from '../../../pipelines/classify/index.js';
 import { checkJobIdFree } from '../job-ids.js';
 import type { RouteContext } from '../context.js';
 import { OTHER_MODEL } from '../request-metrics.js';
@@ -21,18 +22,33 @@ import { OTHER_MODEL } from '../request-metrics.js';
 export const MAX_SYNC_CLASSIFY_ITEMS = 256;
 /** Category matrices kept in memory (each 10k categories × 384 dims is 16 MB). */
 const KEPT_CLASSIFIERS = 4;
+/** How long a matrix build waits out a worker busy with interactive calls (OVERLOADED) before it fails. */
+const BUILD_RETRY_FOR_MS = 30_000;
 
-function classifierKey(request: ParsedClassifyRequest, taxonomyHash: string): string {
-  const { items: _items, taxonomy: _taxonomy, labels: _labels, ...options } = request;
-  return JSON.stringify({ taxonomyHash, ...options });
+/**
+ * The settled value of `promise`, or CANCELLED as soon as `signal` aborts: a client that leaves
+ * stops waiting for a shared build without cancelling it for the others.
+ */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(new ShoalError(ErrorCode.CANCELLED, 'the client went away'));
+  return new Promise((resolve, reject) => {
+    const onAbort = (): void => reject(new ShoalError(ErrorCode.CANCELLED, 'the client went away'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
 export function registerClassifyRoutes(app: FastifyInstance, context: RouteContext): void {
+  // Keyed by the taxonomy and what its matrices are built from (model, template…), not by top_k,
+  // threshold or rerank, which each request applies to the kept matrices itself.
   const kept = new Map<string, Promise<TaxonomyClassifier>>();
+  // Builds belong to the gateway, not to the request that started them: others may share them.
+  const builds = new AbortController();
+  const buildEngine = new RetryingEngine(context.deps.engine, BUILD_RETRY_FOR_MS);
 
-  const classifierFor = (request: ParsedClassifyRequest, signal: AbortSignal): Promise<TaxonomyClassifier> => {
+  const classifierFor = (request: ParsedClassifyRequest): Promise<TaxonomyClassifier> => {
     const taxonomy = requestTaxonomy(request);
-    const key = classifierKey(request, taxonomy.hash);
+    const key = JSON.stringify([taxonomy.hash, matrixOptions(resolveClassifierOptions(requestClassifierOptions(request)))]);
     const existing = kept.get(key);
     if (existing !== undefined) {
       // Most recently used last.
@@ -41,8 +57,8 @@ export function registerClassifyRoutes(app: FastifyInstance, context: RouteConte
       return existing;
     }
     // The gateway keeps its matrices in memory (the kept map), not in the disk cache.
-    const opened = TaxonomyClassifier.open(context.deps.engine, taxonomy, requestClassifierOptions(request), { signal });
-    // A failed or cancelled build is forgotten, so the next request tries again.
+    const opened = TaxonomyClassifier.open(buildEngine, taxonomy, requestClassifierOptions(request), { signal: builds.signal });
+    // A failed build is forgotten, so the next request tries again.
     opened.catch(() => kept.delete(key));
     kept.set(key, opened);
     while (kept.size > KEPT_CLASSIFIERS) {
@@ -55,6 +71,7 @@ export function registerClassifyRoutes(app: FastifyInstance, context: RouteConte
   };
 
   app.addHook('onClose', async () => {
+    builds.abort();
     const all = [...kept.values()];
     kept.clear();
     await Promise.all(all.map((opened) => opened.then((classifier) => classifier.close()).catch(() => undefined)));
@@ -84,8 +101,9 @@ export function registerClassifyRoutes(app: FastifyInstance, context: RouteConte
       );
     }
     return context.call(reply)(async (signal) => {
-      const classifier = await classifierFor(parsed, signal);
-      const items = await classifier.classify(parsed.items, { signal });
+      const classifier = await untilAborted(classifierFor(parsed), signal);
+      const options = resolveClassifierOptions(requestClassifierOptions(parsed));
+      const items = await classifier.classify(parsed.items, { signal }, options);
       return { model: parsed.model, categories: classifier.taxonomy.categories.length, items };
     });
   });

@@ -35,13 +35,19 @@ async function* jsonlRecords(source: LineSource, chunkSize: number): AsyncGenera
     for (const line of lines) {
       if (line.text.trim() === '') continue;
       let value: unknown;
+      let failure: ShoalError | null = null;
       try {
         value = JSON.parse(line.text);
       } catch (error) {
-        throw new ShoalError(ErrorCode.INVALID_INPUT, `${source.name} line ${line.number}: not valid JSON`, { cause: error, details: { line: line.number } });
+        failure = new ShoalError(ErrorCode.INVALID_INPUT, `${source.name} line ${line.number}: not valid JSON`, { cause: error, details: { line: line.number } });
       }
       const parsed = JsonObject.safeParse(value);
-      if (!parsed.success) throw new ShoalError(ErrorCode.INVALID_INPUT, `${source.name} line ${line.number}: expected a JSON object (one product per line)`, { details: { line: line.number } });
+      if (failure === null && !parsed.success) failure = new ShoalError(ErrorCode.INVALID_INPUT, `${source.name} line ${line.number}: expected a JSON object (one product per line)`, { details: { line: line.number } });
+      if (failure !== null || !parsed.success) {
+        // The products before the bad line are classified and written first, then the run stops.
+        if (out.length > 0) yield out;
+        throw failure ?? new ShoalError(ErrorCode.INVALID_INPUT, `${source.name} line ${line.number}: expected a JSON object`);
+      }
       number += 1;
       out.push({ number, fields: parsed.data, endOffset: line.endOffset });
     }
@@ -51,12 +57,18 @@ async function* jsonlRecords(source: LineSource, chunkSize: number): AsyncGenera
 
 async function* csvRecords(source: LineSource, chunkSize: number): AsyncGenerator<ProductRecord[]> {
   let chunk: ProductRecord[] = [];
-  for await (const record of readCsvRecords(source.stream, source.name)) {
-    chunk.push(record);
-    if (chunk.length >= chunkSize) {
-      yield chunk;
-      chunk = [];
+  try {
+    for await (const record of readCsvRecords(source.stream, source.name)) {
+      chunk.push(record);
+      if (chunk.length >= chunkSize) {
+        yield chunk;
+        chunk = [];
+      }
     }
+  } catch (error) {
+    // The records before the bad one are classified and written first, then the run stops.
+    if (chunk.length > 0) yield chunk;
+    throw error;
   }
   if (chunk.length > 0) yield chunk;
 }
@@ -182,6 +194,12 @@ export async function readCheckedProducts(chunks: AsyncGenerator<ProductRecord[]
     }
   } catch (error) {
     failure = { error };
+  }
+  // A catalog that fails before its first product (another file given by mistake) fails now,
+  // before a model is loaded or a category embedded: there is nothing before the error to write.
+  if (failure !== null && ahead.length === 0) {
+    await chunks.return(undefined);
+    throw failure.error;
   }
   try {
     checkTextFields(ahead.flat(), spec, complete);

@@ -204,8 +204,12 @@ export async function runClassify(options: ClassifyRunOptions): Promise<Classify
       });
     }
     await previous;
+  } catch (error) {
+    // An input error (a bad line) or an interrupt: the chunk in flight is still written, so
+    // every product before the error is in the output (and --resume continues after them).
+    await previous.catch(() => undefined);
+    throw error;
   } finally {
-    previous.catch(() => undefined);
     await earlier?.return(undefined);
   }
   if (toSkip > 0) throw new ShoalError(ErrorCode.INVALID_INPUT, `--resume: the output has ${skippedTotal} lines but the input only ${skippedTotal - toSkip} products`);
