@@ -362,7 +362,8 @@ export class LanceDbSink implements Sink {
     // A binary table is searched by LanceDB's Hamming distance over the packed bytes (VectorQuery's
     // typing lists only the float distances, its runtime takes 'hamming' as Index.ivfFlat's does).
     const distanceType = (isBinaryType(type) ? 'hamming' : spec.distance) as Distance;
-    let query = chunks.vectorSearch(columnValues(vector, spec)).distanceType(distanceType).limit(candidateCount(options.k)).nprobes(SEARCH_NPROBES).refineFactor(SEARCH_REFINE);
+    // The column named: a multi-vector column of the same width would make LanceDB's choice ambiguous.
+    let query = chunks.vectorSearch(columnValues(vector, spec)).column('vector').distanceType(distanceType).limit(candidateCount(options.k)).nprobes(SEARCH_NPROBES).refineFactor(SEARCH_REFINE);
     if (options.filter !== undefined) {
       checkFilterColumns(options.filter, spec);
       query = query.where(options.filter);

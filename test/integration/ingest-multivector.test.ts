@@ -13,7 +13,7 @@ import { IngestRunner } from '../../pipelines/documents/runner.js';
 import { searchIndex } from '../../pipelines/documents/search.js';
 import { fileSources } from '../../pipelines/documents/sources.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
-import { CONFORMANCE_DIR } from '../helpers/shared.js';
+import { CONFORMANCE_DIR, FIXTURES_DIR } from '../helpers/shared.js';
 
 /**
  * A pipeline with dense, sparse (SPLADE) and multi-vector (ColBERT) encoders, the conformance
@@ -96,6 +96,29 @@ describe('ingest with a multi-vector encoder, late-interaction search', () => {
         const rerun = new IngestRunner({ definition: other, engine, sink, reader: parser, force: true });
         await expect(rerun.run(await fileSources([dir], { include: ['*.txt'] }))).rejects.toMatchObject({ code: ErrorCode.CONFIG_INVALID, message: expect.stringMatching(/built with (multi-vector|sparse) model/) });
       }
+    } finally {
+      await parser.close();
+      await sink.close();
+    }
+  });
+
+  it('searches the dense column by name when the token vectors have the same width (the fixture models: 8 and 8)', async () => {
+    const models = join(FIXTURES_DIR, 'models');
+    const index = join(dir, 'same-width');
+    const sink = new LanceDbSink({ dir: index });
+    const parser = new DocumentParser(engine, { ocr: 'never' });
+    const same = parseDefinition(
+      { name: 'same', stages: { parse: { ocr: 'never' }, encode: { model: join(models, 'tiny-bert-mean'), multivector: { model: join(models, 'tiny-colbert') } }, write: { index } } },
+      'test',
+    );
+    try {
+      const summary = await new IngestRunner({ definition: same, engine, sink, reader: parser }).run(await fileSources([dir], { include: ['*.txt'] }));
+      expect(summary.documents).toMatchObject({ ok: 4, failed: 0 });
+      // LanceDB refused a search naming no column: "More than one vector columns found".
+      const hits = await searchIndex(engine, sink, { query: QUERY, k: 4, where: 'test' });
+      expect(new Set(hits.map((hit) => hit.row.text))).toEqual(new Set(TEXTS));
+      const dense = await searchIndex(engine, sink, { query: QUERY, k: 4, where: 'test', mode: 'dense' });
+      expect(dense).toHaveLength(4);
     } finally {
       await parser.close();
       await sink.close();
