@@ -7,7 +7,7 @@ import { readHtml } from './html-reader.js';
 import type { DocumentBytes, Opened, ParseRequest, ParseResponse, PageRead } from './parse-messages.js';
 import { hasImageXObjects, openPdf, readPdfPage, renderPdfPage } from './pdf-reader.js';
 import { sniffDocument } from './sniff.js';
-import { decodeText, markdownHeadings, requireText } from './text-reader.js';
+import { decodeHtml, decodeText, markdownHeadings, requireText, stripFrontMatter } from './text-reader.js';
 
 /**
  * Parse thread: reads files, sniffs their type, decodes text and HTML, and opens PDFs and reads
@@ -93,15 +93,17 @@ async function open(request: Extract<ParseRequest, { type: 'open' }>): Promise<H
       return { body: { ...base, kind: 'image', image }, transfer: [image.buffer] };
     }
     case 'html': {
-      const html = readHtml(decodeText(bytes));
+      const html = readHtml(decodeHtml(bytes));
       const page = { page: 1, text: html.text, headings: html.headings };
       return { body: { ...base, kind: 'whole', documentType: 'html', pages: [page], ...(html.title === undefined ? {} : { title: html.title }) } };
     }
     case 'markdown':
     case 'text': {
-      const text = requireText(decodeText(bytes), sniffed.type === 'markdown' ? 'Markdown file' : 'text file');
+      const decoded = decodeText(bytes);
+      const front = sniffed.type === 'markdown' ? stripFrontMatter(decoded) : { text: decoded };
+      const text = requireText(front.text, sniffed.type === 'markdown' ? 'Markdown file' : 'text file');
       const headings = sniffed.type === 'markdown' ? markdownHeadings(text) : [];
-      const title = firstHeading(headings);
+      const title = front.title ?? firstHeading(headings);
       const page = { page: 1, text, headings };
       return { body: { ...base, kind: 'whole', documentType: sniffed.type, pages: [page], ...(title === undefined ? {} : { title }) } };
     }

@@ -1,10 +1,17 @@
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { declaredHtmlCharset, decodeWith, detectEncoding } from './encoding.js';
 
 /**
- * Decoding of text documents: UTF-8 (with or without a byte order mark) when the bytes are valid
- * UTF-8, UTF-16 when a byte order mark says so, else Windows-1252 (a superset of Latin-1, the usual
- * encoding of older text files). Line endings become '\n'.
+ * Decoding of text documents (the encoding is decided in encoding.ts: byte order marks, UTF-16
+ * without one, UTF-8, an HTML page's declared charset, Windows-1252), Markdown headings and front
+ * matter. Line endings become '\n'.
  */
+
+/**
+ * The text readers' version, part of an ingest's settings hash. 2: UTF-16 without a byte order
+ * mark, UTF-8 with a few bad bytes, an HTML page's declared charset, Markdown front matter cut.
+ */
+export const TEXT_RULES = 2;
 
 export interface Heading {
   /** Character offset of the heading's text in the page text. */
@@ -12,20 +19,35 @@ export interface Heading {
   text: string;
 }
 
-export function decodeText(bytes: Uint8Array): string {
-  let text: string;
-  if (bytes[0] === 0xff && bytes[1] === 0xfe) text = new TextDecoder('utf-16le').decode(bytes.subarray(2));
-  else if (bytes[0] === 0xfe && bytes[1] === 0xff) text = new TextDecoder('utf-16be').decode(bytes.subarray(2));
-  else {
-    try {
-      // ignoreBOM: false (the default) drops a UTF-8 byte order mark.
-      text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-    } catch {
-      text = new TextDecoder('windows-1252').decode(bytes);
-    }
-  }
+export function decodeText(bytes: Uint8Array, declared: string | null = null): string {
+  const text = decodeWith(bytes, detectEncoding(bytes, declared));
   if (text.includes('\u0000')) throw new ShoalError(ErrorCode.UNSUPPORTED_DOCUMENT, 'the text contains NUL characters: it is a binary file, not text');
   return text.replace(/\r\n?/g, '\n');
+}
+
+/** An HTML page's text: its bytes decide the encoding, then the charset its `<meta>` declares, then Windows-1252. */
+export function decodeHtml(bytes: Uint8Array): string {
+  return decodeText(bytes, declaredHtmlCharset(bytes));
+}
+
+/** Lines searched for the end of a front matter block: a longer one is not front matter. */
+const FRONT_MATTER_MAX_LINES = 200;
+
+/**
+ * A Markdown file's YAML front matter (`---` first line, up to a `---` or `...` line), cut from
+ * the text: it is metadata, not prose, and its closing `---` would read as the underline of a
+ * setext heading. Its `title:` is returned for the document's title.
+ */
+export function stripFrontMatter(text: string): { text: string; title?: string } {
+  if (!/^---[ \t]*\n/.test(text)) return { text };
+  const lines = text.split('\n');
+  const end = lines.slice(1, FRONT_MATTER_MAX_LINES).findIndex((line) => /^(---|\.\.\.)[ \t]*$/.test(line));
+  if (end === -1) return { text };
+  const block = lines.slice(1, end + 1);
+  const rest = lines.slice(end + 2).join('\n');
+  const title = block.map((line) => /^title:[ \t]*(.+?)[ \t]*$/.exec(line)?.[1]).find((value) => value !== undefined);
+  const unquoted = title?.replace(/^(["'])(.*)\1$/, '$2').trim();
+  return unquoted === undefined || unquoted === '' ? { text: rest } : { text: rest, title: unquoted };
 }
 
 /** Throws DOCUMENT_EMPTY when there is nothing but whitespace. */

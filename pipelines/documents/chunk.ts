@@ -10,6 +10,14 @@ import type { ParsedPage } from './document.js';
  * so each has one page number; `start`/`end` are character offsets in that page's text.
  */
 
+/**
+ * The chunking rules' version, part of the settings hash (identity.ts), so documents chunked
+ * under older rules are chunked again once. 2: a word longer than a chunk is cut; CJK sentences
+ * end without a space; an overlap never makes a chunk alone; a chunk opening with a heading
+ * falls under it.
+ */
+export const CHUNK_RULES = 2;
+
 export interface ChunkSettings {
   /** Tokens per chunk, special tokens not counted. */
   size: number;
@@ -80,8 +88,11 @@ interface Unit {
 }
 
 const PARAGRAPH_BREAK = /\n[ \t]*\n/g;
-/** A sentence ends at . ! ? (or their CJK forms), possibly followed by quotes or brackets, then whitespace. */
-const SENTENCE_END = /[.!?。！？]['")\]]*\s+/g;
+/**
+ * A sentence ends at . ! ? possibly followed by quotes or brackets, then whitespace; or at their
+ * CJK forms, which need no space after them (Chinese and Japanese put none).
+ */
+const SENTENCE_END = /[.!?]['")\]]*\s+|[。！？]['")\]」』）]*\s*/g;
 
 function trimmedRange(text: string, start: number, end: number): [number, number] | null {
   let s = start;
@@ -121,33 +132,91 @@ function sentenceUnits(page: ParsedPage): Omit<Unit, 'tokens'>[] {
   return units;
 }
 
-/** Splits sentences longer than `size` tokens into runs of whole words (one more batched count). */
+interface Word {
+  /** The long unit it belongs to (its position among them). */
+  owner: number;
+  start: number;
+  end: number;
+  text: string;
+  tokens: number;
+}
+
+/** Rounds of cutting a word longer than a chunk; each round cuts pieces still too long again. */
+const MAX_CUT_ROUNDS = 6;
+
+/** `word` cut into `pieces` runs of about equal length, never inside a surrogate pair. */
+function cutWord(word: Word, pieces: number): Word[] {
+  const out: Word[] = [];
+  const length = word.text.length;
+  let from = 0;
+  for (let p = 1; p <= pieces && from < length; p++) {
+    let to = p === pieces ? length : Math.max(from + 1, Math.round((length * p) / pieces));
+    const code = word.text.charCodeAt(to - 1);
+    if (to < length && code >= 0xd800 && code <= 0xdbff) to += 1;
+    out.push({ owner: word.owner, start: word.start + from, end: word.start + to, text: word.text.slice(from, to), tokens: 0 });
+    from = to;
+  }
+  return out;
+}
+
+/**
+ * Words longer than a chunk (a URL, base64, a line of Chinese or Japanese without spaces) cut
+ * into pieces of at most `size` tokens, by characters: cut evenly, counted again, and a piece
+ * still too long cut again. Without this such a word became one chunk far over the model's
+ * limit, and the encoder silently read only its beginning.
+ */
+async function cutLongWords(words: Word[], size: number, count: TokenCounter): Promise<Word[]> {
+  let current = words;
+  for (let round = 0; round < MAX_CUT_ROUNDS && current.some((word) => word.tokens > size && word.text.length > 1); round++) {
+    const replaced = new Map<Word, Word[]>();
+    for (const word of current) {
+      if (word.tokens <= size || word.text.length <= 1) continue;
+      // A margin, since tokens are not spread evenly over the characters.
+      replaced.set(word, cutWord(word, Math.ceil((word.tokens * 1.25) / size)));
+    }
+    const fresh = [...replaced.values()].flat();
+    const counts = await count(fresh.map((piece) => piece.text));
+    fresh.forEach((piece, i) => {
+      piece.tokens = counts[i] ?? 1;
+    });
+    current = current.flatMap((word) => replaced.get(word) ?? [word]);
+  }
+  return current;
+}
+
+/** Splits sentences longer than `size` tokens into runs of whole words, words longer than a chunk cut (batched counts). */
 async function splitLongUnits(units: Unit[], pages: Map<number, string>, size: number, count: TokenCounter): Promise<Unit[]> {
   const long = units.filter((unit) => unit.tokens > size);
   if (long.length === 0) return units;
-  const words = long.map((unit) => {
+  const words: Word[][] = long.map((unit, owner) => {
     const text = pages.get(unit.page) ?? '';
-    return [...text.slice(unit.start, unit.end).matchAll(/\S+/g)].map((m) => ({ start: unit.start + m.index, end: unit.start + m.index + m[0].length, text: m[0] }));
+    return [...text.slice(unit.start, unit.end).matchAll(/\S+/g)].map((m) => ({ owner, start: unit.start + m.index, end: unit.start + m.index + m[0].length, text: m[0], tokens: 0 }));
   });
-  const counts = await count(words.flat().map((word) => word.text));
-  let at = 0;
+  const all = words.flat();
+  const counts = await count(all.map((word) => word.text));
+  all.forEach((word, i) => {
+    word.tokens = counts[i] ?? 1;
+  });
+  const cut = await cutLongWords(all, size, count);
+  // Each word (or piece) back to its unit, in order.
   const pieces = new Map<Unit, Unit[]>();
-  long.forEach((unit, u) => {
+  let at = 0;
+  for (const [owner, unit] of long.entries()) {
     const out: Unit[] = [];
     let current: Unit | null = null;
-    for (const word of words[u] ?? []) {
-      const tokens = counts[at] ?? 1;
+    while (at < cut.length && cut[at]?.owner === owner) {
+      const word = cut[at] as Word;
       at += 1;
-      if (current !== null && current.tokens + tokens <= size) {
+      if (current !== null && current.tokens + word.tokens <= size) {
         current.end = word.end;
-        current.tokens += tokens;
+        current.tokens += word.tokens;
         continue;
       }
-      current = { page: unit.page, start: word.start, end: word.end, opensParagraph: out.length === 0 && unit.opensParagraph, tokens };
+      current = { page: unit.page, start: word.start, end: word.end, opensParagraph: out.length === 0 && unit.opensParagraph, tokens: word.tokens };
       out.push(current);
     }
     pieces.set(unit, out);
-  });
+  }
   return units.flatMap((unit) => pieces.get(unit) ?? [unit]);
 }
 
@@ -163,27 +232,36 @@ function paragraphTokens(units: readonly Unit[]): number[] {
   return rest;
 }
 
-/** Packs one page's units into [from, to) ranges. */
+/**
+ * Packs one page's units into [from, to) ranges. Each chunk after the first starts with up to
+ * `overlap` tokens of the one before, and always holds at least one unit no chunk had yet: an
+ * overlap that leaves no room for the next unit is shortened (a chunk of nothing but the previous
+ * chunk's tail would be a duplicate vector crowding the top-k).
+ */
 function pack(units: readonly Unit[], settings: ChunkSettings): [number, number][] {
   const ranges: [number, number][] = [];
   const toParagraphEnd = paragraphTokens(units);
   let i = 0;
+  /** The first unit no chunk holds yet. */
+  let fresh = 0;
   while (i < units.length) {
     let j = i;
     let tokens = 0;
     while (j < units.length) {
       const unit = units[j] as Unit;
-      if (j > i && tokens + unit.tokens > settings.size) break;
+      if (j > fresh && tokens + unit.tokens > settings.size) break;
       // A new paragraph that will not fit whole starts the next chunk, if this one is half full.
-      if (j > i && unit.opensParagraph && tokens >= settings.size / 2 && tokens + (toParagraphEnd[j] ?? 0) > settings.size) break;
+      if (j > fresh && unit.opensParagraph && tokens >= settings.size / 2 && tokens + (toParagraphEnd[j] ?? 0) > settings.size) break;
       tokens += unit.tokens;
       j += 1;
     }
     ranges.push([i, j]);
     if (j >= units.length) break;
+    fresh = j;
     let k = j;
     let overlap = 0;
-    while (k - 1 > i && overlap + (units[k - 1]?.tokens ?? 0) <= settings.overlap) {
+    const next = units[j]?.tokens ?? 0;
+    while (k - 1 > i && overlap + (units[k - 1]?.tokens ?? 0) <= settings.overlap && overlap + (units[k - 1]?.tokens ?? 0) + next <= settings.size) {
       overlap += units[k - 1]?.tokens ?? 0;
       k -= 1;
     }
@@ -192,6 +270,11 @@ function pack(units: readonly Unit[], settings: ChunkSettings): [number, number]
   return ranges;
 }
 
+/**
+ * The heading a chunk falls under: the last one that starts before the end of the chunk's first
+ * unit. A chunk opening with `# Daily checks` falls under "Daily checks", whose offset (its text,
+ * after the `#` marks) lies a little after the chunk's start.
+ */
 function headingAt(page: ParsedPage, offset: number, previous: string | null): string | null {
   let heading = previous;
   for (const candidate of page.headings ?? []) if (candidate.offset <= offset) heading = candidate.text;
@@ -219,7 +302,7 @@ export async function chunkPages(pages: readonly ParsedPage[], settings: ChunkSe
         end: last.end,
         text: page.text.slice(first.start, last.end),
         tokens: pageUnits.slice(from, to).reduce((sum, unit) => sum + unit.tokens, 0),
-        heading: headingAt(page, first.start, carriedHeading),
+        heading: headingAt(page, first.end - 1, carriedHeading),
       });
     }
     carriedHeading = headingAt(page, page.text.length, carriedHeading);

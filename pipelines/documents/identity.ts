@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { PipelineDefinition } from './definition.js';
 import { FURNITURE_RULES } from '../../adapters/documents/page-furniture.js';
+import { TEXT_RULES } from '../../adapters/documents/text-reader.js';
+import { CHUNK_RULES } from './chunk.js';
 
 /**
  * Deterministic identities, so a re-run recognises what it already wrote:
@@ -35,7 +37,8 @@ export function settingsHash(definition: PipelineDefinition): string {
   const relevant = {
     // The rules' version with `drop`: documents ingested under older rules are re-read once.
     parse: { ocr: parse.ocr, ocrModel: parse.ocrModel, ocrDpi: parse.ocrDpi, furniture: parse.furniture, furnitureRules: parse.furniture === 'drop' ? FURNITURE_RULES : undefined },
-    chunk,
+    // The chunker's and the text readers' versions: rows made under older rules are remade once.
+    chunk: { ...chunk, rules: CHUNK_RULES, textRules: TEXT_RULES },
     encode,
     extract,
     classify,

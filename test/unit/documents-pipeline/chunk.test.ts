@@ -2,7 +2,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Engine } from '../../../adapters/protocol/engine.js';
 import type { TokenizeRequest } from '../../../adapters/protocol/requests.js';
-import { chunkPages, encoderTokenLimit, engineTokenCounter } from '../../../pipelines/documents/chunk.js';
+import { markdownHeadings } from '../../../adapters/documents/text-reader.js';
+import { chunkPages, encoderTokenLimit, engineTokenCounter, type TokenCounter } from '../../../pipelines/documents/chunk.js';
 import type { ParsedPage } from '../../../pipelines/documents/document.js';
 import { InferenceEngine } from '../../../pipelines/inference/engine.js';
 import { CONFORMANCE_DIR } from '../../helpers/shared.js';
@@ -83,6 +84,43 @@ describe('chunkPages', () => {
       expect(/^word\d+$/.test(chunk.text.split(' ')[0] ?? '')).toBe(true);
     }
     expect(chunks.map((c) => c.text).join(' ')).toBe(long);
+  });
+
+  it('cuts a word longer than a chunk (base64, a URL) and CJK text without spaces into pieces within the size', async () => {
+    const base64 = Buffer.from(Array.from({ length: 1500 }, (_, i) => (i * 37) % 256)).toString('base64');
+    const chinese = '港口的引航船在黎明时出发，并在潮水转向之前返回。'.repeat(12);
+    const page: ParsedPage = { page: 1, ocr: false, text: `Data: ${base64}\n\n${chinese}` };
+    const chunks = await chunkPages([page], { size: 40, overlap: 0 }, engineTokenCounter(engine, MODEL));
+    expect(chunks.length).toBeGreaterThan(10);
+    for (const chunk of chunks) {
+      expect(chunk.text).toBe(page.text.slice(chunk.start, chunk.end));
+      expect(await tokenCount(chunk.text)).toBeLessThanOrEqual(40);
+    }
+    // Nothing is lost: the chunks cover the text, whitespace aside.
+    expect(chunks.map((chunk) => chunk.text).join('').replace(/\s+/g, '')).toBe(page.text.replace(/\s+/g, ''));
+    // The Chinese sentences end at 。 without a space after it.
+    expect(chunks.filter((chunk) => chunk.text.startsWith('港口')).length).toBeGreaterThan(1);
+  });
+
+  it('never makes a chunk of nothing but the previous chunk’s overlap', async () => {
+    // Words as tokens: units of 3, 9 and 12 tokens; size 20, overlap 10. The second unit fits the
+    // overlap, but with it the third does not fit, so the overlap must give way.
+    const words: TokenCounter = async (texts) => texts.map((text) => text.split(/\s+/).filter((word) => word !== '').length);
+    const text = 'a b c. d e f g h i j k l. m n o p q r s t u v w x.';
+    const chunks = await chunkPages([{ page: 1, ocr: false, text }], { size: 20, overlap: 10 }, words);
+    expect(chunks.map((chunk) => chunk.text)).toEqual(['a b c. d e f g h i j k l.', 'm n o p q r s t u v w x.']);
+    for (const [i, chunk] of chunks.entries()) if (i > 0) expect(chunk.end).toBeGreaterThan(chunks[i - 1]?.end ?? 0);
+  });
+
+  it('a chunk that opens with a Markdown heading falls under that heading', async () => {
+    const words: TokenCounter = async (texts) => texts.map((text) => text.split(/\s+/).filter((word) => word !== '').length);
+    const text = '# Guide\n\nOne two three four five six.\n\n## Daily checks\n\nSeven eight nine ten eleven twelve.';
+    const page: ParsedPage = { page: 1, ocr: false, text, headings: markdownHeadings(text) };
+    const chunks = await chunkPages([page], { size: 9, overlap: 0 }, words);
+    expect(chunks.map((chunk) => [chunk.text.split('\n')[0], chunk.heading])).toEqual([
+      ['# Guide', 'Guide'],
+      ['## Daily checks', 'Daily checks'],
+    ]);
   });
 
   it("finds the encoder's token limit (max_seq_length 256 minus [CLS] and [SEP])", async () => {

@@ -60,4 +60,14 @@ describe('document type sniffing', () => {
     expect(hasErrorCode(refusal(random, 'data.txt'), ErrorCode.UNSUPPORTED_DOCUMENT)).toBe(true);
     expect(hasErrorCode(refusal(new Uint8Array(0), 'empty.txt'), ErrorCode.DOCUMENT_EMPTY)).toBe(true);
   });
+
+  it('takes UTF-16 text (with or without a byte order mark, either byte order) as text, Markdown or HTML', () => {
+    const le = Buffer.from('Harbour notes.\nTide tables follow.', 'utf16le');
+    const be = Buffer.from(le).swap16();
+    expect(sniffDocument(Buffer.concat([Buffer.from([0xff, 0xfe]), le]), 'notes.txt')).toEqual({ type: 'text' });
+    expect(sniffDocument(Buffer.concat([Buffer.from([0xfe, 0xff]), be]), 'notes.md')).toEqual({ type: 'markdown' });
+    expect(sniffDocument(le, 'notes.txt')).toEqual({ type: 'text' });
+    expect(sniffDocument(be, 'notes')).toEqual({ type: 'text' });
+    expect(sniffDocument(Buffer.from('<!doctype html><html><body>Hi</body></html>', 'utf16le'), 'page')).toEqual({ type: 'html' });
+  });
 });
