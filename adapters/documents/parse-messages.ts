@@ -41,7 +41,8 @@ export interface OpenedBase {
 export type Opened =
   | (OpenedBase & { kind: 'pdf'; pageCount: number })
   | (OpenedBase & { kind: 'whole'; documentType: Exclude<SniffedType, 'pdf' | 'image'>; pages: WholePage[] })
-  | (OpenedBase & { kind: 'image'; image: Uint8Array });
+  /** `image` is the file as given; a multi-page TIFF also has each further page as a PNG in `morePages`. */
+  | (OpenedBase & { kind: 'image'; image: Uint8Array; morePages?: Uint8Array[] });
 
 export interface PageRead {
   type: 'page';

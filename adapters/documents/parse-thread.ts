@@ -66,6 +66,30 @@ async function pdfTitle(doc: PDFDocumentProxy): Promise<string | undefined> {
   }
 }
 
+/**
+ * The pages after the first of a multi-page TIFF, each as a PNG the OCR model reads (it decodes the
+ * first page of a file only); none for a single page. Over `maxPages` the document is too large.
+ */
+async function tiffPages(bytes: Uint8Array, maxPages: number): Promise<Uint8Array[]> {
+  const { default: sharp } = await import('sharp');
+  let pages: number;
+  try {
+    pages = (await sharp(bytes).metadata()).pages ?? 1;
+  } catch (error) {
+    throw new ShoalError(ErrorCode.DOCUMENT_CORRUPT, `the TIFF image cannot be read: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+  if (pages > maxPages) throw tooLarge('maxPages', pages, maxPages, 'pages');
+  const out: Uint8Array[] = [];
+  for (let page = 1; page < pages; page++) {
+    try {
+      out.push(new Uint8Array(await sharp(bytes, { page }).png().toBuffer()));
+    } catch (error) {
+      throw new ShoalError(ErrorCode.DOCUMENT_CORRUPT, `page ${page + 1} of the TIFF image cannot be read: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    }
+  }
+  return out;
+}
+
 async function open(request: Extract<ParseRequest, { type: 'open' }>): Promise<HandlerResult<Opened>> {
   const bytes = await readBytes(request.source, request.maxBytes);
   if (bytes.length > request.maxBytes) throw tooLarge('maxBytes', bytes.length, request.maxBytes, 'bytes');
@@ -90,7 +114,10 @@ async function open(request: Extract<ParseRequest, { type: 'open' }>): Promise<H
     }
     case 'image': {
       const image = bytes.slice();
-      return { body: { ...base, kind: 'image', image }, transfer: [image.buffer] };
+      // A multi-page TIFF (a scanned fax or contract): every page is read, not the first alone.
+      const morePages = sniffed.imageFormat === 'tiff' ? await tiffPages(bytes, request.maxPages) : [];
+      if (morePages.length === 0) return { body: { ...base, kind: 'image', image }, transfer: [image.buffer] };
+      return { body: { ...base, kind: 'image', image, morePages }, transfer: [image.buffer, ...morePages.map((page) => page.buffer as ArrayBuffer)] };
     }
     case 'html': {
       const html = readHtml(decodeHtml(bytes));

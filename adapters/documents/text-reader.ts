@@ -8,8 +8,9 @@ import { declaredHtmlCharset, decodeWith, detectEncoding } from './encoding.js';
  */
 
 /**
- * The text readers' version, part of an ingest's settings hash. 2: UTF-16 without a byte order
- * mark, UTF-8 with a few bad bytes, an HTML page's declared charset, Markdown front matter cut.
+ * The document readers' version, part of an ingest's settings hash. 2: UTF-16 without a byte
+ * order mark, UTF-8 with a few bad bytes, an HTML page's declared charset, Markdown front matter
+ * cut, every page of a multi-page TIFF.
  */
 export const TEXT_RULES = 2;
 

@@ -1,6 +1,6 @@
 import { dropPageFurniture, ParsePool, type DocumentBytes, type Opened, type PageRead, type ParseRequest, type ParseResponse, type ThreadLease } from '../../adapters/documents/index.js';
 import type { Engine } from '../../adapters/protocol/engine.js';
-import { ErrorCode, ShoalError, hasErrorCode, toShoalError } from '../../adapters/protocol/errors.js';
+import { ErrorCode, ShoalError, hasErrorCode, isShoalError, toShoalError } from '../../adapters/protocol/errors.js';
 import { resolveParseOptions, type DocumentSource, type ParsedDocument, type ParsedPage, type ParseOptions, type ParseOutcome } from './document.js';
 
 /**
@@ -31,6 +31,18 @@ function sourceBytes(source: DocumentSource): DocumentBytes {
   const path = source.path ?? source.uri;
   if (path.length === 0) throw new ShoalError(ErrorCode.INVALID_INPUT, 'a document source needs a path, bytes or text');
   return { path };
+}
+
+/**
+ * The engine's answer about an image file as a document failure: what it cannot decode is a
+ * damaged document, what is over its pixel limit a too large one, as for PDFs. So a file that
+ * changed into one of these has its old rows removed like any other damaged document.
+ */
+function imageFailure(error: unknown): unknown {
+  if (!isShoalError(error)) return error;
+  if (error.code === ErrorCode.INVALID_INPUT) return new ShoalError(ErrorCode.DOCUMENT_CORRUPT, `the image cannot be read: ${error.message}`, { cause: error });
+  if (error.code === ErrorCode.INPUT_TOO_LARGE) return new ShoalError(ErrorCode.DOCUMENT_TOO_LARGE, `the image is too large: ${error.message}`, { cause: error });
+  return error;
 }
 
 export class DocumentParser {
@@ -120,7 +132,7 @@ export class DocumentParser {
           break;
         case 'image':
           document.type = 'image';
-          document.pages = [await this.#imagePage(source.uri, opened)];
+          document.pages = await this.#imagePages(source.uri, opened);
           break;
         case 'pdf':
           document.type = 'pdf';
@@ -156,14 +168,24 @@ export class DocumentParser {
     return result.items[0]?.text ?? '';
   }
 
-  async #imagePage(uri: string, opened: Extract<Opened, { kind: 'image' }>): Promise<ParsedPage> {
-    if (this.#options.ocr === 'never') {
-      this.#options.onPage?.({ source: uri, page: 1, ocr: false });
-      return { page: 1, text: '', ocr: false, ocrReason: 'image-file' };
+  /** An image file's pages: one, or each page of a multi-page TIFF, OCR'd in turn. */
+  async #imagePages(uri: string, opened: Extract<Opened, { kind: 'image' }>): Promise<ParsedPage[]> {
+    const images = [opened.image, ...(opened.morePages ?? [])];
+    const pages: ParsedPage[] = [];
+    for (const [at, image] of images.entries()) {
+      const page = at + 1;
+      if (this.#options.ocr === 'never') {
+        this.#options.onPage?.({ source: uri, page, ocr: false });
+        pages.push({ page, text: '', ocr: false, ocrReason: 'image-file' });
+        continue;
+      }
+      const text = await this.#ocr(image).catch((error: unknown) => {
+        throw imageFailure(error);
+      });
+      this.#options.onPage?.({ source: uri, page, ocr: true });
+      pages.push({ page, text, ocr: true, ocrReason: 'image-file' });
     }
-    const text = await this.#ocr(opened.image);
-    this.#options.onPage?.({ source: uri, page: 1, ocr: true });
-    return { page: 1, text, ocr: true, ocrReason: 'image-file' };
+    return pages;
   }
 
   async #finishPage(uri: string, read: PageRead): Promise<ParsedPage> {

@@ -324,6 +324,31 @@ describe('image formats and the README sample folder', () => {
     }
   }, 180_000);
 
+  it('a multi-page TIFF gives one OCR\'d page per TIFF page; a damaged image fails as DOCUMENT_CORRUPT', async () => {
+    const lines = ['Ferry to Ostmund leaves at noon.', 'Tide tables for the week of the regatta.'];
+    const pngs: Buffer[] = [];
+    for (const line of lines) {
+      const doc = await openPdf(writePdf([textPage([line])]));
+      pngs.push(Buffer.from(await renderPdfPage(doc, 1, 150)));
+      await doc.destroy();
+    }
+    const tiff = await sharp(pngs, { join: { animated: true } }).tiff().toBuffer();
+    expect((await sharp(tiff).metadata()).pages).toBe(2);
+    const path = join(workDir, 'scan.tif');
+    writeFileSync(path, tiff);
+    const document = ok(await parser.parse({ uri: path, path }));
+    expect(document.pages.map((page) => [page.page, page.ocr])).toEqual([
+      [1, true],
+      [2, true],
+    ]);
+    lines.forEach((line, i) => expect(wordRecall(document.pages[i]?.text ?? '', line), line).toBeGreaterThanOrEqual(0.8));
+    // A PNG cut short: the engine cannot decode it, which is a damaged document (its old rows go), not a bad request.
+    const broken = join(workDir, 'broken.png');
+    writeFileSync(broken, pngs[0]?.subarray(0, 400) ?? Buffer.alloc(0));
+    const outcome = await parser.parse({ uri: broken, path: broken });
+    expect(outcome).toMatchObject({ ok: false, code: 'DOCUMENT_CORRUPT' });
+  }, 180_000);
+
   it('examples/docs parses: two text PDFs with headings, the scanned notice through OCR, the Markdown guide', async () => {
     const dir = join(REPO_ROOT, 'examples', 'docs');
     const parse = async (name: string): Promise<ParsedDocument> => ok(await parser.parse({ uri: name, path: join(dir, name) }));
