@@ -83,6 +83,17 @@ export function authorizationBlock(file: PermissionsFile, prefix: string, passwo
 
 export const passwordVariable = (component: Component): string => `SHOAL_NATS_${component.toUpperCase()}_PASSWORD`;
 
+/**
+ * JetStream file store of the compose server, in GiB (nats-server reads `GB` as 1024^3 bytes).
+ * A stream with `max_bytes` reserves that much of the server's store when it is created, and
+ * Shoal's defaults reserve 8 GiB each for SHOAL_JOBS, SHOAL_RESULTS and SHOAL_INGEST
+ * (adapters/nats/topology.ts, ingest-store.ts): 24 GiB. Below that the last stream is refused
+ * ("10047: insufficient storage resources available"). The rest, 16 GiB, is for what reserves
+ * nothing: the status buckets, the object store (payloads, ingest documents), dead letters.
+ * test/deploy/nats-permissions.test.ts checks it against the code's defaults on a real server.
+ */
+export const COMPOSE_MAX_FILE_STORE_GIB = 40;
+
 /** The compose nats-server configuration: JetStream, monitoring on 8222, the three users. */
 export function composeNatsConf(file: PermissionsFile, prefix = 'shoal'): string {
   return [
@@ -93,7 +104,7 @@ export function composeNatsConf(file: PermissionsFile, prefix = 'shoal'): string
     'max_payload: 1MB',
     'jetstream {',
     '  store_dir: /data/jetstream',
-    '  max_file_store: 10GB',
+    `  max_file_store: ${COMPOSE_MAX_FILE_STORE_GIB}GB`,
     '}',
     authorizationBlock(file, prefix, passwordVariable),
   ].join('\n');

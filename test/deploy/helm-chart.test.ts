@@ -14,6 +14,8 @@ import { SCHEMAS } from './k8s-schemas.js';
 import { checkManifest, installedVersion, SCHEMA_PACKAGES, schemaProblems, VALIDATORS, WITHOUT_PUBLISHED_SCHEMA } from './k8s-models.js';
 import { startKubeDiscovery, type KubeDiscovery } from './kube-discovery.js';
 import { envVariablesShoalReads } from './shoal-env.js';
+import { SETTINGS } from '../../services/settings/table.js';
+import { REPO_ROOT } from '../helpers/shared.js';
 
 /**
  * The Helm chart rendered by a real Go-template engine with sprig (deploy/tools/helm-render, a
@@ -326,6 +328,93 @@ describe.skipIf(GO_MISSING !== null)(`Helm chart ${GO_MISSING ?? ''}`, () => {
     }
     expect(conf).toContain('"$JS.API.STREAM.MSG.DELETE.SHOAL_JOBS"');
     expect(conf).toContain('deny: ["$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>"]');
+  });
+
+  it.each(each)('%s: with a read-only root filesystem, every folder a container writes is a writable volume', (name) => {
+    const result = rendered.get(name);
+    if (result === undefined) throw new Error('not rendered');
+    // The images' own environment (SHOAL_CACHE_DIR, HF_HOME, SHOAL_RESULTS_DIR), which a container inherits unless it sets them.
+    const imageEnv = new Map<string, string>();
+    for (const file of ['Dockerfile', 'Dockerfile.cuda']) {
+      const text = readFileSync(join(REPO_ROOT, 'deploy', 'docker', file), 'utf8').replace(/\\\n/g, ' ');
+      for (const line of text.split('\n').filter((l) => /^ENV\s/.test(l))) for (const m of line.matchAll(/([A-Z_][A-Z0-9_]*)=(\S+)/g)) imageEnv.set(m[1] ?? '', m[2] ?? '');
+    }
+    expect(imageEnv.get('SHOAL_CACHE_DIR')).toBe('/var/cache/shoal');
+    // What Shoal writes: its cache (int8 and mapped graphs, tuning; the gateway's classification
+    // results and category cache beneath it, services/gateway/config.ts), the hub cache, the
+    // sink's and classification results folders, and /tmp.
+    // Which role reads which of them is the settings table's `usedBy` (SHOAL_RESULTS_DIR: the sink only).
+    const WRITTEN = [SETTINGS.cacheDir, SETTINGS.hubCache, SETTINGS.resultsDir, SETTINGS.classifyResultsDir];
+    const writtenBy = (role: string): string[] => WRITTEN.filter((s) => s.usedBy.some((u) => u === 'all' || u === role)).flatMap((s) => [...s.env]);
+    type Pod = {
+      containers: Array<{ name: string; args: string[]; env: Array<{ name: string; value?: string }>; securityContext: { readOnlyRootFilesystem?: boolean }; volumeMounts: Array<{ name: string; mountPath: string; readOnly?: boolean }> }>;
+      volumes: Array<{ name: string } & Record<string, unknown>>;
+    };
+    const workloads = [...byKind(result.manifests, 'Deployment'), ...byKind(result.manifests, 'Job')] as unknown as Array<{ metadata: { name: string }; spec: { template: { spec: Pod } } }>;
+    expect(workloads.length).toBeGreaterThanOrEqual(4);
+    const problems: string[] = [];
+    for (const workload of workloads) {
+      const pod = workload.spec.template.spec;
+      for (const container of pod.containers) {
+        if (container.securityContext.readOnlyRootFilesystem !== true) continue;
+        const env = new Map(imageEnv);
+        for (const e of container.env) if (e.value !== undefined) env.set(e.name, e.value);
+        // The role: `gateway`, `worker`, `sink`, or the bootstrap Job's script, which starts `shoal.js worker`.
+        const role = /shoal\.js (\w+)/.exec(container.args[0] ?? '')?.[1] ?? container.args[0] ?? '';
+        expect(['gateway', 'worker', 'sink'], `${workload.metadata.name}/${container.name}`).toContain(role);
+        const paths = [...writtenBy(role).flatMap((v) => (env.get(v) === undefined ? [] : [`${v}=${env.get(v) ?? ''}`])), 'tmp=/tmp'];
+        for (const entry of paths) {
+          const path = entry.slice(entry.indexOf('=') + 1);
+          const mount = container.volumeMounts
+            .filter((m) => path === m.mountPath || path.startsWith(`${m.mountPath.replace(/\/$/, '')}/`))
+            .sort((a, b) => b.mountPath.length - a.mountPath.length)[0];
+          const volume = pod.volumes.find((v) => v.name === mount?.name);
+          const writable = mount !== undefined && mount.readOnly !== true && volume !== undefined && ['emptyDir', 'persistentVolumeClaim', 'ephemeral'].some((k) => k in volume);
+          if (!writable) problems.push(`${workload.metadata.name}/${container.name}: ${entry} is not on a writable volume`);
+        }
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+
+  it('the gateway Service keeps a client on one replica (ClientIP affinity, on by default, can be turned off)', () => {
+    const service = (result: Rendered): { sessionAffinity?: string; sessionAffinityConfig?: { clientIP: { timeoutSeconds: number } } } =>
+      (result.manifests.find((m) => m.kind === 'Service' && m.metadata.name === 'shoal-gateway') as unknown as { spec: { sessionAffinity?: string; sessionAffinityConfig?: { clientIP: { timeoutSeconds: number } } } }).spec;
+    for (const name of each) {
+      const result = rendered.get(name);
+      if (result === undefined) throw new Error('not rendered');
+      expect(service(result), name).toMatchObject({ sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 10800 } } });
+    }
+    const overlay = join(mkdtempSync(join(tmpdir(), 'shoal-overlay-')), 'noaffinity.yaml');
+    writeFileSync(overlay, stringify({ gateway: { service: { sessionAffinity: 'None' } } }));
+    const off = renderChart([overlay]);
+    if (isFailure(off)) throw new Error(off.stderr);
+    expect(service(off).sessionAffinity).toBeUndefined();
+    expect(service(off).sessionAffinityConfig).toBeUndefined();
+  });
+
+  it('aws: GPU pods get a cache volume each (no ReadWriteOnce claim shared across nodes), and every component the S3 bucket and region', () => {
+    const aws = rendered.get('aws');
+    if (aws === undefined) throw new Error('not rendered');
+    const volumesOf = (m: Manifest): Array<Record<string, unknown> & { name: string }> => (m as unknown as { spec: { template: { spec: { volumes: Array<Record<string, unknown> & { name: string }> } } } }).spec.template.spec.volumes;
+    const gpu = byKind(aws.manifests, 'Deployment').find((d) => d.metadata.name === 'shoal-worker-gpu');
+    if (gpu === undefined) throw new Error('no gpu pool');
+    expect(volumesOf(gpu).find((v) => v.name === 'cache')).toMatchObject({
+      ephemeral: { volumeClaimTemplate: { spec: { accessModes: ['ReadWriteOnce'], storageClassName: 'gp3', resources: { requests: { storage: '60Gi' } } } } },
+    });
+    for (const workload of [...byKind(aws.manifests, 'Deployment'), ...byKind(aws.manifests, 'Job')]) {
+      expect(volumesOf(workload).some((v) => 'persistentVolumeClaim' in v && workload.metadata.name !== 'shoal-sink'), workload.metadata.name).toBe(false);
+    }
+    // Terraform adds the bucket and region as one more values file (modules/eks-shoal/main.tf).
+    const overlay = join(mkdtempSync(join(tmpdir(), 'shoal-overlay-')), 's3.yaml');
+    writeFileSync(overlay, stringify({ s3: { buckets: ['shoal-demo-shoal-123456789012'], region: 'eu-west-1' } }));
+    const withBucket = renderChart([join(CHART_DIR, 'values-aws.yaml'), overlay]);
+    if (isFailure(withBucket)) throw new Error(withBucket.stderr);
+    for (const workload of [...byKind(withBucket.manifests, 'Deployment'), ...byKind(withBucket.manifests, 'Job')]) {
+      const env = (workload as unknown as { spec: { template: { spec: { containers: Array<{ env: Array<{ name: string; value?: string }> }> } } } }).spec.template.spec.containers[0]?.env ?? [];
+      expect(env.find((e) => e.name === 'SHOAL_S3_BUCKETS')?.value, workload.metadata.name).toBe('shoal-demo-shoal-123456789012');
+      expect(env.find((e) => e.name === 'AWS_REGION')?.value, workload.metadata.name).toBe('eu-west-1');
+    }
   });
 
   it('encodes model ids into consumer names exactly as Shoal does', () => {

@@ -52,6 +52,19 @@ const Volume = z.strictObject({
   name: z.string(),
   emptyDir: z.strictObject({ sizeLimit: z.string().optional() }).optional(),
   persistentVolumeClaim: z.strictObject({ claimName: DnsName }).optional(),
+  // A generic ephemeral volume: a PVC per pod, created and deleted with it.
+  ephemeral: z
+    .strictObject({
+      volumeClaimTemplate: z.strictObject({
+        metadata: z.strictObject({ labels: Labels }).optional(),
+        spec: z.strictObject({
+          accessModes: z.array(z.enum(['ReadWriteOnce', 'ReadWriteOncePod', 'ReadWriteMany'])).min(1),
+          storageClassName: DnsName.optional(),
+          resources: z.strictObject({ requests: z.strictObject({ storage: z.string() }) }),
+        }),
+      }),
+    })
+    .optional(),
 });
 export const PodSpec = z.strictObject({
   serviceAccountName: DnsName,
@@ -94,6 +107,8 @@ export const Service = z.strictObject({
   spec: z.strictObject({
     type: z.enum(['ClusterIP', 'NodePort', 'LoadBalancer']).optional(),
     clusterIP: z.literal('None').optional(),
+    sessionAffinity: z.enum(['ClientIP', 'None']).optional(),
+    sessionAffinityConfig: z.strictObject({ clientIP: z.strictObject({ timeoutSeconds: z.number().int().min(1).max(86400) }) }).optional(),
     selector: Labels,
     ports: z.array(z.strictObject({ name: z.string(), port: z.number().int(), targetPort: z.union([z.string(), z.number().int()]) })).min(1),
   }),

@@ -1,36 +1,43 @@
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ingestNames } from '../../adapters/nats/ingest-store.js';
+import { resolveTopologySettings } from '../../adapters/nats/topology.js';
 import { natsNames } from '../../adapters/protocol/subjects.js';
-import { COMPONENTS, authorizationBlock, loadPermissions, passwordVariable, type Component } from '../../deploy/tools/nats-config.js';
+import { COMPONENTS, COMPOSE_MAX_FILE_STORE_GIB, COMPOSE_NATS_CONF, passwordVariable, type Component } from '../../deploy/tools/nats-config.js';
 import { NATS_SERVER_BIN, NATS_SERVER_MISSING, freePort, natsServerAvailable } from '../helpers/nats-server.js';
-import { FIXTURE_MODELS_DIR, TINY_MEAN, TINY_NER, uniquePrefix } from '../helpers/nats-worker.js';
+import { FIXTURE_MODELS_DIR, TINY_MEAN, TINY_NER } from '../helpers/nats-worker.js';
 import { SHOAL_BIN } from '../helpers/shoal-cli.js';
 import { GO_MISSING, isFailure, renderChart } from './chart.js';
 import { alertExpressions, dashboardExpressions, declaredFamilies, familyOf, sampleLabels, selectorLabels, shoalMetricNames } from './metric-names.js';
-import { readJsz, sample, sampleSum, spawnShoal, spawnWorker, startConfiguredNats, type ConfiguredNats, type ShoalProcess, type WorkerProcess } from './processes.js';
+import { readJsz, sample, sampleSum, spawnShoal, spawnWorker, startShippedNats, type ConfiguredNats, type ShoalProcess, type WorkerProcess } from './processes.js';
 
 /**
- * The deployment as compose and the chart run it, on this machine: a nats-server with the
- * least-privilege users of deploy/nats/permissions.yaml, and `shoal gateway`, `shoal worker` and
- * `shoal sink` as processes, each logged in as its own user. A synchronous call and a job go
- * through end to end (so every permission the components need is granted), what the users must
- * not do is refused, and every metric a Grafana dashboard or alert rule reads is exported by the
- * running gateway or worker.
+ * The deployment as compose and the chart run it, on this machine: a nats-server running the
+ * shipped deploy/nats/nats.conf (only its ports and store folder replaced: its JetStream store
+ * limit and the least-privilege users of deploy/nats/permissions.yaml as they are), and `shoal
+ * gateway`, `shoal worker --parse` and `shoal sink` as processes, each logged in as its own user
+ * with Shoal's default stream limits. A synchronous call, a job and a document ingest go through
+ * end to end (so every permission the components need is granted, and the store holds every
+ * stream they create), what the users must not do is refused, and every metric a Grafana
+ * dashboard or alert rule reads is exported by the running gateway or worker.
  */
 
 const PASSWORDS: Record<Component, string> = { gateway: 'gw-secret', worker: 'wk-secret', sink: 'sk-secret' };
 const userEnv = (c: Component): Record<string, string> => ({ NATS_USER: c, NATS_PASSWORD: PASSWORDS[c] });
 
 describe.skipIf(!natsServerAvailable())(`deployment processes with least-privilege NATS users ${natsServerAvailable() ? '' : NATS_SERVER_MISSING}`, () => {
-  const prefix = uniquePrefix('deploy');
+  // The shipped file is rendered for the default prefix; the server is private to this file.
+  const prefix = 'shoal';
   const names = natsNames(prefix);
+  const ingest = ingestNames(names);
   const resultsDir = mkdtempSync(join(tmpdir(), 'shoal-sink-'));
+  const indexDir = join(mkdtempSync(join(tmpdir(), 'shoal-index-')), 'docs');
   let nats: ConfiguredNats;
   let gateway: ShoalProcess | undefined;
   let worker: WorkerProcess | undefined;
@@ -39,16 +46,16 @@ describe.skipIf(!natsServerAvailable())(`deployment processes with least-privile
   let workerMetricsUrl = '';
 
   beforeAll(async () => {
-    const conf = `max_payload: 1MB\n${authorizationBlock(loadPermissions(), prefix, passwordVariable)}`;
-    nats = await startConfiguredNats(NATS_SERVER_BIN, conf, Object.fromEntries(COMPONENTS.map((c) => [passwordVariable(c), PASSWORDS[c]])));
+    nats = await startShippedNats(NATS_SERVER_BIN, readFileSync(COMPOSE_NATS_CONF, 'utf8'), Object.fromEntries(COMPONENTS.map((c) => [passwordVariable(c), PASSWORDS[c]])));
     const httpPort = await freePort();
     const metricsPort = await freePort();
     gatewayUrl = `http://127.0.0.1:${httpPort}`;
     workerMetricsUrl = `http://127.0.0.1:${metricsPort}`;
     // allSettled: whatever did start is stopped in afterAll even when another start failed.
     const [g, w, k] = await Promise.allSettled([
-      spawnShoal(['gateway', '--host', '127.0.0.1', '--port', String(httpPort), '--nats', nats.url, '--prefix', prefix], 'shoal gateway listening', userEnv('gateway')),
-      spawnWorker({ url: nats.url, prefix, id: 'metered', metricsPort, extraEnv: userEnv('worker') }),
+      spawnShoal(['gateway', '--host', '127.0.0.1', '--port', String(httpPort), '--nats', nats.url, '--prefix', prefix], 'shoal gateway listening', { ...userEnv('gateway'), SHOAL_INDEXES: `docs=${indexDir}` }),
+      // The parse role creates the ingest topology at start-up, as the worker user.
+      spawnWorker({ url: nats.url, prefix, id: 'metered', metricsPort, extraEnv: { ...userEnv('worker'), SHOAL_PARSE: '1' } }),
       spawnShoal(['sink', '--dir', resultsDir, '--nats', nats.url, '--prefix', prefix], 'shoal sink writing results', userEnv('sink')),
     ]);
     if (g.status === 'fulfilled') gateway = g.value;
@@ -61,6 +68,35 @@ describe.skipIf(!natsServerAvailable())(`deployment processes with least-privile
     await Promise.all([gateway?.stop(), worker?.stop(), sink?.stop()]);
     await nats?.stop();
     rmSync(resultsDir, { recursive: true, force: true });
+    rmSync(dirname(indexDir), { recursive: true, force: true });
+  });
+
+  it("the shipped store limit holds every stream Shoal creates with its defaults, the ingest streams included", async () => {
+    // What the code's defaults reserve: a stream with max_bytes reserves it in the server's store
+    // when it is created (the jobs and ingest streams take jobsMaxBytes, ingest-store.ts).
+    const defaults = resolveTopologySettings();
+    const reserved = { [names.jobsStream]: defaults.jobsMaxBytes, [names.resultsStream]: defaults.resultsMaxBytes, [ingest.stream]: defaults.jobsMaxBytes };
+    const needed = Object.values(reserved).reduce((a, b) => a + b, 0);
+    // The limit the server read from the shipped file (nats-server's `GB` is 1024^3).
+    const varz = (await (await fetch(`http://127.0.0.1:${nats.monitorPort}/varz`)).json()) as { jetstream?: { config?: { max_storage?: number } } };
+    const maxStorage = varz.jetstream?.config?.max_storage ?? 0;
+    expect(maxStorage).toBe(COMPOSE_MAX_FILE_STORE_GIB * 1024 ** 3);
+    expect(maxStorage, `max_file_store must hold the ${needed / 1024 ** 3} GiB Shoal's streams reserve`).toBeGreaterThanOrEqual(needed);
+    // And the services, started against it with their defaults, created every one of them.
+    const nc = await connect({ servers: nats.url, user: 'gateway', pass: PASSWORDS.gateway });
+    try {
+      const jsm = await jetstreamManager(nc);
+      const streams = new Map<string, number>();
+      for await (const info of jsm.streams.list()) streams.set(info.config.name, info.config.max_bytes);
+      for (const [stream, bytes] of Object.entries(reserved)) expect(streams.get(stream), stream).toBe(bytes);
+      for (const stream of [names.deadLetterStream, `${names.jobsStream}_MAX_DELIVERIES`, ingest.advisoryStream, `KV_${names.statusBucket}`, `KV_${ingest.bucket}`, `OBJ_${names.payloadBucket}`]) {
+        expect(streams.has(stream), stream).toBe(true);
+      }
+      // Nothing else reserves store: the sum of the limits is the code's.
+      expect([...streams.values()].filter((b) => b > 0).reduce((a, b) => a + b, 0)).toBe(needed);
+    } finally {
+      await nc.close();
+    }
   });
 
   it('serves a synchronous call and a job end to end, with results written by the sink', async () => {
@@ -145,6 +181,93 @@ describe.skipIf(!natsServerAvailable())(`deployment processes with least-privile
     // The compose health checks hit routes these processes serve.
     for (const [url, path] of [[gatewayUrl, '/readyz'], [workerMetricsUrl, '/readyz'], [gatewayUrl, '/healthz'], [workerMetricsUrl, '/healthz']] as const) {
       expect((await fetch(`${url}${path}`)).status, `${url}${path}`).toBe(200);
+    }
+  }, 30_000);
+
+  it('ingests documents through the gateway and a parse worker, each as its own user, with no permission refused', async () => {
+    const serverLogBefore = nats.log().length;
+    const sources = [
+      { id: 'n1', text: 'The pilot boat leaves the harbour at dawn.' },
+      { id: 'n2', text: 'Apple trees blossom in the orchard in spring.' },
+    ];
+    const submitted = await fetch(`${gatewayUrl}/v1/ingest`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ index: 'docs', model: TINY_MEAN, sources, job_id: 'deployingest' }),
+    });
+    expect(submitted.status, await submitted.clone().text()).toBe(202);
+    const status = async (): Promise<{ state?: string; documents?: { ok: number; failed: number } }> => (await (await fetch(`${gatewayUrl}/v1/jobs/deployingest`)).json()) as { state?: string };
+    await expect.poll(async () => (await status()).state, { timeout: 45_000, interval: 250 }).toBe('completed');
+    expect((await status()).documents).toMatchObject({ ok: 2, failed: 0 });
+    // The parse tasks went through the shared parse consumer (the worker parsed them) and the rows are searchable.
+    const jsz = await readJsz(nats.monitorPort, ingest.stream);
+    expect(jsz?.lastSeq).toBe(2);
+    expect(jsz?.consumers.find((c) => c.name === ingest.parseConsumer)).toMatchObject({ num_pending: 0, num_ack_pending: 0, delivered: { stream_seq: 2 } });
+    const search = await fetch(`${gatewayUrl}/v1/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: sources[1]?.text, index: 'docs', k: 1 }) });
+    expect(((await search.json()) as { hits: Array<{ source: string }> }).hits[0]?.source).toBe('n2');
+    // A permission the run lacked would show as a violation in the server's log, even where the
+    // code retries or swallows it. One is known and accepted: removing a run's document bytes
+    // from the object store is a filtered purge of its stream, which no user may do (purge is
+    // denied to all), so they stay until the bucket's max age (docs/deploy.md, known limits).
+    const knownPurge = `$JS.API.STREAM.PURGE.OBJ_${names.payloadBucket}`;
+    const unexpected = (log: string): string[] =>
+      log
+        .split('\n')
+        .filter((line) => /Violation/i.test(line))
+        .filter((line) => !line.replaceAll('\\"', '"').includes(`"${knownPurge}"`));
+    expect(unexpected(nats.log().slice(serverLogBefore))).toEqual([]);
+    for (const [who, log] of [['gateway', gateway?.log() ?? ''], ['worker', worker?.log() ?? '']] as const) expect(unexpected(log), who).toEqual([]);
+  }, 60_000);
+
+  it('grants the ingest topology to the gateway and parse workers only, and parse tasks to the gateway only', async () => {
+    // Each JetStream API subject probed with a request the server answers with an API error
+    // (an empty body): answered = the user may publish there; a permissions violation = refused.
+    const mayPublish = async (nc: NatsConnection, subject: string): Promise<boolean> =>
+      nc.request(subject, '{}', { timeout: 2000 }).then(
+        () => true,
+        (error: unknown) => {
+          if (/Permissions Violation/.test(String(error))) return false;
+          throw error;
+        },
+      );
+    const api = {
+      createIngest: `$JS.API.STREAM.CREATE.${ingest.stream}`,
+      createAdvisories: `$JS.API.STREAM.CREATE.${ingest.advisoryStream}`,
+      createBucket: `$JS.API.STREAM.CREATE.KV_${ingest.bucket}`,
+      deleteTask: `$JS.API.STREAM.MSG.DELETE.${ingest.stream}`,
+      deleteJobPart: `$JS.API.STREAM.MSG.DELETE.${names.jobsStream}`,
+      updateIngest: `$JS.API.STREAM.UPDATE.${ingest.stream}`,
+      purgeIngest: `$JS.API.STREAM.PURGE.${ingest.stream}`,
+      deleteIngest: `$JS.API.STREAM.DELETE.${ingest.stream}`,
+    };
+    const expected: Record<Component, Record<keyof typeof api, boolean>> = {
+      // The coordinator: creates the topology on its first run, removes poison tasks it dead-letters.
+      gateway: { createIngest: true, createAdvisories: true, createBucket: true, deleteTask: true, deleteJobPart: false, updateIngest: false, purgeIngest: false, deleteIngest: false },
+      worker: { createIngest: true, createAdvisories: true, createBucket: true, deleteTask: true, deleteJobPart: true, updateIngest: false, purgeIngest: false, deleteIngest: false },
+      sink: { createIngest: false, createAdvisories: false, createBucket: false, deleteTask: false, deleteJobPart: false, updateIngest: false, purgeIngest: false, deleteIngest: false },
+    };
+    for (const component of COMPONENTS) {
+      const nc = await connect({ servers: nats.url, user: component, pass: PASSWORDS[component] });
+      try {
+        const granted: Record<string, boolean> = {};
+        for (const [name, subject] of Object.entries(api)) granted[name] = await mayPublish(nc, subject);
+        expect(granted, component).toEqual(expected[component]);
+        // Parse tasks come from coordinators only (the gateway published them in the test above).
+        if (component !== 'gateway') await expect(nc.request(ingest.parseSubject, '{}', { timeout: 2000 }), component).rejects.toThrow(/Permissions Violation for Publish/);
+        if (component === 'sink') await expect(nc.request(`$KV.${ingest.bucket}.doc.x.1`, '{}', { timeout: 2000 })).rejects.toThrow(/Permissions Violation for Publish/);
+      } finally {
+        await nc.close();
+      }
+    }
+    // The probes changed nothing: the ingest stream still holds the two tasks' sequence numbers and its configuration.
+    const nc = await connect({ servers: nats.url, user: 'gateway', pass: PASSWORDS.gateway });
+    try {
+      const info = await (await jetstreamManager(nc)).streams.info(ingest.stream);
+      expect(info.state.last_seq).toBe(2);
+      expect(info.config.retention).toBe(RetentionPolicy.Workqueue);
+      expect(info.config.storage).toBe(StorageType.File);
+    } finally {
+      await nc.close();
     }
   }, 30_000);
 

@@ -194,17 +194,44 @@ export async function spawnShoal(args: readonly string[], readyText: string, env
 export interface ConfiguredNats {
   url: string;
   monitorPort: number;
+  /** The server's log so far (stderr): permission violations are logged there. */
+  log(): string;
   stop(): Promise<void>;
 }
 
 /** A private nats-server with a configuration file (authorization), JetStream and monitoring. */
 export async function startConfiguredNats(bin: string, confText: string, env: Record<string, string>): Promise<ConfiguredNats> {
   const dir = mkdtempSync(join(tmpdir(), 'shoal-nats-conf-'));
-  const conf = join(dir, 'nats.conf');
-  writeFileSync(conf, confText);
   const port = await freePort();
   const monitorPort = await freePort();
-  const child = spawn(bin, ['-c', conf, '-js', '-a', '127.0.0.1', '-p', String(port), '-m', String(monitorPort), '-sd', join(dir, 'store')], {
+  return launchNats(bin, dir, confText, ['-js', '-a', '127.0.0.1', '-p', String(port), '-m', String(monitorPort), '-sd', join(dir, 'store')], port, monitorPort, env);
+}
+
+/**
+ * A nats-server running a shipped configuration file (deploy/nats/nats.conf) as it is, except
+ * for what cannot be the same on this machine: its client and monitoring ports (free ones) and
+ * its store folder (a temporary one). Nothing else is given on the command line, so JetStream,
+ * the store limit and the users are the file's. A line that is not there to replace fails, so a
+ * reshaped file is noticed rather than silently run with other settings.
+ */
+export async function startShippedNats(bin: string, shippedText: string, env: Record<string, string>): Promise<ConfiguredNats> {
+  const dir = mkdtempSync(join(tmpdir(), 'shoal-nats-shipped-'));
+  const port = await freePort();
+  const monitorPort = await freePort();
+  const replace = (text: string, pattern: RegExp, value: string): string => {
+    if (!pattern.test(text)) throw new Error(`the shipped NATS configuration has no line ${String(pattern)} to replace`);
+    return text.replace(pattern, value);
+  };
+  let conf = replace(shippedText, /^port: \d+$/m, `port: ${port}`);
+  conf = replace(conf, /^http_port: \d+$/m, `http_port: ${monitorPort}`);
+  conf = replace(conf, /^(\s*)store_dir: \S+$/m, `$1store_dir: ${JSON.stringify(join(dir, 'store'))}`);
+  return launchNats(bin, dir, conf, ['-a', '127.0.0.1'], port, monitorPort, env);
+}
+
+async function launchNats(bin: string, dir: string, confText: string, flags: readonly string[], port: number, monitorPort: number, env: Record<string, string>): Promise<ConfiguredNats> {
+  const conf = join(dir, 'nats.conf');
+  writeFileSync(conf, confText);
+  const child = spawn(bin, ['-c', conf, ...flags], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -220,6 +247,7 @@ export async function startConfiguredNats(bin: string, confText: string, env: Re
   return {
     url: `nats://127.0.0.1:${port}`,
     monitorPort,
+    log: () => output,
     stop: async () => {
       if (child.exitCode === null) child.kill('SIGTERM');
       await exited;

@@ -3,6 +3,8 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } fro
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { resolveTopologySettings } from '../../adapters/nats/topology.js';
 import { REPO_ROOT } from '../helpers/shared.js';
 
 /**
@@ -73,14 +75,22 @@ describe.skipIf(TERRAFORM === null)(`Terraform ${TERRAFORM === null ? 'skipped: 
     for (const variable of variables) expect(attribute(variable.body, 'type'), variable.labels[0]).not.toBeNull();
     const required = variables.filter((v) => attribute(v.body, 'default') === null).map((v) => v.labels[0]);
     expect(required.sort()).toEqual(['name', 'region', 'shoal_chart_path', 'subnet_ids', 'vpc_id']);
-    expect(outputs.map((o) => o.labels[0]).sort()).toEqual(['bucket_name', 'cluster_ca_certificate', 'cluster_endpoint', 'cluster_name', 'gpu_node_group', 'oidc_provider_arn', 'region', 'shoal_role_arn']);
+    expect(outputs.map((o) => o.labels[0]).sort()).toEqual(['api_token', 'bucket_name', 'cluster_ca_certificate', 'cluster_endpoint', 'cluster_name', 'gpu_node_group', 'oidc_provider_arn', 'region', 'shoal_role_arn']);
     // Every output and var reference points at something declared.
     const text = readdirSync(MODULE).map((f) => readFileSync(join(MODULE, f), 'utf8')).join('\n');
     const declared = new Set(variables.map((v) => v.labels[0]));
     for (const ref of text.matchAll(/\bvar\.([a-z_]+)/g)) expect(declared.has(ref[1]), `var.${ref[1]}`).toBe(true);
     const resources = new Set(all.filter((b) => b.kind === 'resource' || b.kind === 'data').map((b) => `${b.kind === 'data' ? 'data.' : ''}${b.labels[0]}.${b.labels[1]}`));
     for (const ref of text.matchAll(/\bdata\.([a-z0-9_]+)\.([a-z0-9_]+)\b/g)) expect(resources.has(`data.${ref[1]}.${ref[2]}`), ref[0]).toBe(true);
-    for (const ref of text.matchAll(/(?<![.\w])((?:aws|helm|tls)_[a-z0-9_]+)\.([a-z0-9_]+)\b/g)) expect(resources.has(`${ref[1]}.${ref[2]}`), ref[0]).toBe(true);
+    for (const ref of text.matchAll(/(?<![.\w])((?:aws|helm|tls|kubernetes|random)_[a-z0-9_]+)\.([a-z0-9_]+)\b/g)) expect(resources.has(`${ref[1]}.${ref[2]}`), ref[0]).toBe(true);
+    // Every provider a resource belongs to is required (versions.tf) and configured by the example.
+    const versions = readFileSync(join(MODULE, 'versions.tf'), 'utf8');
+    const example = readFileSync(join(DIR, 'examples', 'eks', 'main.tf'), 'utf8');
+    for (const provider of new Set(all.filter((b) => b.kind === 'resource' || b.kind === 'data').map((b) => (b.labels[0] ?? '').split('_')[0]))) {
+      expect(versions, provider).toMatch(new RegExp(`\\b${provider} = \\{\\s*source\\s+= "hashicorp/${provider}"`));
+      expect(example, provider).toContain(`source = "hashicorp/${provider}"`);
+    }
+    expect(example).toMatch(/provider "kubernetes" \{/);
   });
 
   it('has a CPU node group and a GPU spot node group that scales to zero, tainted for GPU pools only', () => {
@@ -99,12 +109,69 @@ describe.skipIf(TERRAFORM === null)(`Terraform ${TERRAFORM === null ? 'skipped: 
 
   it('installs KEDA, NATS and the Shoal release, with the workload identity on the chart service account', () => {
     const releases = moduleBlocks(MODULE).filter((b) => b.kind === 'resource' && b.labels[0] === 'helm_release');
-    expect(releases.map((r) => r.labels[1]).sort()).toEqual(['keda', 'nats', 'shoal']);
+    expect(releases.map((r) => r.labels[1]).sort()).toEqual(['keda', 'kube_prometheus_stack', 'nats', 'nvidia_device_plugin', 'shoal']);
     const shoal = releases.find((r) => r.labels[1] === 'shoal');
     expect(shoal?.body).toContain('serviceAccount.annotations.eks\\\\.amazonaws\\\\.com/role-arn');
-    expect(shoal?.body).toMatch(/depends_on\s+=\s+\[helm_release.keda, helm_release.nats\]/);
+    const dependsOn = /depends_on\s+=\s+\[([^\]]*)\]/.exec(shoal?.body ?? '')?.[1]?.split(',').map((d) => d.trim()).filter((d) => d !== '') ?? [];
+    expect(dependsOn.sort()).toEqual(['helm_release.keda', 'helm_release.kube_prometheus_stack', 'helm_release.nats', 'helm_release.nvidia_device_plugin', 'kubernetes_secret_v1.api_tokens', 'kubernetes_secret_v1.nats_users']);
     const role = moduleBlocks(MODULE).find((b) => b.kind === 'resource' && b.labels[1] === 'shoal' && b.labels[0] === 'aws_iam_role');
     expect(role?.body).toContain('system:serviceaccount:${var.namespace}:${local.service_account}');
+  });
+
+  it('gives a fresh cluster what values-aws.yaml needs: Secrets, storage, GPU plugin, Prometheus CRDs, NATS users and store, the bucket', () => {
+    const all = moduleBlocks(MODULE);
+    const resource = (type: string, name: string): Block | undefined => all.find((b) => b.kind === 'resource' && b.labels[0] === type && b.labels[1] === name);
+    const aws = parse(readFileSync(join(REPO_ROOT, 'deploy', 'helm', 'shoal', 'values-aws.yaml'), 'utf8')) as {
+      nats: { auth: { existingSecret: string } };
+      apiTokens: { existingSecret: string };
+      pools: Array<{ name: string; cache?: { existingClaim?: string; ephemeral?: { enabled: boolean; storageClass: string } } }>;
+      prometheus: { serverAddress: string };
+      serviceMonitor: { labels: Record<string, string> };
+    };
+    // The Secrets the overlay names, with the keys the chart reads (<component>-password, tokens).
+    const natsUsers = resource('kubernetes_secret_v1', 'nats_users');
+    expect(natsUsers?.body).toContain(`name      = "${aws.nats.auth.existingSecret}"`);
+    expect(natsUsers?.body).toContain('"${c}-password" => random_password.nats[c].result');
+    expect(resource('kubernetes_secret_v1', 'api_tokens')?.body).toContain(`name      = "${aws.apiTokens.existingSecret}"`);
+    expect(resource('kubernetes_secret_v1', 'api_tokens')?.body).toMatch(/data = \{ tokens = random_password.api_token.result \}/);
+    // No pool names a claim nothing creates; per-pod volumes come from a StorageClass the module creates, provisioned by the EBS CSI add-on.
+    expect(aws.pools.filter((p) => p.cache?.existingClaim !== undefined && p.cache.existingClaim !== '')).toEqual([]);
+    const classes = all.filter((b) => b.kind === 'resource' && b.labels[0] === 'kubernetes_storage_class_v1');
+    for (const pool of aws.pools.filter((p) => p.cache?.ephemeral?.enabled === true)) {
+      expect(classes.some((c) => c.body.includes(`name        = "${pool.cache?.ephemeral?.storageClass ?? ''}"`)), pool.name).toBe(true);
+    }
+    expect(classes[0]?.body).toContain('storage_provisioner    = "ebs.csi.aws.com"');
+    expect(classes[0]?.body).toContain('"storageclass.kubernetes.io/is-default-class" = "true"');
+    const addon = resource('aws_eks_addon', 'ebs_csi');
+    expect(attribute(addon?.body ?? '', 'addon_name')).toBe('"aws-ebs-csi-driver"');
+    expect(attribute(addon?.body ?? '', 'service_account_role_arn')).toBe('aws_iam_role.ebs_csi.arn');
+    expect(resource('aws_iam_role', 'ebs_csi')?.body).toContain('system:serviceaccount:kube-system:ebs-csi-controller-sa');
+    expect(resource('aws_iam_role_policy_attachment', 'ebs_csi')?.body).toContain('policy/service-role/AmazonEBSCSIDriverPolicy');
+    // The device plugin on the GPU nodes, tolerating their taint.
+    const plugin = resource('helm_release', 'nvidia_device_plugin');
+    expect(attribute(plugin?.body ?? '', 'chart')).toBe('"nvidia-device-plugin"');
+    expect(plugin?.body).toContain('key = "nvidia.com/gpu", operator = "Exists", effect = "NoSchedule"');
+    expect(plugin?.body).toContain('key = "shoal.dev/node", operator = "In", values = ["gpu"]');
+    // kube-prometheus-stack under the release name the overlay's labels and Prometheus address use; off turns the two objects off.
+    const stack = resource('helm_release', 'kube_prometheus_stack');
+    expect(attribute(stack?.body ?? '', 'name')).toBe(`"${aws.serviceMonitor.labels.release ?? ''}"`);
+    expect(aws.prometheus.serverAddress).toContain(`${aws.serviceMonitor.labels.release ?? ''}-prometheus.${(attribute(stack?.body ?? '', 'namespace') ?? '').slice(1, -1)}.svc`);
+    const shoal = resource('helm_release', 'shoal');
+    expect(shoal?.body).toContain('serviceMonitor = { enabled = var.install_kube_prometheus_stack }');
+    expect(shoal?.body).toContain('prometheusRule = { enabled = var.install_kube_prometheus_stack }');
+    // The bucket and region reach the chart (SHOAL_S3_BUCKETS, AWS_REGION).
+    expect(shoal?.body).toContain('s3             = { buckets = [aws_s3_bucket.shoal.bucket], region = var.region }');
+    // NATS: the users of the permission file with the Secret's passwords, and a store above what Shoal's streams reserve.
+    const nats = resource('helm_release', 'nats');
+    expect(nats?.body).toContain('merge = { authorization = { users = local.nats_users } }');
+    const main = readFileSync(join(MODULE, 'main.tf'), 'utf8');
+    expect(main).toContain('yamldecode(file("${var.shoal_chart_path}/files/nats-permissions.yaml"))');
+    expect(main).toContain('password = random_password.nats[c].result');
+    const storeVariable = all.find((b) => b.kind === 'variable' && b.labels[0] === 'nats_store_size');
+    const gib = Number(/^"(\d+)Gi"$/.exec(attribute(storeVariable?.body ?? '', 'default') ?? '')?.[1]);
+    const defaults = resolveTopologySettings();
+    expect(gib * 1024 ** 3).toBeGreaterThanOrEqual(2 * defaults.jobsMaxBytes + defaults.resultsMaxBytes);
+    expect(nats?.body).toContain('pvc = { size = var.nats_store_size }');
   });
 
   it('the example calls the module with every required variable', () => {

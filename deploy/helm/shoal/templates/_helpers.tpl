@@ -128,3 +128,48 @@ authorization block agree.
 {{- get $memo .component -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The cache volume of a pool's pods (SHOAL_CACHE_DIR and HF_HOME), one of:
+- cache.ephemeral.enabled: a generic ephemeral volume, a PVC created with each pod and deleted
+  with it (per pod, so no ReadWriteOnce volume is shared by pods on different nodes; larger than
+  a node's root disk allows);
+- cache.existingClaim: a PVC the pool's pods share (ReadWriteMany, or every pod on one node);
+- else an emptyDir of cache.sizeLimit.
+*/}}
+{{- define "shoal.cacheVolume" -}}
+{{- $c := .pool.cache -}}
+{{- if and $c.ephemeral $c.ephemeral.enabled -}}
+ephemeral:
+  volumeClaimTemplate:
+    metadata:
+      labels:
+        {{- include "shoal.selector" (dict "root" .root "component" (printf "worker-%s" .pool.name)) | nindent 8 }}
+    spec:
+      accessModes: ["ReadWriteOnce"]
+      {{- with $c.ephemeral.storageClass }}
+      storageClassName: {{ . }}
+      {{- end }}
+      resources:
+        requests:
+          storage: {{ $c.ephemeral.size }}
+{{- else if $c.existingClaim -}}
+persistentVolumeClaim:
+  claimName: {{ $c.existingClaim }}
+{{- else -}}
+emptyDir:
+  sizeLimit: {{ $c.sizeLimit }}
+{{- end -}}
+{{- end -}}
+
+{{/* S3 for every component: the buckets s3:// references and result targets may use, and the region. */}}
+{{- define "shoal.s3Env" -}}
+{{- with .Values.s3.buckets }}
+- name: SHOAL_S3_BUCKETS
+  value: {{ join "," . | quote }}
+{{- end }}
+{{- with .Values.s3.region }}
+- name: AWS_REGION
+  value: {{ . | quote }}
+{{- end }}
+{{- end -}}

@@ -3,9 +3,11 @@
 terraform {
   required_version = ">= 1.5.0"
   required_providers {
-    aws  = { source = "hashicorp/aws", version = ">= 5.40, < 7.0" }
-    helm = { source = "hashicorp/helm", version = ">= 2.12, < 3.0" }
-    tls  = { source = "hashicorp/tls", version = ">= 4.0, < 5.0" }
+    aws        = { source = "hashicorp/aws", version = ">= 5.40, < 7.0" }
+    helm       = { source = "hashicorp/helm", version = ">= 2.12, < 3.0" }
+    tls        = { source = "hashicorp/tls", version = ">= 4.0, < 5.0" }
+    kubernetes = { source = "hashicorp/kubernetes", version = ">= 2.25, < 3.0" }
+    random     = { source = "hashicorp/random", version = ">= 3.5, < 4.0" }
   }
 }
 
@@ -41,6 +43,12 @@ provider "helm" {
   }
 }
 
+provider "kubernetes" {
+  host                   = module.shoal.cluster_endpoint
+  cluster_ca_certificate = base64decode(module.shoal.cluster_ca_certificate)
+  token                  = data.aws_eks_cluster_auth.this.token
+}
+
 module "shoal" {
   source             = "../../modules/eks-shoal"
   name               = "shoal-demo"
@@ -64,4 +72,10 @@ output "shoal_role_arn" {
 output "bucket_name" {
   description = "S3 bucket for payloads and results."
   value       = module.shoal.bucket_name
+}
+
+output "api_token" {
+  description = "Bearer token of the gateway."
+  value       = module.shoal.api_token
+  sensitive   = true
 }

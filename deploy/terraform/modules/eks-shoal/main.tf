@@ -1,7 +1,9 @@
 # A managed Kubernetes cluster for Shoal on AWS: EKS with a CPU node group and a GPU spot node
 # group that scales to zero (the cluster autoscaler or Karpenter removes idle GPU nodes once KEDA
-# scaled the GPU pool to zero), an S3 bucket, an IRSA role the Shoal pods use for it, and the
-# NATS, KEDA and Shoal releases.
+# scaled the GPU pool to zero), an S3 bucket, an IRSA role the Shoal pods use for it, what a
+# fresh cluster lacks for the chart (the EBS CSI driver and a default gp3 StorageClass, the NVIDIA
+# device plugin, the Prometheus Operator, the Secrets values-aws.yaml names) and the NATS, KEDA
+# and Shoal releases.
 
 data "aws_caller_identity" "current" {}
 data "aws_partition" "current" {}
@@ -11,6 +13,34 @@ locals {
   tags   = merge({ "app.kubernetes.io/part-of" = "shoal", "shoal.dev/cluster" = var.name }, var.tags)
   # The Kubernetes service account the chart creates (release "shoal": <release>-<chart> collapses to "shoal").
   service_account = "shoal"
+  oidc_issuer     = replace(aws_iam_openid_connect_provider.this.url, "https://", "")
+
+  # NATS users of the chart's copy of deploy/nats/permissions.yaml (the one list), with its
+  # placeholders filled for the default subject prefix "shoal", as the chart's
+  # nats-authorization template and deploy/tools/nats-config.ts do.
+  nats_permissions = yamldecode(file("${var.shoal_chart_path}/files/nats-permissions.yaml"))
+  nats_components  = ["gateway", "worker", "sink"]
+  nats_subjects = {
+    for c in local.nats_components : c => {
+      for kind in ["publish", "subscribe", "deny_publish"] : kind => [
+        for subject in concat(try(local.nats_permissions.common[kind], []), try(local.nats_permissions.components[c][kind], [])) :
+        replace(replace(replace(subject, "{prefix}", "shoal"), "{PREFIX}", "SHOAL"), "{lower}", "shoal")
+      ]
+    }
+  }
+  nats_users = [
+    for c in local.nats_components : {
+      user     = c
+      password = random_password.nats[c].result
+      permissions = merge(
+        {
+          publish   = { allow = local.nats_subjects[c].publish, deny = local.nats_subjects[c].deny_publish }
+          subscribe = { allow = local.nats_subjects[c].subscribe }
+        },
+        { for k, v in { allow_responses = true } : k => v if try(local.nats_permissions.components[c].allow_responses, false) },
+      )
+    }
+  ]
 }
 
 # ---------------------------------------------------------------- cluster
@@ -165,8 +195,8 @@ resource "aws_iam_role" "shoal" {
       Action    = "sts:AssumeRoleWithWebIdentity"
       Condition = {
         StringEquals = {
-          "${replace(aws_iam_openid_connect_provider.this.url, "https://", "")}:sub" = "system:serviceaccount:${var.namespace}:${local.service_account}"
-          "${replace(aws_iam_openid_connect_provider.this.url, "https://", "")}:aud" = "sts.amazonaws.com"
+          "${local.oidc_issuer}:sub" = "system:serviceaccount:${var.namespace}:${local.service_account}"
+          "${local.oidc_issuer}:aud" = "sts.amazonaws.com"
         }
       }
     }]
@@ -186,6 +216,129 @@ resource "aws_iam_role_policy" "shoal_bucket" {
   })
 }
 
+# ---------------------------------------------------------------- what a fresh cluster lacks
+
+# EBS CSI driver (an EKS add-on, IRSA role for its controller) and a default gp3 StorageClass:
+# without them the NATS file stores, the sink's results and the GPU pods' cache volumes stay
+# Pending (EKS 1.30+ marks no StorageClass as default).
+resource "aws_iam_role" "ebs_csi" {
+  name = "${var.name}-ebs-csi"
+  assume_role_policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Effect    = "Allow"
+      Principal = { Federated = aws_iam_openid_connect_provider.this.arn }
+      Action    = "sts:AssumeRoleWithWebIdentity"
+      Condition = {
+        StringEquals = {
+          "${local.oidc_issuer}:sub" = "system:serviceaccount:kube-system:ebs-csi-controller-sa"
+          "${local.oidc_issuer}:aud" = "sts.amazonaws.com"
+        }
+      }
+    }]
+  })
+  tags = local.tags
+}
+
+resource "aws_iam_role_policy_attachment" "ebs_csi" {
+  role       = aws_iam_role.ebs_csi.name
+  policy_arn = "arn:${data.aws_partition.current.partition}:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
+}
+
+resource "aws_eks_addon" "ebs_csi" {
+  cluster_name             = aws_eks_cluster.this.name
+  addon_name               = "aws-ebs-csi-driver"
+  service_account_role_arn = aws_iam_role.ebs_csi.arn
+  tags                     = local.tags
+  depends_on               = [aws_eks_node_group.cpu, aws_iam_role_policy_attachment.ebs_csi]
+}
+
+resource "kubernetes_storage_class_v1" "gp3" {
+  metadata {
+    name        = "gp3"
+    annotations = { "storageclass.kubernetes.io/is-default-class" = "true" }
+  }
+  storage_provisioner    = "ebs.csi.aws.com"
+  reclaim_policy         = "Delete"
+  volume_binding_mode    = "WaitForFirstConsumer"
+  allow_volume_expansion = true
+  parameters             = { type = "gp3", encrypted = "true" }
+  depends_on             = [aws_eks_addon.ebs_csi]
+}
+
+# The GPU AMI has the driver and the container toolkit, not the device plugin: without it no node
+# advertises nvidia.com/gpu and GPU pods never schedule. Only on GPU nodes (tolerating their taint).
+resource "helm_release" "nvidia_device_plugin" {
+  name             = "nvidia-device-plugin"
+  namespace        = "nvidia-device-plugin"
+  create_namespace = true
+  repository       = "https://nvidia.github.io/k8s-device-plugin"
+  chart            = "nvidia-device-plugin"
+  version          = var.nvidia_device_plugin_chart_version
+  values = [yamlencode({
+    tolerations = [{ key = "nvidia.com/gpu", operator = "Exists", effect = "NoSchedule" }]
+    affinity = {
+      nodeAffinity = {
+        requiredDuringSchedulingIgnoredDuringExecution = {
+          nodeSelectorTerms = [{ matchExpressions = [{ key = "shoal.dev/node", operator = "In", values = ["gpu"] }] }]
+        }
+      }
+    }
+  })]
+  depends_on = [aws_eks_node_group.cpu]
+}
+
+# Prometheus Operator (CRDs, operator, Prometheus): values-aws.yaml renders a ServiceMonitor and a
+# PrometheusRule labelled release=kube-prometheus-stack, and its token-backlog triggers query this
+# Prometheus. Off: the Shoal release gets serviceMonitor/prometheusRule disabled (then point
+# prometheus.serverAddress at another Prometheus, or turn tokenBacklog off, in your values).
+resource "helm_release" "kube_prometheus_stack" {
+  count            = var.install_kube_prometheus_stack ? 1 : 0
+  name             = "kube-prometheus-stack"
+  namespace        = "monitoring"
+  create_namespace = true
+  repository       = "https://prometheus-community.github.io/helm-charts"
+  chart            = "kube-prometheus-stack"
+  version          = var.kube_prometheus_stack_chart_version
+  depends_on       = [kubernetes_storage_class_v1.gp3]
+}
+
+# The Secrets values-aws.yaml names (nats.auth.existingSecret, apiTokens.existingSecret), with
+# random passwords and an API token (output api_token); the NATS release gets the same users.
+resource "random_password" "nats" {
+  for_each = toset(local.nats_components)
+  length   = 32
+  special  = false
+}
+
+resource "random_password" "api_token" {
+  length  = 48
+  special = false
+}
+
+resource "kubernetes_namespace_v1" "shoal" {
+  metadata {
+    name = var.namespace
+  }
+  depends_on = [aws_eks_node_group.cpu]
+}
+
+resource "kubernetes_secret_v1" "nats_users" {
+  metadata {
+    name      = "shoal-nats-users"
+    namespace = kubernetes_namespace_v1.shoal.metadata[0].name
+  }
+  data = { for c in local.nats_components : "${c}-password" => random_password.nats[c].result }
+}
+
+resource "kubernetes_secret_v1" "api_tokens" {
+  metadata {
+    name      = "shoal-api-tokens"
+    namespace = kubernetes_namespace_v1.shoal.metadata[0].name
+  }
+  data = { tokens = random_password.api_token.result }
+}
+
 # ---------------------------------------------------------------- releases
 
 resource "helm_release" "nats" {
@@ -197,12 +350,17 @@ resource "helm_release" "nats" {
   version          = var.nats_chart_version
   values = [yamlencode({
     config = {
-      cluster   = { enabled = true, replicas = 3 }
-      jetstream = { enabled = true, fileStore = { pvc = { size = "20Gi" } } }
+      cluster = { enabled = true, replicas = 3 }
+      # The chart's max_file_store is the volume's size. Shoal's streams reserve 24 GiB with their
+      # defaults (SHOAL_JOBS, SHOAL_RESULTS, SHOAL_INGEST: 8 GiB each, all on one server at R1),
+      # plus the buckets and object store that reserve nothing: below that stream creation fails.
+      jetstream = { enabled = true, fileStore = { pvc = { size = var.nats_store_size } } }
       monitor   = { enabled = true, port = 8222 }
+      # Shoal's three least-privilege users (the chart's Secret shoal-nats-users has their passwords).
+      merge = { authorization = { users = local.nats_users } }
     }
   })]
-  depends_on = [aws_eks_node_group.cpu]
+  depends_on = [kubernetes_storage_class_v1.gp3]
 }
 
 resource "helm_release" "keda" {
@@ -218,13 +376,26 @@ resource "helm_release" "keda" {
 resource "helm_release" "shoal" {
   name             = "shoal"
   namespace        = var.namespace
-  create_namespace = true
+  create_namespace = false
   chart            = var.shoal_chart_path
-  values           = [for f in var.shoal_values_files : file(f)]
+  # The values files, then what this module created: the bucket and its region, monitoring.
+  values = concat([for f in var.shoal_values_files : file(f)], [yamlencode({
+    s3             = { buckets = [aws_s3_bucket.shoal.bucket], region = var.region }
+    serviceMonitor = { enabled = var.install_kube_prometheus_stack }
+    prometheusRule = { enabled = var.install_kube_prometheus_stack }
+  })])
   set {
     name  = "serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn"
     value = aws_iam_role.shoal.arn
   }
-  # The ScaledObjects need KEDA's CRDs; the workers need NATS.
-  depends_on = [helm_release.keda, helm_release.nats]
+  # The ScaledObjects need KEDA's CRDs; the workers need NATS; ServiceMonitor and PrometheusRule
+  # the operator's CRDs; the pods the Secrets, the GPU pods the device plugin.
+  depends_on = [
+    helm_release.keda,
+    helm_release.nats,
+    helm_release.kube_prometheus_stack,
+    helm_release.nvidia_device_plugin,
+    kubernetes_secret_v1.nats_users,
+    kubernetes_secret_v1.api_tokens,
+  ]
 }

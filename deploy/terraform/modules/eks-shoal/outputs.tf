@@ -37,3 +37,9 @@ output "region" {
   description = "AWS region of the cluster and the bucket."
   value       = var.region
 }
+
+output "api_token" {
+  description = "Bearer token of the Shoal gateway (Secret shoal-api-tokens): terraform output -raw api_token."
+  value       = random_password.api_token.result
+  sensitive   = true
+}

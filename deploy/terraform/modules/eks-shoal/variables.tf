@@ -91,6 +91,30 @@ variable "nats_chart_version" {
   default     = "1.2.6"
 }
 
+variable "nats_store_size" {
+  description = "JetStream file store of each NATS server (its volume; the NATS chart makes it max_file_store). Shoal's defaults reserve 24 GiB: keep it above that."
+  type        = string
+  default     = "40Gi"
+}
+
+variable "nvidia_device_plugin_chart_version" {
+  description = "Version of the NVIDIA k8s-device-plugin chart (advertises nvidia.com/gpu on the GPU nodes)."
+  type        = string
+  default     = "0.17.1"
+}
+
+variable "install_kube_prometheus_stack" {
+  description = "Install kube-prometheus-stack (Prometheus Operator CRDs, operator, Prometheus): values-aws.yaml's ServiceMonitor, PrometheusRule and token-backlog triggers use it. false: those two objects are turned off."
+  type        = bool
+  default     = true
+}
+
+variable "kube_prometheus_stack_chart_version" {
+  description = "Version of the prometheus-community kube-prometheus-stack chart."
+  type        = string
+  default     = "66.5.0"
+}
+
 variable "tags" {
   description = "Tags added to every AWS resource."
   type        = map(string)

@@ -13,5 +13,13 @@ terraform {
       source  = "hashicorp/tls"
       version = ">= 4.0, < 5.0"
     }
+    kubernetes = {
+      source  = "hashicorp/kubernetes"
+      version = ">= 2.25, < 3.0"
+    }
+    random = {
+      source  = "hashicorp/random"
+      version = ">= 3.5, < 4.0"
+    }
   }
 }
