@@ -236,7 +236,7 @@ export class JobConsumer implements Lifecycle {
     return this.#drain(false);
   }
 
-  /** Stops pulling and aborts the parts in flight (they are nak'ed for another worker). */
+  /** Stops pulling and aborts the parts in flight (the handler hands them back to the queue for another worker). */
   close(): Promise<void> {
     return this.#drain(true);
   }

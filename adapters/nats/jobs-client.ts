@@ -157,8 +157,9 @@ export class JobsClient implements JobsApi {
     const model = request.model;
     if (this.#options.checkFileTargets === true && submission.result.kind === 'store') checkFileTarget(submission.result.uri, this.#options.fileRoots ?? []);
     await this.checkModel(submission.primitive, model);
-    // A target the workers could not write (a malformed or disallowed s3:// URI) is refused now, not part by part.
-    if (submission.result.kind === 'store') this.#payloads.checkTarget(submission.result.uri);
+    // A target the workers could not write (a malformed or disallowed s3:// URI, an obj:// bucket
+    // that does not exist) is refused now, not part by part.
+    if (submission.result.kind === 'store') await this.#payloads.checkTarget(submission.result.uri);
     if (submission.result.kind === 'index') checkIndexTarget(submission.primitive, submission.result.index, this.#options.indexNames ?? []);
     const size = submission.part_items ?? this.#options.partItems ?? DEFAULT_PART_ITEMS;
     const parts = Math.ceil(items.length / size);

@@ -1,7 +1,7 @@
-import type { JsMsg } from '@nats-io/jetstream';
+import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import type { Logger } from '../observability/logger.js';
 import type { Engine } from '../protocol/engine.js';
-import { ERROR_TRAITS, ErrorCode, ShoalError, serializeError, toShoalError } from '../protocol/errors.js';
+import { ERROR_TRAITS, ErrorCode, ShoalError, isShoalError, serializeError, toShoalError } from '../protocol/errors.js';
 import { JobPart } from '../protocol/jobs.js';
 import type { NatsNames } from '../protocol/subjects.js';
 import { parseWith } from '../protocol/validate.js';
@@ -9,6 +9,7 @@ import { deadSourceOf, type DeadLetters } from './dead-letter.js';
 import { itemCount, runPrimitive, shiftIndexes } from './dispatch.js';
 import type { PartResults } from './part-results.js';
 import { getJson, type PayloadStore } from './payloads.js';
+import { DEFAULT_MAX_REQUEUES, priorDeliveries, publishRequeue, requeueCount } from './requeue.js';
 import { decodeJson } from './rpc-wire.js';
 import { TERMINAL_STATES, bitmapHas, type StatusStore } from './status-store.js';
 
@@ -17,16 +18,22 @@ import { TERMINAL_STATES, bitmapHas, type StatusStore } from './status-store.js'
  * published and counted; the error table (ERROR_TRAITS.delivery) decides the rest:
  * - term: an error result, then term() (invalid input never succeeds on a retry);
  * - nak: nak with a growing delay, until the last allowed delivery, which dead-letters it;
- * - a part whose model is still loading here is nak'ed with a delay, leaving it to a worker that
- *   holds the model; a part interrupted by shutdown is nak'ed at once for another worker.
+ * - a part interrupted by this worker's shutdown (the drain deadline passed) is handed back:
+ *   published again as a fresh message, then acked (requeue.ts), so shutdowns never use up its
+ *   deliveries; deliveries earlier copies used still count (Shoal-Prior-Deliveries);
+ * - a part whose model is still loading here just waits for the load (the pull loop's working()
+ *   keeps the delivery alive), instead of a nak that would use up a delivery.
  * A message that is not a job part at all is dead-lettered and terminated.
  */
 
 export type ModelState = 'ready' | 'loading' | 'absent';
-export type Disposition = 'ack' | 'nak' | 'term' | 'dead';
+/** What became of a delivery; `requeue`: handed back to the queue as a fresh copy (shutdown). */
+export type Disposition = 'ack' | 'nak' | 'term' | 'dead' | 'requeue';
 
 export interface PartHandlerOptions {
   engine: Engine;
+  /** Publishes the copy of a part handed back at shutdown. */
+  js: Pick<JetStreamClient, 'publish'>;
   names: NatsNames;
   results: PartResults;
   status: StatusStore;
@@ -38,11 +45,10 @@ export interface PartHandlerOptions {
   retryDelayMs?: number;
   /** @default 30000 */
   maxRetryDelayMs?: number;
-  /** Delay for a part whose model is loading on this worker. @default 2000 */
-  loadingDelayMs?: number;
   /** A part running longer fails with TIMEOUT (and is retried). @default 600000 */
   partTimeoutMs?: number;
-  modelState?: (model: string) => ModelState;
+  /** Times a part may be handed back at shutdown; past it an interruption is nak'ed (and counts). @default 20 */
+  maxRequeues?: number;
   logger?: Logger;
 }
 
@@ -79,7 +85,8 @@ export class PartHandler {
       msg.term();
       return 'term';
     }
-    const deliveries = msg.info.deliveryCount;
+    // Deliveries of this message plus those of the copies before it (a part handed back at shutdown).
+    const deliveries = msg.info.deliveryCount + priorDeliveries(msg.headers);
     const status = await this.#options.status.get(part.job_id);
     if (status !== null && (status.parts !== part.parts || status.model !== part.model || status.primitive !== part.primitive)) {
       // A part of another job under an existing id (forged, or a client bypassing the jobs
@@ -97,14 +104,12 @@ export class PartHandler {
       await msg.ackAck();
       return 'ack';
     }
-    if (this.#options.modelState?.(part.model) === 'loading' && deliveries < this.#options.maxDeliver) {
-      msg.nak(this.#options.loadingDelayMs ?? 2000);
-      return 'nak';
-    }
     const timeoutMs = this.#options.partTimeoutMs ?? 600_000;
     const timeout = AbortSignal.timeout(timeoutMs);
     try {
       const request = part.request ?? (part.payload_ref === undefined ? undefined : await getJson(this.#options.payloads, part.payload_ref));
+      // A store target that cannot be written (its obj:// bucket is missing) fails before the inference.
+      if (part.result.kind === 'store') await this.#options.payloads.checkTarget(part.result.uri);
       if (status === null || status.state === 'queued') await this.#options.status.markRunning(part, itemCount(request));
       const result = await runPrimitive(this.#options.engine, {
         primitive: part.primitive,
@@ -119,14 +124,44 @@ export class PartHandler {
       await msg.ackAck();
       return 'ack';
     } catch (error) {
-      if (signal.aborted) {
-        // Shutting down: someone else takes it now, without counting against it as a failure.
-        msg.nak();
-        return 'nak';
+      // Shutting down: the part goes back to the queue for another worker, without using up a
+      // delivery. A failure that would end the part anyway (invalid input) is still settled.
+      if (signal.aborted && !(isShoalError(error) && error.code !== ErrorCode.CANCELLED && ERROR_TRAITS[error.code].delivery === 'term')) {
+        return this.#handBack(msg, part);
       }
       const failure = timeout.aborted ? new ShoalError(ErrorCode.TIMEOUT, `the part ran longer than ${timeoutMs} ms`, { cause: error }) : toShoalError(error);
       return this.#fail(msg, part, failure, deliveries);
     }
+  }
+
+  /**
+   * Hands an interrupted part back (requeue.ts): a fresh copy is published and, once stored, this
+   * delivery is acked. Past maxRequeues, or when the copy cannot be published (NATS going away),
+   * the delivery is nak'ed instead, which counts toward max_deliver.
+   */
+  async #handBack(msg: JsMsg, part: JobPart): Promise<Disposition> {
+    const log = { job: part.job_id, part: part.part, deliveries: msg.info.deliveryCount, requeues: requeueCount(msg.headers) };
+    if (requeueCount(msg.headers) < (this.#options.maxRequeues ?? DEFAULT_MAX_REQUEUES)) {
+      const source = { subject: msg.subject, data: msg.data, headers: msg.headers, deliveries: msg.info.deliveryCount };
+      let stored = false;
+      try {
+        await publishRequeue(this.#options.js, this.#options.names.jobsStream, source, `${part.job_id}.${part.part}`);
+        stored = true;
+      } catch (error) {
+        this.#options.logger?.warn({ ...log, err: String(error) }, 'could not hand an interrupted part back; nak');
+      }
+      if (stored) {
+        // Should this ack be lost, the original is redelivered after the ack wait as well: the
+        // part may then run twice, but it is counted once (status bitmap, result message id).
+        await msg.ackAck().catch((error: unknown) => this.#options.logger?.warn({ ...log, err: String(error) }, 'ack of a part handed back failed'));
+        this.#options.logger?.info(log, 'interrupted part handed back to the queue');
+        return 'requeue';
+      }
+    } else {
+      this.#options.logger?.warn(log, 'part interrupted too many times; nak (counts as a delivery)');
+    }
+    msg.nak();
+    return 'nak';
   }
 
   async #fail(msg: JsMsg, part: JobPart, failure: ShoalError, deliveries: number): Promise<Disposition> {
@@ -142,7 +177,7 @@ export class PartHandler {
         return 'ack';
       case 'nak':
         if (deliveries >= this.#options.maxDeliver) {
-          await this.#options.deadLetters.settle(deadSourceOf(msg), failure);
+          await this.#options.deadLetters.settle({ ...deadSourceOf(msg), deliveries }, failure);
           msg.term();
           return 'dead';
         }

@@ -1,18 +1,21 @@
 import { readFile, realpath } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { Objm, type ObjectStore } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { S3Store, formatS3Uri, joinKey, parseS3Uri, type S3Location, type S3SettingsInput } from '../object-store/index.js';
-import { ErrorCode, ShoalError, hasErrorCode } from '../protocol/errors.js';
-import { toNatsShoalError } from './nats-errors.js';
+import { ErrorCode, ShoalError, hasErrorCode, isShoalError } from '../protocol/errors.js';
+import { JS_CODES, isJsApiCode, toNatsShoalError } from './nats-errors.js';
 import { isInsideRoot } from '../sources/path-roots.js';
 import { writeFileAtomically } from '../runtime/atomic-write.js';
 
 /**
  * Data that travels by reference instead of inside a message: job parts and results over the
  * server's max_payload, and results written to a store target. References are URIs:
- * - `obj://<bucket>/<name>`: the NATS object store (any bucket the account can read);
+ * - `obj://<bucket>/<name>`: the NATS object store (any existing bucket the account can read;
+ *   buckets are never created here: a bucket that does not exist is INVALID_INPUT, refused at
+ *   submit for a result target and terminated, not retried, by a worker);
  * - `file:///path`: a shared filesystem, only inside the configured roots (a job from a remote
  *   caller must not read or write arbitrary files on a worker);
  * - `s3://bucket/key`: S3 or an S3-compatible server (adapters/object-store), only in the allowed
@@ -34,6 +37,9 @@ export interface PayloadStoreOptions {
   s3Store?: S3Store;
 }
 
+/** NATS object store bucket names (the client's own rule): letters, digits, `-` and `_`. */
+const BUCKET_NAME = /^[-\w]+$/;
+
 type ParsedRef = { kind: 'obj'; bucket: string; name: string } | { kind: 'file'; path: string } | { kind: 's3'; location: S3Location };
 
 function parseRef(ref: string): ParsedRef {
@@ -52,7 +58,9 @@ function parseRef(ref: string): ParsedRef {
 
 export class PayloadStore {
   readonly bucket: string;
+  readonly #nc: NatsConnection;
   readonly #objm: Objm;
+  #jsm: Promise<JetStreamManager> | null = null;
   readonly #roots: readonly string[];
   readonly #stores = new Map<string, Promise<ObjectStore>>();
   readonly #s3Settings: S3SettingsInput;
@@ -61,6 +69,7 @@ export class PayloadStore {
 
   constructor(nc: NatsConnection, options: PayloadStoreOptions) {
     this.bucket = options.bucket;
+    this.#nc = nc;
     this.#objm = new Objm(nc);
     this.#roots = (options.fileRoots ?? []).map((root) => resolve(root));
     this.#s3Settings = options.s3 ?? {};
@@ -74,21 +83,60 @@ export class PayloadStore {
     return this.#s3;
   }
 
-  /** Checks a result target before a job is accepted: a bad or disallowed `s3://` URI is refused at submit, not on the worker. */
-  checkTarget(uri: string): void {
+  /**
+   * Checks a result target before a job is accepted, so that a target the workers could not write
+   * is refused at submit, not part by part: a bad or disallowed `s3://` URI, an `obj://` URI
+   * without a bucket or naming a bucket that does not exist (INVALID_INPUT, `details.field`
+   * `result.uri`). Workers call it too, before running a part, so a doomed part costs no inference.
+   */
+  async checkTarget(uri: string): Promise<void> {
     if (uri.startsWith('s3://')) this.#s3Store().locate(uri);
+    if (!uri.startsWith('obj://')) return;
+    const obj = /^obj:\/\/([^/]+)(?:\/|$)/.exec(uri);
+    if (obj === null) throw new ShoalError(ErrorCode.INVALID_INPUT, `"${uri.slice(0, 200)}" names no object store bucket (obj://bucket/prefix)`, { details: { field: 'result.uri' } });
+    try {
+      await this.#store(obj[1] ?? '');
+    } catch (error) {
+      if (isShoalError(error) && error.code === ErrorCode.INVALID_INPUT) throw new ShoalError(ErrorCode.INVALID_INPUT, `result target: ${error.message}`, { cause: error, details: { field: 'result.uri' } });
+      throw error;
+    }
   }
 
   #store(bucket: string): Promise<ObjectStore> {
     let store = this.#stores.get(bucket);
     if (store === undefined) {
-      store = this.#objm.open(bucket).catch((error: unknown) => {
-        this.#stores.delete(bucket);
-        throw toNatsShoalError(error, `open object store ${bucket}`);
-      });
+      store = this.#open(bucket);
+      store.catch(() => this.#stores.delete(bucket));
       this.#stores.set(bucket, store);
     }
     return store;
+  }
+
+  /**
+   * Opens a bucket that must exist. A missing bucket named by a caller (a result target, a
+   * payload reference) is INVALID_INPUT: retrying cannot create it. This deployment's own bucket
+   * missing (a server that lost its store) stays retryable: start-up recreates the topology.
+   */
+  async #open(bucket: string): Promise<ObjectStore> {
+    if (!BUCKET_NAME.test(bucket)) {
+      throw new ShoalError(ErrorCode.INVALID_INPUT, `"${bucket.slice(0, 200)}" is not an object store bucket name (letters, digits, - and _)`);
+    }
+    try {
+      this.#jsm ??= jetstreamManager(this.#nc, { checkAPI: false });
+      await (await this.#jsm).streams.info(`OBJ_${bucket}`);
+    } catch (error) {
+      if (!isJsApiCode(error, JS_CODES.StreamNotFound)) {
+        this.#jsm = null;
+        throw toNatsShoalError(error, `open object store ${bucket}`);
+      }
+      if (bucket === this.bucket) throw new ShoalError(ErrorCode.UNAVAILABLE, `this deployment's object store ${bucket} does not exist (a restarted worker or gateway creates it)`, { cause: error });
+      throw new ShoalError(ErrorCode.INVALID_INPUT, `object store bucket "${bucket}" does not exist: create it first (e.g. nats object add ${bucket}) or use another`, { cause: error });
+    }
+    try {
+      return await this.#objm.open(bucket, false);
+    } catch (error) {
+      throw toNatsShoalError(error, `open object store ${bucket}`);
+    }
   }
 
   /** Checks a file path against the roots, on the path as written and once links are resolved. */

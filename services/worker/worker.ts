@@ -30,7 +30,8 @@ import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/err
  * handler around one InferenceEngine, and owns their order of shutdown:
  * stop intake (requests, pulls) → finish in-flight parts (results published, acked) → stop the
  * dead-letter handler → release sessions → drain the connection; all within the drain deadline,
- * after which in-flight work is aborted and nak'ed for another worker.
+ * after which in-flight work is aborted and handed back to the queue for another worker (a fresh
+ * copy of each part, so a shutdown never uses up a part's deliveries: part-handler.ts).
  */
 
 export type WorkerState = 'starting' | 'running' | 'draining' | 'stopped';
@@ -143,6 +144,7 @@ export class ShoalWorker implements Lifecycle {
       const modelState = (model: string): ModelState => ready.models().models.find((m) => m.name === model)?.state ?? 'absent';
       const handler = new PartHandler({
         engine: ready,
+        js,
         names: topology.names,
         results,
         status,
@@ -152,7 +154,6 @@ export class ShoalWorker implements Lifecycle {
         retryDelayMs: config.retryDelayMs,
         maxRetryDelayMs: config.maxRetryDelayMs,
         partTimeoutMs: config.partTimeoutMs,
-        modelState,
         logger,
       });
       await ready.start();
@@ -210,14 +211,14 @@ export class ShoalWorker implements Lifecycle {
 
   /**
    * Graceful stop (SIGTERM): no new requests or parts; parts in flight finish, publish and ack;
-   * past `timeoutMs` they are aborted and nak'ed. Idempotent: later calls share the first.
+   * past `timeoutMs` they are aborted and handed back to the queue. Idempotent: later calls share the first.
    */
   drain(timeoutMs: number = this.#config.drainTimeoutMs): Promise<void> {
     this.#stopping ??= this.#drain(timeoutMs);
     return this.#stopping;
   }
 
-  /** Stops at once: in-flight parts are nak'ed for other workers. */
+  /** Stops at once: in-flight parts are handed back to the queue for other workers. */
   close(): Promise<void> {
     return this.drain(0);
   }
