@@ -80,7 +80,7 @@ export class ShoalMetrics {
   });
   readonly jobParts = new Counter({
     name: 'shoal_job_parts_total',
-    help: 'Job part deliveries handled by a worker, by outcome (ack: done, nak: retried later, term: failed for good, dead: dead-lettered)',
+    help: 'Job part deliveries handled by a worker, by outcome (ack: done, nak: retried later, term: failed for good, dead: dead-lettered, requeue: handed back at shutdown without using a delivery)',
     labelNames: ['primitive', 'model', 'outcome'] as const,
     registers: [this.registry],
   });

@@ -30,6 +30,10 @@ export function recordProblem(value: unknown): string {
     if (given === undefined) continue;
     const ok = field === 'id' ? (typeof given === 'string' && given !== '') || (typeof given === 'number' && Number.isFinite(given)) : typeof given === 'string';
     if (!ok) problems.push(`"${field}" must be ${field === 'id' ? 'a non-empty string or a number' : 'a string'}`);
+    // JSON.parse has already rounded it: two such ids could become one.
+    if (field === 'id' && typeof given === 'number' && Number.isInteger(given) && !Number.isSafeInteger(given)) {
+      problems.push('"id" is a whole number over 2^53, which JSON readers round: write it as a string ("id": "12345678901234567891")');
+    }
   }
   const extra = keys.filter((key) => !RECORD_FIELDS.has(key));
   if (extra.length > 0 || !('id' in record) || !('text' in record || 'path' in record)) {

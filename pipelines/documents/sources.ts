@@ -210,7 +210,20 @@ export async function fileSources(paths: readonly string[], options: SelectOptio
   return out;
 }
 
-const RecordId = z.union([z.string().min(1).max(512), z.number().finite()]).transform(String);
+/**
+ * A record's id: a string, or a whole number JSON can carry exactly. A larger number (a 64-bit
+ * id written unquoted) was already rounded by JSON.parse, so two ids could become one: refused
+ * with the advice to quote it.
+ */
+const RecordId = z
+  .union([
+    z.string().min(1).max(512),
+    z
+      .number()
+      .finite()
+      .refine((id) => !Number.isInteger(id) || Number.isSafeInteger(id), { message: 'is a whole number over 2^53, which JSON readers round: write it as a string ("id": "12345678901234567891")' }),
+  ])
+  .transform(String);
 export const SourceRecord = z.union([
   z.strictObject({ id: RecordId, text: z.string().max(100 * 1024 * 1024) }),
   z.strictObject({ id: RecordId, path: z.string().min(1).max(4096) }),

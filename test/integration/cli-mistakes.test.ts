@@ -199,6 +199,14 @@ describe('shoal ingest / search / pipelines show: bad names and paths are exit 2
     }
   }, 120_000);
 
+  it('a stdin record whose id is also a file on the command line is refused (exit 2): both would be one source and lose its rows', async () => {
+    const file = join(work, 'clash.txt');
+    writeFileSync(file, 'The pilot boat leaves at dawn.\n');
+    const run = await runShoal(['ingest', file, '-', ...MODEL, '--index', join(work, 'idx-clash')], { env: ENV, stdin: `${JSON.stringify({ id: file, text: 'other words' })}\n` });
+    expect(run.code, run.stderr).toBe(2);
+    expect(errorLine(run.stderr)).toBe(`error [INVALID_INPUT]: stdin record id ${JSON.stringify(file)} is also a file given on the command line: a record's id is its source in the index, so give it another id`);
+  }, 120_000);
+
   it('--index naming a file (or a path below one) is a plain CONFIG_INVALID line on ingest and search, not an INTERNAL EEXIST/ENOTDIR', async () => {
     const file = join(work, 'a-file');
     const [ingest, search] = await Promise.all([

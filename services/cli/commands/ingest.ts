@@ -92,7 +92,14 @@ async function collectSources(paths: readonly string[], flags: z.output<typeof I
   // Links are followed here (a user's own folders); the run's own index is never walked into (`shoal ingest .`).
   const walking = { hidden: flags.hidden === true, followLinks: true, skip: ownIndex === null ? [] : [ownIndex] };
   const out = await fileSources(files, { ...selection, ...walking, maxBytes, s3: () => new S3Store(s3SettingsFromEnv(app.io.env), health.s3) });
-  if (fromStdin) out.push(...(await recordSources(app.io.stdin, process.cwd(), maxBytes)));
+  if (fromStdin) {
+    const records = await recordSources(app.io.stdin, process.cwd(), maxBytes);
+    // A record's id is its source, as a file's path is: the same name twice would share (and lose) its rows.
+    const filePaths = new Set(out.map((source) => source.uri));
+    const clash = records.find((record) => filePaths.has(record.uri));
+    if (clash !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, `stdin record id ${JSON.stringify(clash.uri)} is also a file given on the command line: a record's id is its source in the index, so give it another id`);
+    out.push(...records);
+  }
   // Nothing found is almost always a wrong folder, glob or empty pipe: say so instead of a "0 documents" success.
   // With --prune an emptied folder is a case of its own, warned about by the prune step (nothing is deleted).
   if (out.length === 0 && flags.prune !== true) throw new ShoalError(ErrorCode.INVALID_INPUT, `nothing to ingest: ${nothingFound(files, fromStdin, selection)} (see shoal ingest --help)`);

@@ -46,6 +46,8 @@ describe('document sources', () => {
     ['{"id":"x","text":"a","extra":1}\n', 'line 1'],
     ['{"id":"x","text":"a"}\nnot json\n', 'line 2: not JSON'],
     ['{"id":"x","text":"a"}\n{"id":"x","text":"b"}\n', 'duplicate id'],
+    // Rounded by JSON.parse: 9007199254740993 would read as …992 and collide with it.
+    ['{"id":9007199254740993,"text":"a"}\n', 'over 2^53'],
   ])('refuses bad records: %j', async (text, message) => {
     await expect(recordSources(Readable.from([text]), dir)).rejects.toMatchObject({ code: ErrorCode.INVALID_INPUT, message: expect.stringContaining(message) });
   });
