@@ -3,7 +3,7 @@ import { requireText, type Heading } from './text-reader.js';
 
 /**
  * The visible text of an HTML page: script, style, head, template and other non-rendered elements
- * are dropped; block elements start new lines (paragraph-like ones a blank line); runs of
+ * (and any element with the `hidden` attribute or an inline `display: none`) are dropped; block elements start new lines (paragraph-like ones a blank line); runs of
  * whitespace collapse as a browser collapses them, except inside <pre>. `<h1>`..`<h6>` become
  * headings and `<title>` the title.
  */
@@ -24,6 +24,11 @@ const CELL = new Set(['td', 'th']);
 const HEADING = /^h[1-6]$/;
 
 type Break = 0 | 1 | 2;
+
+/** An element a browser does not render: the `hidden` attribute, or an inline `display: none`. */
+function notRendered(attributes: Record<string, string>): boolean {
+  return 'hidden' in attributes || /(^|;)\s*display\s*:\s*none\b/i.test(attributes.style ?? '');
+}
 
 export function readHtml(html: string): HtmlText {
   let text = '';
@@ -67,11 +72,11 @@ export function readHtml(html: string): HtmlText {
 
   const parser = new Parser(
     {
-      onopentag(name) {
+      onopentag(name, attributes) {
         depth++;
         // The title lives in the (hidden) head; it is collected on its own.
         if (name === 'title') titleDepth++;
-        if (hiddenDepth > 0 || HIDDEN.has(name)) {
+        if (hiddenDepth > 0 || HIDDEN.has(name) || notRendered(attributes)) {
           hiddenDepth++;
           return;
         }

@@ -10,7 +10,7 @@ import { declaredHtmlCharset, decodeWith, detectEncoding } from './encoding.js';
 /**
  * The document readers' version, part of an ingest's settings hash. 2: UTF-16 without a byte
  * order mark, UTF-8 with a few bad bytes, an HTML page's declared charset, Markdown front matter
- * cut, every page of a multi-page TIFF.
+ * cut, every page of a multi-page TIFF, HTML elements marked hidden left out.
  */
 export const TEXT_RULES = 2;
 

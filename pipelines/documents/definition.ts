@@ -29,13 +29,18 @@ export const ParseStage = z.strictObject({
   maxPages: z.number().int().positive().default(5000),
 });
 
+/** The overlap when none is given: 32 tokens, or a quarter of a chunk smaller than 128 tokens. */
+const DEFAULT_OVERLAP = 32;
+
 export const ChunkStage = z
   .strictObject({
     /** Chunk size in the encoder's tokens (special tokens not counted). */
     size: z.number().int().min(8).max(8192).default(200),
-    /** Tokens repeated from the end of one chunk at the start of the next (whole sentences only). */
-    overlap: z.number().int().min(0).max(4096).default(32),
+    /** Tokens repeated from the end of one chunk at the start of the next (whole sentences only). @default min(32, size / 4) */
+    overlap: z.number().int().min(0).max(4096).optional(),
   })
+  // `{size: 16}` alone must not fail on an overlap the user never wrote.
+  .transform(({ size, overlap }) => ({ size, overlap: overlap ?? Math.min(DEFAULT_OVERLAP, Math.floor(size / 4)) }))
   .refine((stage) => stage.overlap < stage.size, { message: 'overlap must be smaller than size', path: ['overlap'] });
 
 /**

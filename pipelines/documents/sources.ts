@@ -141,6 +141,8 @@ async function walk(dir: string, out: Found[], options: Walk): Promise<void> {
       out.push({ path, problem: 'the name is not valid UTF-8, so it cannot be opened by name here (rename it, e.g. convmv -f latin1 -t utf8)' });
       continue;
     }
+    // A LanceDB table's folder (another index in the tree): its data and manifests are not documents.
+    if (entry.isDirectory() && entry.name.endsWith('.lance')) continue;
     if (entry.isDirectory()) await walk(path, out, options);
     else if (entry.isFile()) out.push({ path });
     else if (entry.isSymbolicLink() && options.followLinks) {
@@ -239,7 +241,8 @@ export async function recordSources(input: Readable, baseDir: string, maxBytes: 
     if (line.trim() === '') continue;
     let value: unknown;
     try {
-      value = JSON.parse(line);
+      // A byte order mark some editors put before the first line is not part of the JSON.
+      value = JSON.parse(lineNumber === 1 ? line.replace(/^\uFEFF/, '') : line);
     } catch (error) {
       throw new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: not JSON`, { cause: error });
     }

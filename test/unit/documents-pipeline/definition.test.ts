@@ -37,6 +37,9 @@ describe('pipeline definitions', () => {
     await writeFile(bad, JSON.stringify({ name: 'x', stages: { chunk: { size: 100, overlpa: 3 } } }));
     await expect(loadDefinitionFile(bad)).rejects.toMatchObject({ code: ErrorCode.CONFIG_INVALID, message: expect.stringContaining('stages.chunk') });
     expect(() => parseDefinition({ name: 'x', stages: { chunk: { size: 50, overlap: 50 } } }, 'inline')).toThrow(/overlap must be smaller than size/);
+    // A small size alone takes a quarter of it as the overlap, not the default 32 (which it would be under).
+    expect(parseDefinition({ name: 'x', stages: { chunk: { size: 16 } } }, 'inline').stages.chunk).toEqual({ size: 16, overlap: 4 });
+    expect(parseDefinition({ name: 'x', stages: { chunk: { size: 512 } } }, 'inline').stages.chunk).toEqual({ size: 512, overlap: 32 });
   });
 
   it('a file without a name is named after itself, and its real mistake is the one reported', async () => {

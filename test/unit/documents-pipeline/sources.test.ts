@@ -9,6 +9,9 @@ import { fileSources, recordSources } from '../../../pipelines/documents/sources
 const dir = await mkdtemp(join(tmpdir(), 'shoal-sources-'));
 afterAll(() => rm(dir, { recursive: true, force: true }));
 await mkdir(join(dir, 'sub', 'deep'), { recursive: true });
+// Another index's LanceDB table folder: never walked into.
+await mkdir(join(dir, 'old-index', 'chunks.lance', '_versions'), { recursive: true });
+await writeFile(join(dir, 'old-index', 'chunks.lance', '_versions', '1.manifest'), 'not a document');
 for (const [path, text] of [['b.md', '# B'], ['a.txt', 'A'], ['sub/c.pdf', '%PDF'], ['sub/deep/d.txt', 'D'], ['sub/skip.log', 'L']]) {
   await writeFile(join(dir, path ?? ''), text ?? '');
 }
@@ -31,7 +34,8 @@ describe('document sources', () => {
   });
 
   it('reads {"id","text"} and {"id","path"} records', async () => {
-    const input = Readable.from(['{"id":"r1","text":"inline text"}\n', '\n', `{"id":2,"path":"a.txt"}\n`]);
+    // A byte order mark before the first line (some editors write one) is not part of the JSON.
+    const input = Readable.from(['\uFEFF{"id":"r1","text":"inline text"}\n', '\n', `{"id":2,"path":"a.txt"}\n`]);
     const records = await recordSources(input, dir);
     expect(records.map((r) => r.uri)).toEqual(['r1', '2']);
     const first = await records[0]?.load();

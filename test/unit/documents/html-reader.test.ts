@@ -54,6 +54,11 @@ describe('HTML visible text', () => {
     for (const hidden of ['do not index', 'color: red', 'never shown', 'enable js']) expect(html.text).not.toContain(hidden);
   });
 
+  it('drops elements a browser does not render: the hidden attribute and an inline display: none', () => {
+    const page = readHtml('<body><p>Shown text.</p><div hidden><p>secret draft</p><input hidden value="x"></div><span style="color: red; display:none">tracking pixel note</span><p style="display: block">Also shown.</p></body>');
+    expect(page.text).toBe('Shown text.\n\nAlso shown.');
+  });
+
   it('returns <title> as the title and h1..h6 as headings at their offsets', () => {
     expect(html.title).toBe('Tide tables');
     expect(html.headings.map((heading) => heading.text)).toEqual(['Velmora harbour', 'Fees & dues']);
