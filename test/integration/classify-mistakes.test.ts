@@ -85,4 +85,32 @@ describe('shoal classify on mistakes', () => {
     expect(result.stderr).toContain('is not JSON');
     expect(readFileSync(`${out}.partial`, 'utf8')).toBe('not json at all\n');
   });
+
+  it('a flag that means nothing without its partner is refused (exit 2), not ignored', async () => {
+    const catalog = join(dir, 'flags.jsonl');
+    writeFileSync(catalog, `${product(1)}\n`);
+    const cases: Array<[string[], string]> = [
+      [['--image-weight', '0.5'], '--image-weight needs --image-model'],
+      [['--rerank-top', '5'], '--rerank-top needs --rerank-model'],
+      [['--prefix', 'other'], '--prefix is the subject prefix of --nats'],
+      [['--part-items', '16'], '--part-items sizes the job parts of --nats'],
+    ];
+    const runs = await Promise.all(cases.map(([extra]) => run([catalog, ...extra])));
+    runs.forEach((result, i) => {
+      expect(result.code, result.stderr).toBe(2);
+      expect(result.stderr).toContain(cases[i]?.[1]);
+    });
+  });
+
+  it('--gold values that name no category of the taxonomy are counted in a warning', async () => {
+    const catalog = join(dir, 'gold.jsonl');
+    const lines = [
+      JSON.stringify({ id: 'g1', title: 'running shoes', label: 'Apparel > Shoes' }),
+      JSON.stringify({ id: 'g2', title: 'android phone', label: 'Mobiles & Accessories >> Mobiles >> Some Phone' }),
+    ];
+    writeFileSync(catalog, `${lines.join('\n')}\n`);
+    const result = await run([catalog, '--gold', 'label', '--out', join(dir, 'gold.out.jsonl')]);
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toContain('--gold label: 1 of 2 values name no category of the taxonomy (e.g. "Mobiles & Accessories >> Mobiles >> Some Phone")');
+  });
 });

@@ -150,6 +150,11 @@ export function registerClassify(program: Command, app: CliApp): void {
   command.action(async (catalog: string, _options: unknown, self: Command) => {
     const flags = parseFlags(ClassifyFlags, self);
     if (flags.imageField !== undefined && flags.imageModel === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--image-field needs --image-model (a CLIP-style model)');
+    // A flag that changes nothing without its partner is a mistake to say, not to ignore.
+    if (flags.imageWeight !== undefined && flags.imageModel === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--image-weight needs --image-model (and --image-field)');
+    if (flags.rerankTop !== undefined && flags.rerankModel === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--rerank-top needs --rerank-model (a cross-encoder)');
+    if (flags.prefix !== undefined && flags.nats === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--prefix is the subject prefix of --nats: give --nats URL too, or leave --prefix out');
+    if (flags.partItems !== undefined && flags.nats === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--part-items sizes the job parts of --nats: give --nats URL too, or leave --part-items out');
     if (flags.json === true && flags.gold === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--json prints the --gold evaluation: give --gold FIELD');
     if (flags.fields !== undefined && flags.fields.length === 0) throw new ShoalError(ErrorCode.INVALID_INPUT, '--fields names no field; give the product fields to embed, comma-separated (e.g. --fields title,description)');
     if (flags.fields !== undefined && flags.template !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--fields and --template both say how the product text is built; give one');

@@ -90,10 +90,24 @@ function idHint(records: readonly ProductRecord[], options: ClassifyRunOptions):
   return false;
 }
 
-function gold(record: ProductRecord, options: ClassifyRunOptions): string[] | null {
+/** Gold values seen and those naming no category of the taxonomy (they count as misses at every level). */
+interface GoldSeen {
+  values: number;
+  unknown: number;
+  example: string;
+}
+
+function gold(record: ProductRecord, options: ClassifyRunOptions, goldSeen: GoldSeen): string[] | null {
   if (options.goldField === undefined) return null;
   const value = fieldText(record.fields[options.goldField]);
-  return value.trim() === '' ? null : goldPath(options.taxonomy, value);
+  if (value.trim() === '') return null;
+  const path = goldPath(options.taxonomy, value);
+  goldSeen.values += 1;
+  if (!options.taxonomy.byPath.has(path.join(' > '))) {
+    goldSeen.unknown += 1;
+    if (goldSeen.example === '') goldSeen.example = value.trim().slice(0, 120);
+  }
+  return path;
 }
 
 /** The output line of a product without text: its id and an error instead of a category. */
@@ -128,6 +142,7 @@ async function* resumedPaths(path: string, taxonomy: Taxonomy): AsyncGenerator<s
 
 export async function runClassify(options: ClassifyRunOptions): Promise<ClassifyRunSummary> {
   const started = performance.now();
+  const goldSeen: GoldSeen = { values: 0, unknown: 0, example: '' };
   const resumed = options.sink.resumed;
   let toSkip = resumed?.lines ?? 0;
   const skippedTotal = toSkip;
@@ -148,7 +163,7 @@ export async function runClassify(options: ClassifyRunOptions): Promise<Classify
         toSkip -= skipping.length;
         for (const record of skipping) {
           if (!hasProductText(record.fields, textSpec(options))) failedResumed += 1;
-          const truth = gold(record, options);
+          const truth = gold(record, options, goldSeen);
           const predicted = earlier === null ? null : await earlier.next();
           if (truth !== null && predicted !== null && predicted.done !== true && predicted.value !== null) options.evaluator?.add(predicted.value, truth);
         }
@@ -191,7 +206,7 @@ export async function runClassify(options: ClassifyRunOptions): Promise<Classify
           const result = results[next++];
           if (result === undefined) throw new ShoalError(ErrorCode.INTERNAL, `no classification for product ${record.number}`);
           if (options.evaluator !== null) {
-            const truth = gold(record, options);
+            const truth = gold(record, options, goldSeen);
             const index = options.taxonomy.byId.get(result.category.id);
             if (truth !== null && index !== undefined) options.evaluator.add(options.taxonomy.categories[index]?.path ?? [], truth);
           }
@@ -213,5 +228,11 @@ export async function runClassify(options: ClassifyRunOptions): Promise<Classify
     await earlier?.return(undefined);
   }
   if (toSkip > 0) throw new ShoalError(ErrorCode.INVALID_INPUT, `--resume: the output has ${skippedTotal} lines but the input only ${skippedTotal - toSkip} products`);
+  if (goldSeen.unknown > 0) {
+    // Labels from another tree (a shop's own categories against Shopify's) score as misses: say so, or the evaluation looks like the model's fault.
+    options.warn?.(
+      `--gold ${options.goldField ?? ''}: ${goldSeen.unknown} of ${goldSeen.values} values name no category of the taxonomy (e.g. ${JSON.stringify(goldSeen.example)}); they count as misses at every level`,
+    );
+  }
   return { products: classifiedCount, failed, failedResumed, skipped: skippedTotal, seconds: (performance.now() - started) / 1000 };
 }
