@@ -327,7 +327,10 @@ describe.skipIf(GO_MISSING !== null)(`Helm chart ${GO_MISSING ?? ''}`, () => {
       expect(conf).toMatch(new RegExp(`user: "${component}"\\n\\s+password: "${password}"\\n`));
     }
     expect(conf).toContain('"$JS.API.STREAM.MSG.DELETE.SHOAL_JOBS"');
-    expect(conf).toContain('deny: ["$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>"]');
+    // No user deletes a stream; only the gateway may purge, and the payload object store only.
+    expect(conf.match(/deny: \["\$JS\.API\.STREAM\.DELETE\.>", "\$JS\.API\.STREAM\.PURGE\.SHOAL_JOBS"/g)).toHaveLength(3);
+    expect(conf.match(/"\$JS\.API\.STREAM\.PURGE\.>"/g)).toHaveLength(2);
+    expect(conf.match(/allow: \[[^\]]*"\$JS\.API\.STREAM\.PURGE\.OBJ_shoal_payloads"/g)).toHaveLength(1);
   });
 
   it.each(each)('%s: with a read-only root filesystem, every folder a container writes is a writable volume', (name) => {
