@@ -175,7 +175,10 @@ export class RpcServer implements Lifecycle {
       const result = await runOperation(this.#options.engine, { ...route, request: decoded.value, priority: 'interactive', signal: abort.signal });
       reply = { ok: true, result, worker };
     } catch (error) {
-      reply = { ok: false, error: serializeError(error), worker };
+      // The caller's own deadline (Shoal-Timeout-Ms) or the cap passed: a TIMEOUT, not a CANCELLED.
+      const reason: unknown = abort.signal.reason;
+      const timedOut = abort.signal.aborted && reason instanceof DOMException && reason.name === 'TimeoutError';
+      reply = { ok: false, error: serializeError(timedOut ? new ShoalError(ErrorCode.TIMEOUT, reason.message, { cause: error }) : error), worker };
     } finally {
       clearTimeout(timer);
       this.#stopping.signal.removeEventListener('abort', onStop);
