@@ -78,6 +78,8 @@ const FETCH_BATCH = 64;
 const IDLE_RETRY_MS = 1000;
 /** A write that failed (disk full, permissions) is tried again after this long. */
 const WRITE_RETRY_MS = 5000;
+/** How often a result waiting for an index this sink does not have is logged. */
+const UNKNOWN_INDEX_WARN_MS = 60_000;
 
 function partFileName(part: number, failed: boolean): string {
   return `part-${String(part).padStart(6, '0')}${failed ? '.error.json' : '.jsonl'}`;
@@ -96,6 +98,9 @@ export class ResultSink implements Lifecycle {
   #loop: DurableFetchLoop | null = null;
   /** Stores that failed: until when each counts as down, and why (cleared by a good write). */
   readonly #down = new Map<IndexTarget, { until: number; reason: string }>();
+
+  /** When each unknown index name was last warned about. */
+  readonly #unknownIndexWarned = new Map<string, number>();
 
   constructor(options: ResultSinkOptions) {
     this.#options = options;
@@ -167,7 +172,12 @@ export class ResultSink implements Lifecycle {
       return;
     }
     const reason = `the results sink has no index named ${JSON.stringify(name)} (SHOAL_INDEXES); the results wait on the stream`;
-    this.#options.logger?.warn({ job: message.job_id, part: message.part }, reason);
+    // Redelivered every few seconds until the index is configured: said once a minute per index, not at each redelivery.
+    const now = Date.now();
+    if (now - (this.#unknownIndexWarned.get(name) ?? 0) >= UNKNOWN_INDEX_WARN_MS) {
+      this.#unknownIndexWarned.set(name, now);
+      this.#options.logger?.warn({ job: message.job_id, part: message.part }, reason);
+    }
     await this.#markDegraded(message.job_id, reason);
     m.nak(this.#options.storeRetryMs ?? WRITE_RETRY_MS);
   }
