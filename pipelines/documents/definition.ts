@@ -32,6 +32,9 @@ export const ParseStage = z.strictObject({
 /** The overlap when none is given: 32 tokens, or a quarter of a chunk smaller than 128 tokens. */
 const DEFAULT_OVERLAP = 32;
 
+/** A table name every backend takes (Chroma's collections and Postgres identifiers bound it). */
+export const TableName = z.string().regex(/^[A-Za-z0-9_-]{1,48}$/, "1 to 48 letters, digits, '_' or '-'");
+
 export const ChunkStage = z
   .strictObject({
     /** Chunk size in the encoder's tokens (special tokens not counted). */
@@ -103,7 +106,7 @@ export const ClassifyStage = z.strictObject({
 export const WriteStage = z.strictObject({
   /** LanceDB folder. */
   index: z.string().min(1).default('./shoal-index'),
-  table: z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, "letters, digits, '_' or '-'").default('chunks'),
+  table: TableName.default('chunks'),
   /** Documents are committed once this many rows are ready (and at the end). */
   batchRows: z.number().int().min(1).max(100_000).default(2_000),
 });

@@ -7,7 +7,7 @@ import { S3Store } from '../../../adapters/object-store/index.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { localIndexDir, redactUri } from '../../../adapters/sinks/open.js';
 import { resolvePipeline } from '../../../pipelines/documents/builtin.js';
-import { applyOverrides, type PipelineDefinition } from '../../../pipelines/documents/definition.js';
+import { applyOverrides, TableName, type PipelineDefinition } from '../../../pipelines/documents/definition.js';
 import { settleInterrupt, type SettledRun } from '../../../pipelines/documents/interrupted.js';
 import { DocumentParser } from '../../../pipelines/documents/parse.js';
 import { IngestRunner, type IngestSummary } from '../../../pipelines/documents/runner.js';
@@ -32,7 +32,7 @@ const IngestFlags = z.strictObject({
   pipeline: z.string().min(1).optional(),
   model: z.string().min(1).optional(),
   index: z.string().min(1).optional(),
-  table: z.string().min(1).optional(),
+  table: TableName.optional(),
   include: z.array(z.string().min(1)).optional(),
   exclude: z.array(z.string().min(1)).optional(),
   hidden: z.boolean().optional(),

@@ -37,6 +37,8 @@ describe('pipeline definitions', () => {
     await writeFile(bad, JSON.stringify({ name: 'x', stages: { chunk: { size: 100, overlpa: 3 } } }));
     await expect(loadDefinitionFile(bad)).rejects.toMatchObject({ code: ErrorCode.CONFIG_INVALID, message: expect.stringContaining('stages.chunk') });
     expect(() => parseDefinition({ name: 'x', stages: { chunk: { size: 50, overlap: 50 } } }, 'inline')).toThrow(/overlap must be smaller than size/);
+    // Every backend takes the table name (the docs' 1 to 48 characters; 128 passed before and file:// refused it).
+    expect(() => parseDefinition({ name: 'x', stages: { write: { table: 'a'.repeat(49) } } }, 'inline')).toThrow(/1 to 48 letters/);
     // A small size alone takes a quarter of it as the overlap, not the default 32 (which it would be under).
     expect(parseDefinition({ name: 'x', stages: { chunk: { size: 16 } } }, 'inline').stages.chunk).toEqual({ size: 16, overlap: 4 });
     expect(parseDefinition({ name: 'x', stages: { chunk: { size: 512 } } }, 'inline').stages.chunk).toEqual({ size: 512, overlap: 32 });
