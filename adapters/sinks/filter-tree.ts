@@ -71,13 +71,17 @@ function tokenize(expression: string): FilterToken[] {
     const rest = expression.slice(at);
     // A backticked name needs both backticks: one alone is a typo, not a quote.
     const match =
-      /^\s+/.exec(rest) ?? /^'(?:[^']|'')*'/.exec(rest) ?? /^-?\d+(?:\.\d+)?/.exec(rest) ?? /^[A-Za-z_][A-Za-z0-9_]*/.exec(rest) ?? /^`[A-Za-z_][A-Za-z0-9_]*`/.exec(rest);
+      /^\s+/.exec(rest) ?? /^'(?:[^']|'')*'/.exec(rest) ?? /^-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?![A-Za-z0-9_])/.exec(rest) ?? /^[A-Za-z_][A-Za-z0-9_]*/.exec(rest) ?? /^`[A-Za-z_][A-Za-z0-9_]*`/.exec(rest);
     if (match !== null) {
       const text = match[0];
       at += text.length;
       if (/^\s/.test(text)) continue;
       if (text.startsWith("'")) tokens.push({ kind: 'string', text: text.slice(1, -1).replaceAll("''", "'") });
-      else if (/^-?\d/.test(text)) tokens.push({ kind: 'number', text });
+      else if (/^-?\d/.test(text)) {
+        // Read as a number here (it read as the number 1 and a column `e3`), but LanceDB's SQL takes no exponent.
+        if (/[eE]/.test(text)) throw invalid(`write ${text} without an exponent (${Number(text)}) at character ${at - text.length + 1}`);
+        tokens.push({ kind: 'number', text });
+      }
       else if (text.startsWith('`')) tokens.push({ kind: 'identifier', text: text.replaceAll('`', '') });
       else tokens.push(KEYWORDS.has(text.toUpperCase()) ? { kind: 'keyword', text: text.toUpperCase() } : { kind: 'identifier', text });
       continue;

@@ -13,6 +13,7 @@ describe('validateFilter', () => {
 
   it.each([
     ['', 'empty'],
+    ['page = 1e3', 'write 1e3 without an exponent (1000)'],
     ['vector = 1', 'unknown column "vector"'],
     ['pages = 1', 'unknown column "pages"'],
     ["page = 1; DROP TABLE chunks", 'unexpected ";"'],
