@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { basename, extname } from 'node:path';
+import { basename, dirname, extname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
@@ -150,7 +150,18 @@ export async function loadDefinitionFile(path: string): Promise<PipelineDefiniti
   } catch (error) {
     throw new ShoalError(ErrorCode.CONFIG_INVALID, `pipeline file ${path}: not valid ${extname(path) === '.json' ? 'JSON' : 'YAML'}`, { cause: error });
   }
-  return parseDefinition(withDefaultName(value, path), path);
+  const definition = parseDefinition(withDefaultName(value, path), path);
+  return { ...definition, stages: { ...definition.stages, write: { ...definition.stages.write, index: indexBesideFile(value, definition.stages.write.index, path) } } };
+}
+
+/**
+ * A relative local index written in a pipeline file is relative to the file, as paths in config
+ * files are, not to wherever the command runs; URIs, absolute paths and the default are kept.
+ */
+function indexBesideFile(raw: unknown, index: string, file: string): string {
+  const written = z.looseObject({ stages: z.looseObject({ write: z.looseObject({ index: z.string() }) }) }).safeParse(raw);
+  if (!written.success || /^[a-z][a-z0-9+.-]*:\/\//i.test(index) || isAbsolute(index)) return index;
+  return resolve(dirname(resolve(file)), index);
 }
 
 /**

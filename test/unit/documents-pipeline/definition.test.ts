@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -42,6 +42,22 @@ describe('pipeline definitions', () => {
     // A small size alone takes a quarter of it as the overlap, not the default 32 (which it would be under).
     expect(parseDefinition({ name: 'x', stages: { chunk: { size: 16 } } }, 'inline').stages.chunk).toEqual({ size: 16, overlap: 4 });
     expect(parseDefinition({ name: 'x', stages: { chunk: { size: 512 } } }, 'inline').stages.chunk).toEqual({ size: 512, overlap: 32 });
+  });
+
+  it('a relative index written in a pipeline file is relative to the file; the default, URIs and absolute paths are kept', async () => {
+    const folder = join(dir, 'configs');
+    await mkdir(folder, { recursive: true });
+    const cases: Array<[string, string]> = [
+      ['stages:\n  write: {index: ./rel-idx}\n', join(folder, 'rel-idx')],
+      ['stages:\n  chunk: {size: 64}\n', './shoal-index'],
+      ['stages:\n  write: {index: "file:///tmp/out"}\n', 'file:///tmp/out'],
+      ['stages:\n  write: {index: /srv/idx}\n', '/srv/idx'],
+    ];
+    for (const [i, [text, index]] of cases.entries()) {
+      const file = join(folder, `p${i}.yaml`);
+      await writeFile(file, text);
+      expect((await loadDefinitionFile(file)).stages.write.index, text).toBe(index);
+    }
   });
 
   it('a file without a name is named after itself, and its real mistake is the one reported', async () => {
