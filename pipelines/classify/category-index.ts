@@ -17,8 +17,8 @@ import { makeDirectory } from '../../adapters/runtime/directories.js';
  * runs (and other processes) load it instead of re-embedding thousands of categories.
  */
 
-/** Bump when the file layout or the meaning of a cached matrix changes. */
-const CACHE_VERSION = 1;
+/** Bump when the file layout or the meaning of a cached matrix changes (2: keyed by the model's weights too). */
+const CACHE_VERSION = 2;
 /**
  * Categories per encode request, and requests in flight at once: enough to keep the engine's
  * scheduler forming full batches, small enough that a build never fills a worker's or a
@@ -53,10 +53,41 @@ export function categoryText(template: string, category: { id: string; path: rea
   return template.replaceAll('{path}', category.pathText).replaceAll('{name}', category.path.at(-1) ?? '').replaceAll('{id}', category.id);
 }
 
-export function categoryKey(taxonomy: Taxonomy, embedding: CategoryEmbedding): string {
+/**
+ * The cache key. `fingerprint` stands for the model's weights: a name says nothing of them (a
+ * model replaced under the same name, or loaded at another precision, must not reuse vectors
+ * made by the old one).
+ */
+export function categoryKey(taxonomy: Taxonomy, embedding: CategoryEmbedding, fingerprint = ''): string {
   return createHash('sha256')
-    .update(JSON.stringify({ v: CACHE_VERSION, taxonomy: taxonomy.hash, model: embedding.model, template: embedding.template, role: embedding.role, prompt: embedding.promptText ?? null, maxLength: embedding.maxLength ?? null }))
+    .update(JSON.stringify({ v: CACHE_VERSION, taxonomy: taxonomy.hash, model: embedding.model, fingerprint, template: embedding.template, role: embedding.role, prompt: embedding.promptText ?? null, maxLength: embedding.maxLength ?? null }))
     .digest('hex');
+}
+
+/** A fixed text whose vector identifies the model's weights (and precision) for the cache key. */
+const PROBE_TEXT = 'Shoal category cache probe: a red ceramic teapot, 1.2 litres.';
+/** Decimals of the probe vector kept: the same model on the same machine gives it exactly; another model, far off. */
+const PROBE_DECIMALS = 3;
+
+/** The model's fingerprint: a hash of its rounded vector for PROBE_TEXT (one single-item call). */
+async function modelFingerprint(engine: Engine, embedding: CategoryEmbedding, call: CallOptions): Promise<string> {
+  const result = await engine.encode(
+    {
+      model: embedding.model,
+      items: [{ text: PROBE_TEXT }],
+      output_types: ['dense'],
+      role: embedding.role,
+      ...(embedding.promptText === undefined ? {} : { prompt_text: embedding.promptText }),
+      ...(embedding.maxLength === undefined ? {} : { max_length: embedding.maxLength }),
+      priority: 'bulk',
+    },
+    call,
+  );
+  const vector = result.items[0]?.dense;
+  if (vector === undefined) throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${embedding.model} gives no dense vectors: classification needs a dense embedding model`);
+  // -0 and 0 round alike.
+  const rounded = Array.from(vector, (value) => Math.round(value * 10 ** PROBE_DECIMALS) || 0);
+  return createHash('sha256').update(rounded.join(',')).digest('hex').slice(0, 16);
 }
 
 function sharedMatrix(rows: number, dim: number): Float32Array {
@@ -165,7 +196,9 @@ async function writeCached(file: string, matrix: PackedMatrix, meta: CacheMeta):
  */
 export async function categoryIndex(engine: Engine, taxonomy: Taxonomy, embedding: CategoryEmbedding, cacheDir: string | null, call: CallOptions = {}): Promise<CategoryIndex> {
   const started = performance.now();
-  const key = categoryKey(taxonomy, embedding);
+  // Only a cache on disk outlives the model it was made with; in memory the name is enough.
+  const fingerprint = cacheDir === null ? '' : await modelFingerprint(engine, embedding, call);
+  const key = categoryKey(taxonomy, embedding, fingerprint);
   const file = cacheDir === null ? null : join(cacheDir, 'classify', key);
   if (file !== null) {
     const cached = await readCached(file, taxonomy.categories.length);

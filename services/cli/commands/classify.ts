@@ -82,7 +82,7 @@ A field that none of the first ${FIELD_CHECK_RECORDS} records has is refused bef
 all missing or empty is not classified: its line is {"id", "error": {"code", "message"}}.
 
 The category embeddings are cached under $SHOAL_CACHE_DIR/classify (one file per taxonomy,
-model and template) and reused by later runs. With --gold FIELD the evaluation is printed on
+model, model weights and template) and reused by later runs. With --gold FIELD the evaluation is printed on
 stdout when --out names a file, else on stderr.
 
 Exit status: 0 every product classified, 2 bad flags or input (a --fields name no record has),

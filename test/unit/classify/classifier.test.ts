@@ -80,19 +80,50 @@ describe('TaxonomyClassifier', () => {
     rmSync(cacheDir, { recursive: true, force: true });
   });
 
+  it('a model replaced under the same name does not reuse the cached categories of the old one', async () => {
+    const taxonomy = parseTaxonomy(TAXONOMY);
+    let behind = TINY_MEAN;
+    // One model name, its weights swapped between the runs (a fine-tuned model copied over the old folder).
+    const renamed: Engine = {
+      encode: (request, options) => engine.encode({ ...request, model: behind }, options).then((result) => ({ ...result, model: 'shop-encoder' })),
+      score: (request, options) => engine.score(request, options),
+      extract: (request, options) => engine.extract(request, options),
+      tokenize: (request, options) => engine.tokenize(request, options),
+      close: async () => undefined,
+    };
+    const folder = mkdtempSync(join(tmpdir(), 'shoal-classify-swap-'));
+    try {
+      const open = (): Promise<TaxonomyClassifier> => TaxonomyClassifier.open(renamed, taxonomy, { model: 'shop-encoder', cacheDir: folder });
+      const first = await open();
+      await first.close();
+      const again = await open();
+      expect(again.categoryStats.built).toBe(false);
+      await again.close();
+      behind = 'tiny-roberta-mean';
+      const swapped = await open();
+      expect(swapped.categoryStats.built).toBe(true);
+      await swapped.close();
+    } finally {
+      rmSync(folder, { recursive: true, force: true });
+    }
+  });
+
   it('embeds the categories once, then reads them from the cache; retrieval is the cosine of the engine vectors', async () => {
     const taxonomy = parseTaxonomy(TAXONOMY);
     const counting = new CountingEngine(engine);
     const first = await TaxonomyClassifier.open(counting, taxonomy, { model: TINY_MEAN, topK: 3, cacheDir });
     expect(first.categoryStats).toMatchObject({ built: true, categories: 10 });
-    expect(counting.encoded).toEqual(taxonomy.categories.map((c) => c.pathText));
+    // One probe text first (its vector fingerprints the model's weights for the cache key), then the categories.
+    expect(counting.encoded.slice(1)).toEqual(taxonomy.categories.map((c) => c.pathText));
+    const probe = counting.encoded[0];
     await first.close();
     expect(readdirSync(join(cacheDir, 'classify')).sort()).toEqual([expect.stringMatching(/^[0-9a-f]{64}\.f32$/), expect.stringMatching(/^[0-9a-f]{64}\.json$/)]);
 
     counting.encoded = [];
     const second = await TaxonomyClassifier.open(counting, taxonomy, { model: TINY_MEAN, topK: 3, cacheDir });
     expect(second.categoryStats.built).toBe(false);
-    expect(counting.encoded).toEqual([]);
+    expect(counting.encoded).toEqual([probe]);
+    counting.encoded = [];
     try {
       const results = await second.classify(PRODUCTS.map((text, i) => ({ id: `p${i}`, text })));
       expect(counting.encoded).toEqual(PRODUCTS);
