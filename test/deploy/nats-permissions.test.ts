@@ -145,9 +145,9 @@ describe.skipIf(!natsServerAvailable())(`deployment processes with least-privile
     }
     const workerNc = await as('worker');
     try {
-      // A worker never publishes parse tasks, and never purges a stream (it may republish job
-      // parts: a part its shutdown interrupted is handed back, adapters/nats/requeue.ts).
-      await expect(workerNc.request(`${prefix}.ingest.parse`, '{}', { timeout: 2000 })).rejects.toThrow(/Permissions Violation for Publish/);
+      // A worker never purges a stream, nor calls other workers (it may republish job parts and
+      // parse tasks: what its shutdown interrupted is handed back, adapters/nats/requeue.ts).
+      await expect(workerNc.request(`${prefix}.rpc.encode.x`, '{}', { timeout: 2000 })).rejects.toThrow(/Permissions Violation for Publish/);
       await expect(workerNc.request(`$JS.API.STREAM.PURGE.OBJ_${names.payloadBucket}`, '{}', { timeout: 2000 })).rejects.toThrow(/Permissions Violation for Publish/);
     } finally {
       await workerNc.close();
@@ -215,7 +215,7 @@ describe.skipIf(!natsServerAvailable())(`deployment processes with least-privile
     for (const [who, log] of [['gateway', gateway?.log() ?? ''], ['worker', worker?.log() ?? '']] as const) expect(unexpected(log), who).toEqual([]);
   }, 60_000);
 
-  it('grants the ingest topology to the gateway and parse workers only, and parse tasks to the gateway only', async () => {
+  it('grants the ingest topology to the gateway and parse workers only, and parse tasks to them only', async () => {
     // Each JetStream API subject probed with a request the server answers with an API error
     // (an empty body): answered = the user may publish there; a permissions violation = refused.
     const mayPublish = async (nc: NatsConnection, subject: string): Promise<boolean> =>
@@ -248,8 +248,9 @@ describe.skipIf(!natsServerAvailable())(`deployment processes with least-privile
         const granted: Record<string, boolean> = {};
         for (const [name, subject] of Object.entries(api)) granted[name] = await mayPublish(nc, subject);
         expect(granted, component).toEqual(expected[component]);
-        // Parse tasks come from coordinators only (the gateway published them in the test above).
-        if (component !== 'gateway') await expect(nc.request(ingest.parseSubject, '{}', { timeout: 2000 }), component).rejects.toThrow(/Permissions Violation for Publish/);
+        // Parse tasks come from coordinators (the gateway published them in the test above), and
+        // from workers only to hand back a task their shutdown interrupted; never from the sink.
+        if (component === 'sink') await expect(nc.request(ingest.parseSubject, '{}', { timeout: 2000 }), component).rejects.toThrow(/Permissions Violation for Publish/);
         if (component === 'sink') await expect(nc.request(`$KV.${ingest.bucket}.doc.x.1`, '{}', { timeout: 2000 })).rejects.toThrow(/Permissions Violation for Publish/);
       } finally {
         await nc.close();
