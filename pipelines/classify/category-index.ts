@@ -94,11 +94,16 @@ function sharedMatrix(rows: number, dim: number): Float32Array {
   return new Float32Array(new SharedArrayBuffer(rows * dim * Float32Array.BYTES_PER_ELEMENT));
 }
 
-async function embed(engine: Engine, taxonomy: Taxonomy, embedding: CategoryEmbedding, call: CallOptions): Promise<PackedMatrix> {
+/** Told how many categories are embedded so far (0 before the first request), for a progress bar. */
+export type CategoryProgress = (embedded: number, total: number) => void;
+
+async function embed(engine: Engine, taxonomy: Taxonomy, embedding: CategoryEmbedding, call: CallOptions, progress?: CategoryProgress): Promise<PackedMatrix> {
   const texts = taxonomy.categories.map((category) => categoryText(embedding.template, category));
   if (texts.length === 0) throw new ShoalError(ErrorCode.INVALID_INPUT, 'taxonomy has no categories');
   let data: Float32Array | null = null;
   let dim = 0;
+  let embedded = 0;
+  progress?.(0, texts.length);
   const embedSlice = async (at: number): Promise<void> => {
     const slice = texts.slice(at, at + ENCODE_REQUEST_ITEMS);
     const result = await engine.encode(
@@ -128,6 +133,8 @@ async function embed(engine: Engine, taxonomy: Taxonomy, embedding: CategoryEmbe
       seen[item.index] = 1;
     }
     if (seen.includes(0)) throw new ShoalError(ErrorCode.INFERENCE_FAILED, `model ${embedding.model} returned fewer vectors than categories`);
+    embedded += slice.length;
+    progress?.(embedded, texts.length);
   };
   // A few requests in flight, each taking the next slice when it is done.
   let next = 0;
@@ -194,7 +201,7 @@ async function writeCached(file: string, matrix: PackedMatrix, meta: CacheMeta):
  * The category matrix of `taxonomy` for `embedding`: from `cacheDir` when it holds one, else
  * embedded through `engine` (and written there). `cacheDir` null keeps it in memory only.
  */
-export async function categoryIndex(engine: Engine, taxonomy: Taxonomy, embedding: CategoryEmbedding, cacheDir: string | null, call: CallOptions = {}): Promise<CategoryIndex> {
+export async function categoryIndex(engine: Engine, taxonomy: Taxonomy, embedding: CategoryEmbedding, cacheDir: string | null, call: CallOptions = {}, progress?: CategoryProgress): Promise<CategoryIndex> {
   const started = performance.now();
   // Only a cache on disk outlives the model it was made with; in memory the name is enough.
   const fingerprint = cacheDir === null ? '' : await modelFingerprint(engine, embedding, call);
@@ -204,7 +211,7 @@ export async function categoryIndex(engine: Engine, taxonomy: Taxonomy, embeddin
     const cached = await readCached(file, taxonomy.categories.length);
     if (cached !== null) return { key, matrix: cached, built: false, seconds: (performance.now() - started) / 1000, file };
   }
-  const matrix = await embed(engine, taxonomy, embedding, call);
+  const matrix = await embed(engine, taxonomy, embedding, call, progress);
   if (file !== null) {
     try {
       await makeDirectory(join(file, '..'));

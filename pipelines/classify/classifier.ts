@@ -4,7 +4,7 @@ import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { Item } from '../../adapters/protocol/requests.js';
 import type { Taxonomy } from '../../adapters/taxonomy/index.js';
-import { categoryIndex, categoryText, type CategoryIndex } from './category-index.js';
+import { categoryIndex, categoryText, type CategoryIndex, type CategoryProgress } from './category-index.js';
 import { hierarchyChoice, type Scored } from './hierarchy.js';
 import { normalizeRow, rowDot } from './matrix.js';
 import { resolveClassifierOptions, type ClassifierOptions, type ClassifierOptionsInput } from './options.js';
@@ -55,11 +55,12 @@ export class TaxonomyClassifier {
   }
 
   /** Builds (or loads from the cache) the category matrices; nothing else is started until the first batch. */
-  static async open(engine: Engine, taxonomy: Taxonomy, input: ClassifierOptionsInput, call: CallOptions = {}): Promise<TaxonomyClassifier> {
+  /** `progress` is told how many categories are embedded when they are not cached (a long wait with a real model). */
+  static async open(engine: Engine, taxonomy: Taxonomy, input: ClassifierOptionsInput, call: CallOptions = {}, progress?: CategoryProgress): Promise<TaxonomyClassifier> {
     const options = resolveClassifierOptions(input);
     const embedding = { template: options.categoryTemplate, role: options.categoryRole, maxLength: options.maxLength };
-    const text = await categoryIndex(engine, taxonomy, { ...embedding, model: options.model }, options.cacheDir, call);
-    const image = options.imageModel === null ? null : await categoryIndex(engine, taxonomy, { ...embedding, model: options.imageModel }, options.cacheDir, call);
+    const text = await categoryIndex(engine, taxonomy, { ...embedding, model: options.model }, options.cacheDir, call, progress);
+    const image = options.imageModel === null ? null : await categoryIndex(engine, taxonomy, { ...embedding, model: options.imageModel }, options.cacheDir, call, progress);
     return new TaxonomyClassifier(engine, taxonomy, options, text, image);
   }
 

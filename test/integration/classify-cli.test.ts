@@ -46,6 +46,8 @@ describe.skipIf(!available)('shoal classify (in process)', () => {
     const out = join(dir, 'full.jsonl');
     const first = await runShoal(base(PRODUCTS, SHOPIFY, out), { env });
     expect(first.stderr).toMatch(/categories: 10595 embedded in/);
+    // Said before the long wait starts (a bar follows on a terminal).
+    expect(first.stderr).toContain('embedding 10595 categories (not cached yet');
     expect(first.code).toBe(0);
     const lines = parseJsonl(readFileSync(out, 'utf8'), Classification);
     expect(lines.map((line) => line.id)).toEqual(products.map((product) => product.uniq_id));
@@ -69,6 +71,7 @@ describe.skipIf(!available)('shoal classify (in process)', () => {
     const second = await runShoal(base(subset, SHOPIFY, join(dir, 'again.jsonl')), { env });
     expect(second.code).toBe(0);
     expect(second.stderr).toMatch(/categories: 10595 loaded from the cache/);
+    expect(second.stderr).not.toContain('embedding 10595 categories');
     expect(statSync(matrix).mtimeMs).toBe(written);
     // Same vectors from the cache: the same lines as the first run for the same products.
     expect(readFileSync(join(dir, 'again.jsonl'), 'utf8')).toBe(fullRun.split('\n').slice(0, 40).join('\n') + '\n');

@@ -198,6 +198,7 @@ export function registerClassify(program: Command, app: CliApp): void {
           cacheDir: shoalCacheDirFromEnv(app.io.env),
         },
         { signal: app.io.signal },
+        (embedded, total) => bar.categories(embedded, total, log),
       );
       try {
         const stats = classifier.categoryStats;

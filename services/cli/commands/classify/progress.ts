@@ -21,7 +21,13 @@ export class ClassifyBar {
   #startBytes: number | null = null;
   #active = false;
 
+  readonly #stream: NodeJS.WritableStream & { isTTY?: boolean };
+  readonly #enabled: boolean;
+  #categoryBar: SingleBar | null = null;
+
   constructor(stream: NodeJS.WritableStream & { isTTY?: boolean }, enabled: boolean, totalBytes: number | null) {
+    this.#stream = stream;
+    this.#enabled = enabled;
     this.#total = totalBytes ?? 0;
     this.#bar =
       enabled && this.#total > 0
@@ -46,12 +52,34 @@ export class ClassifyBar {
     this.#bar.update(bytes, payload);
   }
 
+  /**
+   * Embedding the categories (not cached): minutes with a real model and a 10,000-category
+   * taxonomy. A line says so when it starts; on a terminal a bar follows it.
+   */
+  categories(embedded: number, total: number, log: (line: string) => void): void {
+    if (embedded === 0) {
+      log(`embedding ${total} categories (not cached yet; later runs read them from the cache)`);
+      if (this.#enabled) {
+        this.#categoryBar = new SingleBar(barOptions(this.#stream, { format: 'categories {bar} {percentage}% | {value}/{total} | ETA {eta_formatted}' }), Presets.shades_classic);
+        this.#categoryBar.start(total, 0);
+      }
+      return;
+    }
+    this.#categoryBar?.update(embedded);
+    if (embedded >= total) {
+      this.#categoryBar?.stop();
+      this.#categoryBar = null;
+    }
+  }
+
   /** Bytes skipped by --resume do not count toward the rate of this run. */
   skipped(bytes: number): void {
     this.#startBytes = bytes;
   }
 
   stop(): void {
+    this.#categoryBar?.stop();
+    this.#categoryBar = null;
     if (this.#bar === null || !this.#active) return;
     this.#bar.stop();
     this.#active = false;
