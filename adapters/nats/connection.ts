@@ -3,6 +3,7 @@ import { connect, credsAuthenticator, type ConnectionOptions, type NatsConnectio
 import { z } from 'zod';
 import type { Logger } from '../observability/logger.js';
 import { ErrorCode, hasErrorCode, ShoalError } from '../protocol/errors.js';
+import { pause } from '../runtime/pause.js';
 import { parseWith } from '../protocol/validate.js';
 import { toNatsShoalError } from './nats-errors.js';
 
@@ -91,22 +92,6 @@ export interface ConnectNatsOptions {
   onAttemptFailed?: (failure: ShoalError, attempt: number) => void;
 }
 
-/** Resolves after `ms`, or rejects with CANCELLED as soon as `signal` aborts. */
-function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const cancelled = (): void => {
-      clearTimeout(timer);
-      reject(new ShoalError(ErrorCode.CANCELLED, 'stopped while connecting to NATS'));
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', cancelled);
-      resolve();
-    }, ms);
-    if (signal?.aborted === true) cancelled();
-    else signal?.addEventListener('abort', cancelled, { once: true });
-  });
-}
-
 function connectFailure(error: unknown, servers: readonly string[]): ShoalError {
   const shoal = toNatsShoalError(error, `cannot connect to NATS at ${redacted(servers)}`);
   // A refused connection is UNAVAILABLE whatever the client's class for it.
@@ -163,7 +148,7 @@ async function firstConnection(settings: NatsConnectionSettings, natsOptions: Co
       if (!settings.retryFirstConnect) throw failure;
       const retryInMs = backoff.next();
       logger?.warn({ servers, attempt, code: failure.code, err: failure.message, retryInMs }, 'NATS connection failed; retrying');
-      await pause(retryInMs, signal);
+      await pause(retryInMs, signal, 'stopped while connecting to NATS');
     }
   }
 }

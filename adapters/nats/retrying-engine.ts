@@ -1,5 +1,6 @@
 import type { CallOptions, Engine } from '../protocol/engine.js';
-import { ERROR_TRAITS, ErrorCode, ShoalError, toShoalError } from '../protocol/errors.js';
+import { ERROR_TRAITS, toShoalError } from '../protocol/errors.js';
+import { pause } from '../runtime/pause.js';
 import type { EncodeRequest, ExtractRequest, ScoreRequest, TokenizeRequest } from '../protocol/requests.js';
 import type { EncodeResult, ExtractResult, ScoreResult, TokenizeResult } from '../protocol/results.js';
 
@@ -13,21 +14,6 @@ import type { EncodeResult, ExtractResult, ScoreResult, TokenizeResult } from '.
 const FIRST_RETRY_MS = 250;
 const MAX_RETRY_MS = 5_000;
 
-function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(new ShoalError(ErrorCode.CANCELLED, 'cancelled while waiting to retry'));
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    if (signal?.aborted === true) onAbort();
-    else signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
 /** Runs `call` until it succeeds, fails with a code that is not retryable, or `retryForMs` is spent. */
 export async function whileRetryable<T>(call: () => Promise<T>, retryForMs: number, signal?: AbortSignal): Promise<T> {
   const until = Date.now() + retryForMs;
@@ -37,7 +23,7 @@ export async function whileRetryable<T>(call: () => Promise<T>, retryForMs: numb
     } catch (error) {
       const shoal = toShoalError(error);
       if (!ERROR_TRAITS[shoal.code].retryable || Date.now() + wait > until || signal?.aborted === true) throw shoal;
-      await pause(wait, signal);
+      await pause(wait, signal, 'cancelled while waiting to retry');
     }
   }
 }

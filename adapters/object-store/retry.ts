@@ -1,4 +1,5 @@
 import { ERROR_TRAITS, ErrorCode, ShoalError } from '../protocol/errors.js';
+import { pause } from '../runtime/pause.js';
 import { toS3Error } from './errors.js';
 
 /**
@@ -32,23 +33,6 @@ export interface RetryEvent {
   error: ShoalError;
 }
 
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted === true) {
-      reject(new ShoalError(ErrorCode.CANCELLED, 'cancelled'));
-      return;
-    }
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(new ShoalError(ErrorCode.CANCELLED, 'cancelled'));
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
 
 /** The delay before retry number `attempt` (0-based): base·2^attempt capped, half of it random. */
 export function backoffDelay(attempt: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
@@ -75,7 +59,7 @@ export async function withRetry<T>(what: string, operation: () => Promise<T>, op
         throw new ShoalError(shoal.code, `${shoal.message} (gave up after ${attempt + 1} tries in ${Math.round(elapsed / 1000)} s)`, { cause: error });
       }
       options.onRetry?.({ what, attempt, delayMs: Math.round(delay), error: shoal });
-      await sleep(delay, options.signal);
+      await pause(delay, options.signal);
       continue;
     }
     options.onSuccess?.(what);

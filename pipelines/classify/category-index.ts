@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
-import type { Role } from '../../adapters/protocol/requests.js';
+import type { EncodeRequest, Role } from '../../adapters/protocol/requests.js';
 import type { Taxonomy } from '../../adapters/taxonomy/index.js';
 import { normalizeRow, type PackedMatrix } from './matrix.js';
 import { writeFileAtomically } from '../../adapters/runtime/atomic-write.js';
@@ -64,6 +64,23 @@ export function categoryKey(taxonomy: Taxonomy, embedding: CategoryEmbedding, fi
     .digest('hex');
 }
 
+/** The bulk encode request of category texts (or the probe) for `embedding`. */
+function categoryRequest(embedding: CategoryEmbedding, texts: readonly string[]): EncodeRequest {
+  return {
+    model: embedding.model,
+    items: texts.map((text) => ({ text })),
+    output_types: ['dense'],
+    role: embedding.role,
+    ...(embedding.promptText === undefined ? {} : { prompt_text: embedding.promptText }),
+    ...(embedding.maxLength === undefined ? {} : { max_length: embedding.maxLength }),
+    priority: 'bulk',
+  };
+}
+
+function noDenseVectors(model: string): ShoalError {
+  return new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${model} gives no dense vectors: classification needs a dense embedding model`);
+}
+
 /** A fixed text whose vector identifies the model's weights (and precision) for the cache key. */
 const PROBE_TEXT = 'Shoal category cache probe: a red ceramic teapot, 1.2 litres.';
 /** Decimals of the probe vector kept: the same model on the same machine gives it exactly; another model, far off. */
@@ -71,20 +88,9 @@ const PROBE_DECIMALS = 3;
 
 /** The model's fingerprint: a hash of its rounded vector for PROBE_TEXT (one single-item call). */
 async function modelFingerprint(engine: Engine, embedding: CategoryEmbedding, call: CallOptions): Promise<string> {
-  const result = await engine.encode(
-    {
-      model: embedding.model,
-      items: [{ text: PROBE_TEXT }],
-      output_types: ['dense'],
-      role: embedding.role,
-      ...(embedding.promptText === undefined ? {} : { prompt_text: embedding.promptText }),
-      ...(embedding.maxLength === undefined ? {} : { max_length: embedding.maxLength }),
-      priority: 'bulk',
-    },
-    call,
-  );
+  const result = await engine.encode(categoryRequest(embedding, [PROBE_TEXT]), call);
   const vector = result.items[0]?.dense;
-  if (vector === undefined) throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${embedding.model} gives no dense vectors: classification needs a dense embedding model`);
+  if (vector === undefined) throw noDenseVectors(embedding.model);
   // -0 and 0 round alike.
   const rounded = Array.from(vector, (value) => Math.round(value * 10 ** PROBE_DECIMALS) || 0);
   return createHash('sha256').update(rounded.join(',')).digest('hex').slice(0, 16);
@@ -106,22 +112,11 @@ async function embed(engine: Engine, taxonomy: Taxonomy, embedding: CategoryEmbe
   progress?.(0, texts.length);
   const embedSlice = async (at: number): Promise<void> => {
     const slice = texts.slice(at, at + ENCODE_REQUEST_ITEMS);
-    const result = await engine.encode(
-      {
-        model: embedding.model,
-        items: slice.map((text) => ({ text })),
-        output_types: ['dense'],
-        role: embedding.role,
-        ...(embedding.promptText === undefined ? {} : { prompt_text: embedding.promptText }),
-        ...(embedding.maxLength === undefined ? {} : { max_length: embedding.maxLength }),
-        priority: 'bulk',
-      },
-      call,
-    );
+    const result = await engine.encode(categoryRequest(embedding, slice), call);
     const seen = new Uint8Array(slice.length);
     for (const item of result.items) {
       const vector = item.dense;
-      if (vector === undefined) throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${embedding.model} gives no dense vectors: classification needs a dense embedding model`);
+      if (vector === undefined) throw noDenseVectors(embedding.model);
       if (data === null) {
         dim = vector.length;
         data = sharedMatrix(texts.length, dim);
