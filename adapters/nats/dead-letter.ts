@@ -52,14 +52,18 @@ export function deadSourceOf(msg: JsMsg): DeadSource {
 }
 
 /**
- * The headers of a dead letter: the original message's own (less its message id, so the copy is
- * not deduplicated against it) plus the reason, code, original subject, sequence and deliveries.
+ * The headers of a dead letter: the original message's own (its message id moved to
+ * Shoal-Original-Msg-Id, so the copy is not deduplicated against it) plus the reason, code,
+ * original subject, sequence and deliveries.
  */
 function deadLetterHeaders(source: DeadSource, reason: SerializedError): MsgHdrs {
   const h = natsHeaders();
   if (source.headers !== undefined) {
     for (const [key, values] of source.headers) {
-      if (key.toLowerCase() === 'nats-msg-id') continue;
+      if (key.toLowerCase() === 'nats-msg-id') {
+        if (values[0] !== undefined) h.set(DEAD_LETTER_HEADERS.messageId, values[0]);
+        continue;
+      }
       for (const value of values) h.append(key, value);
     }
   }

@@ -190,6 +190,8 @@ export const DEAD_LETTER_HEADERS = Object.freeze({
   subject: 'Shoal-Original-Subject',
   sequence: 'Shoal-Original-Sequence',
   deliveries: 'Shoal-Deliveries',
+  /** The original's Nats-Msg-Id (`<job>.<part>`), which the copy cannot carry as its own id. */
+  messageId: 'Shoal-Original-Msg-Id',
 });
 
 export { PrimitiveRequest };

@@ -76,6 +76,8 @@ describe.skipIf(!natsServerAvailable())(`NATS dead letters ${natsServerAvailable
     expect(dead?.header.get(DEAD_LETTER_HEADERS.deliveries)).toBe('3');
     expect(dead?.header.get(DEAD_LETTER_HEADERS.subject)).toBe(jobs.topology.names.jobs('encode', BROKEN));
     expect(dead?.header.get(DEAD_LETTER_HEADERS.reason)).not.toBe('');
+    // The part's own message id travels in its own header (the copy's id is the stream sequence).
+    expect(dead?.header.get(DEAD_LETTER_HEADERS.messageId)).toBe('poison.0');
     // The body is the original part, unchanged.
     expect(dead?.json()).toMatchObject({ job_id: 'poison', part: 0, request: { model: BROKEN, items: [{ text: 'a' }, { text: 'b' }] } });
     expect(await jobs.partResult('poison', 0)).toMatchObject({ status: 'error', error: { code: 'MODEL_LOAD_FAILED' } });
