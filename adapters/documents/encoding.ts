@@ -73,7 +73,9 @@ export function declaredHtmlCharset(bytes: Uint8Array): string | null {
   const label = match?.[1];
   if (label === undefined) return null;
   try {
-    return new TextDecoder(label).encoding;
+    const encoding = new TextDecoder(label).encoding;
+    // A page that could say it in ASCII is not UTF-16 (the HTML standard reads such a meta as UTF-8).
+    return encoding.startsWith('utf-16') ? 'utf-8' : encoding;
   } catch {
     return null; // A label this runtime does not know: the bytes decide.
   }

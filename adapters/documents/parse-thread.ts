@@ -84,7 +84,10 @@ async function tiffPages(bytes: Uint8Array, maxPages: number): Promise<Uint8Arra
     try {
       out.push(new Uint8Array(await sharp(bytes, { page }).png().toBuffer()));
     } catch (error) {
-      throw new ShoalError(ErrorCode.DOCUMENT_CORRUPT, `page ${page + 1} of the TIFF image cannot be read: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+      const message = error instanceof Error ? error.message : String(error);
+      // sharp's pixel limit guards memory: a page over it is too large, not damaged.
+      const code = /pixel limit/i.test(message) ? ErrorCode.DOCUMENT_TOO_LARGE : ErrorCode.DOCUMENT_CORRUPT;
+      throw new ShoalError(code, `page ${page + 1} of the TIFF image cannot be read: ${message}`, { cause: error });
     }
   }
   return out;
