@@ -26,6 +26,8 @@ const USAGE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   ErrorCode.INPUT_TOO_LARGE,
   ErrorCode.CONFIG_INVALID,
   ErrorCode.UNSUPPORTED_OPERATION,
+  // A --job-id already used with other content: the caller changes the id or the input.
+  ErrorCode.JOB_CONFLICT,
 ]);
 
 export function exitCodeFor(error: ShoalError): ExitCode {

@@ -190,7 +190,7 @@ describe.skipIf(!natsServerAvailable())(`bad-input catalogue ${natsServerAvailab
       { args: ['submit', 'delete', '--model', TINY_MEAN], stdin: '{"text":"a"}\n', code: 'INVALID_INPUT', exit: 2 },
       { args: ['submit', 'encode', '--model', '../../etc/passwd'], stdin: '{"text":"a"}\n', code: 'INVALID_INPUT', exit: 2 },
       { args: ['submit', 'encode', '--model', 'made-up-model'], stdin: '{"text":"a"}\n', code: 'MODEL_NOT_FOUND', exit: 1 },
-      { args: ['submit', 'encode', '--model', TINY_MEAN, '--job-id', 'catalogue-job'], stdin: '{"text":"not the same"}\n', code: 'JOB_CONFLICT', exit: 1 },
+      { args: ['submit', 'encode', '--model', TINY_MEAN, '--job-id', 'catalogue-job'], stdin: '{"text":"not the same"}\n', code: 'JOB_CONFLICT', exit: 2 },
     ];
     const outcomes = await Promise.all(cases.map((c) => runShoal(c.args, { stdin: c.stdin, env })));
     expect(outcomes.map((o) => [o.code, /error \[([A-Z_]+)\]/.exec(o.stderr)?.[1] ?? o.stderr.slice(0, 200)])).toEqual(cases.map((c) => [c.exit, c.code]));
