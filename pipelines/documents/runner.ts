@@ -151,6 +151,7 @@ export class IngestRunner {
     this.#progress.total = sources.length;
     this.#summary.documents.total = sources.length;
     await this.#checkExistingModel();
+    await this.#checkExtractModel();
     this.#states = await this.#options.sink.states(sources.map((source) => source.uri));
     // Pages are counted once their document is committed, so an interrupted run's summary counts only what it kept.
     let buffered: { rows: ChunkRow[]; states: DocumentState[]; ocrPages: number } = { rows: [], states: [], ocrPages: 0 };
@@ -207,6 +208,17 @@ export class IngestRunner {
    * Vectors of two models in one table are not comparable even when their dimensions agree, and
    * search encodes queries with the model the table records: another encode model is refused.
    */
+  /**
+   * One tiny extract call before anything is parsed: a model the extract stage cannot run
+   * (missing, or a zero-shot model given no labels) fails the run now, not after the first wave
+   * of documents is parsed (minutes with OCR).
+   */
+  async #checkExtractModel(): Promise<void> {
+    const extract = this.#options.definition.stages.extract;
+    if (extract === undefined) return;
+    await extractEntities(this.#options.engine, ['Shoal checks the extract model before the run.'], extract, this.#options.signal === undefined ? {} : { signal: this.#options.signal });
+  }
+
   async #checkExistingModel(): Promise<void> {
     const existing = await this.#options.sink.describe();
     const model = this.#options.definition.stages.encode.model;

@@ -34,6 +34,26 @@ await writeFile(join(dir, 'two.txt'), 'Whisk the eggs with sugar. Bake the cake 
 
 
 describe('IngestRunner', () => {
+  it('an extract model it cannot run fails the run before any document is parsed', async () => {
+    const definition = parseDefinition(
+      { name: 'broken-extract', stages: { encode: { model: ENCODER }, extract: { model: join(CONFORMANCE_DIR, 'no-such-extractor'), labels: ['city'] }, write: { index: join(dir, 'never') } } },
+      'test',
+    );
+    const sink = new LanceDbSink({ dir: join(dir, 'never') });
+    let parsed = 0;
+    const parser = new DocumentParser(engine, { ocr: 'never' });
+    const counting = { parse: (source: Parameters<DocumentParser['parse']>[0]) => ((parsed += 1), parser.parse(source)) };
+    try {
+      const runner = new IngestRunner({ definition, engine, sink, reader: counting });
+      await expect(runner.run(await fileSources([dir], { include: ['*.txt'] }))).rejects.toMatchObject({ code: ErrorCode.MODEL_NOT_FOUND });
+      expect(parsed).toBe(0);
+      expect(await sink.describe()).toBeNull();
+    } finally {
+      await parser.close();
+      await sink.close();
+    }
+  });
+
   it('runs extract and classify and stores their JSON per chunk', async () => {
     const definition = parseDefinition(
       {
