@@ -15,7 +15,7 @@ const META_WINDOW = 1024;
 export type TextEncoding = 'utf-8' | 'utf-16le' | 'utf-16be' | 'windows-1252' | (string & {});
 
 /** The byte order mark's encoding and length, or null. */
-export function byteOrderMark(bytes: Uint8Array): { encoding: TextEncoding; length: number } | null {
+function byteOrderMark(bytes: Uint8Array): { encoding: 'utf-8' | 'utf-16le' | 'utf-16be'; length: number } | null {
   if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) return { encoding: 'utf-8', length: 3 };
   if (bytes[0] === 0xff && bytes[1] === 0xfe) return { encoding: 'utf-16le', length: 2 };
   if (bytes[0] === 0xfe && bytes[1] === 0xff) return { encoding: 'utf-16be', length: 2 };
@@ -26,7 +26,7 @@ export function byteOrderMark(bytes: Uint8Array): { encoding: TextEncoding; leng
  * UTF-16 without a byte order mark: most code units of text in Latin scripts have a zero high
  * byte, so zeros fill one of the two byte positions and almost none of the other.
  */
-export function unmarkedUtf16(bytes: Uint8Array): 'utf-16le' | 'utf-16be' | null {
+function unmarkedUtf16(bytes: Uint8Array): 'utf-16le' | 'utf-16be' | null {
   const end = Math.min(bytes.length, UTF16_WINDOW) & ~1;
   if (end < 4) return null;
   let evenZeros = 0;
@@ -81,20 +81,29 @@ export function declaredHtmlCharset(bytes: Uint8Array): string | null {
   }
 }
 
-/** The encoding `bytes` are decoded with; `declared` is an HTML page's own charset, used only when the bytes are not UTF-8. */
-export function detectEncoding(bytes: Uint8Array, declared: string | null = null): TextEncoding {
+/** UTF-16 by its byte order mark, or without one by where its zero bytes fall; null for anything else. */
+export function utf16Encoding(bytes: Uint8Array): 'utf-16le' | 'utf-16be' | null {
+  const mark = byteOrderMark(bytes)?.encoding;
+  if (mark === undefined) return unmarkedUtf16(bytes);
+  return mark === 'utf-16le' || mark === 'utf-16be' ? mark : null;
+}
+
+/**
+ * The text of a document's bytes, in the order above; `declared` is an HTML page's own charset,
+ * used only when the bytes are not UTF-8. Valid UTF-8, the common case, is decoded once.
+ */
+export function decodeDocumentBytes(bytes: Uint8Array, declared: string | null = null): string {
   const bom = byteOrderMark(bytes);
-  if (bom !== null) return bom.encoding;
+  if (bom !== null) return decodeWith(bytes, bom.encoding);
   const utf16 = unmarkedUtf16(bytes);
-  if (utf16 !== null) return utf16;
+  if (utf16 !== null) return decodeWith(bytes, utf16);
   try {
-    new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-    return 'utf-8';
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
   } catch {
     // Not UTF-8 throughout: below.
   }
-  if (declared !== null && declared !== 'utf-8') return declared;
-  return mostlyUtf8(bytes) ? 'utf-8' : 'windows-1252';
+  if (declared !== null && declared !== 'utf-8') return decodeWith(bytes, declared);
+  return decodeWith(bytes, mostlyUtf8(bytes) ? 'utf-8' : 'windows-1252');
 }
 
 /** The text of `bytes` in `encoding`, without a byte order mark; bad bytes become U+FFFD. */

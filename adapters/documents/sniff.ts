@@ -1,5 +1,5 @@
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
-import { byteOrderMark, decodeWith, unmarkedUtf16 } from './encoding.js';
+import { decodeWith, utf16Encoding } from './encoding.js';
 
 /**
  * The kind of a document, decided from its first bytes (magic numbers) and only then from its
@@ -63,15 +63,22 @@ function contentStart(bytes: Uint8Array): number {
  * (Full UTF-8 validation happens when the text is decoded.)
  */
 export function looksLikeText(bytes: Uint8Array, window = SNIFF_WINDOW): boolean {
-  const end = Math.min(bytes.length, window);
+  return fewControls(Math.min(bytes.length, window), (i) => bytes[i] ?? 0);
+}
+
+/**
+ * No NUL and at most 1 % control codes among `length` codes (bytes, or the characters of decoded
+ * UTF-16 text, whose bytes are half zeros).
+ */
+function fewControls(length: number, codeAt: (i: number) => number): boolean {
   let control = 0;
-  for (let i = 0; i < end; i++) {
-    const byte = bytes[i] ?? 0;
-    if (byte === 0) return false;
+  for (let i = 0; i < length; i++) {
+    const code = codeAt(i);
+    if (code === 0) return false;
     // Tab, line feed, form feed, carriage return and escape occur in real text files.
-    if (byte < 0x20 && byte !== 0x09 && byte !== 0x0a && byte !== 0x0c && byte !== 0x0d && byte !== 0x1b) control++;
+    if (code < 0x20 && code !== 0x09 && code !== 0x0a && code !== 0x0c && code !== 0x0d && code !== 0x1b) control++;
   }
-  return control <= end * 0.01;
+  return control <= length * 0.01;
 }
 
 const HTML_MARKERS = /^<(!doctype\s+html|html[\s>]|head[\s>]|body[\s>]|meta[\s>]|title[\s>])|^<\?xml[^>]*>\s*<(!doctype\s+html|html[\s>])/i;
@@ -87,15 +94,8 @@ function startsLikeHtml(head: string): boolean {
   return HTML_MARKERS.test(withoutComments);
 }
 
-/** Few control characters among the decoded characters (UTF-16 text, whose bytes are half zeros). */
-function looksLikeDecodedText(text: string): boolean {
-  let control = 0;
-  for (let i = 0; i < text.length; i++) {
-    const code = text.charCodeAt(i);
-    if (code === 0) return false;
-    if (code < 0x20 && code !== 0x09 && code !== 0x0a && code !== 0x0c && code !== 0x0d && code !== 0x1b) control++;
-  }
-  return control <= text.length * 0.01;
+function binary(): ShoalError {
+  return new ShoalError(ErrorCode.UNSUPPORTED_DOCUMENT, 'the content is binary and of no supported kind (PDF, PNG, JPEG, TIFF, WebP, HTML, Markdown, text)');
 }
 
 function extensionOf(name: string): string {
@@ -123,15 +123,14 @@ export function sniffDocument(bytes: Uint8Array, name: string): Sniffed {
   if (known !== undefined) throw new ShoalError(ErrorCode.UNSUPPORTED_DOCUMENT, `the content is ${known.name}, not a PDF, image, HTML, Markdown or text document`);
   const extension = extensionOf(name);
   // UTF-16 text is half zero bytes: it is told by its byte order mark or by where the zeros fall, and judged on its characters.
-  const mark = byteOrderMark(bytes)?.encoding;
-  const utf16 = mark === 'utf-16le' || mark === 'utf-16be' ? mark : unmarkedUtf16(bytes);
+  const utf16 = utf16Encoding(bytes);
   if (utf16 !== null) {
     const head = decodeWith(bytes.subarray(0, Math.min(bytes.length, SNIFF_WINDOW) & ~1), utf16);
-    if (!looksLikeDecodedText(head)) throw new ShoalError(ErrorCode.UNSUPPORTED_DOCUMENT, 'the content is binary and of no supported kind (PDF, PNG, JPEG, TIFF, WebP, HTML, Markdown, text)');
+    if (!fewControls(head.length, (i) => head.charCodeAt(i))) throw binary();
     if (startsLikeHtml(head.slice(0, 1024)) || HTML_EXTENSIONS.has(extension)) return { type: 'html' };
     return { type: MARKDOWN_EXTENSIONS.has(extension) ? 'markdown' : 'text' };
   }
-  if (!looksLikeText(bytes)) throw new ShoalError(ErrorCode.UNSUPPORTED_DOCUMENT, 'the content is binary and of no supported kind (PDF, PNG, JPEG, TIFF, WebP, HTML, Markdown, text)');
+  if (!looksLikeText(bytes)) throw binary();
   if (looksLikeHtml(bytes) || HTML_EXTENSIONS.has(extension)) return { type: 'html' };
   if (MARKDOWN_EXTENSIONS.has(extension)) return { type: 'markdown' };
   return { type: 'text' };

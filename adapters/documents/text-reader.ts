@@ -1,5 +1,5 @@
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
-import { declaredHtmlCharset, decodeWith, detectEncoding } from './encoding.js';
+import { declaredHtmlCharset, decodeDocumentBytes } from './encoding.js';
 
 /**
  * Decoding of text documents (the encoding is decided in encoding.ts: byte order marks, UTF-16
@@ -21,7 +21,7 @@ export interface Heading {
 }
 
 export function decodeText(bytes: Uint8Array, declared: string | null = null): string {
-  const text = decodeWith(bytes, detectEncoding(bytes, declared));
+  const text = decodeDocumentBytes(bytes, declared);
   if (text.includes('\u0000')) throw new ShoalError(ErrorCode.UNSUPPORTED_DOCUMENT, 'the text contains NUL characters: it is a binary file, not text');
   return text.replace(/\r\n?/g, '\n');
 }

@@ -3,7 +3,7 @@ import { connect, credsAuthenticator, type ConnectionOptions, type NatsConnectio
 import { z } from 'zod';
 import type { Logger } from '../observability/logger.js';
 import { ErrorCode, hasErrorCode, ShoalError } from '../protocol/errors.js';
-import { pause } from '../runtime/pause.js';
+import { pause } from '../runtime/abortable.js';
 import { parseWith } from '../protocol/validate.js';
 import { toNatsShoalError } from './nats-errors.js';
 

@@ -1,6 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { CallOptions, Engine } from '../protocol/engine.js';
 import { ErrorCode, ShoalError, deserializeError } from '../protocol/errors.js';
+import { abortable } from '../runtime/abortable.js';
 import { REQUEST_SCHEMAS, RpcReplyEnvelope, WorkerInfo } from '../protocol/jobs.js';
 import { TokenizeRequest, type EncodeRequest, type ExtractRequest, type ScoreRequest } from '../protocol/requests.js';
 import { EncodeResult, ExtractResult, ScoreResult, TokenizeResult } from '../protocol/results.js';
@@ -41,20 +42,8 @@ export interface RpcCall<R> {
   workerMs: number | null;
 }
 
-function cancelled(): ShoalError {
-  return new ShoalError(ErrorCode.CANCELLED, 'the request was cancelled');
-}
-
-/** Rejects when the signal aborts; the NATS request itself cannot be withdrawn, its reply is dropped. */
-function abortable<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (signal === undefined) return work;
-  if (signal.aborted) return Promise.reject(cancelled());
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(cancelled());
-    signal.addEventListener('abort', onAbort, { once: true });
-    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
-  });
-}
+/** A call its caller abandoned (its reply, when it comes, is dropped). */
+const CANCELLED_MESSAGE = 'the request was cancelled';
 
 /** Quiet time that ends a discovery made to word an error (see workers()). */
 export const DISCOVERY_STALL_MS = 100;
@@ -123,7 +112,7 @@ export class NatsEngine implements Engine {
       );
     }
     const model = checkRemoteModelName(request.model);
-    const reply = await abortable(this.#route(primitive, model, body), options.signal);
+    const reply = await abortable(this.#route(primitive, model, body), options.signal, CANCELLED_MESSAGE);
     const parsed = parseWith(RpcReplyEnvelope, reply.value, `reply of ${primitive} on ${model}`, ErrorCode.INTERNAL);
     if (!parsed.ok) throw deserializeError(parsed.error);
     return { result: parsed.result, worker: parsed.worker, route: reply.route, workerMs: reply.workerMs };

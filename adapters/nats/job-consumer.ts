@@ -2,7 +2,6 @@ import { setMaxListeners } from 'node:events';
 import type { Consumer, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import type { Logger } from '../observability/logger.js';
 import { JS_CODES, isJsApiCode } from './nats-errors.js';
-import type { ModelState } from './part-handler.js';
 import type { Route } from './rpc-server.js';
 import type { Lifecycle } from '../protocol/lifecycle.js';
 
@@ -21,6 +20,9 @@ import type { Lifecycle } from '../protocol/lifecycle.js';
  * - Errors (a broker restart, a consumer deleted) are logged; the loop backs off, calls
  *   `recover` when a consumer or stream is gone, and goes on.
  */
+
+/** Whether a worker holds a model: its pulls lean towards models it has ready. */
+export type ModelState = 'ready' | 'loading' | 'absent';
 
 export interface PulledRoute extends Route {
   /** Durable consumer name. */

@@ -11,7 +11,7 @@ import { deadSourceOf } from './dead-letter.js';
 import type { IngestNames, IngestStatusStore } from './ingest-store.js';
 import type { ParseDeadLetters } from './parse-dead-letters.js';
 import type { PayloadStore } from './payloads.js';
-import { DEFAULT_MAX_REQUEUES, priorDeliveries, publishRequeue, requeueCount } from './requeue.js';
+import { handBack, priorDeliveries } from './requeue.js';
 import { decodeJson } from './rpc-wire.js';
 
 /**
@@ -165,7 +165,9 @@ export class ParseTaskConsumer implements Lifecycle {
     // Deliveries of earlier copies (handed back at shutdown) count too: a failing task still ends.
     const deliveries = msg.info.deliveryCount + priorDeliveries(msg.headers);
     if (this.#shutdown.signal.aborted || failure.code === ErrorCode.CANCELLED) {
-      await this.#handBack(msg, base);
+      // Handed back (requeue.ts): a long scanned document interrupted by a few scale-downs in a row must not be dead-lettered.
+      const { js, names, logger } = this.#options;
+      await handBack(msg, { js, stream: names.stream, fallbackId: `${base.run_id}.${base.doc}`, what: 'parse task', log: { run: base.run_id, doc: base.doc }, logger });
       return;
     }
     const retry = ERROR_TRAITS[failure.code].delivery === 'nak' && deliveries < this.#options.maxDeliver;
@@ -178,27 +180,6 @@ export class ParseTaskConsumer implements Lifecycle {
     const code = failure.code === ErrorCode.INVALID_INPUT ? 'READ_FAILED' : failure.code;
     await this.#options.deadLetters.settle(deadSourceOf(msg), failure, code);
     msg.term();
-  }
-
-  /**
-   * A task this worker's shutdown interrupted goes back to the queue without spending one of its
-   * deliveries (requeue.ts): a long scanned document interrupted by a few scale-downs in a row
-   * must not be dead-lettered. Past the requeue bound, or when the copy cannot be stored, it is
-   * nak'ed (counted) as before.
-   */
-  async #handBack(msg: JsMsg, base: Pick<DocumentStatus, 'run_id' | 'doc'>): Promise<void> {
-    const log = { run: base.run_id, doc: base.doc, deliveries: msg.info.deliveryCount, requeues: requeueCount(msg.headers) };
-    if (requeueCount(msg.headers) < DEFAULT_MAX_REQUEUES) {
-      try {
-        await publishRequeue(this.#options.js, this.#options.names.stream, { subject: msg.subject, data: msg.data, headers: msg.headers, deliveries: msg.info.deliveryCount }, `${base.run_id}.${base.doc}`);
-        await msg.ackAck().catch((error: unknown) => this.#options.logger?.warn({ ...log, err: String(error) }, 'ack of a parse task handed back failed'));
-        this.#options.logger?.info(log, 'interrupted parse task handed back to the queue');
-        return;
-      } catch (error) {
-        this.#options.logger?.warn({ ...log, err: String(error) }, 'could not hand an interrupted parse task back; nak');
-      }
-    }
-    msg.nak();
   }
 
   /** Stops pulling and waits for the documents being parsed. */

@@ -9,7 +9,7 @@ import { deadSourceOf, type DeadLetters } from './dead-letter.js';
 import { itemCount, runPrimitive, shiftIndexes } from './dispatch.js';
 import type { PartResults } from './part-results.js';
 import { getJson, type PayloadStore } from './payloads.js';
-import { DEFAULT_MAX_REQUEUES, priorDeliveries, publishRequeue, requeueCount } from './requeue.js';
+import { handBack, priorDeliveries } from './requeue.js';
 import { decodeJson } from './rpc-wire.js';
 import { TERMINAL_STATES, bitmapHas, type StatusStore } from './status-store.js';
 
@@ -26,7 +26,6 @@ import { TERMINAL_STATES, bitmapHas, type StatusStore } from './status-store.js'
  * A message that is not a job part at all is dead-lettered and terminated.
  */
 
-export type ModelState = 'ready' | 'loading' | 'absent';
 /** What became of a delivery; `requeue`: handed back to the queue as a fresh copy (shutdown). */
 export type Disposition = 'ack' | 'nak' | 'term' | 'dead' | 'requeue';
 
@@ -127,41 +126,12 @@ export class PartHandler {
       // Shutting down: the part goes back to the queue for another worker, without using up a
       // delivery. A failure that would end the part anyway (invalid input) is still settled.
       if (signal.aborted && !(isShoalError(error) && error.code !== ErrorCode.CANCELLED && ERROR_TRAITS[error.code].delivery === 'term')) {
-        return this.#handBack(msg, part);
+        const { js, names, maxRequeues, logger } = this.#options;
+        return handBack(msg, { js, stream: names.jobsStream, fallbackId: `${part.job_id}.${part.part}`, what: 'part', log: { job: part.job_id, part: part.part }, maxRequeues, logger });
       }
       const failure = timeout.aborted ? new ShoalError(ErrorCode.TIMEOUT, `the part ran longer than ${timeoutMs} ms`, { cause: error }) : toShoalError(error);
       return this.#fail(msg, part, failure, deliveries);
     }
-  }
-
-  /**
-   * Hands an interrupted part back (requeue.ts): a fresh copy is published and, once stored, this
-   * delivery is acked. Past maxRequeues, or when the copy cannot be published (NATS going away),
-   * the delivery is nak'ed instead, which counts toward max_deliver.
-   */
-  async #handBack(msg: JsMsg, part: JobPart): Promise<Disposition> {
-    const log = { job: part.job_id, part: part.part, deliveries: msg.info.deliveryCount, requeues: requeueCount(msg.headers) };
-    if (requeueCount(msg.headers) < (this.#options.maxRequeues ?? DEFAULT_MAX_REQUEUES)) {
-      const source = { subject: msg.subject, data: msg.data, headers: msg.headers, deliveries: msg.info.deliveryCount };
-      let stored = false;
-      try {
-        await publishRequeue(this.#options.js, this.#options.names.jobsStream, source, `${part.job_id}.${part.part}`);
-        stored = true;
-      } catch (error) {
-        this.#options.logger?.warn({ ...log, err: String(error) }, 'could not hand an interrupted part back; nak');
-      }
-      if (stored) {
-        // Should this ack be lost, the original is redelivered after the ack wait as well: the
-        // part may then run twice, but it is counted once (status bitmap, result message id).
-        await msg.ackAck().catch((error: unknown) => this.#options.logger?.warn({ ...log, err: String(error) }, 'ack of a part handed back failed'));
-        this.#options.logger?.info(log, 'interrupted part handed back to the queue');
-        return 'requeue';
-      }
-    } else {
-      this.#options.logger?.warn(log, 'part interrupted too many times; nak (counts as a delivery)');
-    }
-    msg.nak();
-    return 'nak';
   }
 
   async #fail(msg: JsMsg, part: JobPart, failure: ShoalError, deliveries: number): Promise<Disposition> {

@@ -1,5 +1,6 @@
 import { headers as natsHeaders, type MsgHdrs } from '@nats-io/transport-node';
-import type { JetStreamClient, PubAck } from '@nats-io/jetstream';
+import type { JetStreamClient, JsMsg, PubAck } from '@nats-io/jetstream';
+import type { Logger } from '../observability/logger.js';
 import { toNatsShoalError } from './nats-errors.js';
 
 /**
@@ -97,4 +98,44 @@ export async function publishRequeue(js: Pick<JetStreamClient, 'publish'>, strea
   } catch (error) {
     throw toNatsShoalError(error, `requeue a part on ${source.subject}`);
   }
+}
+
+export interface HandBackOptions {
+  js: Pick<JetStreamClient, 'publish'>;
+  /** The work-queue stream the message came from. */
+  stream: string;
+  /** The copy's message id when the original carries none (`<job>.<part>`, `<run>.<doc>`). */
+  fallbackId: string;
+  /** Names the message in logs (`part`, `parse task`) and tags its log lines. */
+  what: string;
+  log: Record<string, unknown>;
+  /** @default DEFAULT_MAX_REQUEUES */
+  maxRequeues?: number | undefined;
+  logger?: Logger | undefined;
+}
+
+/**
+ * A delivery its worker's shutdown interrupted: a fresh copy is published and, once stored, this
+ * delivery is acked ('requeue'). Past `maxRequeues`, or when the copy cannot be published (NATS
+ * going away), it is nak'ed instead ('nak'), which counts toward max_deliver. Should the ack be
+ * lost, the original comes back after the ack wait too: the work may run twice, and is counted
+ * once (status bitmap, result message id, document state).
+ */
+export async function handBack(msg: JsMsg, options: HandBackOptions): Promise<'requeue' | 'nak'> {
+  const log = { ...options.log, deliveries: msg.info.deliveryCount, requeues: requeueCount(msg.headers) };
+  if (requeueCount(msg.headers) >= (options.maxRequeues ?? DEFAULT_MAX_REQUEUES)) {
+    options.logger?.warn(log, `${options.what} interrupted too many times; nak (counts as a delivery)`);
+    msg.nak();
+    return 'nak';
+  }
+  try {
+    await publishRequeue(options.js, options.stream, { subject: msg.subject, data: msg.data, headers: msg.headers, deliveries: msg.info.deliveryCount }, options.fallbackId);
+  } catch (error) {
+    options.logger?.warn({ ...log, err: String(error) }, `could not hand an interrupted ${options.what} back; nak`);
+    msg.nak();
+    return 'nak';
+  }
+  await msg.ackAck().catch((error: unknown) => options.logger?.warn({ ...log, err: String(error) }, `ack of a ${options.what} handed back failed`));
+  options.logger?.info(log, `interrupted ${options.what} handed back to the queue`);
+  return 'requeue';
 }

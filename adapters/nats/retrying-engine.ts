@@ -1,6 +1,6 @@
 import type { CallOptions, Engine } from '../protocol/engine.js';
 import { ERROR_TRAITS, toShoalError } from '../protocol/errors.js';
-import { pause } from '../runtime/pause.js';
+import { pause } from '../runtime/abortable.js';
 import type { EncodeRequest, ExtractRequest, ScoreRequest, TokenizeRequest } from '../protocol/requests.js';
 import type { EncodeResult, ExtractResult, ScoreResult, TokenizeResult } from '../protocol/results.js';
 

@@ -12,6 +12,7 @@ import { S3Sink } from './s3.js';
 import { checkTableName } from './table-spec.js';
 import type { S3SettingsInput } from '../object-store/index.js';
 import type { Sink } from './sink.js';
+import { uriScheme } from './uri-scheme.js';
 
 /**
  * `--index URI` → a Sink. A bare folder or `lancedb://DIR[?table=T]` is LanceDB (the default);
@@ -149,7 +150,7 @@ function lanceDb(dir: string, table: string): Sink {
  * null for a server or bucket. `shoal ingest .` must not walk into its own index.
  */
 export function localIndexDir(uriOrDir: string): string | null {
-  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(uriOrDir)?.[1]?.toLowerCase();
+  const scheme = uriScheme(uriOrDir);
   try {
     if (scheme === undefined) return resolve(uriOrDir);
     if (scheme === 'lancedb') return resolve(decodeURIComponent(uriOrDir.slice('lancedb://'.length).split('?', 1)[0] ?? ''));
@@ -168,7 +169,7 @@ export function openSink(uriOrDir: string, options: OpenSinkOptions = {}): Opene
   const credentials = options.credentials ?? {};
   const fallbackTable = options.table ?? 'chunks';
   const display = redactUri(uriOrDir);
-  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(uriOrDir)?.[1]?.toLowerCase();
+  const scheme = uriScheme(uriOrDir);
   const wrap = (sink: Sink, backend: SinkBackend, table: string): OpenedSink => ({
     sink: new RetryingSink(sink, backend, options.retry, options.observer),
     backend,

@@ -54,8 +54,11 @@ export class TaxonomyClassifier {
     this.#image = image;
   }
 
-  /** Builds (or loads from the cache) the category matrices; nothing else is started until the first batch. */
-  /** `progress` is told how many categories are embedded when they are not cached (a long wait with a real model). */
+  /**
+   * Builds (or loads from the cache) the category matrices; nothing else is started until the
+   * first batch. `progress` is told how many categories are embedded when they are not cached (a
+   * long wait with a real model).
+   */
   static async open(engine: Engine, taxonomy: Taxonomy, input: ClassifierOptionsInput, call: CallOptions = {}, progress?: CategoryProgress): Promise<TaxonomyClassifier> {
     const options = resolveClassifierOptions(input);
     const embedding = { template: options.categoryTemplate, role: options.categoryRole, maxLength: options.maxLength };
@@ -134,17 +137,9 @@ export class TaxonomyClassifier {
    * on the caller's signal made Node warn of a leak (MaxListenersExceededWarning).
    */
   async #rerankAll(items: readonly ClassifyItem[], candidates: Scored[][], options: ClassifierOptions, call: CallOptions): Promise<Scored[][]> {
-    const controller = new AbortController();
-    setMaxListeners(items.length + 10, controller.signal);
-    const outer = call.signal;
-    const forward = (): void => controller.abort(outer?.reason);
-    if (outer?.aborted === true) forward();
-    else outer?.addEventListener('abort', forward, { once: true });
-    try {
-      return await Promise.all(items.map((item, at) => this.#rerank(item, candidates[at] ?? [], options, { signal: controller.signal })));
-    } finally {
-      outer?.removeEventListener('abort', forward);
-    }
+    const signal = call.signal === undefined ? undefined : AbortSignal.any([call.signal]);
+    if (signal !== undefined) setMaxListeners(items.length + 10, signal);
+    return Promise.all(items.map((item, at) => this.#rerank(item, candidates[at] ?? [], options, signal === undefined ? {} : { signal })));
   }
 
   #decide(id: Classification['id'], candidates: readonly Scored[], decidedBy: DecidedBy, options: ClassifierOptions): Classification {

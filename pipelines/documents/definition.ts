@@ -3,6 +3,7 @@ import { basename, dirname, extname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import { uriScheme } from '../../adapters/sinks/uri-scheme.js';
 import { Dimensions, EmbeddingDtype } from '../../adapters/protocol/output-types.js';
 
 /**
@@ -160,7 +161,7 @@ export async function loadDefinitionFile(path: string): Promise<PipelineDefiniti
  */
 function indexBesideFile(raw: unknown, index: string, file: string): string {
   const written = z.looseObject({ stages: z.looseObject({ write: z.looseObject({ index: z.string() }) }) }).safeParse(raw);
-  if (!written.success || /^[a-z][a-z0-9+.-]*:\/\//i.test(index) || isAbsolute(index)) return index;
+  if (!written.success || uriScheme(index) !== undefined || isAbsolute(index)) return index;
   return resolve(dirname(resolve(file)), index);
 }
 

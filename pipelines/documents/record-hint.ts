@@ -17,6 +17,13 @@ function idLikeField(keys: readonly string[]): string | undefined {
   return keys.find((key) => /^_*id$/i.test(key)) ?? keys.find((key) => /[_-]?id$/i.test(key) && key !== 'id');
 }
 
+/** A numeric id JSON carries exactly: not a whole number over 2^53, which JSON.parse has already rounded (two such ids could become one). */
+export function exactId(id: number): boolean {
+  return !Number.isInteger(id) || Number.isSafeInteger(id);
+}
+
+export const INEXACT_ID = 'is a whole number over 2^53, which JSON readers round: write it as a string ("id": "12345678901234567891")';
+
 export function recordProblem(value: unknown): string {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     return `got ${Array.isArray(value) ? 'an array' : value === null ? 'null' : `a ${typeof value}`}, not an object`;
@@ -30,10 +37,7 @@ export function recordProblem(value: unknown): string {
     if (given === undefined) continue;
     const ok = field === 'id' ? (typeof given === 'string' && given !== '') || (typeof given === 'number' && Number.isFinite(given)) : typeof given === 'string';
     if (!ok) problems.push(`"${field}" must be ${field === 'id' ? 'a non-empty string or a number' : 'a string'}`);
-    // JSON.parse has already rounded it: two such ids could become one.
-    if (field === 'id' && typeof given === 'number' && Number.isInteger(given) && !Number.isSafeInteger(given)) {
-      problems.push('"id" is a whole number over 2^53, which JSON readers round: write it as a string ("id": "12345678901234567891")');
-    }
+    if (field === 'id' && typeof given === 'number' && !exactId(given)) problems.push(`"id" ${INEXACT_ID}`);
   }
   const extra = keys.filter((key) => !RECORD_FIELDS.has(key));
   if (extra.length > 0 || !('id' in record) || !('text' in record || 'path' in record)) {

@@ -205,10 +205,6 @@ export class IngestRunner {
   }
 
   /**
-   * Vectors of two models in one table are not comparable even when their dimensions agree, and
-   * search encodes queries with the model the table records: another encode model is refused.
-   */
-  /**
    * One tiny extract call before anything is parsed: a model the extract stage cannot run
    * (missing, or a zero-shot model given no labels) fails the run now, not after the first wave
    * of documents is parsed (minutes with OCR).
@@ -219,6 +215,10 @@ export class IngestRunner {
     await extractEntities(this.#options.engine, ['Shoal checks the extract model before the run.'], extract, this.#options.signal === undefined ? {} : { signal: this.#options.signal });
   }
 
+  /**
+   * Vectors of two models in one table are not comparable even when their dimensions agree, and
+   * search encodes queries with the model the table records: another encode model is refused.
+   */
   async #checkExistingModel(): Promise<void> {
     const existing = await this.#options.sink.describe();
     const model = this.#options.definition.stages.encode.model;

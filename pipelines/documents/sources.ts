@@ -8,7 +8,7 @@ import { z } from 'zod';
 import type { S3Store } from '../../adapters/object-store/index.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { DocumentSource } from './document.js';
-import { recordProblem } from './record-hint.js';
+import { exactId, INEXACT_ID, recordProblem } from './record-hint.js';
 import { s3Sources } from './s3-sources.js';
 
 /**
@@ -223,7 +223,7 @@ const RecordId = z
     z
       .number()
       .finite()
-      .refine((id) => !Number.isInteger(id) || Number.isSafeInteger(id), { message: 'is a whole number over 2^53, which JSON readers round: write it as a string ("id": "12345678901234567891")' }),
+      .refine(exactId, { message: INEXACT_ID }),
   ])
   .transform(String);
 export const SourceRecord = z.union([

@@ -3,6 +3,7 @@ import { ClassifyHttpRequest, type ClassifyJobAccepted, type ParsedClassifyReque
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import { RetryingEngine } from '../../../adapters/nats/retrying-engine.js';
+import { abortable } from '../../../adapters/runtime/abortable.js';
 import { matrixOptions, requestClassifierOptions, requestTaxonomy, resolveClassifierOptions, TaxonomyClassifier } from '../../../pipelines/classify/index.js';
 import { checkJobIdFree } from '../job-ids.js';
 import type { RouteContext } from '../context.js';
@@ -24,19 +25,6 @@ export const MAX_SYNC_CLASSIFY_ITEMS = 256;
 const KEPT_CLASSIFIERS = 4;
 /** How long a matrix build waits out a worker busy with interactive calls (OVERLOADED) before it fails. */
 const BUILD_RETRY_FOR_MS = 30_000;
-
-/**
- * The settled value of `promise`, or CANCELLED as soon as `signal` aborts: a client that leaves
- * stops waiting for a shared build without cancelling it for the others.
- */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(new ShoalError(ErrorCode.CANCELLED, 'the client went away'));
-  return new Promise((resolve, reject) => {
-    const onAbort = (): void => reject(new ShoalError(ErrorCode.CANCELLED, 'the client went away'));
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
-  });
-}
 
 export function registerClassifyRoutes(app: FastifyInstance, context: RouteContext): void {
   // Keyed by the taxonomy and what its matrices are built from (model, template…), not by top_k,
@@ -101,7 +89,8 @@ export function registerClassifyRoutes(app: FastifyInstance, context: RouteConte
       );
     }
     return context.call(reply)(async (signal) => {
-      const classifier = await untilAborted(classifierFor(parsed), signal);
+      // A client that leaves stops waiting for a shared build without cancelling it for the others.
+      const classifier = await abortable(classifierFor(parsed), signal, 'the client went away');
       const options = resolveClassifierOptions(requestClassifierOptions(parsed));
       const items = await classifier.classify(parsed.items, { signal }, options);
       return { model: parsed.model, categories: classifier.taxonomy.categories.length, items };

@@ -28,28 +28,32 @@ export function catalogFormat(path: string | undefined, flag: CatalogFormat | un
   return ext === '.csv' ? 'csv' : 'jsonl';
 }
 
+/** A JSON Lines product's fields, or the error that says why the line is not one. */
+function productFields(text: string, where: string, line: number): Record<string, unknown> | ShoalError {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    return new ShoalError(ErrorCode.INVALID_INPUT, `${where}: not valid JSON`, { cause: error, details: { line } });
+  }
+  const parsed = JsonObject.safeParse(value);
+  return parsed.success ? parsed.data : new ShoalError(ErrorCode.INVALID_INPUT, `${where}: expected a JSON object (one product per line)`, { details: { line } });
+}
+
 async function* jsonlRecords(source: LineSource, chunkSize: number): AsyncGenerator<ProductRecord[]> {
   let number = 0;
   for await (const lines of readLineChunks(source, chunkSize)) {
     const out: ProductRecord[] = [];
     for (const line of lines) {
       if (line.text.trim() === '') continue;
-      let value: unknown;
-      let failure: ShoalError | null = null;
-      try {
-        value = JSON.parse(line.text);
-      } catch (error) {
-        failure = new ShoalError(ErrorCode.INVALID_INPUT, `${source.name} line ${line.number}: not valid JSON`, { cause: error, details: { line: line.number } });
-      }
-      const parsed = JsonObject.safeParse(value);
-      if (failure === null && !parsed.success) failure = new ShoalError(ErrorCode.INVALID_INPUT, `${source.name} line ${line.number}: expected a JSON object (one product per line)`, { details: { line: line.number } });
-      if (failure !== null || !parsed.success) {
+      const fields = productFields(line.text, `${source.name} line ${line.number}`, line.number);
+      if (fields instanceof ShoalError) {
         // The products before the bad line are classified and written first, then the run stops.
         if (out.length > 0) yield out;
-        throw failure ?? new ShoalError(ErrorCode.INVALID_INPUT, `${source.name} line ${line.number}: expected a JSON object`);
+        throw fields;
       }
       number += 1;
-      out.push({ number, fields: parsed.data, endOffset: line.endOffset });
+      out.push({ number, fields, endOffset: line.endOffset });
     }
     if (out.length > 0) yield out;
   }

@@ -19,3 +19,18 @@ export function pause(ms: number, signal: AbortSignal | undefined, what = 'cance
     else signal?.addEventListener('abort', cancelled, { once: true });
   });
 }
+
+/**
+ * The settled value of `work`, or CANCELLED (saying `what`) as soon as `signal` aborts. The work
+ * itself goes on (a NATS request cannot be withdrawn; a build other callers share must not be):
+ * only this caller stops waiting for it.
+ */
+export function abortable<T>(work: Promise<T>, signal: AbortSignal | undefined, what = 'cancelled'): Promise<T> {
+  if (signal === undefined) return work;
+  if (signal.aborted) return Promise.reject(new ShoalError(ErrorCode.CANCELLED, what));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(new ShoalError(ErrorCode.CANCELLED, what));
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
