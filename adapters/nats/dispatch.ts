@@ -26,6 +26,8 @@ export interface Dispatch {
    * results become index rows, the only consumer that needs the texts back.
    */
   inputTexts?: boolean | undefined;
+  /** Encode: refuse dense results over this many bytes before any inference (CallOptions.maxResultBytes). */
+  maxResultBytes?: number | undefined;
 }
 
 function checkModel(requested: string, expected: string): void {
@@ -41,7 +43,7 @@ export function itemCount(request: unknown): number {
 }
 
 export async function runPrimitive(engine: Engine, call: Dispatch): Promise<AnyResult> {
-  const options = { signal: call.signal };
+  const options = { signal: call.signal, ...(call.maxResultBytes === undefined ? {} : { maxResultBytes: call.maxResultBytes }) };
   switch (call.primitive) {
     case 'encode': {
       const request = parseWith(REQUEST_SCHEMAS.encode, call.request, 'encode request');

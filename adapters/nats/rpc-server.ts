@@ -172,7 +172,7 @@ export class RpcServer implements Lifecycle {
       timer = setTimeout(() => abort.abort(new DOMException(`the request ran past its ${timeoutMs} ms timeout`, 'TimeoutError')), timeoutMs);
       if (this.#stopping.signal.aborted) onStop();
       else this.#stopping.signal.addEventListener('abort', onStop, { once: true });
-      const result = await runOperation(this.#options.engine, { ...route, request: decoded.value, priority: 'interactive', signal: abort.signal });
+      const result = await runOperation(this.#options.engine, { ...route, request: decoded.value, priority: 'interactive', signal: abort.signal, maxResultBytes: this.#replyLimit() });
       reply = { ok: true, result, worker };
     } catch (error) {
       // The caller's own deadline (Shoal-Timeout-Ms) or the cap passed: a TIMEOUT, not a CANCELLED.
@@ -191,7 +191,7 @@ export class RpcServer implements Lifecycle {
     if (msg.reply === undefined || msg.reply === '') return;
     const packed = msg.headers?.get(PACKED_HEADERS.accept) === PACKED_FORMAT ? packReply(reply) : null;
     let body = packed ?? encodeJson(reply);
-    const limit = this.#options.nc.info?.max_payload ?? 1024 * 1024;
+    const limit = this.#replyLimit();
     if (body.byteLength > limit) {
       const error = new ShoalError(
         ErrorCode.INPUT_TOO_LARGE,
@@ -206,6 +206,11 @@ export class RpcServer implements Lifecycle {
     } catch (error) {
       this.#options.logger?.warn({ err: String(error) }, 'could not send a reply');
     }
+  }
+
+  /** The largest reply the server takes (its max_payload). */
+  #replyLimit(): number {
+    return this.#options.nc.info?.max_payload ?? 1024 * 1024;
   }
 
   /** Stops taking requests and answers those already received. */

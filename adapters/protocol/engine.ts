@@ -5,6 +5,14 @@ import type { EncodeResult, ExtractResult, ScoreResult, TokenizeResult } from '.
 export interface CallOptions {
   /** Aborting drops queued work of this call and rejects it with CANCELLED. */
   signal?: AbortSignal;
+  /**
+   * Encode: the most bytes the caller can carry back. A request whose dense vectors alone would
+   * take more (items × dimensions × bytes per value, a lower bound of any encoding of the reply)
+   * is refused with INPUT_TOO_LARGE once the model's dimension is known, before any inference:
+   * a NATS reply over the server's max_payload could never be sent, and computing it first only
+   * tied up the worker. Implementations that have no such limit ignore it.
+   */
+  maxResultBytes?: number;
 }
 
 /**

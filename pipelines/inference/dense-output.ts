@@ -48,6 +48,18 @@ export function shapeDense(vector: Float32Array, shape: DenseShape): TypedVector
   return quantizeVector(cut, shape.dtype);
 }
 
+/** Bytes of one value of each output type; the bit types pack 8 values per byte. */
+const VALUE_BYTES: Record<EmbeddingDtype, number> = { float32: 4, float16: 2, int8: 1, uint8: 1, binary: 1 / 8, ubinary: 1 / 8 };
+
+/**
+ * The fewest bytes `items` dense vectors of a model with `dimension` values take in the requested
+ * shape, in any encoding (packed binary is the smallest; JSON takes more).
+ */
+export function denseBytesAtLeast(items: number, dimension: number, shape: DenseShape): number {
+  const kept = Math.min(shape.dimensions ?? dimension, dimension);
+  return items * Math.ceil(kept * VALUE_BYTES[shape.dtype]);
+}
+
 /** The wire form: dense vectors as number arrays (float16 as the half values). */
 export function toWireResult(result: TypedEncodeResult): EncodeResult {
   const { dtype, items, ...rest } = result;

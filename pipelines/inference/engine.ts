@@ -41,7 +41,7 @@ import type { CompareTo } from '../../adapters/model-threads/thread-messages.js'
 import { checkImageSource, ImageFetcher } from '../../adapters/sources/image-input.js';
 import { tunedBudget } from './batch-tuning.js';
 import { EMPTY_CATALOG } from './catalog.js';
-import { shapeDense, toWireResult, type TypedEncodedItem, type TypedEncodeResult } from './dense-output.js';
+import { denseBytesAtLeast, shapeDense, toWireResult, type DenseShape, type TypedEncodedItem, type TypedEncodeResult } from './dense-output.js';
 import { resolveEngineOptions, type EngineOptionsInput, type ResolvedEngineOptions } from './engine-options.js';
 import { predictModelBytes } from './memory.js';
 import { resolveProfile } from './model-loader.js';
@@ -390,6 +390,7 @@ export class InferenceEngine implements Engine, Lifecycle {
           `model ${request.model} (${profile.family}) cannot encode ${unsupported.join(', ') || 'anything'}; it supports ${family.capabilities.encode.join(', ') || 'no encode outputs'}`,
         );
       }
+      this.#checkResultSize(request.items.length, outputs, shape, lease.model.worker.info.dimension, call.maxResultBytes);
       const items = await this.#prepItems(profile, request.items, request.role, {
         prompt: request.prompt,
         promptText: request.prompt_text,
@@ -416,6 +417,19 @@ export class InferenceEngine implements Engine, Lifecycle {
       });
       return { model: request.model, dtype: shape.dtype, items: encoded, usage: { items: encoded.length, tokens } };
     });
+  }
+
+  /** Refuses, before any work, dense results the caller could not carry (CallOptions.maxResultBytes). */
+  #checkResultSize(items: number, outputs: readonly OutputType[], shape: DenseShape, dimension: number | null, limit: number | undefined): void {
+    if (limit === undefined || dimension === null || !outputs.includes('dense')) return;
+    const bytes = denseBytesAtLeast(items, dimension, shape);
+    if (bytes <= limit) return;
+    const fits = Math.floor(limit / denseBytesAtLeast(1, dimension, shape));
+    throw new ShoalError(
+      ErrorCode.INPUT_TOO_LARGE,
+      `${items} ${shape.dtype} vectors of ${Math.min(shape.dimensions ?? dimension, dimension)} dimensions take at least ${bytes} bytes, over the reply limit of ${limit}; send at most ${fits} items per request, a smaller dtype or dimensions, or submit a job`,
+      { details: { items, bytesAtLeast: bytes, limit, itemsThatFit: fits } },
+    );
   }
 
   async score(input: ScoreRequest, call: CallOptions = {}): Promise<ScoreResult> {
