@@ -1,4 +1,5 @@
-import Fastify, { type FastifyInstance } from 'fastify';
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { natsNames } from '../../adapters/protocol/subjects.js';
 import { Admission, DEFAULT_ADMISSION, admittedEngine } from './admission.js';
@@ -8,7 +9,7 @@ import { ClassifyRuns } from './classify-runs.js';
 import type { GatewayDeps, GatewaySettings, RouteContext } from './context.js';
 import { registerCors } from './cors.js';
 import { checkBodyType } from './routes/image-body.js';
-import { fromFastifyError, sendError } from './errors.js';
+import { MAX_PATH_PARAM_CHARS, fromFastifyError, sendError } from './errors.js';
 import { RequestMetrics } from './request-metrics.js';
 import { registerClassifyRoutes } from './routes/classify.js';
 import { registerHealthRoutes } from './routes/health.js';
@@ -23,8 +24,8 @@ import { registerTeiRoutes } from './routes/tei.js';
 /**
  * The HTTP app, built from what it serves (an Engine, a JobsApi, a model list, readiness) and its
  * settings. It knows nothing about NATS or worker threads: main.ts injects NATS clients, tests and
- * embedders inject the in-process engine. Hook order matters: CORS headers first (so even a 401
- * carries them), then authentication, then the route.
+ * embedders inject the in-process engine. Hook order matters: the request id and CORS headers
+ * first (so even a 401 carries them), then authentication, then the route.
  */
 
 /**
@@ -35,15 +36,76 @@ function pathOf(url: string): string {
   return (url.split('?', 1)[0] ?? '').slice(0, 200);
 }
 
+/**
+ * The id of a request, sent back as `X-Request-Id` and written in its log lines, so a caller's
+ * report and the gateway's log meet. A caller's own id (a tracing proxy's, a client's retry
+ * marker) is kept when it is a short plain token; anything else (spaces, control characters,
+ * over 200 characters) could forge or flood a log line and is replaced by a fresh UUID.
+ */
+const CALLER_REQUEST_ID = /^[A-Za-z0-9._:/+=@-]{1,200}$/;
+
+function requestId(header: string | string[] | undefined): string {
+  return typeof header === 'string' && CALLER_REQUEST_ID.test(header) ? header : randomUUID();
+}
+
 /** The methods the gateway's routes use, tried for a 405's Allow header. */
-const ROUTE_METHODS = ['GET', 'POST', 'DELETE'] as const;
+const ROUTE_METHODS: readonly string[] = ['GET', 'POST', 'DELETE'];
+
+/**
+ * The registered routes as patterns, to tell a known path called with another method (405 with
+ * Allow) from an unknown path (404). `app.hasRoute` compares route definitions, so it found only
+ * static routes: `DELETE /v1/jobs/abc` or `GET /models/x/embed` were "no route".
+ */
+class RoutePatterns {
+  readonly #routes: Array<{ method: string; pattern: RegExp }> = [];
+
+  add(methods: string | readonly string[], url: string): void {
+    const source = url
+      .split('/')
+      .map((segment) => (segment.startsWith(':') ? '[^/]+' : segment === '*' ? '.*' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+      .join('/');
+    const pattern = new RegExp(`^${source}$`);
+    for (const method of typeof methods === 'string' ? [methods] : methods) {
+      if (ROUTE_METHODS.includes(method)) this.#routes.push({ method, pattern });
+    }
+  }
+
+  /** The methods some route answers at `path`, in ROUTE_METHODS order. */
+  allowed(path: string): string[] {
+    return ROUTE_METHODS.filter((method) => this.#routes.some((route) => route.method === method && route.pattern.test(path)));
+  }
+}
 
 export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): FastifyInstance {
-  // Fastify's own request logging stays off: failures are logged below, with their codes.
-  const app = Fastify({ bodyLimit: settings.bodyLimitBytes, logger: false, return503OnClosing: true, forceCloseConnections: 'idle' });
+  const metrics = new RequestMetrics(deps.metrics);
+  // One short line per failure, never a stack: a caller sending bad requests must not be able to
+  // fill the logs (a stack of an unknown-model error was 2.8 KB). Server-side failures at warn.
+  const refuse = (error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply => {
+    const shoal = fromFastifyError(error, settings.bodyLimitBytes);
+    metrics.failed(request, shoal.code);
+    // Router refusals (frameworkErrors) skip the onRequest hooks that set it on every other answer.
+    reply.header('x-request-id', request.id);
+    const line = { code: shoal.code, reason: shoal.message.slice(0, 300), url: pathOf(request.url), status: shoal.traits.httpStatus, request_id: request.id };
+    if (shoal.traits.httpStatus >= 500) deps.logger?.warn(line, 'request failed');
+    else deps.logger?.info(line, 'request refused');
+    return sendError(reply, shoal);
+  };
+  // Fastify's own request logging stays off: failures are logged by `refuse`, with their codes.
+  const app = Fastify({
+    bodyLimit: settings.bodyLimitBytes,
+    routerOptions: { maxParamLength: MAX_PATH_PARAM_CHARS },
+    logger: false,
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+    genReqId: (raw) => requestId(raw.headers['x-request-id']),
+    // URLs the router cannot match (a bad %-escape, an over-long segment) answer in the error
+    // shape of every other refusal, not fastify's own `{"error": "Bad Request", "code": "FST_…"}`.
+    frameworkErrors: (error, request, reply) => {
+      refuse(error, request, reply);
+    },
+  });
   // JSON only: a text/plain body would otherwise reach the schemas as a string.
   app.removeContentTypeParser('text/plain');
-  const metrics = new RequestMetrics(deps.metrics);
   const authFailures = authFailureCounter(deps.metrics);
   const auth = new BearerAuth({
     tokens: settings.apiTokens,
@@ -51,11 +113,17 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
     // Logged (never the token: only whether one was sent) and counted, so guessing shows up.
     onRefused: (reason, request) => {
       authFailures.inc({ reason });
-      deps.logger?.warn({ reason, ip: request.ip, method: request.method, url: pathOf(request.url) }, 'authentication failed');
+      deps.logger?.warn({ reason, ip: request.ip, method: request.method, url: pathOf(request.url), request_id: request.id }, 'authentication failed');
     },
   });
   let closing = false;
+  const routes = new RoutePatterns();
+  app.addHook('onRoute', (route) => routes.add(route.method, route.url));
 
+  // First, so every answer carries it, a 401 or a 404 included.
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
   registerCors(app, { origins: settings.corsOrigins });
   app.addHook('onRequest', async (request) => auth.check(request));
   app.addHook('preParsing', async (request) => checkBodyType(request));
@@ -74,20 +142,11 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
   });
   metrics.register(app);
 
-  app.setErrorHandler(async (error, request, reply) => {
-    const shoal = fromFastifyError(error, settings.bodyLimitBytes);
-    metrics.failed(request, shoal.code);
-    // One short line per failure, never a stack: a caller sending bad requests must not be able to
-    // fill the logs (a stack of an unknown-model error was 2.8 KB). Server-side failures at warn.
-    const line = { code: shoal.code, reason: shoal.message.slice(0, 300), url: pathOf(request.url), status: shoal.traits.httpStatus };
-    if (shoal.traits.httpStatus >= 500) deps.logger?.warn(line, 'request failed');
-    else deps.logger?.info(line, 'request refused');
-    return sendError(reply, shoal);
-  });
+  app.setErrorHandler(async (error, request, reply) => refuse(error, request, reply));
   app.setNotFoundHandler(async (request, reply) => {
     const path = request.url.split('?', 1)[0] ?? '';
     // A route that exists under another method is 405 with Allow, as HTTP says, not "no route".
-    const allowed = ROUTE_METHODS.filter((method) => app.hasRoute({ method, url: path }));
+    const allowed = routes.allowed(path);
     if (allowed.length > 0) {
       reply.header('allow', allowed.join(', '));
       return sendError(reply, new ShoalError(ErrorCode.METHOD_NOT_ALLOWED, `${request.method} ${path}: use ${allowed.join(' or ')}`, { details: { method: request.method, allow: allowed } }));

@@ -42,6 +42,9 @@ export const RETRY_AFTER_SECONDS: Readonly<Record<Code, number | null>> = Object
   INTERNAL: null,
 });
 
+/** Longest path parameter (a job id, a model's org or name) the router matches: fastify's `maxParamLength`. */
+export const MAX_PATH_PARAM_CHARS = 100;
+
 export interface HttpError {
   status: number;
   headers: Record<string, string>;
@@ -82,6 +85,17 @@ export function fromFastifyError(error: unknown, bodyLimitBytes: number): ShoalE
   if (error instanceof ShoalError) return error;
   const { code, statusCode } = fastifyFacts(error);
   const reason = error instanceof Error ? error.message : String(error);
+  // The router's own refusals (app.ts passes them here through `frameworkErrors`); fastify's
+  // messages quote the whole path, which a caller can make as long as the header limit allows.
+  if (code === 'FST_ERR_BAD_URL') {
+    return new ShoalError(ErrorCode.INVALID_INPUT, 'the URL path is not valid: a %-escape in it is malformed or does not decode to UTF-8', { cause: error });
+  }
+  if (code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    return new ShoalError(ErrorCode.INVALID_INPUT, `a path segment of the URL is longer than the gateway's limit of ${MAX_PATH_PARAM_CHARS} characters`, {
+      cause: error,
+      details: { limitChars: MAX_PATH_PARAM_CHARS },
+    });
+  }
   if (statusCode === 413 || code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
     return new ShoalError(ErrorCode.INPUT_TOO_LARGE, `request body is larger than the gateway's limit of ${bodyLimitBytes} bytes`, {
       details: { limitBytes: bodyLimitBytes },

@@ -27,14 +27,20 @@ import { denseVectors, shortenVector } from './vectors.js';
 const Text = TextItem.shape.text;
 const Texts = z.array(Text).min(1, 'must not be empty').max(DEFAULT_LIMITS.maxItemsPerRequest);
 const Direction = z.enum(['Left', 'Right', 'left', 'right']).default('Right');
+/**
+ * TEI declares `truncate`, `prompt_name` and `dimensions` as optional (nullable in its OpenAPI
+ * schema), and clients generated from that schema send `null` for unset fields: null means unset.
+ */
+const Truncate = z.boolean().nullish().transform((value) => value ?? false);
+const Unset = <T>(value: T | null | undefined): T | undefined => value ?? undefined;
 
 export const TeiEmbedBody = z.object({
   inputs: z.union([Text, Texts]),
   normalize: z.boolean().default(true),
-  truncate: z.boolean().default(false),
+  truncate: Truncate,
   truncation_direction: Direction,
-  prompt_name: z.string().max(DEFAULT_LIMITS.maxLabelChars).optional(),
-  dimensions: z.number().int().min(1).optional(),
+  prompt_name: z.string().max(DEFAULT_LIMITS.maxLabelChars).nullish().transform(Unset),
+  dimensions: z.number().int().min(1).nullish().transform(Unset),
 });
 
 export const TeiRerankBody = z.object({
@@ -42,7 +48,7 @@ export const TeiRerankBody = z.object({
   texts: Texts,
   raw_scores: z.boolean().default(false),
   return_text: z.boolean().default(false),
-  truncate: z.boolean().default(false),
+  truncate: Truncate,
   truncation_direction: Direction,
 });
 
@@ -93,7 +99,8 @@ export function registerTeiRoutes(app: FastifyInstance, context: RouteContext): 
       }
     }
     const vectors = denseVectors(result, model);
-    return body.dimensions === undefined ? vectors : vectors.map((vector) => shortenVector(vector, body.dimensions ?? vector.length));
+    // As TEI: cut first, then normalize only when asked (the engine already normalized the full vector).
+    return body.dimensions === undefined ? vectors : vectors.map((vector) => shortenVector(vector, body.dimensions ?? vector.length, body.normalize));
   };
 
   const rerank = async (request: FastifyRequest, reply: FastifyReply): Promise<Array<{ index: number; score: number; text?: string }>> => {

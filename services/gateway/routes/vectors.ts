@@ -16,16 +16,18 @@ export function denseVectors(result: EncodeResult, model: string): number[][] {
 }
 
 /**
- * The first `dimensions` values, L2-normalized again (Matryoshka truncation). Refuses to make a
- * vector longer than the model's.
+ * The first `dimensions` values, L2-normalized again (Matryoshka truncation) unless `normalize` is
+ * false: TEI's /embed with `normalize: false` cuts the raw pooled vector and leaves it raw.
+ * Refuses to make a vector longer than the model's.
  */
-export function shortenVector(vector: readonly number[], dimensions: number): number[] {
+export function shortenVector(vector: readonly number[], dimensions: number, normalize = true): number[] {
   if (dimensions > vector.length) {
     throw new ShoalError(ErrorCode.INVALID_INPUT, `dimensions ${dimensions} is more than the model's ${vector.length}`, {
       details: { issues: [{ path: ['dimensions'], message: `at most ${vector.length}` }], modelDimensions: vector.length },
     });
   }
   const cut = vector.slice(0, dimensions);
+  if (!normalize) return cut;
   let sum = 0;
   for (const value of cut) sum += value * value;
   const norm = Math.sqrt(sum);
