@@ -1,18 +1,22 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * Two projects, each one file at a time, that `npm test` (scripts/test-lanes.mjs) runs as two
+ * Three projects, each one file at a time, that `npm test` (scripts/test-lanes.mjs) runs as three
  * vitest processes side by side. Inference runs in worker threads with their own ORT thread pools,
  * so many test files at once on a 2-core machine only make each one slower and flakier; but one
  * file at a time left the machine idle most of the time (38 % busy over a sample of the 30-minute
  * sequential run): many files wait on child processes, servers and outage timers. The NATS
  * integration files go with the unit, conformance, deploy and reliability files so that the two
- * lanes take about the same time (641 s and 586 s of file time). `isolate: false` reuses a lane's
- * process and its loaded modules from file to file (a fork and fresh imports cost about 1.5 s a
- * file; 1,800 → 1,370 s for the whole suite in one lane); no test file changes process-wide state.
- * `npx vitest run` alone runs the two projects one after the other.
+ * main lanes take about the same time; the third holds the files that mostly wait out a store or a
+ * worker being down (about 190 s of file time, two thirds of it fixed outage timers), which
+ * otherwise lengthened the first lane by that much. `isolate: false` reuses a lane's process and
+ * its loaded modules from file to file (a fork and fresh imports cost about 1.5 s a file; 1,800 →
+ * 1,370 s for the whole suite in one lane); no test file changes process-wide state.
+ * `npx vitest run` alone runs the projects one after the other.
  */
 const NATS_INTEGRATION = 'test/integration/*nats*.test.ts';
+/** Files that mostly wait: stores stopped for fixed outages, a worker scaled to zero and back. */
+const OUTAGES = ['test/reliability/*outage*.test.ts', 'test/deploy/scale-to-zero.test.ts'];
 /** A project's own exclude replaces this one, so the integration project names it again. */
 const EXCLUDE = ['dist/**', 'node_modules/**', 'scratch/**'];
 
@@ -29,6 +33,15 @@ export default defineConfig({
         test: {
           name: 'units-and-nats',
           include: ['test/unit/**/*.test.ts', 'test/conformance/**/*.test.ts', 'test/deploy/**/*.test.ts', 'test/reliability/**/*.test.ts', NATS_INTEGRATION],
+          exclude: [...EXCLUDE, ...OUTAGES],
+          fileParallelism: false,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'outages',
+          include: OUTAGES,
           fileParallelism: false,
         },
       },

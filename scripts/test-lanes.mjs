@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm test`: the suite in two vitest processes side by side, one per project of
+// `npm test`: the suite in three vitest processes side by side, one per project of
 // vitest.config.ts, each running its files one at a time. One vitest process runs its projects
 // one after the other when each is limited to one file at a time, and a single lane left the
 // 2-core machine idle most of the time (many files wait on child processes, servers and outage
@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 
 const VITEST = ['vitest', 'run'];
-const LANES = ['units-and-nats', 'integration'];
+const LANES = ['units-and-nats', 'integration', 'outages'];
 const args = process.argv.slice(2);
 
 function run(command, prefix) {

@@ -16,6 +16,7 @@ import { SHOAL_BIN } from '../helpers/shoal-cli.js';
 import { GO_MISSING, isFailure, renderChart } from './chart.js';
 import { alertExpressions, dashboardExpressions, declaredFamilies, familyOf, sampleLabels, selectorLabels, shoalMetricNames } from './metric-names.js';
 import { readJsz, sample, sampleSum, spawnShoal, spawnWorker, startShippedNats, type ConfiguredNats, type ShoalProcess, type WorkerProcess } from './processes.js';
+import { CLI_FROM_SOURCE } from '../helpers/cli-build.js';
 
 /**
  * The deployment as compose and the chart run it, on this machine: a nats-server running the
@@ -290,7 +291,7 @@ describe.skipIf(!natsServerAvailable())(`deployment processes with least-privile
     const script = (container?.args[0] ?? '').replaceAll('node /app/bin/shoal.js', `${process.execPath} ${SHOAL_BIN} --model-dir ${FIXTURE_MODELS_DIR} --threads 1`);
     const run = await promisify(execFile)('/bin/sh', ['-c', script], {
       timeout: 45_000,
-      env: { ...process.env, ...userEnv('worker'), NATS_URL: nats.url, SHOAL_SUBJECT_PREFIX: prefix, SHOAL_MODELS: TINY_NER, SHOAL_FROM_SOURCE: '1', MALLOC_TRIM_THRESHOLD_: '0', SHOAL_LOG_LEVEL: 'warn' },
+      env: { ...process.env, ...userEnv('worker'), NATS_URL: nats.url, SHOAL_SUBJECT_PREFIX: prefix, SHOAL_MODELS: TINY_NER, SHOAL_FROM_SOURCE: CLI_FROM_SOURCE, MALLOC_TRIM_THRESHOLD_: '0', SHOAL_LOG_LEVEL: 'warn' },
     });
     expect(run.stderr).not.toMatch(/"level":(50|60)/);
     // The bootstrap worker is gone (it drained) and the consumer stays: the job is taken, for KEDA to wake the pool.

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { freePort } from '../helpers/nats-server.js';
 import { FIXTURE_MODELS_DIR, TINY_MEAN } from '../helpers/nats-worker.js';
 import { SHOAL_BIN } from '../helpers/shoal-cli.js';
+import { CLI_FROM_SOURCE } from '../helpers/cli-build.js';
 
 /**
  * Real `shoal worker` processes and the NATS monitoring endpoint, for the deployment tests
@@ -47,7 +48,7 @@ export async function spawnWorker(options: WorkerProcessOptions): Promise<Worker
   const spawnedAt = performance.now();
   const child = spawn(process.execPath, args, {
     // MALLOC_TRIM_THRESHOLD_ set: bin/shoal.js runs the worker in this very process, so signals reach it directly.
-    env: { ...process.env, SHOAL_FROM_SOURCE: '1', MALLOC_TRIM_THRESHOLD_: '0', SHOAL_LOG_LEVEL: 'info', ...options.extraEnv },
+    env: { ...process.env, SHOAL_FROM_SOURCE: CLI_FROM_SOURCE, MALLOC_TRIM_THRESHOLD_: '0', SHOAL_LOG_LEVEL: 'info', ...options.extraEnv },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
@@ -156,7 +157,7 @@ export interface ShoalProcess {
 export async function spawnShoal(args: readonly string[], readyText: string, env: Record<string, string> = {}, timeoutMs = 40_000): Promise<ShoalProcess> {
   const started = performance.now();
   const child = spawn(process.execPath, [SHOAL_BIN, ...args], {
-    env: { ...process.env, SHOAL_FROM_SOURCE: '1', MALLOC_TRIM_THRESHOLD_: '0', SHOAL_LOG_LEVEL: 'info', ...env },
+    env: { ...process.env, SHOAL_FROM_SOURCE: CLI_FROM_SOURCE, MALLOC_TRIM_THRESHOLD_: '0', SHOAL_LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));

@@ -5,6 +5,7 @@ import { expect } from 'vitest';
 import { z } from 'zod';
 import { FIXTURE_MODELS_DIR, TINY_MEAN } from './nats-worker.js';
 import { SHOAL_BIN } from './shoal-cli.js';
+import { CLI_FROM_SOURCE } from './cli-build.js';
 
 /**
  * Shared by the `shoal ingest --nats` tests: a real `shoal worker --parse` process (so a test can
@@ -37,7 +38,7 @@ export async function readTableRows<T extends { id: string }>(index: string, sch
 export function startWorkerProcess(url: string, prefix: string): ChildProcess {
   return spawn(process.execPath, [SHOAL_BIN, 'worker', '--parse', '--models', TINY_MEAN, '--nats', url, '--prefix', prefix, '--ack-wait', '3000', '--concurrency', '8'], {
     cwd: tmpdir(),
-    env: { ...process.env, ...INGEST_ENV, SHOAL_FROM_SOURCE: '1', SHOAL_THREADS: '1', SHOAL_LOG_LEVEL: 'warn' },
+    env: { ...process.env, ...INGEST_ENV, SHOAL_FROM_SOURCE: CLI_FROM_SOURCE, SHOAL_THREADS: '1', SHOAL_LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
 }

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { REPO_ROOT } from './shared.js';
+import { CLI_FROM_SOURCE } from './cli-build.js';
 
 /**
  * Runs the real `shoal` executable (node bin/shoal.js) as a child process, from a working
@@ -28,8 +29,8 @@ export function runShoal(args: readonly string[], options: ShoalRunOptions = {})
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [SHOAL_BIN, ...args], {
       cwd: options.cwd ?? tmpdir(),
-      // The sources, not a possibly stale dist/; a small thread pool on the shared 2-core machine.
-      env: { ...process.env, SHOAL_FROM_SOURCE: '1', SHOAL_THREADS: '1', ...options.env },
+      // dist/ when it is current, else the sources (cli-build.ts); a small thread pool on the shared 2-core machine.
+      env: { ...process.env, SHOAL_FROM_SOURCE: CLI_FROM_SOURCE, SHOAL_THREADS: '1', ...options.env },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     const out: Buffer[] = [];

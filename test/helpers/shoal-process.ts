@@ -1,6 +1,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { SHOAL_BIN } from './shoal-cli.js';
+import { CLI_FROM_SOURCE } from './cli-build.js';
 
 /**
  * A long-running `shoal` child process (worker, gateway, dev, a slow encode) whose output a test
@@ -30,7 +31,7 @@ export function startShoal(
   if (file === undefined) throw new Error('startShoal: empty command');
   const child = spawn(file, [...head, ...args], {
     cwd: options.cwd ?? tmpdir(),
-    env: { ...process.env, SHOAL_FROM_SOURCE: '1', SHOAL_THREADS: '1', ...options.env },
+    env: { ...process.env, SHOAL_FROM_SOURCE: CLI_FROM_SOURCE, SHOAL_THREADS: '1', ...options.env },
     stdio: ['pipe', 'pipe', 'pipe'],
     detached: options.detached ?? false,
   });

@@ -9,6 +9,7 @@ import { loadTaxonomyFile } from '../../adapters/taxonomy/index.js';
 import { FIXTURE_MODELS_DIR, TINY_MEAN } from '../helpers/nats-worker.js';
 import { DATA_DIR, sharedAvailable } from '../helpers/shared.js';
 import { SHOAL_BIN, parseJsonl, runShoal } from '../helpers/shoal-cli.js';
+import { CLI_FROM_SOURCE } from '../helpers/cli-build.js';
 
 /**
  * `shoal classify` input and output mechanics on the Flipkart products, the Google taxonomy and
@@ -48,7 +49,7 @@ describe.skipIf(!available)('shoal classify: resume, CSV, max depth', () => {
     const fullRun = readFileSync(whole, 'utf8');
     const out = join(dir, 'resumed.jsonl');
     const child = spawn(process.execPath, [SHOAL_BIN, ...base(catalog, GOOGLE, out), '--chunk-lines', '16'], {
-      env: { ...process.env, SHOAL_FROM_SOURCE: '1', SHOAL_THREADS: '1', ...env },
+      env: { ...process.env, SHOAL_FROM_SOURCE: CLI_FROM_SOURCE, SHOAL_THREADS: '1', ...env },
       stdio: 'ignore',
     });
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

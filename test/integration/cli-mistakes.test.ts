@@ -8,6 +8,7 @@ import { freePort } from '../helpers/nats-server.js';
 import { FIXTURES_DIR } from '../helpers/shared.js';
 import { runShoal, SHOAL_BIN } from '../helpers/shoal-cli.js';
 import { startShoal } from '../helpers/shoal-process.js';
+import { CLI_FROM_SOURCE } from '../helpers/cli-build.js';
 
 /**
  * Mistakes from a first-hour audit of `shoal ingest` / `search` / `pipelines show`, run as child
@@ -121,7 +122,7 @@ describe('shoal help into a pipe closed early', () => {
   it('exits 0 without a stack trace (shoal help encode | head -1)', () => {
     for (let round = 0; round < 3; round++) {
       const stderr = join(work, 'help-stderr');
-      const out = execFileSync('bash', ['-c', `"${process.execPath}" "${SHOAL_BIN}" help encode 2>"${stderr}" | head -1 >/dev/null; status=\${PIPESTATUS[0]}; cat "${stderr}"; echo "status=$status"`], { encoding: 'utf8', env: { ...process.env, SHOAL_FROM_SOURCE: '1' } });
+      const out = execFileSync('bash', ['-c', `"${process.execPath}" "${SHOAL_BIN}" help encode 2>"${stderr}" | head -1 >/dev/null; status=\${PIPESTATUS[0]}; cat "${stderr}"; echo "status=$status"`], { encoding: 'utf8', env: { ...process.env, SHOAL_FROM_SOURCE: CLI_FROM_SOURCE } });
       expect(out).not.toContain('EPIPE');
       expect(out.trim().split('\n').pop()).toBe('status=0');
     }

@@ -2,6 +2,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FIXTURES_DIR, REPO_ROOT } from '../helpers/shared.js';
+import { CLI_FROM_SOURCE } from '../helpers/cli-build.js';
 
 /**
  * Without the malloc_trim addon (SHOAL_NATIVE_TRIM=0 here), bin/shoal.js restarts itself with
@@ -29,7 +30,7 @@ async function until(check: () => boolean, ms: number): Promise<boolean> {
 
 describe('bin/shoal.js re-execution', () => {
   it('stops the child when the parent is killed with SIGKILL', async () => {
-    const env: NodeJS.ProcessEnv = { ...process.env, SHOAL_FROM_SOURCE: '1', SHOAL_NATIVE_TRIM: '0' };
+    const env: NodeJS.ProcessEnv = { ...process.env, SHOAL_FROM_SOURCE: CLI_FROM_SOURCE, SHOAL_NATIVE_TRIM: '0' };
     delete env.MALLOC_TRIM_THRESHOLD_;
     const parent = spawn(process.execPath, [join(REPO_ROOT, 'bin', 'shoal.js'), 'encode', '--model', join(FIXTURES_DIR, 'models', 'tiny-bert-mean')], {
       env,

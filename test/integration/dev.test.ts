@@ -13,6 +13,7 @@ import { NATS_SERVER_MISSING, natsServerAvailable } from '../helpers/nats-server
 import { FIXTURES_DIR } from '../helpers/shared.js';
 import { SHOAL_BIN } from '../helpers/shoal-cli.js';
 import { l2Normalize, loadTinyModel, meanPool, tokenOutputs } from '../helpers/tiny-model.js';
+import { CLI_FROM_SOURCE } from '../helpers/cli-build.js';
 
 /**
  * `shoal dev` as a user runs it: a real child process (bin/shoal.js) on a free port with
@@ -90,7 +91,7 @@ describe.skipIf(!natsServerAvailable())(`shoal dev ${natsServerAvailable() ? '' 
     port = await freePort();
     child = spawn(process.execPath, [SHOAL_BIN, 'dev', '--port', String(port), '--results-dir', resultsDir], {
       cwd: workDir,
-      env: { ...process.env, SHOAL_INDEXES: '', SHOAL_FROM_SOURCE: '1', SHOAL_THREADS: '1', HF_HUB_OFFLINE: '1', SHOAL_MODEL_DIR: join(FIXTURES_DIR, 'models') },
+      env: { ...process.env, SHOAL_INDEXES: '', SHOAL_FROM_SOURCE: CLI_FROM_SOURCE, SHOAL_THREADS: '1', HF_HUB_OFFLINE: '1', SHOAL_MODEL_DIR: join(FIXTURES_DIR, 'models') },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     child.stderr.on('data', (chunk: Buffer) => {
@@ -256,7 +257,7 @@ describe.skipIf(!natsServerAvailable())(`shoal dev killed with SIGKILL ${natsSer
     let stderr = '';
     const child = spawn(process.execPath, [SHOAL_BIN, 'dev', '--port', String(await freePort()), '--results-dir', join(workDir, 'results')], {
       cwd: workDir,
-      env: { ...process.env, SHOAL_INDEXES: '', SHOAL_FROM_SOURCE: '1', SHOAL_THREADS: '1', HF_HUB_OFFLINE: '1', SHOAL_MODEL_DIR: join(FIXTURES_DIR, 'models') },
+      env: { ...process.env, SHOAL_INDEXES: '', SHOAL_FROM_SOURCE: CLI_FROM_SOURCE, SHOAL_THREADS: '1', HF_HUB_OFFLINE: '1', SHOAL_MODEL_DIR: join(FIXTURES_DIR, 'models') },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     child.stderr.on('data', (chunk: Buffer) => {

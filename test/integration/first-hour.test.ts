@@ -13,6 +13,7 @@ import { readmeBlocks, readmeCommand, readmeLine, shoalArgs } from '../helpers/r
 import { FIXTURES_DIR, REPO_ROOT } from '../helpers/shared.js';
 import { SHOAL_BIN, jsonl, parseJsonl, runShoal } from '../helpers/shoal-cli.js';
 import { png } from '../helpers/tiny-image-model.js';
+import { CLI_FROM_SOURCE } from '../helpers/cli-build.js';
 
 /**
  * A newcomer's first hour, scripted (issue 16): the README's offline quick start and its
@@ -207,7 +208,7 @@ describe.skipIf(!natsServerAvailable())(`shoal dev as the README runs it ${natsS
     const args = readmeCommand('SHOAL_MODEL_DIR=test/fixtures/models npx shoal dev');
     child = spawn(process.execPath, [SHOAL_BIN, ...args, '--port', String(port), '--image-root', join(work, 'scans'), '--results-dir', join(work, 'results')], {
       cwd: work,
-      env: { ...process.env, SHOAL_FROM_SOURCE: '1', SHOAL_THREADS: '1', HF_HUB_OFFLINE: '1', SHOAL_MODEL_DIR: models },
+      env: { ...process.env, SHOAL_FROM_SOURCE: CLI_FROM_SOURCE, SHOAL_THREADS: '1', HF_HUB_OFFLINE: '1', SHOAL_MODEL_DIR: models },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));

@@ -10,6 +10,7 @@ import { natsServerAvailable, NATS_SERVER_MISSING, startNatsServer, type NatsSer
 import { TINY_MEAN, uniquePrefix } from '../helpers/nats-worker.js';
 import { DATA_DIR } from '../helpers/shared.js';
 import { jsonl, runShoal, SHOAL_BIN } from '../helpers/shoal-cli.js';
+import { CLI_FROM_SOURCE } from '../helpers/cli-build.js';
 
 /**
  * At least once, nothing twice: the only worker of a `shoal ingest --nats` run is killed with
@@ -31,7 +32,7 @@ const Summary = z.object({ documents: z.object({ total: z.number(), ok: z.number
 
 /** Runs the CLI and resolves once its stderr contains `marker` (the coordinator has started), and again at exit. */
 function startIngest(args: readonly string[], env: Record<string, string>, stdin: string): { started: Promise<void>; done: Promise<{ code: number | null; stdout: string; stderr: string }> } {
-  const child: ChildProcess = spawn(process.execPath, [SHOAL_BIN, ...args], { cwd: tmpdir(), env: { ...process.env, SHOAL_FROM_SOURCE: '1', SHOAL_THREADS: '1', ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child: ChildProcess = spawn(process.execPath, [SHOAL_BIN, ...args], { cwd: tmpdir(), env: { ...process.env, SHOAL_FROM_SOURCE: CLI_FROM_SOURCE, SHOAL_THREADS: '1', ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   let resolveStarted: () => void = () => undefined;

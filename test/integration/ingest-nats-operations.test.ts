@@ -16,6 +16,7 @@ import { eventually, natsServerAvailable, NATS_SERVER_MISSING, startNatsServer, 
 import { TINY_MEAN, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
 import { exited, INGEST_ENV, startWorkerProcess } from '../helpers/ingest-nats.js';
 import { runShoal, SHOAL_BIN } from '../helpers/shoal-cli.js';
+import { CLI_FROM_SOURCE } from '../helpers/cli-build.js';
 
 /**
  * The operational edges of `shoal ingest --nats` against a private nats-server and real
@@ -90,7 +91,7 @@ describe.skipIf(!natsServerAvailable())(`shoal ingest --nats, operations ${natsS
     const prefix = sharedPrefix;
     const child = spawn(process.execPath, [SHOAL_BIN, 'ingest', first, second, '--no-progress', '--model', TINY_MEAN, '--index', join(root, 'poison'), '--json', '--nats', server.url], {
       cwd: tmpdir(),
-      env: { ...process.env, ...INGEST_ENV, SHOAL_FROM_SOURCE: '1', SHOAL_THREADS: '1', SHOAL_SUBJECT_PREFIX: prefix },
+      env: { ...process.env, ...INGEST_ENV, SHOAL_FROM_SOURCE: CLI_FROM_SOURCE, SHOAL_THREADS: '1', SHOAL_SUBJECT_PREFIX: prefix },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

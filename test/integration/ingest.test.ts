@@ -12,6 +12,7 @@ import { wrapText, writePdf, type PageSpec } from '../../adapters/documents/pdf-
 import { committedDocuments, IngestJsonSummary } from '../helpers/ingest-summary.js';
 import { runShoal, SHOAL_BIN } from '../helpers/shoal-cli.js';
 import { CONFORMANCE_DIR, DATA_DIR } from '../helpers/shared.js';
+import { CLI_FROM_SOURCE } from '../helpers/cli-build.js';
 
 /**
  * `shoal ingest` end to end: the real CLI as a child process, real files (two PDFs of the shared
@@ -207,7 +208,7 @@ describe('shoal ingest', () => {
     expect(whole.code, whole.stderr).toBe(0);
 
     const interrupted = join(root, 'interrupted');
-    const child = spawn(process.execPath, [SHOAL_BIN, ...args(interrupted)], { env: { ...process.env, SHOAL_FROM_SOURCE: '1', SHOAL_THREADS: '1' }, stdio: 'ignore' });
+    const child = spawn(process.execPath, [SHOAL_BIN, ...args(interrupted)], { env: { ...process.env, SHOAL_FROM_SOURCE: CLI_FROM_SOURCE, SHOAL_THREADS: '1' }, stdio: 'ignore' });
     const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
     let committed = 0;
     for (let tries = 0; tries < 600 && committed === 0; tries += 1) {
@@ -229,7 +230,7 @@ describe('shoal ingest', () => {
 
     // Ctrl-C: parsing stops, the wave being encoded is committed, exit 130; the re-run completes it.
     const stopped = join(root, 'stopped');
-    const second = spawn(process.execPath, [SHOAL_BIN, ...args(stopped)], { env: { ...process.env, SHOAL_FROM_SOURCE: '1', SHOAL_THREADS: '1' }, stdio: 'ignore' });
+    const second = spawn(process.execPath, [SHOAL_BIN, ...args(stopped)], { env: { ...process.env, SHOAL_FROM_SOURCE: CLI_FROM_SOURCE, SHOAL_THREADS: '1' }, stdio: 'ignore' });
     const secondExit = new Promise<number | null>((resolve) => second.on('exit', (code) => resolve(code)));
     for (let tries = 0; tries < 600 && (await committedDocuments(stopped)) === 0; tries += 1) await new Promise((resolve) => setTimeout(resolve, 100));
     second.kill('SIGINT');

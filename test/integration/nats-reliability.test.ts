@@ -8,6 +8,7 @@ import type { ShoalWorker } from '../../services/worker/worker.js';
 import { NATS_SERVER_MISSING, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
 import { FIXTURE_MODELS_DIR, TINY_MEAN, startTestWorker, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
 import { SHOAL_BIN } from '../helpers/shoal-cli.js';
+import { CLI_FROM_SOURCE } from '../helpers/cli-build.js';
 
 /**
  * Delivery guarantees with real processes: a `shoal worker` killed (SIGKILL) in the middle of a
@@ -29,7 +30,7 @@ async function spawnWorker(url: string, prefix: string, id: string): Promise<Chi
   const child = spawn(process.execPath, [...args, '--concurrency', '2', '--ack-wait', '2000', '--worker-id', id], {
     // MALLOC_TRIM_THRESHOLD_ set: bin/shoal.js runs the CLI in this process instead of a child,
     // so SIGKILL reaches the worker itself (a wrapper killed alone would leave it running).
-    env: { ...process.env, SHOAL_FROM_SOURCE: '1', MALLOC_TRIM_THRESHOLD_: '0', SHOAL_LOG_LEVEL: process.env.SHOAL_TEST_LOG_LEVEL ?? 'info' },
+    env: { ...process.env, SHOAL_FROM_SOURCE: CLI_FROM_SOURCE, MALLOC_TRIM_THRESHOLD_: '0', SHOAL_LOG_LEVEL: process.env.SHOAL_TEST_LOG_LEVEL ?? 'info' },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));

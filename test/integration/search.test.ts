@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { jsonl, parseJsonl, runShoal, SHOAL_BIN } from '../helpers/shoal-cli.js';
 import { CONFORMANCE_DIR, FIXTURES_DIR } from '../helpers/shared.js';
+import { CLI_FROM_SOURCE } from '../helpers/cli-build.js';
 
 /**
  * `shoal search` end to end over an index built by `shoal ingest`. bench-minilm-l6 has random
@@ -130,7 +131,7 @@ describe('shoal search into a slow pipe', () => {
     const command = `"${process.execPath}" "${SHOAL_BIN}" search harbour --index "${slowIndex}" --k 1000 | (sleep 1; wc -l)`;
     for (let round = 0; round < 2; round++) {
       const counted = await new Promise<string>((resolve, reject) => {
-        execFile('sh', ['-c', command], { env: { ...process.env, ...env, SHOAL_FROM_SOURCE: '1', SHOAL_THREADS: '1' } }, (error, stdout) => (error === null ? resolve(stdout) : reject(error)));
+        execFile('sh', ['-c', command], { env: { ...process.env, ...env, SHOAL_FROM_SOURCE: CLI_FROM_SOURCE, SHOAL_THREADS: '1' } }, (error, stdout) => (error === null ? resolve(stdout) : reject(error)));
       });
       expect(Number(counted.trim())).toBe(1000);
     }

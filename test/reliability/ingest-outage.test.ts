@@ -18,6 +18,7 @@ import { startPgliteServer, type PgliteServerHandle } from '../helpers/pglite-se
 import { startS3Server, type S3ServerHandle } from '../helpers/s3-server.js';
 import { DATA_DIR, missingReason, sharedAvailable } from '../helpers/shared.js';
 import { SHOAL_BIN } from '../helpers/shoal-cli.js';
+import { CLI_FROM_SOURCE } from '../helpers/cli-build.js';
 
 /**
  * The issue's outage test: an ingest THROUGH NATS (a private nats-server, a real `shoal worker
@@ -59,7 +60,7 @@ interface CliRun {
 function startIngest(args: readonly string[], env: Record<string, string>): CliRun {
   const child = spawn(process.execPath, [SHOAL_BIN, ...args], {
     cwd: tmpdir(),
-    env: { ...process.env, SHOAL_FROM_SOURCE: '1', SHOAL_THREADS: '1', ...env },
+    env: { ...process.env, SHOAL_FROM_SOURCE: CLI_FROM_SOURCE, SHOAL_THREADS: '1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
