@@ -33,6 +33,21 @@ export function pushNot(node: FilterNode, negate = false): FilterNode {
   }
 }
 
+/**
+ * Columns a row may hold null in (left out of a Chroma record's metadata, null in a Qdrant
+ * payload). SQL, as LanceDB and PostgreSQL run it, makes a comparison with null unknown, and its
+ * negation too: a row without a heading matches neither `heading = 'H'` nor `heading <> 'H'`. A
+ * store's own "not equal" matches such a row, so a negated leaf on these columns needs the
+ * "is not null" condition beside it (Qdrant), or is refused where none can be said (Chroma).
+ */
+const NULLABLE_COLUMNS: ReadonlySet<string> = new Set(['heading', 'entities', 'labels']);
+
+/** A leaf (after pushNot) that is a negation, and so would match a null value in a store without SQL's nulls. */
+function negatedLeaf(node: Exclude<FilterNode, { kind: 'and' | 'or' | 'not' }>): boolean {
+  if (node.kind === 'compare') return node.op === '<>';
+  return node.kind !== 'null' && node.negated;
+}
+
 // ---- Chroma ---------------------------------------------------------------------------------
 
 export type ChromaWhere = Where;
@@ -59,6 +74,8 @@ export function toChromaWhere(tree: FilterNode): ChromaWhere {
     }
     if (node.kind === 'not') throw unsupported('Chroma', 'NOT over this expression');
     if (CHROMA_UNFILTERABLE.has(node.column)) throw unsupported('Chroma', `the ${node.column} column`);
+    // Chroma has no "key present" test: its $ne / $nin would also match the rows without the key.
+    if (NULLABLE_COLUMNS.has(node.column) && negatedLeaf(node)) throw unsupported('Chroma', `a negated comparison (<>, NOT IN, NOT =) of ${node.column}, which may be null`);
     if (node.kind === 'compare') {
       if ((node.op !== '=' && node.op !== '<>') && typeof node.value !== 'number') throw unsupported('Chroma', `${node.op} with a non-number (${node.column})`);
       return chromaLeaf(node.column, node.op, node.value);
@@ -90,14 +107,19 @@ function qdrantLeaf(node: Exclude<FilterNode, { kind: 'and' | 'or' | 'not' }>): 
   return { condition: { key: column, range: { [bound[op]]: value } }, negated: false };
 }
 
-/** A Qdrant filter (must / should / must_not nest as conditions). */
+/**
+ * A Qdrant filter (must / should / must_not nest as conditions). NOT is pushed onto the leaves
+ * first, so that each negated leaf on a nullable column can leave out the null rows, as SQL does.
+ */
 export function toQdrantFilter(tree: FilterNode): QdrantFilter {
   const walk = (node: FilterNode): QdrantFilter => {
     if (node.kind === 'and') return { must: node.items.map(walk) };
     if (node.kind === 'or') return { should: node.items.map(walk) };
     if (node.kind === 'not') return { must_not: [walk(node.item)] };
     const { condition, negated } = qdrantLeaf(node);
-    return negated ? { must_not: [condition] } : { must: [condition] };
+    if (!negated) return { must: [condition] };
+    // `heading <> 'H'` is unknown (no match) for a null heading; Qdrant's must_not alone matches it.
+    return NULLABLE_COLUMNS.has(node.column) && negatedLeaf(node) ? { must_not: [condition, { is_null: { key: node.column } }] } : { must_not: [condition] };
   };
-  return walk(tree);
+  return walk(pushNot(tree));
 }

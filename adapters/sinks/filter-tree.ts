@@ -249,9 +249,20 @@ export function parseFilter(expression: string): FilterNode {
   return readFilter(expression).tree;
 }
 
-/** SQL LIKE (`%` any run, `_` one character) as an anchored regular expression. */
+/**
+ * SQL LIKE (`%` any run, `_` one character) as an anchored regular expression. A backslash makes
+ * the next character literal (`\_`, `\%`, `\\`), PostgreSQL's and LanceDB's default escape, so
+ * the in-process backends (file://, S3) match the same rows as they do; a trailing one is literal.
+ */
 export function likeRegex(pattern: string): RegExp {
-  const body = [...pattern].map((ch) => (ch === '%' ? '.*' : ch === '_' ? '.' : ch.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))).join('');
+  const literal = (ch: string): string => ch.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const chars = [...pattern];
+  let body = '';
+  for (let at = 0; at < chars.length; at++) {
+    const ch = chars[at] ?? '';
+    if (ch === '\\' && at + 1 < chars.length) body += literal(chars[++at] ?? '');
+    else body += ch === '%' ? '.*' : ch === '_' ? '.' : literal(ch);
+  }
   return new RegExp(`^${body}$`, 's');
 }
 

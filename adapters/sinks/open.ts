@@ -9,10 +9,13 @@ import { JsonlSink } from './jsonl.js';
 import { LazySink } from './lazy.js';
 import type { PgConnection } from './pgvector.js';
 import { S3Sink } from './s3.js';
-import { checkTableName } from './table-spec.js';
+import { checkNotReserved, checkTableName, reservedSuffixOf } from './table-spec.js';
 import type { S3SettingsInput } from '../object-store/index.js';
 import type { Sink } from './sink.js';
-import { uriScheme } from './uri-scheme.js';
+import { redactUri, uriScheme } from './uri-scheme.js';
+
+// Kept beside uriScheme (no imports), so modules that only print a URI stay light.
+export { redactUri };
 
 /**
  * `--index URI` → a Sink. A bare folder or `lancedb://DIR[?table=T]` is LanceDB (the default);
@@ -67,12 +70,14 @@ function invalid(message: string): ShoalError {
   return new ShoalError(ErrorCode.INVALID_INPUT, `--index: ${message} (accepted: ${ACCEPTED})`);
 }
 
-/** The URI without its password (user kept), for messages. */
-export function redactUri(uri: string): string {
-  return uri.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/@?#]*):[^@/?#]*@/i, '$1:***@');
-}
-
-const Name = z.string().regex(/^[A-Za-z0-9_-]{1,48}$/, "1 to 48 letters, digits, '_' or '-'");
+const Name = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{1,48}$/, "1 to 48 letters, digits, '_' or '-'")
+  // `T__documents`, `T__spec`... are table T's own relations (table-spec.ts).
+  .superRefine((name, context) => {
+    const suffix = reservedSuffixOf(name);
+    if (suffix !== undefined) context.addIssue({ code: 'custom', message: `${JSON.stringify(name)} ends in ${suffix}, which names another table's state, spec or index` });
+  });
 const Host = z.string().min(1).max(253).regex(/^[A-Za-z0-9.-]+$|^\[[0-9A-Fa-f:.]+\]$/, 'a host name or address');
 const Port = z.coerce.number().int().min(1).max(65_535);
 const SslMode = z.enum(['disable', 'require', 'verify-full']);
@@ -141,6 +146,7 @@ function lanceDb(dir: string, table: string): Sink {
   if (!/^[A-Za-z0-9_-]{1,128}$/.test(table)) {
     throw new ShoalError(ErrorCode.INVALID_INPUT, `table name ${JSON.stringify(table)}: use letters, digits, '_' or '-'`);
   }
+  checkNotReserved(table);
   return new LazySink(async () => new (await import('./lancedb.js')).LanceDbSink({ dir, table }));
 }
 

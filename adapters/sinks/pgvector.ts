@@ -103,6 +103,14 @@ export class PgVectorSink implements Sink {
         checkSpec(StoredSpec.parse(row.spec), spec, this.#where);
         return;
       }
+      // Shoal creates its table and spec in this one transaction: a table of that name without a
+      // spec is someone else's (an application's `documents`), which CREATE TABLE IF NOT EXISTS
+      // would keep, every commit then failing on its columns. Refused before anything is written.
+      // (Its state table may exist alone: a run whose documents gave no rows records their states.)
+      const foreign = await client.query<{ found: string | null }>(sql.RELATION_EXISTS, [this.#t.chunks]);
+      if (foreign.rows[0]?.found != null) {
+        throw new ShoalError(ErrorCode.CONFIG_INVALID, `${this.#where} already exists and was not created by shoal ingest; use another --table or ?table=`);
+      }
       await client.query(sql.createChunksTable(this.#t, pgForm(spec)));
       await client.query(sql.createSourceIndex(this.#t));
       await this.#ensureStateTable(client);

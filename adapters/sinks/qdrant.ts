@@ -28,6 +28,8 @@ export interface QdrantSinkOptions {
   collection?: string;
   /** Points per upsert. @default 500 */
   batchRows?: number;
+  /** Longest wait for one request's answer (the client aborts it then: a TIMEOUT, retried). @default 60_000 */
+  requestTimeoutMs?: number;
 }
 
 const QDRANT_DISTANCE: Readonly<Record<Distance, 'Cosine' | 'Euclid' | 'Dot'>> = { cosine: 'Cosine', l2: 'Euclid', dot: 'Dot' };
@@ -60,6 +62,10 @@ function classify(error: unknown, what: string): ShoalError {
   if (error instanceof ShoalError) return error;
   const message = error instanceof Error ? error.message : String(error);
   const status = typeof error === 'object' && error !== null && 'status' in error ? Number(error.status) : 0;
+  // The client aborts a request that outlives its timeout ("This operation was aborted"): a hung
+  // or overloaded server, to be retried like one that refuses connections, never INTERNAL.
+  const name = error instanceof Error ? error.name : '';
+  if (name === 'QdrantClientTimeoutError' || name === 'AbortError' || name === 'TimeoutError') return new ShoalError(ErrorCode.TIMEOUT, `qdrant ${what}: no answer within the request timeout (${message})`, { cause: error });
   const transient = status === 429 || status >= 500 || /fetch failed|ECONNREFUSED|ECONNRESET|socket hang up|timeout/i.test(message);
   return new ShoalError(transient ? ErrorCode.UNAVAILABLE : ErrorCode.INTERNAL, `qdrant ${what}: ${message}`, { cause: error });
 }
@@ -116,7 +122,7 @@ export class QdrantSink implements Sink {
       https: options.https ?? false,
       ...(options.apiKey === undefined ? {} : { apiKey: options.apiKey }),
       checkCompatibility: false,
-      timeout: 60_000,
+      timeout: options.requestTimeoutMs ?? 60_000,
     });
   }
 

@@ -11,6 +11,7 @@ import type { IngestRunStatus } from '../../adapters/protocol/ingest.js';
 import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
 import { checkJobId } from '../../adapters/protocol/subjects.js';
 import type { Sink } from '../../adapters/sinks/sink.js';
+import { redactUri } from '../../adapters/sinks/uri-scheme.js';
 import type { PipelineDefinition } from './definition.js';
 import { settingsHash } from './identity.js';
 import { RemoteParseReader } from './remote-parse.js';
@@ -220,7 +221,8 @@ function initialRun(runId: string, definition: PipelineDefinition, index: string
     kind: 'ingest',
     state,
     pipeline: definition.name.slice(0, 128),
-    index: index.slice(0, 4096),
+    // Every worker, gateway and GET /v1/jobs reads the status: never a password from the URI.
+    index: redactUri(index).slice(0, 4096),
     documents: { total, ok: 0, failed: 0, unchanged: 0 },
     pages: 0,
     ocr_pages: 0,

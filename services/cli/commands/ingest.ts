@@ -126,13 +126,17 @@ function interruptedLine(summary: IngestSummary): string {
   return `interrupted: ${left} of ${total} documents not done; what finished is kept, and running the same command again continues where it stopped`;
 }
 
-function humanSummary(summary: IngestSummary, definition: PipelineDefinition, outages: readonly DegradedPeriod[], interrupted: boolean): string {
+/**
+ * `table` is the one the rows went to (openIndex's answer): a table named in the URI
+ * (`?table=T`, `chroma://host/COLLECTION`) wins over `--table`, which the definition holds.
+ */
+function humanSummary(summary: IngestSummary, definition: PipelineDefinition, table: string, outages: readonly DegradedPeriod[], interrupted: boolean): string {
   const { documents } = summary;
   const lines = [
     ...(interrupted ? [interruptedLine(summary)] : []),
     `${documents.total} documents: ${documents.ok} indexed, ${documents.failed} failed, ${documents.unchanged} unchanged; ` +
       `${summary.pages} pages (${summary.ocrPages} OCR), ${summary.chunks} chunks in ${summary.seconds.toFixed(1)} s ` +
-      `→ ${redactUri(definition.stages.write.index)} (table ${definition.stages.write.table})`,
+      `→ ${redactUri(definition.stages.write.index)} (table ${table})`,
     ...summary.failed.map((failure) => `  failed ${failure.source}: [${failure.code}] ${failure.reason}`),
     ...(summary.removed === undefined ? [] : [`  removed ${summary.removed} documents no longer in their folder (--prune)`]),
     ...outages.map(outageLine),
@@ -140,7 +144,7 @@ function humanSummary(summary: IngestSummary, definition: PipelineDefinition, ou
   return `${lines.join('\n')}\n`;
 }
 
-function jsonSummary(summary: IngestSummary, definition: PipelineDefinition, outages: readonly DegradedPeriod[], interrupted: boolean): string {
+function jsonSummary(summary: IngestSummary, definition: PipelineDefinition, table: string, outages: readonly DegradedPeriod[], interrupted: boolean): string {
   return `${JSON.stringify({
     documents: summary.documents,
     failed: summary.failed,
@@ -149,7 +153,7 @@ function jsonSummary(summary: IngestSummary, definition: PipelineDefinition, out
     chunks: summary.chunks,
     seconds: Math.round(summary.seconds * 1000) / 1000,
     index: redactUri(definition.stages.write.index),
-    table: definition.stages.write.table,
+    table,
     pipeline: definition.name,
     // Documents deleted by --prune (0 without it).
     removed: summary.removed ?? 0,
@@ -206,7 +210,7 @@ export function registerIngest(program: Command, app: CliApp): void {
         app.io.stderr.write(failing && degraded !== null ? `warning: degraded since ${degraded.since}: ${degraded.reason}\n` : `${store} answers again; ${degraded === null ? 'no store is failing' : degraded.reason}\n`);
       });
       await checkIndexWritable(indexDir);
-      const { sink } = openIndex(app, definition.stages.write.index, definition.stages.write.table, health.sinkObserver());
+      const { sink, table } = openIndex(app, definition.stages.write.index, definition.stages.write.table, health.sinkObserver());
       const ingestAll = async (): Promise<IngestSummary> => flags.nats !== undefined
         ? await (await import('./ingest-nats.js')).ingestOverNats({ app, nats: flags.nats, definition, sink, sources, force: flags.force === true, onProgress: bar.update, quiet: config.quiet, health })
         : await app.withEngine(config, progress, async (engine) => {
@@ -235,7 +239,7 @@ export function registerIngest(program: Command, app: CliApp): void {
       const outages = health.periods;
       const { summary, interrupted } = run;
       const stopped = interrupted !== null;
-      app.io.stdout.write(flags.json === true ? jsonSummary(summary, definition, outages, stopped) : humanSummary(summary, definition, outages, stopped));
+      app.io.stdout.write(flags.json === true ? jsonSummary(summary, definition, table, outages, stopped) : humanSummary(summary, definition, table, outages, stopped));
       // Unchanged: main.ts maps it to 130/143, whatever failed before the stop.
       if (interrupted !== null) throw interrupted;
       if (summary.documents.failed > 0) {

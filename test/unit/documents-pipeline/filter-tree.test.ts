@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../../adapters/protocol/errors.js';
 import { filterToSql } from '../../../adapters/sinks/filter-sql.js';
 import { toChromaWhere, toQdrantFilter } from '../../../adapters/sinks/filter-stores.js';
-import { matchesFilter, parseFilter } from '../../../adapters/sinks/filter-tree.js';
+import { likeRegex, matchesFilter, parseFilter } from '../../../adapters/sinks/filter-tree.js';
 import { validateFilter } from '../../../adapters/sinks/filter.js';
 
 /** The `--filter` tree and its translations: SQL with parameters, Chroma's where, Qdrant's filter, in-process evaluation. */
@@ -16,6 +16,12 @@ describe('filter tree', () => {
     expect(test('page NOT BETWEEN 2 AND 3')).toBe(false);
     expect(test("text LIKE 'Hello%' AND text NOT LIKE '%x%'")).toBe(true);
     expect(test("text LIKE 'hello%'")).toBe(false);
+    // LIKE's escape character is the backslash, as in PostgreSQL and LanceDB (file:// and S3 evaluate here).
+    expect(likeRegex('%x\\_y%').test('C:\\x_y.txt')).toBe(true);
+    expect(likeRegex('%x\\_y%').test('C:\\xzy.txt')).toBe(false);
+    expect(likeRegex('100\\%').test('100%')).toBe(true);
+    expect(likeRegex('100\\%').test('1000')).toBe(false);
+    expect(likeRegex('a\\\\b').test('a\\b')).toBe(true);
     expect(test('heading IS NULL AND chunk IS NOT NULL')).toBe(true);
     // Comparing a null is unknown: neither it nor its negation matches.
     expect(test("heading = 'H'")).toBe(false);
@@ -37,14 +43,20 @@ describe('filter tree', () => {
     expect(sql.params).toEqual(["x'; DROP TABLE t; --", 1, 2]);
   });
 
-  it('pushes NOT down for Chroma and nests must_not for Qdrant; refuses what a store lacks', () => {
+  it('pushes NOT down for Chroma and Qdrant (must_not on the leaves); refuses what a store lacks', () => {
     expect(toChromaWhere(parseFilter("NOT (source = 'a' OR page < 2)"))).toEqual({ $and: [{ source: { $ne: 'a' } }, { page: { $gte: 2 } }] });
     expect(toChromaWhere(parseFilter("source NOT IN ('a', 'b')"))).toEqual({ source: { $nin: ['a', 'b'] } });
     expect(() => toChromaWhere(parseFilter("source LIKE 'a%'")))
       .toThrow(expect.objectContaining({ code: ErrorCode.UNSUPPORTED_OPERATION }));
     expect(toQdrantFilter(parseFilter("NOT source = 'a' AND page >= 2"))).toEqual({
-      must: [{ must_not: [{ must: [{ key: 'source', match: { value: 'a' } }] }] }, { must: [{ key: 'page', range: { gte: 2 } }] }],
+      must: [{ must_not: [{ key: 'source', match: { value: 'a' } }] }, { must: [{ key: 'page', range: { gte: 2 } }] }],
     });
+    // A column that may be null: its negation leaves the null rows out, as SQL does (Chroma cannot say so: refused).
+    expect(toQdrantFilter(parseFilter("NOT (heading = 'H' OR page < 2)"))).toEqual({
+      must: [{ must_not: [{ key: 'heading', match: { value: 'H' } }, { is_null: { key: 'heading' } }] }, { must: [{ key: 'page', range: { gte: 2 } }] }],
+    });
+    expect(() => toChromaWhere(parseFilter("heading <> 'H'"))).toThrow(expect.objectContaining({ code: ErrorCode.UNSUPPORTED_OPERATION }));
+    expect(toChromaWhere(parseFilter("heading = 'H'"))).toEqual({ heading: { $eq: 'H' } });
     expect(() => toQdrantFilter(parseFilter("source LIKE 'a%'"))).toThrow(expect.objectContaining({ code: ErrorCode.UNSUPPORTED_OPERATION }));
   });
 });

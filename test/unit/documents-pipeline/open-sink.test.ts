@@ -44,4 +44,44 @@ describe('openSink', () => {
     expect(redactUri('postgres://user@h/db')).toBe('postgres://user@h/db');
     expect(redactUri('/plain/dir')).toBe('/plain/dir');
   });
+
+  // A generated password often holds '/', '?', '#' or '@' that the user did not percent-encode:
+  // new URL() then fails (or reads part of the password as the host), and the message or summary
+  // quoting the URI must still not carry any of it.
+  it('never prints any part of a password the user did not percent-encode', () => {
+    for (const password of ['pa/ss', 'pa?ss', 'pa#ss', 'p@ss', 'a@b/c?d#e']) {
+      const uri = `postgres://user:${password}@db.example:5432/shoal`;
+      expect(redactUri(uri), uri).toBe('postgres://user:***@db.example:5432/shoal');
+      let message = '';
+      try {
+        message = openSink(uri).display;
+      } catch (error) {
+        message = (error as Error).message;
+      }
+      expect(message, uri).not.toContain(password.slice(-2));
+      expect(message, uri).not.toContain(password.slice(0, 2));
+    }
+  });
+
+  // `T__documents`, `T__spec` (and pgvector's index names `T__source`, `T__hnsw`) are table T's
+  // own relations: a table of that name was written into T's state table (an INTERNAL schema error
+  // on LanceDB and pgvector, and `--prune` of T deleting its rows by source).
+  it('refuses table names that end like the tables another table keeps beside it', () => {
+    const uris = (table: string): string[] => [
+      `/tmp/shoal-x?${table}`.replace(/\?.*/, ''), `lancedb:///tmp/x?table=${table}`, `postgres://u@h/db?table=${table}`, `chroma://h:8000/${table}`,
+      `qdrant://h:6333/${table}`, `file:///tmp/x?table=${table}`, `s3://bucket/prefix?table=${table}`,
+    ];
+    for (const suffix of ['__documents', '__spec', '__source', '__hnsw']) {
+      for (const uri of uris(`notes${suffix}`)) {
+        let error: unknown = null;
+        try {
+          openSink(uri, { table: `notes${suffix}` });
+        } catch (caught) {
+          error = caught;
+        }
+        expect(error, uri).toMatchObject({ code: ErrorCode.INVALID_INPUT, message: expect.stringContaining(suffix) });
+      }
+    }
+    expect(openSink('postgres://u@h/db?table=my__notes')).toMatchObject({ table: 'my__notes' });
+  });
 });

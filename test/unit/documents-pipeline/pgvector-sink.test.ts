@@ -103,6 +103,36 @@ describe('PgVectorSink', () => {
   }, 30_000);
 });
 
+describe('PgVectorSink on a database that already has a table of that name', () => {
+  // `?table=documents` on an application's database: CREATE TABLE IF NOT EXISTS kept the
+  // application's table, the spec was recorded beside it, and every commit then failed with
+  // INTERNAL column errors (each run after all its parsing and encoding), the spec left behind.
+  it('refuses it with CONFIG_INVALID before writing anything, and leaves it as it was', async () => {
+    await sql('CREATE TABLE app_documents (id serial PRIMARY KEY, title text)');
+    await sql("INSERT INTO app_documents (title) VALUES ('kept')");
+    const sink = new PgVectorSink({ connection: connection(), table: 'app_documents' });
+    try {
+      await expect(sink.prepare({ dimension: 3, distance: 'cosine', optionalColumns: [], metadata: {} })).rejects.toMatchObject({
+        code: ErrorCode.CONFIG_INVALID,
+        message: expect.stringContaining('not created by shoal ingest'),
+      });
+    } finally {
+      await sink.close();
+    }
+    expect(await sql<{ title: string }>('SELECT title FROM app_documents')).toEqual([{ title: 'kept' }]);
+    expect(await sql<{ found: string | null }>("SELECT to_regclass('app_documents__spec')::text AS found")).toEqual([{ found: null }]);
+    // Shoal's own state table alone (a first run whose documents gave no rows) is no such table.
+    const later = new PgVectorSink({ connection: connection(), table: 'rows_later' });
+    try {
+      await later.commit([], [{ source: 'blank.txt', document_id: 'd0', settings: 's', chunks: 0, pages: 1, ingested_at: 'now' }]);
+      await later.prepare({ dimension: 3, distance: 'cosine', optionalColumns: [], metadata: {} });
+      expect(await later.describe()).toMatchObject({ dimension: 3 });
+    } finally {
+      await later.close();
+    }
+  });
+});
+
 describe('PgVectorSink output types', () => {
   it('builds the HNSW index with the operator class of a halfvec or bit column, and searches through it', async () => {
     const bits = (i: number): number[] => [i * 37 % 256, i * 91 % 256, i * 13 % 256];

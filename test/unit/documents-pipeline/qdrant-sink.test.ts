@@ -1,6 +1,9 @@
+import { createServer, type Socket } from 'node:net';
 import { QdrantClient } from '@qdrant/js-client-rest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { ErrorCode } from '../../../adapters/protocol/errors.js';
+import { RetryingSink } from '../../../adapters/sinks/delivery.js';
 import { pointId, QdrantSink } from '../../../adapters/sinks/qdrant.js';
 import { startQdrantFake, type QdrantFakeHandle } from '../../helpers/qdrant-fake.js';
 import { sinkContract } from './sink-contract.js';
@@ -64,3 +67,28 @@ describe('QdrantSink', () => {
     await sink.close();
   });
 });
+
+describe('QdrantSink against a server that accepts connections and never answers', () => {
+  // A hung Qdrant (or a proxy in front of a dead one): the client aborts the request after its
+  // timeout with an AbortError. That is a transient failure to retry and report as such, not an
+  // INTERNAL error that ends an ingest at the first slow answer.
+  it('reports the request timeout as TIMEOUT, which RetryingSink retries and ends as UNAVAILABLE', async () => {
+    const sockets: Socket[] = [];
+    const hung = createServer((socket) => {
+      sockets.push(socket);
+    });
+    await new Promise<void>((resolve) => hung.listen(0, '127.0.0.1', resolve));
+    const address = hung.address();
+    const port = typeof address === 'object' && address !== null ? address.port : 0;
+    try {
+      const sink = new QdrantSink({ host: '127.0.0.1', port, collection: 'hung', requestTimeoutMs: 300 });
+      await expect(sink.describe()).rejects.toMatchObject({ code: ErrorCode.TIMEOUT, message: expect.stringContaining('qdrant lookup') });
+      const retrying = new RetryingSink(new QdrantSink({ host: '127.0.0.1', port, collection: 'hung', requestTimeoutMs: 300 }), 'qdrant', { baseDelayMs: 10, maxDelayMs: 20, maxElapsedMs: 1_000 });
+      await expect(retrying.describe()).rejects.toMatchObject({ code: ErrorCode.UNAVAILABLE, message: expect.stringMatching(/still failing after [2-9]\d* attempts/) });
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => hung.close(resolve));
+    }
+  }, 30_000);
+});
+

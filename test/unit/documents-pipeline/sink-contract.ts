@@ -104,8 +104,20 @@ export function sinkContract(backend: string, open: (table: string) => Sink, opt
         }
       };
       await maybe('like', "text LIKE 'a chunk%'", ['a:d1:s:0', 'a:d1:s:1']);
+      // A backslash escapes the next character, as in PostgreSQL and LanceDB (`\_` is a literal '_', `\0` a '0').
+      await maybe('like', "text LIKE 'a chunk \\0'", ['a:d1:s:0']);
+      await maybe('like', "text LIKE 'a\\_chunk%'", []);
       await maybe('null', 'heading IS NULL', ['a:d1:s:0', 'b:d2:s:0', 'c:d3:s:0']);
       await maybe('null', 'heading IS NOT NULL', ['a:d1:s:1']);
+      // SQL's three-valued logic, as LanceDB and PostgreSQL apply it: a comparison with a null
+      // heading is unknown, and so is its negation, so a row without a heading matches neither
+      // `heading = 'H'` nor `heading <> 'H'` (a store that would match it refuses instead).
+      await maybe('null', "heading <> 'H'", []);
+      await maybe('null', "heading <> 'X'", ['a:d1:s:1']);
+      await maybe('null', "NOT heading = 'H'", []);
+      await maybe('null', "heading NOT IN ('H', 'X')", []);
+      await maybe('null', "NOT (heading = 'H' OR page > 5)", []);
+      await maybe('null', "heading <> 'H' OR source = 'b'", ['b:d2:s:0']);
       await sink.close();
     });
 
