@@ -153,9 +153,19 @@ async function firstConnection(settings: NatsConnectionSettings, natsOptions: Co
   }
 }
 
-/** The servers with any credentials in their URLs removed, for logs and messages. */
-function redacted(servers: readonly string[]): string {
-  return servers.map((s) => s.replace(/\/\/[^@/]*@/, '//***@')).join(',');
+/**
+ * The servers with any credentials in their URLs removed, for logs and messages: everything from
+ * `//` to the **last** '@' (a token, or user and password), since a password the user did not
+ * percent-encode may itself hold '/' or '@'.
+ */
+export function redacted(servers: readonly string[]): string {
+  return servers
+    .map((server) => {
+      const start = server.indexOf('//');
+      const at = server.lastIndexOf('@');
+      return start === -1 || at < start ? server : `${server.slice(0, start)}//***${server.slice(at)}`;
+    })
+    .join(',');
 }
 
 async function optionsFor(settings: NatsConnectionSettings, backoff: ReconnectBackoff, name: string | undefined): Promise<ConnectionOptions> {

@@ -1,4 +1,4 @@
-import { connectNats } from '../../../adapters/nats/connection.js';
+import { connectNats, redacted } from '../../../adapters/nats/connection.js';
 import type { Sink } from '../../../adapters/sinks/sink.js';
 import type { PipelineDefinition } from '../../../pipelines/documents/definition.js';
 import { NatsIngest } from '../../../pipelines/documents/nats-ingest.js';
@@ -39,7 +39,7 @@ export async function ingestOverNats(call: NatsIngestCall): Promise<IngestSummar
     const ingest = await NatsIngest.open(nc, { ...(prefix === undefined ? {} : { prefix }), parseWorkerTimeoutMs });
     try {
       const runId = crypto.randomUUID();
-      if (!call.quiet) app.io.stderr.write(`ingest run ${runId} over ${servers.join(',')}: parse tasks for workers started with --parse\n`);
+      if (!call.quiet) app.io.stderr.write(`ingest run ${runId} over ${redacted(servers)}: parse tasks for workers started with --parse\n`);
       return await ingest.run(
         {
           runId,
