@@ -1,7 +1,5 @@
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
@@ -13,6 +11,7 @@ import { expectAllClose } from '../helpers/conformance.js';
 import { MemoryJobs, TEST_SETTINGS } from '../helpers/gateway.js';
 import { FIXTURES_DIR } from '../helpers/shared.js';
 import { l2Normalize, loadTinyModel, meanPool, tokenOutputs } from '../helpers/tiny-model.js';
+import { capturingLogger } from '../helpers/capturing-logger.js';
 
 /**
  * The gateway as a client migrating from OpenAI's embeddings API or Hugging Face TEI sees it,
@@ -48,26 +47,6 @@ function gateway(settings: Partial<GatewaySettings> = {}, overrides: Partial<Gat
     },
     { ...TEST_SETTINGS, ...settings },
   );
-}
-
-/** A logger whose JSON lines the test reads back. */
-function capturingLogger(): { logger: pino.Logger; lines: () => Record<string, unknown>[] } {
-  const chunks: string[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      chunks.push(chunk.toString('utf8'));
-      done();
-    },
-  });
-  return {
-    logger: pino({ level: 'info' }, stream),
-    lines: () =>
-      chunks
-        .join('')
-        .split('\n')
-        .filter((line) => line !== '')
-        .map((line) => z.record(z.string(), z.unknown()).parse(JSON.parse(line))),
-  };
 }
 
 beforeAll(async () => {

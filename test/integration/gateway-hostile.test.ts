@@ -1,6 +1,4 @@
-import { Writable } from 'node:stream';
 import OpenAI from 'openai';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
@@ -13,6 +11,7 @@ import type { ShoalWorker } from '../../services/worker/worker.js';
 import { NATS_SERVER_MISSING, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
 import { TINY_MEAN, startTestWorker, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
 import { reliabilityGatewayConfig } from '../reliability/gateway-config.js';
+import { capturingLogger } from '../helpers/capturing-logger.js';
 
 /**
  * The gateway in front of a real worker, tried as a careless or hostile caller would:
@@ -23,27 +22,6 @@ import { reliabilityGatewayConfig } from '../reliability/gateway-config.js';
  */
 
 const ErrorBody = z.strictObject({ error: z.looseObject({ code: z.string(), message: z.string(), details: z.record(z.string(), z.unknown()).optional() }) });
-
-/** A logger whose JSON lines the test reads back. */
-function capturingLogger(): { logger: pino.Logger; lines: () => Record<string, unknown>[] } {
-  const chunks: string[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      chunks.push(chunk.toString('utf8'));
-      done();
-    },
-  });
-  const logger = pino({ level: 'info' }, stream);
-  return {
-    logger,
-    lines: () =>
-      chunks
-        .join('')
-        .split('\n')
-        .filter((line) => line !== '')
-        .map((line) => z.record(z.string(), z.unknown()).parse(JSON.parse(line))),
-  };
-}
 
 function post(base: string, path: string, body: unknown): Promise<Response> {
   return fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });

@@ -1,7 +1,4 @@
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { connectNats } from '../../adapters/nats/connection.js';
 import { hasErrorCode } from '../../adapters/protocol/errors.js';
 import { resolveWorkerConfig } from '../../services/worker/config.js';
@@ -11,31 +8,13 @@ import { testWorkerConfig } from '../helpers/nats-worker.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { startGateway } from '../../services/gateway/main.js';
 import { reliabilityGatewayConfig } from '../reliability/gateway-config.js';
+import { capturingLogger } from '../helpers/capturing-logger.js';
 
 /**
  * A service that cannot reach NATS says so: "connecting to ..." once, then each failed attempt
  * with its reason, and the first stop signal ends it at once instead of being ignored while the
  * connection is retried.
  */
-
-function capturingLogger(): { logger: pino.Logger; lines: () => Record<string, unknown>[] } {
-  const chunks: string[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      chunks.push(chunk.toString('utf8'));
-      done();
-    },
-  });
-  return {
-    logger: pino({ level: 'info' }, stream),
-    lines: () =>
-      chunks
-        .join('')
-        .split('\n')
-        .filter((line) => line !== '')
-        .map((line) => z.record(z.string(), z.unknown()).parse(JSON.parse(line))),
-  };
-}
 
 describe('connecting to an unreachable NATS', () => {
   it('logs the target and each failed attempt with its reason, and stops on the signal', async () => {
