@@ -152,12 +152,21 @@ export class DocumentParser {
     }
   }
 
-  /** A document where OCR was allowed but found nothing is empty; under `ocr: never` empty pages are expected. */
+  /**
+   * A document with no text on any page is empty (DOCUMENT_EMPTY): it fails alone and keeps the
+   * rows an earlier run indexed. Under `ocr: never` some empty pages are expected (a scan inside a
+   * text PDF), but a document with no text at all (an image file, a fully scanned PDF) was
+   * reported indexed with 0 chunks, and that replaced its earlier OCR'd rows with nothing.
+   */
   #requireSomeText(document: ParsedDocument): void {
-    if (this.#options.ocr === 'never') return;
     if (document.pages.some((page) => page.text.trim().length > 0)) return;
     const pages = document.pages.length === 1 ? 'its page' : `any of its ${document.pages.length} pages`;
-    throw new ShoalError(ErrorCode.DOCUMENT_EMPTY, `no text found on ${pages}, in the text layer or by OCR`);
+    if (this.#options.ocr !== 'never') throw new ShoalError(ErrorCode.DOCUMENT_EMPTY, `no text found on ${pages}, in the text layer or by OCR`);
+    const unread = document.pages.some((page) => page.ocrReason !== undefined);
+    throw new ShoalError(
+      ErrorCode.DOCUMENT_EMPTY,
+      unread ? `no text layer on ${pages}, and OCR, which would read it, is off (ocr: never; --ocr auto reads it)` : `no text found on ${pages}`,
+    );
   }
 
   async #ocr(png: Uint8Array): Promise<string> {

@@ -286,6 +286,24 @@ describe('scanned pages and images (real PP-OCRv4 through the engine)', () => {
     }
   });
 
+  it('never: a document with no text at all (an image file, a fully scanned PDF) fails alone as DOCUMENT_EMPTY, naming OCR as off', async () => {
+    const local = new DocumentParser(engine, { ocr: 'never' });
+    try {
+      const scanOnly = writePdf([await scannedPage([SCANNED])]);
+      const doc = await openPdf(writePdf([textPage([SCANNED])]));
+      const png = await renderPdfPage(doc, 1, 150).finally(() => doc.destroy());
+      for (const [uri, bytes] of [['scan-only.pdf', scanOnly], ['photo.png', png]] as const) {
+        const failed = failure(await local.parse({ uri, bytes }));
+        expect(failed.code).toBe('DOCUMENT_EMPTY');
+        expect(failed.reason).toContain('ocr: never');
+      }
+      // A text PDF with one scanned page still succeeds, its text page read.
+      expect(ok(await local.parse({ uri: 'scan.pdf', bytes: scanPdf })).pages[0]?.text).toMatch(/fish market/);
+    } finally {
+      await local.close();
+    }
+  });
+
   it('always: text pages are OCR\'d too', async () => {
     const local = new DocumentParser(engine, { ocr: 'always' });
     try {
