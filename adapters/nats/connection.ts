@@ -5,6 +5,7 @@ import type { Logger } from '../observability/logger.js';
 import { ErrorCode, hasErrorCode, ShoalError } from '../protocol/errors.js';
 import { pause } from '../runtime/abortable.js';
 import { parseWith } from '../protocol/validate.js';
+import { hideUserInfo } from '../protocol/uri-credentials.js';
 import { toNatsShoalError } from './nats-errors.js';
 
 /**
@@ -153,19 +154,9 @@ async function firstConnection(settings: NatsConnectionSettings, natsOptions: Co
   }
 }
 
-/**
- * The servers with any credentials in their URLs removed, for logs and messages: everything from
- * `//` to the **last** '@' (a token, or user and password), since a password the user did not
- * percent-encode may itself hold '/' or '@'.
- */
+/** The servers with any credentials in their URLs removed (uri-credentials.ts), for logs and messages. */
 export function redacted(servers: readonly string[]): string {
-  return servers
-    .map((server) => {
-      const start = server.indexOf('//');
-      const at = server.lastIndexOf('@');
-      return start === -1 || at < start ? server : `${server.slice(0, start)}//***${server.slice(at)}`;
-    })
-    .join(',');
+  return servers.map(hideUserInfo).join(',');
 }
 
 async function optionsFor(settings: NatsConnectionSettings, backoff: ReconnectBackoff, name: string | undefined): Promise<ConnectionOptions> {

@@ -43,7 +43,7 @@ export function itemCount(request: unknown): number {
 }
 
 export async function runPrimitive(engine: Engine, call: Dispatch): Promise<AnyResult> {
-  const options = { signal: call.signal, ...(call.maxResultBytes === undefined ? {} : { maxResultBytes: call.maxResultBytes }) };
+  const options = { signal: call.signal, maxResultBytes: call.maxResultBytes };
   switch (call.primitive) {
     case 'encode': {
       const request = parseWith(REQUEST_SCHEMAS.encode, call.request, 'encode request');

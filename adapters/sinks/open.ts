@@ -12,9 +12,9 @@ import { S3Sink } from './s3.js';
 import { checkNotReserved, checkTableName, reservedSuffixOf } from './table-spec.js';
 import type { S3SettingsInput } from '../object-store/index.js';
 import type { Sink } from './sink.js';
-import { redactUri, uriScheme } from './uri-scheme.js';
+import { redactUri } from '../protocol/uri-credentials.js';
+import { uriScheme } from './uri-scheme.js';
 
-// Kept beside uriScheme (no imports), so modules that only print a URI stay light.
 export { redactUri };
 
 /**

@@ -11,7 +11,7 @@ import type { IngestRunStatus } from '../../adapters/protocol/ingest.js';
 import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
 import { checkJobId } from '../../adapters/protocol/subjects.js';
 import type { Sink } from '../../adapters/sinks/sink.js';
-import { redactUri } from '../../adapters/sinks/uri-scheme.js';
+import { redactUri } from '../../adapters/protocol/uri-credentials.js';
 import type { PipelineDefinition } from './definition.js';
 import { settingsHash } from './identity.js';
 import { RemoteParseReader } from './remote-parse.js';

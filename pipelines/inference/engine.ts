@@ -422,9 +422,10 @@ export class InferenceEngine implements Engine, Lifecycle {
   /** Refuses, before any work, dense results the caller could not carry (CallOptions.maxResultBytes). */
   #checkResultSize(items: number, outputs: readonly OutputType[], shape: DenseShape, dimension: number | null, limit: number | undefined): void {
     if (limit === undefined || dimension === null || !outputs.includes('dense')) return;
-    const bytes = denseBytesAtLeast(items, dimension, shape);
+    const perItem = denseBytesAtLeast(1, dimension, shape);
+    const bytes = items * perItem;
     if (bytes <= limit) return;
-    const fits = Math.floor(limit / denseBytesAtLeast(1, dimension, shape));
+    const fits = Math.floor(limit / perItem);
     throw new ShoalError(
       ErrorCode.INPUT_TOO_LARGE,
       `${items} ${shape.dtype} vectors of ${Math.min(shape.dimensions ?? dimension, dimension)} dimensions take at least ${bytes} bytes, over the reply limit of ${limit}; send at most ${fits} items per request, a smaller dtype or dimensions, or submit a job`,

@@ -4,6 +4,7 @@ import { connectNats } from '../../adapters/nats/connection.js';
 import { createLogger } from '../../adapters/observability/logger.js';
 import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
+import type { EngineOptionsInput } from '../../pipelines/inference/engine-options.js';
 import { resolveWorkerConfig, type WorkerConfigInput } from '../../services/worker/config.js';
 import { ShoalWorker } from '../../services/worker/worker.js';
 import { FIXTURES_DIR } from './shared.js';
@@ -45,9 +46,9 @@ export function testConnection(url: string): Promise<NatsConnection> {
   return connectNats({ servers: [url], retryFirstConnect: false, reconnectWaitMs: 50, reconnectMaxWaitMs: 500 });
 }
 
-/** The in-process engine the NATS results are compared with. */
-export function referenceEngine(): InferenceEngine {
-  return new InferenceEngine({ sources: { modelDirs: [FIXTURE_MODELS_DIR], allowDownload: false }, runtime: { intraOpThreads: 1 }, memoryBudget: '1GiB' });
+/** The in-process engine the NATS results are compared with (`hooks` to watch its batches). */
+export function referenceEngine(hooks?: EngineOptionsInput['hooks']): InferenceEngine {
+  return new InferenceEngine({ sources: { modelDirs: [FIXTURE_MODELS_DIR], allowDownload: false }, runtime: { intraOpThreads: 1 }, memoryBudget: '1GiB', ...(hooks === undefined ? {} : { hooks }) });
 }
 
 let counter = 0;

@@ -2,10 +2,10 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RpcServer } from '../../adapters/nats/rpc-server.js';
 import { natsNames } from '../../adapters/protocol/subjects.js';
-import { InferenceEngine } from '../../pipelines/inference/engine.js';
+import type { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { denseBytesAtLeast } from '../../pipelines/inference/dense-output.js';
 import { NATS_SERVER_MISSING, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
-import { FIXTURE_MODELS_DIR, TINY_MEAN, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
+import { referenceEngine, TINY_MEAN, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
 
 /**
  * A request-reply encode whose dense vectors could never fit in one NATS reply (items × dimensions
@@ -39,12 +39,7 @@ describe.skipIf(!natsServerAvailable())(`request-reply encode too large for one 
   beforeAll(async () => {
     server = await startNatsServer();
     nc = await testConnection(server.url);
-    engine = new InferenceEngine({
-      sources: { modelDirs: [FIXTURE_MODELS_DIR], allowDownload: false },
-      runtime: { intraOpThreads: 1 },
-      memoryBudget: '1GiB',
-      hooks: { scheduler: { onBatch: () => batches++ } },
-    });
+    engine = referenceEngine({ scheduler: { onBatch: () => batches++ } });
     await engine.preload(TINY_MEAN);
     rpc = new RpcServer({ nc, names, engine, workerId: 'size-worker', routes: [{ primitive: 'encode', model: TINY_MEAN }], resident: () => [TINY_MEAN] });
     rpc.start();
