@@ -1,6 +1,8 @@
 import { ChromaClient, type Collection, type Metadata } from 'chromadb';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { redactUri } from '../protocol/uri-credentials.js';
+import { boundChromaRequests, checkRequestTimeout, DEFAULT_CHROMA_REQUEST_TIMEOUT_MS, isRequestTimeout } from './chroma-requests.js';
 import { toChromaWhere, type ChromaWhere } from './filter-stores.js';
 import { parseFilter } from './filter-tree.js';
 import type { ChunkRow, Distance, DocumentState, MultivectorSearchOptions, SearchHit, SearchOptions, Sink, SparseValues, TableSpec } from './sink.js';
@@ -15,7 +17,8 @@ import { fromFlatVector, isBinaryType, toFlatVector } from './vector-types.js';
  * the text is the record's document, the other columns its metadata (nulls left out). Per-source
  * states live in `COLLECTION__documents` (records with a one-number placeholder vector). Chroma
  * has no transactions: rows are upserted by id first and the states last, so a retry after a
- * failure rewrites the same ids. No sparse vectors (docs/storage.md).
+ * failure rewrites the same ids. No sparse vectors (docs/storage.md). Every request is bounded by
+ * `requestTimeoutMs` (chroma-requests.ts): a hung server is a TIMEOUT, retried by RetryingSink.
  */
 
 export interface ChromaSinkOptions {
@@ -30,6 +33,8 @@ export interface ChromaSinkOptions {
   headers?: Record<string, string>;
   /** Records per upsert. @default 1000 */
   batchRows?: number;
+  /** Longest wait for one request's answer (the request is aborted then: a TIMEOUT, retried). @default 60_000 */
+  requestTimeoutMs?: number;
 }
 
 const SPACE: Readonly<Record<Distance, 'cosine' | 'l2' | 'ip'>> = { cosine: 'cosine', l2: 'l2', dot: 'ip' };
@@ -41,8 +46,18 @@ const SPACE: Readonly<Record<Distance, 'cosine' | 'l2' | 'ip'>> = { cosine: 'cos
 const HNSW = { ef_search: 400, ef_construction: 400, max_neighbors: 32 } as const;
 const PAGE = 1_000;
 
-function classify(error: unknown, what: string): ShoalError {
+/** The store a message names and the bound its requests run under. */
+interface Place {
+  where: string;
+  timeoutMs: number;
+}
+
+function classify(error: unknown, what: string, place: Place): ShoalError {
   if (error instanceof ShoalError) return error;
+  // A hung or overloaded server (or a proxy in front of a dead one): transient, never INTERNAL.
+  if (isRequestTimeout(error)) {
+    return new ShoalError(ErrorCode.TIMEOUT, `chroma ${what}: no answer from ${place.where} within the ${place.timeoutMs} ms request timeout`, { cause: error, details: { timeoutMs: place.timeoutMs } });
+  }
   const name = error instanceof Error ? error.name : '';
   const message = error instanceof Error ? error.message : String(error);
   const transient = /ConnectionError|ServerError/.test(name) || /fetch failed|ECONNREFUSED|ECONNRESET|socket hang up|Failed to connect/i.test(message);
@@ -56,6 +71,7 @@ export class ChromaSink implements Sink {
   readonly #name: string;
   readonly #where: string;
   readonly #batchRows: number;
+  readonly #timeoutMs: number;
   #chunks: Collection | null = null;
   #documents: Collection | null = null;
   #spec: TableSpec | null = null;
@@ -66,7 +82,8 @@ export class ChromaSink implements Sink {
       throw new ShoalError(ErrorCode.INVALID_INPUT, `Chroma collection ${JSON.stringify(this.#name)}: 3 to 48 characters, starting and ending with a letter or digit`);
     }
     this.#batchRows = options.batchRows ?? 1_000;
-    this.#where = `collection ${this.#name} on chroma://${options.host}:${options.port}`;
+    this.#where = `collection ${this.#name} on ${redactUri(`chroma://${options.host}:${options.port}`)}`;
+    this.#timeoutMs = checkRequestTimeout(options.requestTimeoutMs ?? DEFAULT_CHROMA_REQUEST_TIMEOUT_MS, this.#where);
     this.#client = new ChromaClient({
       host: options.host,
       port: options.port,
@@ -75,13 +92,14 @@ export class ChromaSink implements Sink {
       ...(options.database === undefined ? {} : { database: options.database }),
       ...(options.headers === undefined ? {} : { headers: options.headers }),
     });
+    boundChromaRequests(this.#client, this.#timeoutMs);
   }
 
   async #call<T>(what: string, body: () => Promise<T>): Promise<T> {
     try {
       return await body();
     } catch (error) {
-      throw classify(error, what);
+      throw classify(error, what, { where: this.#where, timeoutMs: this.#timeoutMs });
     }
   }
 
