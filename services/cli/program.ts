@@ -1,6 +1,5 @@
-import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
-import { z } from 'zod';
+import { shoalVersion } from '../settings/package-version.js';
 import type { CliApp } from './app.js';
 import { DEFAULT_BATCH_TOKENS, DEFAULT_CHUNK_LINES } from './config.js';
 
@@ -60,21 +59,6 @@ Examples:
   $ shoal score --model cross-encoder/ms-marco-MiniLM-L6-v2 -i queries.jsonl -o scores.jsonl
   $ shoal models inspect dslim/bert-base-NER`;
 
-const PackageJson = z.looseObject({ name: z.string(), version: z.string() });
-
-/** The package version, from package.json two (sources) or three (dist/) folders up. */
-function packageVersion(): string {
-  for (const relative of ['../../package.json', '../../../package.json']) {
-    try {
-      const parsed = PackageJson.safeParse(JSON.parse(readFileSync(new URL(relative, import.meta.url), 'utf8')));
-      if (parsed.success && parsed.data.name === 'shoal') return parsed.data.version;
-    } catch {
-      // Not at this level; try the next.
-    }
-  }
-  return 'unknown';
-}
-
 /**
  * The command word of a command line (the arguments after `node shoal`): its first word that is
  * neither an option nor the value of a global option that takes one (`--catalog encode.yaml`).
@@ -111,7 +95,7 @@ function rootCommand(app: CliApp): Command {
   const program = new Command('shoal');
   program
     .description('Run embedding, reranking and extraction models (ONNX, Hugging Face layout) over JSON Lines.')
-    .version(packageVersion(), '-V, --version', 'print the version')
+    .version(shoalVersion(), '-V, --version', 'print the version')
     .helpOption('-h, --help', 'show help')
     .exitOverride()
     .configureOutput({

@@ -10,6 +10,7 @@ import type { GatewayDeps, GatewaySettings, RouteContext } from './context.js';
 import { registerCors } from './cors.js';
 import { checkBodyType } from './routes/image-body.js';
 import { MAX_PATH_PARAM_CHARS, fromFastifyError, sendError } from './errors.js';
+import { ModelFactsCache } from './model-facts.js';
 import { RequestMetrics } from './request-metrics.js';
 import { registerClassifyRoutes } from './routes/classify.js';
 import { registerHealthRoutes } from './routes/health.js';
@@ -20,6 +21,9 @@ import { registerOpenAiRoutes } from './routes/openai.js';
 import { registerPrimitiveRoutes } from './routes/primitives.js';
 import { registerSearchRoutes } from './routes/search.js';
 import { registerTeiRoutes } from './routes/tei.js';
+import { registerTeiInfoRoutes } from './routes/tei-info.js';
+import { registerTeiSparseRoutes } from './routes/tei-sparse.js';
+import { registerTeiTokenizeRoutes } from './routes/tei-tokenize.js';
 
 /**
  * The HTTP app, built from what it serves (an Engine, a JobsApi, a model list, readiness) and its
@@ -159,13 +163,15 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
   // Classification jobs use the engine without admission: they queue in ClassifyRuns and run at bulk priority.
   const classifyRuns = new ClassifyRuns({ engine: deps.engine, resultsDir: settings.classify?.resultsDir ?? null, cacheDir: settings.classify?.cacheDir ?? null, ...(deps.logger === undefined ? {} : { logger: deps.logger }) });
   app.addHook('onClose', async () => classifyRuns.close());
+  const engine = admittedEngine(deps.engine, admission);
   const context: RouteContext = {
-    deps: { ...deps, engine: admittedEngine(deps.engine, admission) },
+    deps: { ...deps, engine },
     settings,
     names: natsNames(settings.natsPrefix),
     metrics,
     call: (reply) => callWithDeadline(reply, settings.requestTimeoutMs),
     classifyRuns,
+    modelFacts: new ModelFactsCache(engine),
     closing: () => closing,
   };
   registerHealthRoutes(app, context);
@@ -174,6 +180,9 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
   registerModelRoutes(app, context);
   registerOpenAiRoutes(app, context);
   registerTeiRoutes(app, context);
+  registerTeiSparseRoutes(app, context);
+  registerTeiTokenizeRoutes(app, context);
+  registerTeiInfoRoutes(app, context);
   registerSearchRoutes(app, context);
   registerIngestRoutes(app, context);
   registerClassifyRoutes(app, context);

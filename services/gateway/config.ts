@@ -35,6 +35,7 @@ export interface GatewayFlags {
   corsOrigins?: string | undefined;
   embedModel?: string | undefined;
   rerankModel?: string | undefined;
+  sparseModel?: string | undefined;
   maxInflightItems?: string | undefined;
   maxQueueSeconds?: string | undefined;
 }
@@ -75,6 +76,7 @@ const RawGatewayConfig = z.strictObject({
   'submit-timeout-ms': WholeNumberFlag(1000, 86_400_000).default(SETTINGS.submitTimeoutMs.default),
   'embed-model': z.string().trim().min(1).optional(),
   'rerank-model': z.string().trim().min(1).optional(),
+  'sparse-model': z.string().trim().min(1).optional(),
   'classify-sync-items': WholeNumberFlag(0, 100_000).default(SETTINGS.classifySyncItems.default),
   'classify-results-dir': z.string().trim().min(1).optional(),
 });
@@ -97,6 +99,7 @@ const SETTING_OF_KEY: ReadonlyMap<string, SettingKey> = new Map([
   ['submit-timeout-ms', 'submitTimeoutMs'],
   ['embed-model', 'embedModel'],
   ['rerank-model', 'rerankModel'],
+  ['sparse-model', 'sparseModel'],
   ['classify-sync-items', 'classifySyncItems'],
   ['classify-results-dir', 'classifyResultsDir'],
 ]);
@@ -187,6 +190,7 @@ export function resolveGatewayConfig(flags: GatewayFlags = {}, env: NodeJS.Proce
     'submit-timeout-ms': envValue(env, 'submitTimeoutMs'),
     'embed-model': flags.embedModel ?? envValue(env, 'embedModel'),
     'rerank-model': flags.rerankModel ?? envValue(env, 'rerankModel'),
+    'sparse-model': flags.sparseModel ?? envValue(env, 'sparseModel'),
     'classify-sync-items': envValue(env, 'classifySyncItems'),
     'classify-results-dir': envValue(env, 'classifyResultsDir'),
   };
@@ -213,6 +217,7 @@ export function resolveGatewayConfig(flags: GatewayFlags = {}, env: NodeJS.Proce
     corsOrigins: Object.freeze([...c['cors-origins']]),
     embedModel: c['embed-model'] ?? null,
     rerankModel: c['rerank-model'] ?? null,
+    sparseModel: c['sparse-model'] ?? null,
     natsPrefix: c.prefix,
     // Index names requests may use (POST /v1/search, /v1/ingest); a request never names a path.
     ...(indexesFromEnv(env) === undefined ? {} : { indexes: Object.freeze(indexesFromEnv(env) ?? {}) }),

@@ -10,6 +10,7 @@ import type { CallRunner, callWithDeadline } from './call-context.js';
 import type { RequestMetrics } from './request-metrics.js';
 import type { IndexSinkOptions } from './index-sinks.js';
 import type { ClassifyRuns } from './classify-runs.js';
+import type { ModelFactsCache } from './model-facts.js';
 
 /**
  * The types every part of the gateway shares: what the app is built from (deps, settings) and
@@ -62,6 +63,11 @@ export interface GatewaySettings {
   embedModel: string | null;
   /** Model of TEI's /rerank. */
   rerankModel: string | null;
+  /**
+   * Model of TEI's /embed_sparse (a SPLADE model); no flag sets it yet, embedders of the app do.
+   * @default null: the embed model, as a TEI server started with a SPLADE model serves it on /embed_sparse
+   */
+  sparseModel?: string | null;
   /** NATS subject prefix, to tell clients where job results are published. */
   natsPrefix: string;
   /** Admission control of synchronous calls (admission.ts). @default DEFAULT_ADMISSION */
@@ -113,6 +119,8 @@ export interface RouteContext {
   call(reply: Parameters<typeof callWithDeadline>[0]): CallRunner;
   /** Classification jobs (POST /v1/classify above the sync limit), read back under /v1/jobs/:id. */
   classifyRuns: ClassifyRuns;
+  /** Maximum input length and special-token template per model, learned once each (TEI's /info and /tokenize). */
+  modelFacts: ModelFactsCache;
   /** True once shutdown began (readiness turns false so load balancers stop sending). */
   closing(): boolean;
 }

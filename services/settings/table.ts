@@ -91,6 +91,7 @@ export const SETTINGS = {
   classifyResultsDir: { env: ['SHOAL_CLASSIFY_RESULTS_DIR'], usedBy: ['gateway'], meaning: 'folder where classification jobs write their JSON Lines results (a folder per gateway process beneath it, removed when it stops)', default: null, shown: '`$SHOAL_CACHE_DIR/classify-jobs`' },
   embedModel: { env: ['SHOAL_EMBED_MODEL'], flag: '--embed-model', usedBy: ['gateway'], meaning: "model behind TEI's `/embed`", default: null, shown: 'none' },
   rerankModel: { env: ['SHOAL_RERANK_MODEL'], flag: '--rerank-model', usedBy: ['gateway'], meaning: "model behind TEI's `/rerank`", default: null, shown: 'none' },
+  sparseModel: { env: ['SHOAL_SPARSE_MODEL'], flag: '--sparse-model', usedBy: ['gateway'], meaning: "sparse (SPLADE) model behind TEI's `/embed_sparse` (unset: the embed model)", default: null, shown: 'none' },
   pgPassword: { env: ['PGPASSWORD'], usedBy: ['cli', 'worker', 'sink'], meaning: 'password for a `postgres://` index whose URI has none (never logged)', default: null, shown: 'none' },
   pgSslMode: { env: ['PGSSLMODE'], usedBy: ['cli', 'worker', 'sink'], meaning: 'TLS to PostgreSQL: `disable`, `require` (encrypted) or `verify-full` (certificate and host checked); a URI\'s `sslmode=` wins', default: 'disable' },
   pgSslRootCert: { env: ['PGSSLROOTCERT'], usedBy: ['cli', 'worker', 'sink'], meaning: 'CA bundle file for `verify-full`; a URI\'s `sslrootcert=` wins', default: null, shown: 'system roots' },

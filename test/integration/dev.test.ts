@@ -140,6 +140,29 @@ describe.skipIf(!natsServerAvailable())(`shoal dev ${natsServerAvailable() ? '' 
     expect(body.items[0]?.tokens).toEqual(wrap('a', 'dog'));
   });
 
+
+  it('serves TEI /embed_sparse on its first sparse encoder, and /info and /tokenize through NATS', async () => {
+    const post = (path: string, body: unknown): Promise<Response> =>
+      fetch(`${dev.http}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const sparse = await post('/embed_sparse', { inputs: ['a dog'] });
+    expect(sparse.status).toBe(200);
+    const weights = z.array(z.array(z.object({ index: z.number().int(), value: z.number() }))).parse(await sparse.json());
+    const indices = weights[0]?.map((entry) => entry.index) ?? [];
+    expect(indices.length).toBeGreaterThan(0);
+    expect(indices).toEqual([...indices].sort((a, b) => a - b));
+    expect(weights[0]?.every((entry) => entry.value > 0)).toBe(true);
+
+    const info = await fetch(`${dev.http}/models/tiny-bert-mean/info`);
+    expect(info.status).toBe(200);
+    const facts = z.looseObject({ model_id: z.string(), max_input_length: z.number().int() }).parse(await info.json());
+    expect(facts.model_id).toBe('tiny-bert-mean');
+    expect(facts.max_input_length).toBeGreaterThan(2);
+
+    const tokens = await post('/models/tiny-bert-mean/tokenize', { inputs: 'a dog' });
+    expect(tokens.status).toBe(200);
+    const list = z.array(z.array(z.looseObject({ text: z.string(), special: z.boolean() }))).parse(await tokens.json());
+    expect(list[0]?.map((token) => token.text)).toEqual(wrap('a', 'dog'));
+  });
   it('runs a job to completion: POST /v1/jobs, GET /v1/jobs/:id until completed, results on its NATS', async () => {
     const submitted = await fetch(`${dev.http}/v1/jobs`, {
       method: 'POST',

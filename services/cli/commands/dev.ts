@@ -19,7 +19,8 @@ import { addGatewayOptions, gatewayConfig, interrupted } from './gateway.js';
  * ./shoal-results, and the gateway on 127.0.0.1:8080, prints where they listen, and on Ctrl-C
  * stops them in order: HTTP intake and in-flight requests, then the worker (in-flight job parts
  * finish and are acked), then the sink, then nats-server, whose store is removed.
- * The TEI routes default to the first dense embedder and the first pair reranker served. The
+ * The TEI routes default to the first dense embedder, the first pair reranker and the first sparse
+ * encoder served. The
  * worker runs the parse role and, unless SHOAL_INDEXES says otherwise, the gateway serves one
  * index named `default` at ./shoal-index, so POST /v1/ingest and /v1/search work at once.
  */
@@ -63,6 +64,7 @@ interface ServedModel {
   family: string;
   primitives: string[];
   denseEncoder: boolean;
+  sparseEncoder: boolean;
   pairScorer: boolean;
 }
 
@@ -74,7 +76,7 @@ async function servedModels(worker: ShoalWorker): Promise<ServedModel[]> {
   for (const [id, list] of primitives) {
     const family = (await worker.engine.profile(id)).family;
     const capabilities = getFamily(family).capabilities;
-    out.push({ id, family, primitives: list, denseEncoder: capabilities.encode.includes('dense'), pairScorer: capabilities.score === 'pairs' });
+    out.push({ id, family, primitives: list, denseEncoder: capabilities.encode.includes('dense'), sparseEncoder: capabilities.encode.includes('sparse'), pairScorer: capabilities.score === 'pairs' });
   }
   return out;
 }
@@ -158,17 +160,18 @@ export function registerDev(program: Command, app: CliApp): void {
           nats: resolveNatsSettings({ ...local, name: 'shoal-dev-gateway' }),
           embedModel: baseConfig.embedModel ?? served.find((m) => m.denseEncoder)?.id ?? null,
           rerankModel: baseConfig.rerankModel ?? served.find((m) => m.pairScorer)?.id ?? null,
+          sparseModel: baseConfig.sparseModel ?? served.find((m) => m.sparseEncoder)?.id ?? null,
           indexes,
         };
         gateway = await startGateway({ config, logger: createLogger('gateway', level), metrics, models: modelCards(worker, served) });
         const out = app.io.stdout;
         out.write(`shoal dev is running\n`);
-        out.write(`  HTTP     ${gateway.url}  (/v1/encode /v1/score /v1/extract /v1/jobs /v1/ingest /v1/search, OpenAI /v1/embeddings, TEI /embed /rerank)\n`);
+        out.write(`  HTTP     ${gateway.url}  (/v1/encode /v1/score /v1/extract /v1/jobs /v1/ingest /v1/search, OpenAI /v1/embeddings, TEI /embed /rerank /embed_sparse /tokenize /info)\n`);
         out.write(`  metrics  ${gateway.url}/metrics\n`);
         out.write(`  NATS     ${nats.url}  (nats-server pid ${nats.pid}, store ${nats.storeDir})\n`);
         out.write(`  results  ${sink.dir}/<job>/part-*.jsonl  (jobs: POST /v1/jobs or shoal submit --nats ${nats.url})\n`);
         out.write(`  models   ${served.map((m) => `${m.id} (${m.family})`).join(', ')}\n`);
-        out.write(`  TEI      /embed → ${config.embedModel ?? 'none'}, /rerank → ${config.rerankModel ?? 'none'}\n`);
+        out.write(`  TEI      /embed → ${config.embedModel ?? 'none'}, /rerank → ${config.rerankModel ?? 'none'}, /embed_sparse → ${config.sparseModel ?? config.embedModel ?? 'none'}\n`);
         out.write(`  indexes  ${Object.entries(config.indexes).map(([name, target]) => `${name}=${target}`).join(', ')}  (POST /v1/ingest, /v1/search; parse role on)\n`);
         out.write(`Press Ctrl-C to stop.\n`);
         await interrupted(app.io.signal);

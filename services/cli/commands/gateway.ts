@@ -26,6 +26,7 @@ const GatewayFlagValues = z.looseObject({
   corsOrigins: z.string().optional(),
   embedModel: z.string().optional(),
   rerankModel: z.string().optional(),
+  sparseModel: z.string().optional(),
   maxInflightItems: z.string().optional(),
   maxQueueSeconds: z.string().optional(),
 });
@@ -33,7 +34,7 @@ const GatewayFlagValues = z.looseObject({
 const EXAMPLE = `
 Environment (flags win): SHOAL_HOST, SHOAL_PORT, SHOAL_API_TOKENS (comma-separated) or
 SHOAL_API_TOKENS_FILE, SHOAL_METRICS_AUTH=1, SHOAL_BODY_LIMIT, SHOAL_REQUEST_TIMEOUT_MS,
-SHOAL_SHUTDOWN_TIMEOUT_MS, SHOAL_CORS_ORIGINS, SHOAL_EMBED_MODEL, SHOAL_RERANK_MODEL,
+SHOAL_SHUTDOWN_TIMEOUT_MS, SHOAL_CORS_ORIGINS, SHOAL_EMBED_MODEL, SHOAL_RERANK_MODEL, SHOAL_SPARSE_MODEL,
 SHOAL_SUBJECT_PREFIX; NATS_URL, NATS_CREDS, NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_TLS_CA/CERT/KEY.
 
 Examples:
@@ -54,6 +55,7 @@ export function addGatewayOptions(command: Command, defaults: { host: string }):
     .option('--cors-origins <list>', 'browser origins allowed cross-origin, comma-separated, or * (env SHOAL_CORS_ORIGINS; default: CORS off)')
     .option('--embed-model <model>', 'model of the TEI-compatible /embed route (env SHOAL_EMBED_MODEL)')
     .option('--rerank-model <model>', 'model of the TEI-compatible /rerank route (env SHOAL_RERANK_MODEL)')
+    .option('--sparse-model <model>', 'sparse (SPLADE) model of the TEI-compatible /embed_sparse route (env SHOAL_SPARSE_MODEL; default: the embed model)')
     .option('--prefix <prefix>', 'NATS subject prefix shared with the workers (env SHOAL_SUBJECT_PREFIX; default shoal)')
     .option('--max-inflight-items <n>', `items of synchronous calls in flight per model before 429 (env SHOAL_MAX_INFLIGHT_ITEMS; default ${SETTINGS.maxInFlightItems.default})`)
     .option('--max-queue-seconds <n>', `seconds of queued work per model before 429 (env SHOAL_MAX_QUEUE_SECONDS; default ${SETTINGS.maxQueueSeconds.default})`);

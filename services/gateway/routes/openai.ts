@@ -18,10 +18,13 @@ import { denseVectors, shortenVector } from './vectors.js';
  * models (nomic, mxbai, bge-m3, OpenAI's own v3 models), a lossy cut for others, which is the
  * caller's choice as in OpenAI's API; more dimensions than the model has is refused.
  * Token-id inputs (arrays of integers) are refused with a clear message: Shoal tokenizes with each
- * model's own tokenizer and has no shared vocabulary to accept ids in.
+ * model's own tokenizer and has no shared vocabulary to accept ids in. An empty input (`""`, `[]`,
+ * or `""` in a list) is refused as OpenAI refuses it, in this route's shape of every malformed
+ * field: 422 INVALID_INPUT naming `input` (OpenAI answers 400 invalid_request_error).
  */
 
-const Text = TextItem.shape.text;
+/** OpenAI refuses an empty string (400 invalid_request_error): there is nothing to embed. */
+const Text = TextItem.shape.text.min(1, 'must not be an empty string');
 
 export const EmbeddingsBody = z.strictObject({
   input: z.union([Text, z.array(Text).min(1, 'input must not be empty').max(DEFAULT_LIMITS.maxItemsPerRequest)]),
