@@ -59,10 +59,18 @@ function checkValue(column: string, value: Literal): void {
   if (NUMBER_COLUMNS.has(column)) {
     if (typeof value !== 'number') throw invalid(`${column} is a whole number: compare it with one, unquoted (${column} = 3), not ${typeof value === 'string' ? `'${value}'` : String(value)}`);
     if (Math.abs(value) > INT32_MAX) throw invalid(`${column} is a whole number of at most ${INT32_MAX}, not ${String(value)}`);
+    // LanceDB refused `page = 1.5` with a planner error ("Received literal Float64(1.5) and could not convert to literal of type 'Int32'").
+    if (!Number.isInteger(value)) throw invalid(`${column} is a whole number: compare it with one (${column} = 3), not ${String(value)}`);
     return;
   }
   if (typeof value !== 'string') throw invalid(`${column} is text: quote the value (${column} = '${String(value)}')`);
 }
+
+/** What an unexpected quote most likely means (a string literal takes single quotes, doubled inside). */
+const QUOTE_HINTS: ReadonlyMap<string, string> = new Map([
+  ["'", ": a string that is never closed (end it with '; write '' for a quote inside it)"],
+  ['"', ": strings take single quotes ('text'), and column names none"],
+]);
 
 function tokenize(expression: string): FilterToken[] {
   const tokens: FilterToken[] = [];
@@ -87,7 +95,7 @@ function tokenize(expression: string): FilterToken[] {
       continue;
     }
     const operator = OPERATORS.find((op) => rest.startsWith(op));
-    if (operator === undefined) throw invalid(`unexpected ${JSON.stringify(rest[0])} at character ${at + 1}`);
+    if (operator === undefined) throw invalid(`unexpected ${JSON.stringify(rest[0])} at character ${at + 1}${QUOTE_HINTS.get(rest[0] ?? '') ?? ''}`);
     tokens.push({ kind: 'operator', text: operator });
     at += operator.length;
   }

@@ -1,8 +1,8 @@
-import { readFile } from 'node:fs/promises';
+import { open, stat } from 'node:fs/promises';
 import { basename, dirname, extname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import { ErrorCode, isShoalError, ShoalError } from '../../adapters/protocol/errors.js';
 import { uriScheme } from '../../adapters/sinks/uri-scheme.js';
 import { Dimensions, EmbeddingDtype } from '../../adapters/protocol/output-types.js';
 
@@ -137,19 +137,58 @@ export function parseDefinition(value: unknown, where: string): PipelineDefiniti
   return result.data;
 }
 
-/** Reads a `.yaml`/`.yml`/`.json` pipeline file. */
-export async function loadDefinitionFile(path: string): Promise<PipelineDefinition> {
-  let text: string;
+/**
+ * A pipeline file is a few hundred bytes (1,024 classify labels fit in a few KiB): a larger one is
+ * a mistake, such as a corpus given as `--pipeline`, and is refused before it is read (a 300 MB
+ * file was read whole and crashed the process out of memory).
+ */
+const MAX_PIPELINE_FILE_BYTES = 1024 * 1024;
+
+/** The file's text: a regular file of at most MAX_PIPELINE_FILE_BYTES (never a device or a pipe, which could be endless), without a byte order mark. */
+async function readDefinitionText(path: string): Promise<string> {
+  const tooLarge = (size: string): ShoalError =>
+    new ShoalError(ErrorCode.CONFIG_INVALID, `pipeline file ${path}: ${size}, larger than a pipeline file may be (${MAX_PIPELINE_FILE_BYTES} bytes): is it the right file?`);
+  let bytes: Buffer;
   try {
-    text = await readFile(path, 'utf8');
+    const info = await stat(path);
+    if (!info.isFile()) throw new ShoalError(ErrorCode.CONFIG_INVALID, `pipeline file ${path}: not a regular file`);
+    if (info.size > MAX_PIPELINE_FILE_BYTES) throw tooLarge(`${info.size} bytes`);
+    const handle = await open(path, 'r');
+    try {
+      // One byte more than the limit, so a file that grew since stat is still caught.
+      const buffer = Buffer.alloc(MAX_PIPELINE_FILE_BYTES + 1);
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
+      if (bytesRead > MAX_PIPELINE_FILE_BYTES) throw tooLarge(`over ${MAX_PIPELINE_FILE_BYTES} bytes`);
+      bytes = buffer.subarray(0, bytesRead);
+    } finally {
+      await handle.close();
+    }
   } catch (error) {
+    if (isShoalError(error)) throw error;
     throw new ShoalError(ErrorCode.CONFIG_INVALID, `pipeline file ${path}: cannot read it`, { cause: error });
   }
-  let value: unknown;
+  return bytes.toString('utf8').replace(/^\uFEFF/, '');
+}
+
+/** YAML, or JSON for `.json`; duplicate keys are refused in both (JSON.parse kept the last one silently). */
+function parseDefinitionText(text: string, path: string): unknown {
+  const json = extname(path).toLowerCase() === '.json';
   try {
-    value = extname(path).toLowerCase() === '.json' ? JSON.parse(text) : parseYaml(text);
+    if (!json) return parseYaml(text); // refuses duplicate keys and alias bombs itself
+    const value: unknown = JSON.parse(text);
+    parseYaml(text, { schema: 'json' }); // JSON is YAML: this pass only looks for duplicate keys
+    return value;
   } catch (error) {
-    throw new ShoalError(ErrorCode.CONFIG_INVALID, `pipeline file ${path}: not valid ${extname(path) === '.json' ? 'JSON' : 'YAML'}`, { cause: error });
+    throw new ShoalError(ErrorCode.CONFIG_INVALID, `pipeline file ${path}: not valid ${json ? 'JSON' : 'YAML'}`, { cause: error });
+  }
+}
+
+/** Reads a `.yaml`/`.yml`/`.json` pipeline file. */
+export async function loadDefinitionFile(path: string): Promise<PipelineDefinition> {
+  const text = await readDefinitionText(path);
+  const value = text.trim() === '' ? null : parseDefinitionText(text, path);
+  if (value === null || value === undefined) {
+    throw new ShoalError(ErrorCode.CONFIG_INVALID, `pipeline file ${path}: empty (or only comments): write a definition, e.g. {name: my-pipeline, stages: {encode: {model: M}}}; shoal pipelines show prints the built-in one in full`);
   }
   const definition = parseDefinition(withDefaultName(value, path), path);
   return { ...definition, stages: { ...definition.stages, write: { ...definition.stages.write, index: indexBesideFile(value, definition.stages.write.index, path) } } };

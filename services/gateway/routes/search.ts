@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { ErrorCode, isShoalError, ShoalError } from '../../../adapters/protocol/errors.js';
+import { isShoalError, ShoalError } from '../../../adapters/protocol/errors.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import { validateFilter } from '../../../adapters/sinks/filter.js';
 import { hitLine, SEARCH_MODES, searchIndex } from '../../../pipelines/documents/search.js';
@@ -30,15 +30,23 @@ const SearchBody = z.strictObject({
   mode: z.enum(SEARCH_MODES).optional(),
 });
 
-/** validateFilter's messages name the CLI flag (`--filter: ...`); a request has a `filter` field instead. */
+/**
+ * The filter checks (validateFilter, and the sink's own at search time: a column this index was
+ * made without, a filter the store cannot run) and the mode check name the CLI flags (`--filter:
+ * ...`, `--mode sparse ...`); a request has `filter` and `mode` fields instead.
+ */
+function asRequestFields(error: unknown): unknown {
+  if (!isShoalError(error)) return error;
+  const field = /^--(filter|mode)\b/.exec(error.message)?.[1];
+  if (field === undefined) return error;
+  return new ShoalError(error.code, error.message.slice(2), { details: { ...error.details, field } });
+}
+
 function requestFilter(expression: string): string {
   try {
     return validateFilter(expression);
   } catch (error) {
-    if (isShoalError(error) && error.code === ErrorCode.INVALID_INPUT && error.message.startsWith('--filter:')) {
-      throw new ShoalError(ErrorCode.INVALID_INPUT, error.message.slice(2), { details: { field: 'filter' } });
-    }
-    throw error;
+    throw asRequestFields(error);
   }
 }
 
@@ -57,6 +65,8 @@ export function registerSearchRoutes(app: FastifyInstance, context: RouteContext
         searchIndex(context.deps.engine, sink, { query: body.query, k: body.k, filter, mode: body.mode, rerank: body.rerank, where: `index ${body.index}` }, { signal }),
       );
       return { hits: hits.map((hit, index) => hitLine(index + 1, hit)) };
+    } catch (error) {
+      throw asRequestFields(error);
     } finally {
       await sink.close();
     }

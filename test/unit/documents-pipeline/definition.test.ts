@@ -73,6 +73,47 @@ describe('pipeline definitions', () => {
     expect((error as Error).message).not.toContain('name:');
   });
 
+  it('a file too large to be a pipeline, or not a regular file, is refused before it is read', async () => {
+    // A 300 MB file was read whole and parsed: 40 s, then the process died out of memory.
+    const huge = join(dir, 'huge.yaml');
+    await writeFile(huge, `name: huge\ndescription: "${'x'.repeat(2 * 1024 * 1024)}"\n`);
+    await expect(loadDefinitionFile(huge)).rejects.toMatchObject({ code: ErrorCode.CONFIG_INVALID, message: expect.stringContaining('larger than a pipeline file may be (1048576 bytes)') });
+    // A device is endless (/dev/zero was read up to V8's string limit); a folder is not a file.
+    for (const path of ['/dev/zero', dir]) {
+      await expect(loadDefinitionFile(path)).rejects.toMatchObject({ code: ErrorCode.CONFIG_INVALID, message: `pipeline file ${path}: not a regular file` });
+    }
+  });
+
+  it('an empty file, or one of comments only, says so instead of "expected object, received null"', async () => {
+    for (const [name, text] of [['empty.yaml', ''], ['blank.json', '  \n'], ['comments.yaml', '# nothing yet\n']] as const) {
+      const path = join(dir, name);
+      await writeFile(path, text);
+      const error = await loadDefinitionFile(path).catch((caught: unknown) => caught);
+      expect(error, name).toMatchObject({ code: ErrorCode.CONFIG_INVALID, message: expect.stringContaining(`pipeline file ${path}: empty (or only comments)`) });
+    }
+  });
+
+  it('a duplicate key in a JSON file is refused, as in YAML (JSON.parse kept the last one silently); a byte order mark is not an error', async () => {
+    const json = join(dir, 'twice.json');
+    await writeFile(json, '{"name": "t", "stages": {"encode": {"model": "a", "model": "b"}}}');
+    const error = await loadDefinitionFile(json).catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ code: ErrorCode.CONFIG_INVALID, message: `pipeline file ${json}: not valid JSON` });
+    expect(String((error as Error).cause)).toContain('Map keys must be unique');
+    const bom = join(dir, 'bom.json');
+    await writeFile(bom, '\uFEFF{"name": "t", "stages": {"chunk": {"size": 64}}}');
+    expect((await loadDefinitionFile(bom)).stages.chunk.size).toBe(64);
+  });
+
+  it('YAML aliases that expand without bound (billion laughs) are refused', async () => {
+    const lines = ['name: bomb', 'x0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]'];
+    for (let level = 1; level < 10; level++) lines.push(`x${level}: &a${level} [${Array.from({ length: 10 }, () => `*a${level - 1}`).join(', ')}]`);
+    const bomb = join(dir, 'laughs.yaml');
+    await writeFile(bomb, `${lines.join('\n')}\n`);
+    const error = await loadDefinitionFile(bomb).catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ code: ErrorCode.CONFIG_INVALID, message: `pipeline file ${bomb}: not valid YAML` });
+    expect(String((error as Error).cause)).toContain('Excessive alias count');
+  });
+
   it('an unknown built-in name is a bad command line (CONFIG_INVALID, exit 2), as a missing pipeline file is', async () => {
     await expect(resolvePipeline('nope')).rejects.toMatchObject({ code: ErrorCode.CONFIG_INVALID, message: expect.stringContaining('built-in: documents') });
   });

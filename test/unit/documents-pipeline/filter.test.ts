@@ -20,7 +20,8 @@ describe('validateFilter', () => {
     ['(page = 1', 'unbalanced'],
     ['page = 1)', 'unbalanced'],
     ['AND OR', 'no column or value'],
-    ["source = 'unterminated", 'unexpected'],
+    ["source = 'unterminated", `unexpected "'" at character 10: a string that is never closed`],
+    ['source = "a.pdf"', 'strings take single quotes'],
     ['`page = 1', 'unexpected "`"'],
     // The same grammar as the tree every non-SQL backend evaluates: what it cannot parse is refused here.
     ['page 3', 'expected operator before "3"'],
@@ -32,6 +33,9 @@ describe('validateFilter', () => {
     ["page = 'abc'", `page is a whole number: compare it with one, unquoted (page = 3), not 'abc'`],
     ["page = '3'", `page is a whole number: compare it with one, unquoted (page = 3), not '3'`],
     ['page = 99999999999999999999999', 'page is a whole number of at most 2147483647'],
+    // LanceDB answered a fraction against its Int32 column with its planner error.
+    ['page = 1.5', 'page is a whole number: compare it with one (page = 3), not 1.5'],
+    ['chunk BETWEEN 0.5 AND 2', 'chunk is a whole number'],
     ["chunk IN (1, 'x')", 'chunk is a whole number'],
     ["start BETWEEN 'a' AND 5", 'start is a whole number'],
     ["page LIKE '3%'", 'LIKE matches text, and page is a number'],
