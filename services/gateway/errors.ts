@@ -108,7 +108,9 @@ export function fromFastifyError(error: unknown, bodyLimitBytes: number): ShoalE
     return new ShoalError(ErrorCode.INVALID_INPUT, 'the request body is empty: send a JSON object', { cause: error });
   }
   if (error instanceof SyntaxError || code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
-    return new ShoalError(ErrorCode.INVALID_INPUT, `the request body is not valid JSON: ${reason}`, { cause: error });
+    // fastify's parser gives one error for both and drops the cause: a body that is valid JSON
+    // but holds a prototype-polluting key (secure-json-parse refuses them) lands here too.
+    return new ShoalError(ErrorCode.INVALID_INPUT, `the request body is not valid JSON, or holds a "__proto__" or "constructor": {"prototype"} key, which the gateway refuses: ${reason}`, { cause: error });
   }
   if (statusCode !== undefined && statusCode >= 400 && statusCode < 500) {
     return new ShoalError(ErrorCode.INVALID_INPUT, reason, { cause: error });

@@ -171,6 +171,14 @@ describe('URLs the router refuses', () => {
     expect(ErrorBody.parse(long.json()).error).toMatchObject({ code: 'INVALID_INPUT', message: expect.stringContaining('path segment') });
     expect(long.body.length).toBeLessThan(400);
   });
+
+  it('names a prototype-polluting key as a possible cause, not only invalid JSON', async () => {
+    for (const payload of ['{"input":"a","__proto__":{"x":1}}', '{"input":"a","constructor":{"prototype":{"x":1}}}']) {
+      const response = await app.inject({ method: 'POST', url: '/v1/embeddings', headers: { 'content-type': 'application/json' }, payload });
+      expect(response.statusCode, payload).toBe(422);
+      expect(ErrorBody.parse(response.json()).error.message, payload).toMatch(/"__proto__" or "constructor": \{"prototype"\} key/);
+    }
+  });
 });
 
 describe('request ids', () => {
