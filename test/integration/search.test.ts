@@ -98,6 +98,18 @@ describe('shoal search', () => {
     expect(existsSync(join(root, 'nowhere'))).toBe(false);
   });
 
+  it('warns when --model is not the model the index was built with, and not when it is', async () => {
+    const same = await search(['bread', '--k', '1', '--model', MODEL]);
+    expect(same.code, same.stderr).toBe(0);
+    expect(same.stderr).not.toContain('warning');
+    // The same folder written another way: searched as asked (the vectors fit), with a warning.
+    const other = await search(['bread', '--k', '1', '--model', `${MODEL}/`]);
+    expect(other.code, other.stderr).toBe(0);
+    expect(parseJsonl(other.stdout, Hit)).toHaveLength(1);
+    expect(other.stderr).toContain(`warning: --model ${MODEL}/ is not the model`);
+    expect(other.stderr).toContain(`was built with (${MODEL})`);
+  });
+
   it('--rerank orders the candidates by the cross-encoder score', async () => {
     const query = 'Which bakery sells cardamom buns?';
     const run = await search([query, '--k', '3', '--rerank', RERANKER]);

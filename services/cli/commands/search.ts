@@ -70,7 +70,14 @@ export function registerSearch(program: Command, app: CliApp): void {
       const progress = app.progress(config);
       try {
         // Checked before an engine starts: a missing index fails at once.
-        if ((await sink.describe()) === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no table ${table} in ${display}: nothing has been indexed there (run shoal ingest first; a document that gives no text adds no rows)`);
+        const spec = await sink.describe();
+        if (spec === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no table ${table} in ${display}: nothing has been indexed there (run shoal ingest first; a document that gives no text adds no rows)`);
+        // Another model of the same dimension is not refused (a renamed copy or a local folder of the
+        // same model is legitimate), but a different model's query vectors rank at random: say so.
+        const built = spec.metadata.model;
+        if (flags.model !== undefined && built !== undefined && flags.model !== built && !config.quiet) {
+          app.io.stderr.write(`warning: --model ${flags.model} is not the model ${display} was built with (${built}): unless it is the same model under another name, the scores mean nothing\n`);
+        }
         const hits = await app.withEngine(config, progress, (engine) =>
           searchIndex(engine, sink, { query, k: flags.k, filter, model: flags.model, mode: flags.mode, rerank: flags.rerank, where: `${display} (table ${table})` }, { signal: app.io.signal }),
         );
