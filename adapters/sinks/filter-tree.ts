@@ -1,4 +1,5 @@
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { regexLiteral } from '../protocol/regex-literal.js';
 import { FILTER_COLUMNS } from './sink.js';
 
 /**
@@ -263,13 +264,12 @@ export function parseFilter(expression: string): FilterNode {
  * the in-process backends (file://, S3) match the same rows as they do; a trailing one is literal.
  */
 export function likeRegex(pattern: string): RegExp {
-  const literal = (ch: string): string => ch.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   const chars = [...pattern];
   let body = '';
   for (let at = 0; at < chars.length; at++) {
     const ch = chars[at] ?? '';
-    if (ch === '\\' && at + 1 < chars.length) body += literal(chars[++at] ?? '');
-    else body += ch === '%' ? '.*' : ch === '_' ? '.' : literal(ch);
+    if (ch === '\\' && at + 1 < chars.length) body += regexLiteral(chars[++at] ?? '');
+    else body += ch === '%' ? '.*' : ch === '_' ? '.' : regexLiteral(ch);
   }
   return new RegExp(`^${body}$`, 's');
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import { regexLiteral } from '../../adapters/protocol/regex-literal.js';
 import { natsNames } from '../../adapters/protocol/subjects.js';
 import { Admission, DEFAULT_ADMISSION, admittedEngine } from './admission.js';
 import { BearerAuth, authFailureCounter } from './auth.js';
@@ -66,7 +67,7 @@ class RoutePatterns {
   add(methods: string | readonly string[], url: string): void {
     const source = url
       .split('/')
-      .map((segment) => (segment.startsWith(':') ? '[^/]+' : segment === '*' ? '.*' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+      .map((segment) => (segment.startsWith(':') ? '[^/]+' : segment === '*' ? '.*' : regexLiteral(segment)))
       .join('/');
     const pattern = new RegExp(`^${source}$`);
     for (const method of typeof methods === 'string' ? [methods] : methods) {
