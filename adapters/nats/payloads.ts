@@ -1,5 +1,5 @@
-import { readFile, realpath } from 'node:fs/promises';
-import { dirname, resolve } from 'node:path';
+import { readFile, realpath, stat } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { Objm, type ObjectStore } from '@nats-io/obj';
@@ -23,7 +23,7 @@ import { writeFileAtomically } from '../runtime/atomic-write.js';
  *   appears only when complete), reads and writes retried with backoff through short outages.
  */
 
-/** Largest object an `s3://` payload or result reference may point at (a part is at most 100,000 items). */
+/** Largest object an `s3://` or `file://` payload or result reference may point at (a part is at most 100,000 items). */
 export const MAX_S3_PAYLOAD_BYTES = 512 * 1024 * 1024;
 
 export interface PayloadStoreOptions {
@@ -54,6 +54,24 @@ function parseRef(ref: string): ParsedRef {
   }
   if (ref.startsWith('s3://')) return { kind: 's3', location: parseS3Uri(ref) };
   throw new ShoalError(ErrorCode.INVALID_INPUT, `"${ref.slice(0, 200)}" is not a payload reference (obj://bucket/name, s3://bucket/key or file:///path)`);
+}
+
+/**
+ * Where `path` really is: its real path when it exists, else the real path of its nearest
+ * existing ancestor with the missing rest appended (what mkdir -p would create); null when not
+ * even the file system's root resolves.
+ */
+async function realOrNearest(path: string): Promise<string | null> {
+  const missing: string[] = [];
+  let current = path;
+  for (;;) {
+    const real = await realpath(current).catch(() => null);
+    if (real !== null) return missing.length === 0 ? real : join(real, ...missing.reverse());
+    const parent = dirname(current);
+    if (parent === current) return null;
+    missing.push(basename(current));
+    current = parent;
+  }
 }
 
 export class PayloadStore {
@@ -150,9 +168,10 @@ export class PayloadStore {
           : `${absolute} is outside the allowed file roots (${this.#roots.join(', ')})`,
       );
     if (!this.#roots.some((root) => isInsideRoot(root, absolute))) throw refused();
-    // For a write the file may not exist yet: its folder is what must resolve inside a root.
-    const existing = forWrite ? dirname(absolute) : absolute;
-    const real = await realpath(existing).catch(() => null);
+    // For a write the file may not exist yet: its folder is what must resolve inside a root, and
+    // when that folder does not exist yet either (a job's own folder), the nearest one that does:
+    // the missing ones are created under it, so a link above them decides where the file lands.
+    const real = await realOrNearest(forWrite ? dirname(absolute) : absolute);
     if (real !== null) {
       const realRoots = await Promise.all(this.#roots.map(async (root) => realpath(root).catch(() => root)));
       if (!realRoots.some((root) => isInsideRoot(root, real))) throw refused();
@@ -221,6 +240,13 @@ export class PayloadStore {
     }
     if (parsed.kind === 'file') {
       const path = await this.#checkFile(parsed.path, false);
+      // Checked before reading: a FIFO or device would block a file-system thread for good, and a
+      // file is bounded as an S3 object is.
+      const info = await stat(path).catch(() => null);
+      if (info !== null && !info.isFile()) throw new ShoalError(ErrorCode.INVALID_INPUT, `${path} is not a regular file`);
+      if (info !== null && info.size > MAX_S3_PAYLOAD_BYTES) {
+        throw new ShoalError(ErrorCode.INPUT_TOO_LARGE, `${path} has ${info.size} bytes, over the limit of ${MAX_S3_PAYLOAD_BYTES} bytes`, { details: { size: info.size, limit: MAX_S3_PAYLOAD_BYTES } });
+      }
       try {
         return await readFile(path);
       } catch (error) {

@@ -169,6 +169,10 @@ async function writeBody(job: FileJob, response: Response, start: number, touch:
     if (response.body === null) return;
     for await (const chunk of bodyChunks(job, response.body, timedOut)) {
       touch();
+      // The listing's size bounds the transfer: a hub (or a mirror) that sends more would fill the disk.
+      if (job.file.size !== null && received + chunk.byteLength > job.file.size) {
+        throw transient(new ShoalError(ErrorCode.DOWNLOAD_FAILED, `download of ${job.repo}/${job.file.path}: the hub sent more than the ${job.file.size} bytes it lists; stopped there`));
+      }
       await localFs(job, () => handle.write(chunk));
       received += chunk.byteLength;
       job.progress.fileReceived(received);

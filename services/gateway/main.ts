@@ -1,6 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { FastifyInstance } from 'fastify';
-import { connectNats } from '../../adapters/nats/connection.js';
+import { connectNats, redacted } from '../../adapters/nats/connection.js';
 import { DISCOVERY_STALL_MS, NatsEngine } from '../../adapters/nats/engine-client.js';
 import { JobBacklog, registerBacklogMetrics } from '../../adapters/nats/backlog.js';
 import { JobsClient } from '../../adapters/nats/jobs-client.js';
@@ -98,7 +98,8 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
   const logger = options.logger ?? createLogger('gateway');
   const metrics = options.metrics ?? new ShoalMetrics({ defaultLabels: { service: 'gateway' } });
   const ownsConnection = options.nc === undefined;
-  const servers = config.nats.servers.map((s) => s.replace(/\/\/[^@/]*@/, '//***@')).join(',');
+  // Shown in logs and in the open /readyz answer: credentials in the URLs never (uri-credentials.ts).
+  const servers = redacted(config.nats.servers);
   // The port opens before NATS is reached: probes answer (readiness says why not) while it connects.
   const late = new LateBackend(servers);
   const ingest = new IngestRuns({ connection: () => late.require().nc, prefix: config.natsPrefix, fileRoots: config.jobs?.fileRoots ?? [], ...(config.indexOptions === undefined ? {} : { indexOptions: config.indexOptions }), ...(config.parseWorkerTimeoutMs === undefined ? {} : { parseWorkerTimeoutMs: config.parseWorkerTimeoutMs }), logger, metrics });

@@ -6,6 +6,7 @@ import type { S3SettingsInput } from '../../adapters/object-store/index.js';
 import type { SourceOptionsInput } from '../../adapters/sources/resolve.js';
 import { envValue, isTrueValue, SETTINGS } from './table.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import { redactUri } from '../../adapters/protocol/uri-credentials.js';
 
 /**
  * The environment, read in one place: each function turns the variables of one group of
@@ -148,7 +149,9 @@ export function namedIndexesFromEnv(env: NodeJS.ProcessEnv): Record<string, stri
     const name = entry.slice(0, at).trim();
     const target = entry.slice(at + 1).trim();
     if (at <= 0 || !/^[A-Za-z0-9_-]{1,64}$/.test(name) || target === '') {
-      throw new ShoalError(ErrorCode.CONFIG_INVALID, `SHOAL_INDEXES: ${JSON.stringify(entry.replace(/:[^@/]*@/, ':***@'))} must be name=target (name: letters, digits, _ or -, up to 64)`);
+      // The target's password is hidden by the shared rule (one holding '/' or '@' included).
+      const shown = at < 0 ? redactUri(entry) : `${entry.slice(0, at)}=${redactUri(target)}`;
+      throw new ShoalError(ErrorCode.CONFIG_INVALID, `SHOAL_INDEXES: ${JSON.stringify(shown)} must be name=target (name: letters, digits, _ or -, up to 64)`);
     }
     out[name] = target;
   }

@@ -204,6 +204,16 @@ describe.skipIf(!natsServerAvailable())('gateway: POST /v1/search and POST /v1/i
       expect(refused.json()).toMatchObject({ error: { code: 'MODEL_NOT_FOUND' } });
     }
 
+    // The OCR model is loaded by the parse workers' own engine, which would fetch any hub id it is
+    // given: one that is neither built in nor served for extract is refused at submit too.
+    const ocr = await app.inject({
+      method: 'POST',
+      url: '/v1/ingest',
+      payload: { index: 'fresh', sources: RECORDS, pipeline: { name: 'p', stages: { parse: { ocr: 'always', ocrModel: 'someone/unserved-ocr' }, encode: { model: TINY_MEAN } } } },
+    });
+    expect(ocr.statusCode, ocr.body).toBe(404);
+    expect(ocr.json()).toMatchObject({ error: { code: 'MODEL_NOT_FOUND' } });
+
     const missing = await app.inject({ method: 'GET', url: '/v1/jobs/no-such-run' });
     expect(missing.statusCode).toBe(404);
   });

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -118,6 +118,30 @@ describe.skipIf(!natsServerAvailable())(`GET /v1/jobs/:id/results ${natsServerAv
     expect(body.error.code).toBe('INVALID_INPUT');
     expect(body.error.message).toContain('outside the allowed file roots');
     expect(body.error.message).toContain('SHOAL_FILE_ROOTS');
+  });
+
+  it('refuses a file:// target that leads out of the roots through a link, writing nothing outside (worker check, links resolved)', async () => {
+    // A link inside the root to a folder outside it: the job's own folder under it does not exist
+    // yet, so the check must resolve the nearest folder that does, not give up on the missing one.
+    const outsideDir = mkdtempSync(join(tmpdir(), 'shoal-job-results-outside-'));
+    try {
+      symlinkSync(outsideDir, join(roots, 'escape'));
+      mkdirSync(join(outsideDir, 'existing'));
+      for (const uri of [pathToFileURL(join(roots, 'escape')).href, pathToFileURL(join(roots, 'escape', 'new', 'deeper')).href, pathToFileURL(join(roots, 'escape', 'existing')).href]) {
+        const response = await post(gateway.url, '/v1/jobs', { primitive: 'encode', request: { model: TINY_MEAN, items: ['x'] }, result: { kind: 'store', uri } });
+        expect(response.status, uri).toBe(202);
+        const { job_id: jobId } = Submitted.parse(await response.json());
+        expect((await finished(gateway.url, jobId)).state, uri).toBe('failed');
+        const status = z.looseObject({ errors: z.array(z.looseObject({ code: z.string(), message: z.string() })) }).parse(await (await fetch(`${gateway.url}/v1/jobs/${jobId}`)).json());
+        expect(status.errors[0]?.code).toBe('INVALID_INPUT');
+        expect(status.errors[0]?.message).toContain('outside the allowed file roots');
+      }
+      expect(readdirSync(outsideDir)).toEqual(['existing']);
+      expect(readdirSync(join(outsideDir, 'existing'))).toEqual([]);
+    } finally {
+      rmSync(join(roots, 'escape'), { force: true });
+      rmSync(outsideDir, { recursive: true, force: true });
+    }
   });
 
   it('a failed part is one {"part", "error"} line in place of its items', async () => {

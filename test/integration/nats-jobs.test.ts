@@ -1,4 +1,5 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -185,6 +186,24 @@ describe.skipIf(!natsServerAvailable())(`NATS jobs ${natsServerAvailable() ? '' 
     expect(status.state).toBe('failed');
     expect(status.errors[0]).toMatchObject({ code: 'INVALID_INPUT' });
     expect(status.errors[0]?.message).toContain('/etc/hostname is outside the allowed file roots');
+  });
+
+  it('refuses, without reading them, payload references inside the roots to a named pipe or to a file over the size limit', async () => {
+    const jobs = await JobsClient.open(nc, { topology: { prefix } });
+    const fifo = join(storeDir, 'pipe.json');
+    execFileSync('mkfifo', [fifo]);
+    const huge = join(storeDir, 'huge.json');
+    writeFileSync(huge, '');
+    truncateSync(huge, 513 * 1024 * 1024); // sparse: no disk used
+    for (const [jobId, path, code] of [['fifo-ref', fifo, 'INVALID_INPUT'], ['huge-ref', huge, 'INPUT_TOO_LARGE']] as const) {
+      const part = { v: WIRE_VERSION, job_id: jobId, part: 0, parts: 1, primitive: 'encode', model: TINY_MEAN, payload_ref: `file://${path}`, result: { kind: 'stream' }, submitted_at: new Date().toISOString() };
+      await jetstream(nc).publish(jobs.topology.names.jobs('encode', TINY_MEAN), JSON.stringify(part));
+      const status = await jobs.wait(jobId, { timeoutMs: 15_000 });
+      expect(status.state).toBe('failed');
+      expect(status.errors[0]).toMatchObject({ code });
+    }
+    rmSync(fifo);
+    rmSync(huge);
   });
 
   it('makes resubmission with the same job id publish nothing new', async () => {

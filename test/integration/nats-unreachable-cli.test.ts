@@ -124,6 +124,27 @@ describe.skipIf(!natsServerAvailable())('a worker or gateway that cannot reach N
     expect(stopped.ms).toBeLessThan(2_000);
   }, 45_000);
 
+  it('a gateway never shows the NATS password of its URL, even one with "/" or "@" in it: not in /readyz (open), API errors or the log', async ({ onTestFinished }) => {
+    const defer: Defer = (cleanup) => onTestFinished(cleanup);
+    const natsPort = await freePort();
+    const httpPort = await freePort();
+    // Generated passwords hold '/', '@'... and are often pasted unencoded.
+    const gateway = shoal(defer, ['gateway', '--nats', `nats://shoal:pa55/w@rd-S3CRET@127.0.0.1:${natsPort}`, '--port', String(httpPort)]);
+    await gateway.waitFor(/NATS connection failed; retrying/, 30_000);
+    const base = `http://127.0.0.1:${httpPort}`;
+    const notReady = await httpStatus(`${base}/readyz`);
+    expect(notReady?.status).toBe(503);
+    expect(notReady?.body).toContain(`connecting to NATS at nats://***@127.0.0.1:${natsPort}`);
+    const call = await fetch(`${base}/v1/embeddings`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', input: 'a' }) });
+    expect(call.status).toBe(503);
+    const answer = await call.text();
+    for (const text of [notReady?.body ?? '', answer, gateway.output()]) {
+      expect(text).not.toContain('pa55');
+      expect(text).not.toContain('S3CRET');
+    }
+    await gateway.stop('SIGTERM');
+  }, 45_000);
+
   it('a gateway answers /healthz 200 and /readyz 503 with the reason while NATS is down, and is ready once it comes up', async ({ onTestFinished }) => {
     const defer: Defer = (cleanup) => onTestFinished(cleanup);
     const natsPort = await freePort();

@@ -4,6 +4,7 @@ import { ErrorCode, isShoalError, ShoalError } from '../../../adapters/protocol/
 import { DataRef, JobId } from '../../../adapters/protocol/jobs.js';
 import { checkRemoteModelName } from '../../../adapters/protocol/model-names.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
+import { builtinModelIds } from '../../../adapters/sources/builtin-models.js';
 import { builtinPipelineNames, resolvePipeline } from '../../../pipelines/documents/builtin.js';
 import { applyOverrides, parseDefinition, type PipelineDefinition } from '../../../pipelines/documents/definition.js';
 import { checkJobIdFree } from '../job-ids.js';
@@ -71,11 +72,14 @@ function checkModelNames(definition: PipelineDefinition): void {
   }
 }
 
-/** The encode (and extract) models of the run must be served by some worker, for that operation. */
+/** The encode (and extract, and a non-built-in OCR) models of the run must be served by some worker, for that operation. */
 async function checkServedModels(context: RouteContext, definition: PipelineDefinition): Promise<void> {
   const check = context.deps.jobs?.checkModel?.bind(context.deps.jobs);
   if (check === undefined) return;
-  const { encode, extract } = definition.stages;
+  const { parse, encode, extract } = definition.stages;
+  // The OCR model runs in the parse workers' own engine, which loads (and downloads from the hub)
+  // whatever id it is given: only a built-in one, or one some worker serves for extract.
+  if (!builtinModelIds().includes(parse.ocrModel)) await check('extract', parse.ocrModel);
   await check('encode', encode.model);
   if (encode.sparse !== undefined) await check('encode', encode.sparse.model);
   if (encode.multivector !== undefined) await check('encode', encode.multivector.model);

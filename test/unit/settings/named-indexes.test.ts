@@ -19,6 +19,17 @@ describe('namedIndexesFromEnv', () => {
     }
     expect(message).toMatch(/SHOAL_INDEXES: .* must be name=target/);
     expect(message).not.toContain('secret');
+    // Generated passwords hold '/' and '@', which the old pattern stopped at.
+    for (const password of ['s3cr/et', 'p@ss/w@rd']) {
+      let shown = '';
+      try {
+        namedIndexesFromEnv({ SHOAL_INDEXES: `bad name=postgres://u:${password}@db/s` });
+      } catch (error) {
+        shown = error instanceof Error ? error.message : String(error);
+      }
+      expect(shown).toContain('"bad name=postgres://u:***@db/s"');
+      expect(shown).not.toContain(password);
+    }
   });
 });
 

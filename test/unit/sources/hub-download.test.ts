@@ -358,3 +358,46 @@ describe('tokens', () => {
     expect(new Set(requests.map((r) => r.status))).toEqual(new Set([200]));
   });
 });
+
+describe('a hostile mirror', () => {
+  it('sending more than the size it lists: the transfer is cut at that size, DOWNLOAD_FAILED, nothing oversized on disk', async () => {
+    // The listing promises a 64-byte graph; the file request answers with an endless body.
+    const { createServer: createHttpServer } = await import('node:http');
+    const commit = 'c'.repeat(40);
+    const listed = 64;
+    let cut = 0;
+    const server = createHttpServer((req, res) => {
+      if ((req.url ?? '').startsWith('/api/models/')) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ sha: commit, siblings: [{ rfilename: 'config.json', size: 2 }, { rfilename: 'onnx/model.onnx', size: listed, lfs: { sha256: 'a'.repeat(64), size: listed } }] }));
+        return;
+      }
+      if ((req.url ?? '').endsWith('/config.json')) {
+        res.end('{}');
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      const chunk = Buffer.alloc(64 * 1024, 7);
+      const pump = (): void => {
+        while (!res.destroyed && res.write(chunk));
+        if (!res.destroyed) res.once('drain', pump);
+      };
+      res.on('close', () => (cut += 1));
+      pump();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const cacheDir = freshCache();
+    try {
+      const endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const error = await rejection(downloadModel('org/endless', 'main', { endpoint, cacheDir, retryDelayMs: 0, attempts: 2 }));
+      expect(error.code).toBe(ErrorCode.DOWNLOAD_FAILED);
+      expect(error.message).toContain(`more than the ${listed} bytes`);
+      expect(cut).toBeGreaterThan(0);
+      const blobs = join(repoDir(cacheDir, 'org/endless'), 'blobs');
+      for (const name of await listTree(blobs)) expect((await stat(join(blobs, name))).size).toBeLessThanOrEqual(listed);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  }, 15_000);
+});
