@@ -72,17 +72,23 @@ async function checkPath(raw: string, policy: ImagePolicy): Promise<string> {
   if (policy.roots.length === 0) {
     throw new ShoalError(ErrorCode.INVALID_INPUT, 'local image paths are not allowed here; send the image bytes (base64), or allow a folder: --image-root DIR on the command line (shoal encode/extract/dev), SHOAL_IMAGE_ROOTS for the worker');
   }
-  const candidate = isAbsolute(raw) ? raw : resolve(process.cwd(), raw);
+  const candidate = isAbsolute(raw) ? resolve(raw) : resolve(process.cwd(), raw);
+  const outside = (): ShoalError =>
+    new ShoalError(ErrorCode.INVALID_INPUT, `image file ${raw} is outside the allowed image roots (${policy.roots.join(', ')}); allow its folder with --image-root DIR on the command line (shoal encode/extract/dev) or SHOAL_IMAGE_ROOTS for the worker`);
+  const realRoots = await Promise.all(policy.roots.map((root) => realpath(resolve(root)).catch(() => resolve(root))));
+  // The path as written is checked before the file system is asked about it: otherwise "does not
+  // exist" vs "outside the roots" would tell a caller which files exist anywhere on the machine.
+  // A root may be named as configured or by its real path (a root that is itself a link).
+  const writtenRoots = [...policy.roots.map((root) => resolve(root)), ...realRoots];
+  if (!writtenRoots.some((root) => isInsideRoot(root, candidate))) throw outside();
   let real: string;
   try {
     real = await realpath(candidate);
   } catch {
     throw new ShoalError(ErrorCode.INVALID_INPUT, `image file ${raw} does not exist`);
   }
-  const roots = await Promise.all(policy.roots.map((root) => realpath(resolve(root)).catch(() => resolve(root))));
-  if (!roots.some((root) => isInsideRoot(root, real))) {
-    throw new ShoalError(ErrorCode.INVALID_INPUT, `image file ${raw} is outside the allowed image roots (${policy.roots.join(', ')}); allow its folder with --image-root DIR on the command line (shoal encode/extract/dev) or SHOAL_IMAGE_ROOTS for the worker`);
-  }
+  // Then where it really is: a link inside a root must not lead out of them.
+  if (!realRoots.some((root) => isInsideRoot(root, real))) throw outside();
   return real;
 }
 

@@ -113,6 +113,26 @@ describe('local paths', () => {
     await expect(checkImageSource(join(root, 'nope.png'), policy())).rejects.toMatchObject({ code: ErrorCode.INVALID_INPUT, message: expect.stringMatching(/nope\.png does not exist/) });
   });
 
+  it('says nothing of files outside the roots: a missing and an existing one get the same refusal', async () => {
+    const refusals = await Promise.all(
+      [join(outside, 'secret.png'), join(outside, 'no-such-file.png'), '/etc/passwd', '/no/such/dir/x.png'].map((path) =>
+        checkImageSource(path, policy()).then(
+          () => 'accepted',
+          (error: unknown) => (error instanceof Error ? error.message.replace(/^image file \S+/, 'image file P') : String(error)),
+        ),
+      ),
+    );
+    expect(new Set(refusals).size).toBe(1);
+    expect(refusals[0]).toContain('is outside the allowed image roots');
+  });
+
+  it('a root that is itself a link may be named by its real path', async () => {
+    const linkedRoot = join(base, 'linked-root');
+    symlinkSync(join(root, 'sub'), linkedRoot);
+    expect(await checkImageSource(join(root, 'sub', 'in.png'), policy({ roots: [linkedRoot] }))).toEqual({ kind: 'path', path: join(root, 'sub', 'in.png') });
+    expect(await checkImageSource(join(linkedRoot, 'in.png'), policy({ roots: [linkedRoot] }))).toEqual({ kind: 'path', path: join(root, 'sub', 'in.png') });
+  });
+
   it('byte limit and empty files', async () => {
     const big = await checkImageSource(join(root, 'big.png'), policy());
     await expect(readImageInput(big, policy())).rejects.toMatchObject({ code: ErrorCode.INPUT_TOO_LARGE, details: { bytes: MAX + 1, limit: MAX } });
