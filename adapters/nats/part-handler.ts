@@ -27,7 +27,8 @@ import { TERMINAL_STATES, bitmapHas, type StatusStore } from './status-store.js'
  */
 
 /** What became of a delivery; `requeue`: handed back to the queue as a fresh copy (shutdown). */
-export type Disposition = 'ack' | 'nak' | 'term' | 'dead' | 'requeue';
+export const DISPOSITIONS = ['ack', 'nak', 'term', 'dead', 'requeue'] as const;
+export type Disposition = (typeof DISPOSITIONS)[number];
 
 export interface PartHandlerOptions {
   engine: Engine;

@@ -9,8 +9,10 @@ import { DEPLOY_DIR } from './nats-config.js';
  * below, so every panel's query is in one readable place and the JSON stays consistent:
  *   npx tsx deploy/tools/grafana-dashboards.ts           # write
  *   npx tsx deploy/tools/grafana-dashboards.ts --check   # exit 1 when the JSON files are stale
- * The metric names are checked against a running gateway's and worker's /metrics by
- * test/deploy/nats-permissions.test.ts. Backlog gauges come from every gateway replica alike: max(), not sum().
+ * Every query is checked against a running gateway's, worker's and sink's /metrics (names, types,
+ * labels, label values) by test/deploy/dashboard-queries.test.ts. Backlog gauges come from every
+ * gateway replica alike: max(), not sum(). The gateway and the sink export the engine's pool gauges
+ * too (at 0): worker panels select service="worker".
  */
 
 export const DASHBOARD_DIR = join(DEPLOY_DIR, 'grafana', 'dashboards');
@@ -66,7 +68,7 @@ export const DASHBOARDS: readonly Dashboard[] = [
         targets: [{ expr: `sum by (model) (rate(shoal_batch_tokens_total{kind="padded"}[${W}])) / sum by (model) (rate(shoal_batch_tokens_total{kind="real"}[${W}])) - 1`, legend: '{{model}}' }],
       },
       { title: 'Items per batch by model and lane', unit: 'short', targets: [{ expr: `sum by (model, lane) (rate(shoal_batch_items_total[${W}])) / sum by (model, lane) (rate(shoal_batches_total[${W}]))`, legend: '{{model}} {{lane}}' }] },
-      { title: 'Items waiting in the scheduler', unit: 'short', targets: [{ expr: 'sum by (worker) (shoal_queue_items)', legend: '{{worker}}' }] },
+      { title: 'Items waiting in the scheduler', unit: 'short', targets: [{ expr: 'sum by (worker) (shoal_queue_items{service="worker"})', legend: '{{worker}}' }] },
     ],
   },
   {
@@ -74,8 +76,8 @@ export const DASHBOARDS: readonly Dashboard[] = [
     title: 'Shoal / Model residency, loads and evictions',
     panels: [
       { title: 'Resident bytes by model', unit: 'bytes', targets: [{ expr: 'sum by (model) (shoal_model_resident_bytes)', legend: '{{model}}' }] },
-      { title: 'Pool use (resident / budget) by worker', unit: 'percentunit', targets: [{ expr: 'shoal_pool_resident_bytes / shoal_pool_budget_bytes', legend: '{{worker}}' }] },
-      { title: 'Pinned (preloaded) models by worker', unit: 'short', targets: [{ expr: 'shoal_pool_pinned_models', legend: '{{worker}}' }] },
+      { title: 'Pool use (resident / budget) by worker', unit: 'percentunit', targets: [{ expr: 'shoal_pool_resident_bytes{service="worker"} / shoal_pool_budget_bytes{service="worker"}', legend: '{{worker}}' }] },
+      { title: 'Pinned (preloaded) models by worker', unit: 'short', targets: [{ expr: 'shoal_pool_pinned_models{service="worker"}', legend: '{{worker}}' }] },
       { title: 'Model loads per minute by model', unit: 'short', targets: [{ expr: `sum by (model) (rate(shoal_model_loads_total[${W}])) * 60`, legend: '{{model}}' }] },
       { title: 'Evictions per minute by reason', unit: 'short', targets: [{ expr: `sum by (reason) (rate(shoal_model_evictions_total[${W}])) * 60`, legend: '{{reason}}' }] },
       { title: 'Load time p90 by family', unit: 's', targets: [{ expr: `histogram_quantile(0.9, sum by (le, family) (rate(shoal_model_load_seconds_bucket[${W}])))`, legend: '{{family}}' }] },
@@ -96,7 +98,8 @@ export const DASHBOARDS: readonly Dashboard[] = [
     uid: 'shoal-errors',
     title: 'Shoal / Errors and dead letters',
     panels: [
-      { title: 'HTTP errors per second by code', unit: 'reqps', targets: [{ expr: `sum by (code) (rate(shoal_requests_total{code!="OK"}[${W}]))`, legend: '{{code}}' }] },
+      // Status polls of an unfinished job answer UNAVAILABLE by design (503 until it ends): not errors.
+      { title: 'HTTP errors per second by code', unit: 'reqps', targets: [{ expr: `sum by (code) (rate(shoal_requests_total{primitive!="job_read",code!="OK"}[${W}]))`, legend: '{{code}}' }] },
       { title: 'Job part retries and failures by outcome', unit: 'ops', targets: [{ expr: `sum by (model, outcome) (rate(shoal_job_parts_total{outcome=~"nak|term|dead"}[${W}]))`, legend: '{{model}} {{outcome}}' }] },
       { title: 'Dead-lettered parts (last hour)', unit: 'short', targets: [{ expr: 'sum by (model) (increase(shoal_job_parts_total{outcome="dead"}[1h]))', legend: '{{model}}' }] },
       { title: 'Failed batches by code', unit: 'ops', targets: [{ expr: `sum by (model, code) (rate(shoal_batch_failures_total[${W}]))`, legend: '{{model}} {{code}}' }] },

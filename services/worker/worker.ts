@@ -3,7 +3,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { connectNats } from '../../adapters/nats/connection.js';
 import { DeadLetters } from '../../adapters/nats/dead-letter.js';
 import { JobConsumer, type ModelState, type PulledRoute } from '../../adapters/nats/job-consumer.js';
-import { PartHandler } from '../../adapters/nats/part-handler.js';
+import { DISPOSITIONS, PartHandler } from '../../adapters/nats/part-handler.js';
 import { PartResults } from '../../adapters/nats/part-results.js';
 import { PayloadStore } from '../../adapters/nats/payloads.js';
 import { S3Store } from '../../adapters/object-store/index.js';
@@ -171,6 +171,9 @@ export class ShoalWorker implements Lifecycle {
       rpc.start();
       rpc.setResident(residentModels(ready.models()));
       const routeOfSubject = new Map(routes.map((route) => [topology.names.jobs(route.primitive, route.model), route]));
+      // Every outcome of every route is exported from the start, at 0: increase() cannot see a
+      // series that first appears at 1, so the first dead letter would otherwise raise no alert.
+      for (const route of routes) for (const outcome of DISPOSITIONS) deps.metrics?.jobParts.inc({ primitive: route.primitive, model: route.model, outcome }, 0);
       const consumer = new JobConsumer({
         js,
         jsm: topology.jsm,

@@ -183,11 +183,28 @@ export const Secret = z.strictObject({
   data: z.record(z.string(), z.string().regex(/^[A-Za-z0-9+/]+=*$/, 'base64')).optional(),
   stringData: z.record(z.string(), z.string()).optional(),
 });
-export const OtherKinds = z.discriminatedUnion('kind', [
+export /** A ServiceMonitor endpoint, with the Prometheus Operator's RelabelConfig fields (camelCase; a snake_case field is refused by its CRD). */
+const RelabelConfig = z.strictObject({
+  sourceLabels: z.array(z.string().regex(/^[a-zA-Z_][a-zA-Z0-9_]*$/)).optional(),
+  separator: z.string().optional(),
+  targetLabel: z.string().regex(/^[a-zA-Z_][a-zA-Z0-9_]*$/).optional(),
+  regex: z.string().optional(),
+  replacement: z.string().optional(),
+  action: z.enum(['replace', 'keep', 'drop', 'labelmap', 'labeldrop', 'labelkeep', 'hashmod', 'keepequal', 'dropequal', 'lowercase', 'uppercase']).optional(),
+});
+const ScrapeEndpoint = z.strictObject({
+  port: z.string(),
+  path: z.literal('/metrics'),
+  interval: z.string().regex(/^[0-9]+(ms|s|m|h)$/).optional(),
+  relabelings: z.array(RelabelConfig).optional(),
+  metricRelabelings: z.array(RelabelConfig).optional(),
+});
+
+const OtherKinds = z.discriminatedUnion('kind', [
   z.looseObject({ apiVersion: z.literal('v1'), kind: z.literal('ServiceAccount'), metadata: Metadata }),
   z.looseObject({ apiVersion: z.literal('v1'), kind: z.literal('PersistentVolumeClaim'), metadata: Metadata, spec: z.looseObject({ resources: z.looseObject({ requests: z.looseObject({ storage: z.string() }) }) }) }),
   z.looseObject({ apiVersion: z.literal('networking.k8s.io/v1'), kind: z.literal('Ingress'), metadata: Metadata, spec: z.looseObject({ rules: z.array(z.looseObject({ host: z.string().min(1) })).min(1) }) }),
-  z.looseObject({ apiVersion: z.literal('monitoring.coreos.com/v1'), kind: z.literal('ServiceMonitor'), metadata: Metadata, spec: z.looseObject({ endpoints: z.array(z.looseObject({ port: z.string(), path: z.literal('/metrics') })) }) }),
+  z.looseObject({ apiVersion: z.literal('monitoring.coreos.com/v1'), kind: z.literal('ServiceMonitor'), metadata: Metadata, spec: z.looseObject({ endpoints: z.array(ScrapeEndpoint) }) }),
   z.looseObject({
     apiVersion: z.literal('monitoring.coreos.com/v1'),
     kind: z.literal('PrometheusRule'),
