@@ -208,8 +208,18 @@ export interface DeadLettersOptions {
   results: PartResults;
   status: StatusStore;
   logger?: Logger;
+  /**
+   * Called for each part the max-deliveries advisory handling buried (its primitive and model, null
+   * when the message is not a job part): the worker counts those dead letters as it counts its own.
+   */
+  onAdvisoryBuried?: (part: { primitive: string; model: string } | null) => void;
 }
 
+function jobPartOf(source: DeadSource): JobPart | null {
+  const decoded = decodeJson(source.data);
+  const part = decoded.ok ? JobPart.safeParse(decoded.value) : null;
+  return part?.success === true ? part.data : null;
+}
 
 export class DeadLetters implements Lifecycle {
   readonly #options: DeadLettersOptions;
@@ -238,11 +248,10 @@ export class DeadLetters implements Lifecycle {
    */
   async settle(source: DeadSource, failure: unknown): Promise<'buried' | 'finished-before'> {
     const reason = serializeError(failure);
-    const decoded = decodeJson(source.data);
-    const part = decoded.ok ? JobPart.safeParse(decoded.value) : null;
-    if (part?.success === true && (await this.#options.status.isCounted(part.data.job_id, part.data.part))) return 'finished-before';
+    const part = jobPartOf(source);
+    if (part !== null && (await this.#options.status.isCounted(part.job_id, part.part))) return 'finished-before';
     await this.bury(source, reason);
-    if (part?.success === true) await this.#options.results.failed(part.data, failure);
+    if (part !== null) await this.#options.results.failed(part, failure);
     return 'buried';
   }
 
@@ -259,7 +268,14 @@ export class DeadLetters implements Lifecycle {
       consumerWords: 'the consumer',
       failure: (deliveries) =>
         new ShoalError(ErrorCode.TIMEOUT, `delivered ${deliveries} times without an ack (max_deliver): the workers holding it stopped, or ran past the ack wait`),
-      settle: (source, failure) => this.settle(source, failure),
+      settle: async (source, failure) => {
+        const outcome = await this.settle(source, failure);
+        if (outcome === 'buried') {
+          const part = jobPartOf(source);
+          this.#options.onAdvisoryBuried?.(part === null ? null : { primitive: part.primitive, model: part.model });
+        }
+        return outcome;
+      },
       logger,
     });
   }

@@ -139,7 +139,16 @@ export class ShoalWorker implements Lifecycle {
       const payloads = new PayloadStore(connection, { bucket: topology.names.payloadBucket, fileRoots: config.fileRoots, s3Store });
       const maxMessageBytes = connection.info?.max_payload ?? 1024 * 1024;
       const results = new PartResults({ js, jsm: topology.jsm, names: topology.names, payloads, status, workerId: config.workerId, maxMessageBytes });
-      const deadLetters = new DeadLetters({ js, jsm: topology.jsm, names: topology.names, results, status, logger });
+      const deadLetters = new DeadLetters({
+        js,
+        jsm: topology.jsm,
+        names: topology.names,
+        results,
+        status,
+        logger,
+        // A part whose worker died on its last delivery is buried from the server's advisory: a dead letter all the same.
+        onAdvisoryBuried: (part) => deps.metrics?.jobParts.inc({ primitive: part?.primitive ?? 'unknown', model: part?.model ?? 'unknown', outcome: 'dead' }),
+      });
       const ready = engine;
       const modelState = (model: string): ModelState => ready.models().models.find((m) => m.name === model)?.state ?? 'absent';
       const handler = new PartHandler({

@@ -7,9 +7,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JobsClient } from '../../adapters/nats/jobs-client.js';
 import { DEAD_LETTER_HEADERS } from '../../adapters/protocol/jobs.js';
 import type { Primitive } from '../../adapters/protocol/subjects.js';
-import type { ShoalWorker } from '../../services/worker/worker.js';
+import { ShoalMetrics } from '../../adapters/observability/metrics.js';
+import { resolveWorkerConfig } from '../../services/worker/config.js';
+import { ShoalWorker } from '../../services/worker/worker.js';
 import { NATS_SERVER_MISSING, eventually, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
-import { FIXTURE_MODELS_DIR, TINY_CROSS, TINY_MEAN, startTestWorker, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
+import { FIXTURE_MODELS_DIR, TINY_CROSS, TINY_MEAN, quietLogger, testConnection, testWorkerConfig, uniquePrefix } from '../helpers/nats-worker.js';
 
 /**
  * Dead letters against a private nats-server: a part that keeps failing (its model's ONNX file
@@ -25,6 +27,7 @@ describe.skipIf(!natsServerAvailable())(`NATS dead letters ${natsServerAvailable
   let nc: NatsConnection;
   let worker: ShoalWorker;
   let jobs: JobsClient;
+  const metrics = new ShoalMetrics({ defaultLabels: { service: 'worker' } });
   const prefix = uniquePrefix('dlq');
   const modelDir = mkdtempSync(join(tmpdir(), 'shoal-broken-'));
 
@@ -32,11 +35,12 @@ describe.skipIf(!natsServerAvailable())(`NATS dead letters ${natsServerAvailable
     cpSync(join(FIXTURE_MODELS_DIR, TINY_MEAN), join(modelDir, BROKEN), { recursive: true });
     writeFileSync(join(modelDir, BROKEN, 'onnx', 'model.onnx'), 'this is not an ONNX graph');
     server = await startNatsServer();
-    worker = await startTestWorker(server.url, prefix, {
+    const config = testWorkerConfig(server.url, prefix, {
       models: [TINY_MEAN, BROKEN],
       engine: { modelDirs: [FIXTURE_MODELS_DIR, modelDir], threads: 1, memoryBudget: '2GiB' },
       consumer: { ackWaitMs: 5_000, maxDeliver: 3 },
     });
+    worker = await ShoalWorker.start(resolveWorkerConfig(config), { logger: quietLogger(), metrics });
     nc = await testConnection(server.url);
     jobs = await JobsClient.open(nc, { topology: { prefix }, consumer: { ackWaitMs: 1_000, maxDeliver: 2 } });
   });
@@ -47,6 +51,12 @@ describe.skipIf(!natsServerAvailable())(`NATS dead letters ${natsServerAvailable
     await server?.stop();
     rmSync(modelDir, { recursive: true, force: true });
   });
+
+  /** shoal_job_parts_total of this worker for one outcome of a primitive and model. */
+  async function partsCounted(primitive: Primitive, model: string, outcome: string): Promise<number> {
+    const { values } = await metrics.jobParts.get();
+    return values.find((v) => v.labels.primitive === primitive && v.labels.model === model && v.labels.outcome === outcome)?.value ?? 0;
+  }
 
   async function deadLetter(primitive: Primitive, model: string) {
     const names = jobs.topology.names;
@@ -109,6 +119,8 @@ describe.skipIf(!natsServerAvailable())(`NATS dead letters ${natsServerAvailable
     expect(dead?.header.get(DEAD_LETTER_HEADERS.reason)).toMatch(/without an ack/);
     expect(dead?.json()).toMatchObject({ job_id: 'abandoned', part: 0 });
     await workQueueEmpty('score', TINY_CROSS);
+    // Counted as a dead letter by the worker that buried it from the advisory, though it never served the part.
+    await eventually(async () => expect(await partsCounted('score', TINY_CROSS, 'dead')).toBe(1));
   });
 
   it('dead-letters a message that is not a job part and terminates it', async () => {
