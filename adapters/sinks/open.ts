@@ -42,6 +42,8 @@ export interface SinkCredentials {
   chromaTenant?: string | undefined;
   chromaDatabase?: string | undefined;
   qdrantApiKey?: string | undefined;
+  /** Longest wait for one Chroma or Qdrant request (not a secret, but read from the environment with them). @default 60_000 */
+  storeTimeoutMs?: number | undefined;
 }
 
 export interface OpenSinkOptions {
@@ -225,16 +227,17 @@ export function openSink(uriOrDir: string, options: OpenSinkOptions = {}): Opene
       }, form);
       const collection = parts.collection ?? parse(Name, fallbackTable, 'collection');
       const batch = options.batchRows === undefined ? {} : { batchRows: options.batchRows };
+      const timeout = credentials.storeTimeoutMs === undefined ? {} : { requestTimeoutMs: credentials.storeTimeoutMs };
       if (scheme === 'chroma') {
         const apiKey = credentials.chromaApiKey;
         const chromaOptions: ChromaSinkOptions = {
-          host: parts.host, port: parts.port, ssl: parts.ssl ?? false, collection: checkTableName(collection), ...batch,
+          host: parts.host, port: parts.port, ssl: parts.ssl ?? false, collection: checkTableName(collection), ...batch, ...timeout,
           tenant: parts.tenant ?? credentials.chromaTenant, database: parts.database ?? credentials.chromaDatabase,
           ...(apiKey === undefined ? {} : { headers: { 'x-chroma-token': apiKey } }),
         };
         return wrap(new LazySink(async () => new (await import('./chroma.js')).ChromaSink(chromaOptions)), 'chroma', collection);
       }
-      const qdrantOptions = { host: parts.host, port: parts.port, https: parts.ssl ?? false, apiKey: credentials.qdrantApiKey, collection: checkTableName(collection), ...batch };
+      const qdrantOptions = { host: parts.host, port: parts.port, https: parts.ssl ?? false, apiKey: credentials.qdrantApiKey, collection: checkTableName(collection), ...batch, ...timeout };
       return wrap(new LazySink(async () => new (await import('./qdrant.js')).QdrantSink(qdrantOptions)), 'qdrant', collection);
     }
     case 'file': {

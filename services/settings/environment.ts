@@ -132,7 +132,19 @@ export function sinkCredentialsFromEnv(env: NodeJS.ProcessEnv): SinkCredentials 
     chromaTenant: envValue(env, 'chromaTenant'),
     chromaDatabase: envValue(env, 'chromaDatabase'),
     qdrantApiKey: envValue(env, 'qdrantApiKey'),
+    storeTimeoutMs: storeTimeoutFromEnv(env),
   };
+}
+
+/** SHOAL_STORE_TIMEOUT_MS: a whole number of ms, 1 to 2^31-1 (what a timer takes); unset: the stores' default. */
+function storeTimeoutFromEnv(env: NodeJS.ProcessEnv): number | undefined {
+  const value = envValue(env, 'storeTimeoutMs');
+  if (value === undefined) return undefined;
+  const ms = /^\d+$/.test(value) ? Number(value) : Number.NaN;
+  if (!Number.isSafeInteger(ms) || ms < 1 || ms > 2_147_483_647) {
+    throw new ShoalError(ErrorCode.CONFIG_INVALID, `SHOAL_STORE_TIMEOUT_MS: ${JSON.stringify(value.slice(0, 40))} is not a whole number of milliseconds from 1 to 2147483647`);
+  }
+  return ms;
 }
 
 /**

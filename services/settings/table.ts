@@ -99,6 +99,7 @@ export const SETTINGS = {
   chromaTenant: { env: ['CHROMA_TENANT'], usedBy: ['cli', 'worker', 'sink'], meaning: 'Chroma tenant of a `chroma://` index', default: null, shown: 'the server\'s default' },
   chromaDatabase: { env: ['CHROMA_DATABASE'], usedBy: ['cli', 'worker', 'sink'], meaning: 'Chroma database of a `chroma://` index', default: null, shown: 'the server\'s default' },
   qdrantApiKey: { env: ['QDRANT_API_KEY'], usedBy: ['cli', 'worker', 'sink'], meaning: 'API key for a `qdrant://` index (never logged)', default: null, shown: 'none' },
+  storeTimeoutMs: { env: ['SHOAL_STORE_TIMEOUT_MS'], usedBy: ['cli', 'gateway', 'worker', 'sink'], meaning: 'longest wait for one request to a `chroma://` or `qdrant://` index, in ms: a store that accepts connections and never answers fails as TIMEOUT (retried as an outage)', default: 60000 },
 } as const satisfies Record<string, SettingSpec>;
 
 export type SettingKey = keyof typeof SETTINGS;

@@ -3,6 +3,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode, isShoalError, type ShoalError } from '../../../adapters/protocol/errors.js';
 import { ChromaSink } from '../../../adapters/sinks/chroma.js';
 import { RetryingSink } from '../../../adapters/sinks/delivery.js';
+import { openSink } from '../../../adapters/sinks/open.js';
+import { sinkCredentialsFromEnv } from '../../../services/settings/environment.js';
 import { freePort } from '../../helpers/nats-server.js';
 
 /**
@@ -121,6 +123,24 @@ describe('ChromaSink against a server that accepts connections and never answers
     expect(refused.error.message).not.toContain('request timeout');
     for (const requestTimeoutMs of [0, -1, 1.5, Number.NaN, 2 ** 31]) {
       expect(() => new ChromaSink({ host: '127.0.0.1', port, collection: 'coll', requestTimeoutMs })).toThrow(expect.objectContaining({ code: ErrorCode.INVALID_INPUT }));
+    }
+  });
+
+  it('takes SHOAL_STORE_TIMEOUT_MS through the settings for chroma:// and qdrant:// indexes alike', async () => {
+    const credentials = sinkCredentialsFromEnv({ SHOAL_STORE_TIMEOUT_MS: '300' });
+    expect(credentials.storeTimeoutMs).toBe(300);
+    for (const scheme of ['chroma', 'qdrant']) {
+      const server = await hungServer();
+      const { sink } = openSink(`${scheme}://127.0.0.1:${server.port}/coll`, { credentials, retry: { baseDelayMs: 10, maxDelayMs: 20, maxElapsedMs: 500 } });
+      const { error, ms } = await failure(() => sink.describe());
+      expect(error.code, scheme).toBe(ErrorCode.UNAVAILABLE);
+      expect(error.message, scheme).toMatch(scheme === 'chroma' ? /within the 300 ms request timeout/ : /no answer within the request timeout/);
+      expect(ms, scheme).toBeLessThan(5_000);
+      await sink.close();
+    }
+    expect(sinkCredentialsFromEnv({}).storeTimeoutMs).toBeUndefined();
+    for (const bad of ['0', '-5', '1.5', 'soon', '99999999999']) {
+      expect(() => sinkCredentialsFromEnv({ SHOAL_STORE_TIMEOUT_MS: bad }), bad).toThrow(expect.objectContaining({ code: ErrorCode.CONFIG_INVALID, message: expect.stringContaining('SHOAL_STORE_TIMEOUT_MS') }));
     }
   });
 });
