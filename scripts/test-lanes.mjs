@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 
 const VITEST = ['vitest', 'run'];
-const LANES = ['units-and-nats', 'integration', 'outages'];
+const LANES = ['units-and-nats', 'integration', 'outages-and-documents'];
 const args = process.argv.slice(2);
 
 function run(command, prefix) {
