@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { isShoalError, ShoalError } from '../../../adapters/protocol/errors.js';
+import { ErrorCode, isShoalError, ShoalError } from '../../../adapters/protocol/errors.js';
+import { checkRemoteModelName } from '../../../adapters/protocol/model-names.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import { validateFilter } from '../../../adapters/sinks/filter.js';
 import { hitLine, SEARCH_MODES, searchIndex } from '../../../pipelines/documents/search.js';
@@ -42,6 +43,30 @@ function asRequestFields(error: unknown): unknown {
   return new ShoalError(error.code, error.message.slice(2), { details: { ...error.details, field } });
 }
 
+/**
+ * A model name the engine refused as a path or URL (checkRemoteModelName): the request's `rerank`
+ * when that is the one, else the model the index records, since the request names no other. An
+ * index built by `shoal ingest --model ./folder` records the folder, which workers never load
+ * by path: say so, instead of a refusal of a field the caller did not send.
+ */
+function explainModelRefusal(error: unknown, rerank: string | undefined, index: string): unknown {
+  if (!isShoalError(error) || error.code !== ErrorCode.INVALID_INPUT || error.details?.field !== 'model') return error;
+  const refused = (model: string): boolean => {
+    try {
+      checkRemoteModelName(model);
+      return false;
+    } catch {
+      return true;
+    }
+  };
+  if (rerank !== undefined && refused(rerank)) return new ShoalError(error.code, `rerank: ${error.message}`, { details: { ...error.details, field: 'rerank' } });
+  return new ShoalError(
+    ErrorCode.CONFIG_INVALID,
+    `index ${index} records the model it was built with as a local folder or URL, which the workers do not load (${error.message}): re-ingest it with a model name the workers serve (a folder under SHOAL_MODEL_DIR is served by its org/name), or search it in process with shoal search`,
+    { details: { index } },
+  );
+}
+
 function requestFilter(expression: string): string {
   try {
     return validateFilter(expression);
@@ -66,7 +91,7 @@ export function registerSearchRoutes(app: FastifyInstance, context: RouteContext
       );
       return { hits: hits.map((hit, index) => hitLine(index + 1, hit)) };
     } catch (error) {
-      throw asRequestFields(error);
+      throw explainModelRefusal(asRequestFields(error), body.rerank, body.index);
     } finally {
       await sink.close();
     }

@@ -7,7 +7,8 @@ import { ShoalMetrics } from '../../../adapters/observability/metrics.js';
 import type { Engine } from '../../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import type { IngestRunStatus } from '../../../adapters/protocol/ingest.js';
-import type { EncodeRequest } from '../../../adapters/protocol/requests.js';
+import { checkRemoteModelName } from '../../../adapters/protocol/model-names.js';
+import type { EncodeRequest, ScoreRequest } from '../../../adapters/protocol/requests.js';
 import type { EncodeResult } from '../../../adapters/protocol/results.js';
 import { LanceDbSink } from '../../../adapters/sinks/lancedb.js';
 import { buildGatewayApp } from '../../../services/gateway/app.js';
@@ -104,14 +105,16 @@ describe('POST /v1/search: a bad filter is named as the request field', () => {
   });
 });
 
-/** An encoder that answers every text with the same 4-dimensional vector. */
+/** An encoder that answers every text with the same 4-dimensional vector; like the gateway's NATS engine, it refuses model names that are paths. */
 class FixedEngine implements Engine {
   async encode(request: EncodeRequest): Promise<EncodeResult> {
+    checkRemoteModelName(request.model);
     const items = Array.isArray(request.items) ? request.items : [];
     return { model: request.model, items: items.map((_, index) => ({ index, dense: [1, 0, 0, 0] })), usage: { items: items.length, tokens: items.length } };
   }
 
-  score(): never {
+  score(request: ScoreRequest): never {
+    checkRemoteModelName(request.model);
     throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, 'not in this test');
   }
 
@@ -139,9 +142,13 @@ describe('POST /v1/search: the checks made against the index name the request fi
       [{ source: 's1', document_id: 'd1', settings: 's', chunks: 1, pages: 1, ingested_at: 'now' }],
     );
     await sink.close();
+    // The same row in an index built with a model folder (shoal ingest --model /models/local-bge).
+    const folderSink = new LanceDbSink({ dir: join(dir, 'folder') });
+    await folderSink.prepare({ dimension: 4, distance: 'cosine', optionalColumns: [], metadata: { model: '/models/local-bge' } });
+    await folderSink.close();
     app = buildGatewayApp(
       { engine: new FixedEngine(), jobs: new MemoryJobs(), models: async () => [], metrics: new ShoalMetrics({ processMetrics: false }), ready: async () => ({ ready: true }) },
-      { ...TEST_SETTINGS, indexes: { docs: dir } },
+      { ...TEST_SETTINGS, indexes: { docs: dir, folder: join(dir, 'folder') } },
     );
     await app.ready();
   });
@@ -171,5 +178,20 @@ describe('POST /v1/search: the checks made against the index name the request fi
     expect(body.error.message).toMatch(message);
     expect(body.error.message).not.toContain('--');
     expect(body.error.details?.field).toBe(field);
+  });
+
+  it('explains an index built with a model folder (the workers load models by name), and names rerank when that is the path', async () => {
+    const folder = await app.inject({ method: 'POST', url: '/v1/search', payload: { index: 'folder', query: 'pilot boat' } });
+    expect(folder.statusCode, folder.body).toBe(500);
+    const error = folder.json<{ error: { code: string; message: string; details?: Record<string, unknown> } }>().error;
+    expect(error.code).toBe('CONFIG_INVALID');
+    expect(error.message).toMatch(/^index folder records the model it was built with as a local folder or URL, which the workers do not load \(model "\/models\/local-bge" is a path/);
+    expect(error.details).toMatchObject({ index: 'folder' });
+
+    const rerank = await search({ rerank: '/models/cross' });
+    expect(rerank.statusCode, rerank.body).toBe(422);
+    const refused = rerank.json<{ error: { code: string; message: string; details?: { field?: string } } }>().error;
+    expect(refused).toMatchObject({ code: 'INVALID_INPUT', details: { field: 'rerank' } });
+    expect(refused.message).toMatch(/^rerank: model "\/models\/cross" is a path/);
   });
 });
