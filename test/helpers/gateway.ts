@@ -2,7 +2,11 @@ import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { JobSubmission, WIRE_VERSION, type JobsApi, type JobStatus, type SubmittedJob } from '../../adapters/protocol/jobs.js';
 import type { EncodeResult, ExtractResult, ScoreResult, TokenizeResult } from '../../adapters/protocol/results.js';
-import type { GatewaySettings } from '../../services/gateway/context.js';
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { ShoalMetrics } from '../../adapters/observability/metrics.js';
+import { buildGatewayApp } from '../../services/gateway/app.js';
+import type { GatewayDeps, GatewaySettings } from '../../services/gateway/context.js';
 
 /**
  * Test doubles for the gateway where the backend is not the point: an in-memory JobsApi (the
@@ -20,6 +24,26 @@ export const TEST_SETTINGS: GatewaySettings = Object.freeze({
   rerankModel: 'tiny-cross-encoder',
   natsPrefix: 'shoal',
 });
+
+/** The gateway's error answer, every code one of ErrorCode's. */
+export const ErrorBody = z.strictObject({
+  error: z.strictObject({ code: z.enum(Object.values(ErrorCode) as [ErrorCode, ...ErrorCode[]]), message: z.string(), details: z.record(z.string(), z.unknown()).optional() }),
+});
+
+/** The HTTP app over `engine` (usually the in-process one), in-memory jobs and one listed model; not listening (use `inject`). */
+export function localGateway(engine: Engine, settings: Partial<GatewaySettings> = {}, overrides: Partial<GatewayDeps> = {}): FastifyInstance {
+  return buildGatewayApp(
+    {
+      engine,
+      jobs: new MemoryJobs(),
+      models: async () => [{ id: 'tiny-bert-mean' }],
+      metrics: new ShoalMetrics({ processMetrics: false }),
+      ready: async () => ({ ready: true }),
+      ...overrides,
+    },
+    { ...TEST_SETTINGS, ...settings },
+  );
+}
 
 /** Jobs kept in a map; each submission is queued with one part per `part_items` items. */
 export class MemoryJobs implements JobsApi {

@@ -2,13 +2,10 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { ShoalMetrics } from '../../adapters/observability/metrics.js';
-import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
-import { buildGatewayApp } from '../../services/gateway/app.js';
 import type { GatewayDeps, GatewaySettings } from '../../services/gateway/context.js';
 import { expectAllClose } from '../helpers/conformance.js';
-import { MemoryJobs, TEST_SETTINGS } from '../helpers/gateway.js';
+import { ErrorBody, localGateway } from '../helpers/gateway.js';
 import { FIXTURES_DIR } from '../helpers/shared.js';
 import { l2Normalize, loadTinyModel, meanPool, tokenOutputs } from '../helpers/tiny-model.js';
 import { capturingLogger } from '../helpers/capturing-logger.js';
@@ -27,26 +24,13 @@ const bert = loadTinyModel('tiny-bert-mean');
 const rawEmbedding = (tokens: string[]): number[] => meanPool(tokenOutputs(bert, { ids: bert.ids(tokens) }));
 const A_DOG = rawEmbedding(['[CLS]', 'a', 'dog', '[SEP]']);
 
-const ErrorBody = z.strictObject({
-  error: z.strictObject({ code: z.enum(Object.values(ErrorCode) as [ErrorCode, ...ErrorCode[]]), message: z.string(), details: z.record(z.string(), z.unknown()).optional() }),
-});
 const Vectors = z.array(z.array(z.number()));
 
 let engine: InferenceEngine;
 let app: FastifyInstance;
 
 function gateway(settings: Partial<GatewaySettings> = {}, overrides: Partial<GatewayDeps> = {}): FastifyInstance {
-  return buildGatewayApp(
-    {
-      engine,
-      jobs: new MemoryJobs(),
-      models: async () => [{ id: 'tiny-bert-mean' }],
-      metrics: new ShoalMetrics({ processMetrics: false }),
-      ready: async () => ({ ready: true }),
-      ...overrides,
-    },
-    { ...TEST_SETTINGS, ...settings },
-  );
+  return localGateway(engine, settings, overrides);
 }
 
 beforeAll(async () => {

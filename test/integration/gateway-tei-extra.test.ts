@@ -7,11 +7,10 @@ import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import type { Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
-import { buildGatewayApp } from '../../services/gateway/app.js';
 import type { GatewayDeps, GatewaySettings } from '../../services/gateway/context.js';
 import { ModelFactsCache } from '../../services/gateway/model-facts.js';
 import { expectAllClose } from '../helpers/conformance.js';
-import { MemoryJobs, TEST_SETTINGS } from '../helpers/gateway.js';
+import { ErrorBody, localGateway } from '../helpers/gateway.js';
 import { FIXTURES_DIR } from '../helpers/shared.js';
 import { loadTinyModel, tokenOutputs } from '../helpers/tiny-model.js';
 
@@ -28,9 +27,6 @@ const bert = loadTinyModel('tiny-bert-mean');
 const splade = loadTinyModel('tiny-splade');
 const PACKAGE_VERSION = z.object({ version: z.string() }).parse(JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'))).version;
 
-const ErrorBody = z.strictObject({
-  error: z.strictObject({ code: z.enum(Object.values(ErrorCode) as [ErrorCode, ...ErrorCode[]]), message: z.string(), details: z.record(z.string(), z.unknown()).optional() }),
-});
 const TeiToken = z.strictObject({ id: z.number().int(), text: z.string(), special: z.boolean(), start: z.number().int().nullable(), stop: z.number().int().nullable() });
 const TokenizeResponse = z.array(z.array(TeiToken));
 const SparseResponse = z.array(z.array(z.strictObject({ index: z.number().int(), value: z.number() })));
@@ -40,17 +36,7 @@ let app: FastifyInstance;
 let metrics: ShoalMetrics;
 
 function gateway(settings: Partial<GatewaySettings> = {}, overrides: Partial<GatewayDeps> = {}): FastifyInstance {
-  return buildGatewayApp(
-    {
-      engine,
-      jobs: new MemoryJobs(),
-      models: async () => [{ id: 'tiny-bert-mean' }],
-      metrics: new ShoalMetrics({ processMetrics: false }),
-      ready: async () => ({ ready: true }),
-      ...overrides,
-    },
-    { ...TEST_SETTINGS, ...settings },
-  );
+  return localGateway(engine, settings, overrides);
 }
 
 /** A gateway used by one test only, closed after it. */

@@ -15,7 +15,7 @@ import type { GatewayDeps, GatewaySettings } from '../../services/gateway/contex
 import { resolveGatewayConfig } from '../../services/gateway/config.js';
 import { RETRY_AFTER_SECONDS } from '../../services/gateway/errors.js';
 import { expectAllClose } from '../helpers/conformance.js';
-import { MemoryJobs, ScriptedEngine, TEST_SETTINGS } from '../helpers/gateway.js';
+import { ErrorBody, MemoryJobs, ScriptedEngine, TEST_SETTINGS } from '../helpers/gateway.js';
 import { FIXTURES_DIR } from '../helpers/shared.js';
 import { firstTokenLogit, hiddenStates, l2Normalize, loadTinyModel, meanPool, sigmoid, tokenOutputs } from '../helpers/tiny-model.js';
 
@@ -45,9 +45,6 @@ const LONG_TEXT = Array.from({ length: 5 }, () => 'the big red dog runs to the o
 const QUERY = 'where do cats live';
 const PASSAGES = ['the dog runs in the park', 'cats live in houses', 'fish live in the river'];
 
-const ErrorBody = z.strictObject({
-  error: z.strictObject({ code: z.enum(Object.values(ErrorCode) as [ErrorCode, ...ErrorCode[]]), message: z.string(), details: z.record(z.string(), z.unknown()).optional() }),
-});
 const EncodeBody = z.looseObject({
   model: z.string(),
   items: z.array(z.looseObject({ index: z.number(), dense: z.array(z.number()) })),
