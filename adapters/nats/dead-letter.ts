@@ -2,14 +2,14 @@ import { headers as natsHeaders, type MsgHdrs } from '@nats-io/transport-node';
 import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { z } from 'zod';
 import type { Logger } from '../observability/logger.js';
-import { ErrorCode, ShoalError, serializeError, type SerializedError } from '../protocol/errors.js';
-import { DEAD_LETTER_HEADERS, JobPart } from '../protocol/jobs.js';
+import { ErrorCode, ShoalError, hasErrorCode, serializeError, type SerializedError } from '../protocol/errors.js';
+import { DEAD_LETTER_HEADERS, JobPart, type JobStatus } from '../protocol/jobs.js';
 import type { NatsNames } from '../protocol/subjects.js';
 import { DurableFetchLoop } from './durable-fetch.js';
 import { JS_CODES, isJsApiCode, toNatsShoalError } from './nats-errors.js';
 import type { PartResults } from './part-results.js';
 import { decodeJson } from './rpc-wire.js';
-import type { StatusStore } from './status-store.js';
+import { bitmapHas, jobOfPart, type StatusStore } from './status-store.js';
 import { advisoryNames } from './topology.js';
 import type { Lifecycle } from '../protocol/lifecycle.js';
 
@@ -247,10 +247,18 @@ export class DeadLetters implements Lifecycle {
    * already counted (it finished; only its ack was lost), in which case nothing is buried.
    */
   async settle(source: DeadSource, failure: unknown): Promise<'buried' | 'finished-before'> {
-    const reason = serializeError(failure);
     const part = jobPartOf(source);
-    if (part !== null && (await this.#options.status.isCounted(part.job_id, part.part))) return 'finished-before';
-    await this.bury(source, reason);
+    let status: JobStatus | null = null;
+    try {
+      if (part !== null) status = await jobOfPart(this.#options.status, part);
+    } catch (error) {
+      if (!hasErrorCode(error, ErrorCode.JOB_CONFLICT)) throw error;
+      // Its job id names another job, or no job status: buried with that reason, nothing counted.
+      await this.bury(source, serializeError(error));
+      return 'buried';
+    }
+    if (part !== null && bitmapHas(status?.counted_parts, part.part)) return 'finished-before';
+    await this.bury(source, serializeError(failure));
     if (part !== null) await this.#options.results.failed(part, failure);
     return 'buried';
   }

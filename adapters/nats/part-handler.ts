@@ -1,8 +1,8 @@
 import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import type { Logger } from '../observability/logger.js';
 import type { Engine } from '../protocol/engine.js';
-import { ERROR_TRAITS, ErrorCode, ShoalError, isShoalError, serializeError, toShoalError } from '../protocol/errors.js';
-import { JobPart } from '../protocol/jobs.js';
+import { ERROR_TRAITS, ErrorCode, ShoalError, hasErrorCode, isShoalError, serializeError, toShoalError } from '../protocol/errors.js';
+import { JobPart, type JobStatus } from '../protocol/jobs.js';
 import type { NatsNames } from '../protocol/subjects.js';
 import { parseWith } from '../protocol/validate.js';
 import { deadSourceOf, type DeadLetters } from './dead-letter.js';
@@ -11,7 +11,7 @@ import type { PartResults } from './part-results.js';
 import { getJson, type PayloadStore } from './payloads.js';
 import { handBack, priorDeliveries } from './requeue.js';
 import { decodeJson } from './rpc-wire.js';
-import { TERMINAL_STATES, bitmapHas, type StatusStore } from './status-store.js';
+import { TERMINAL_STATES, bitmapHas, jobOfPart, type StatusStore } from './status-store.js';
 
 /**
  * What happens to one delivered job part. The message is acked only after its result is durably
@@ -70,7 +70,7 @@ export class PartHandler {
     const part = parseWith(JobPart, decoded.value, 'job part');
     const expected = this.#options.names.jobs(part.primitive, part.model);
     if (msg.subject !== expected) {
-      throw new ShoalError(ErrorCode.INVALID_INPUT, `a ${part.primitive} part for model "${part.model}" was published on ${msg.subject}, not ${expected}`);
+      throw new ShoalError(ErrorCode.INVALID_INPUT, `part ${part.part} of job ${part.job_id} (${part.primitive} on model "${part.model}") was published on ${msg.subject}, not ${expected}`);
     }
     return part;
   }
@@ -87,15 +87,13 @@ export class PartHandler {
     }
     // Deliveries of this message plus those of the copies before it (a part handed back at shutdown).
     const deliveries = msg.info.deliveryCount + priorDeliveries(msg.headers);
-    const status = await this.#options.status.get(part.job_id);
-    if (status !== null && (status.parts !== part.parts || status.model !== part.model || status.primitive !== part.primitive)) {
-      // A part of another job under an existing id (forged, or a client bypassing the jobs
-      // client): counting it would mix two jobs, so it is buried without touching the job.
-      const conflict = new ShoalError(
-        ErrorCode.JOB_CONFLICT,
-        `part ${part.part}/${part.parts} (${part.primitive} on "${part.model}") does not belong to job ${part.job_id} (${status.parts} parts, ${status.primitive} on "${status.model}")`,
-      );
-      await this.#options.deadLetters.bury(deadSourceOf(msg), serializeError(conflict));
+    let status: JobStatus | null;
+    try {
+      status = await jobOfPart(this.#options.status, part);
+    } catch (error) {
+      if (!hasErrorCode(error, ErrorCode.JOB_CONFLICT)) throw error;
+      // A part that cannot be counted in what its job id names: buried, the job left untouched.
+      await this.#options.deadLetters.bury(deadSourceOf(msg), serializeError(error));
       msg.term();
       return 'term';
     }

@@ -32,14 +32,15 @@ export function bitmapSet(bitmap: string | undefined, index: number, size: numbe
   return bytes.toString('base64');
 }
 
-function decode(entry: KvEntry, key: string): JobStatus {
+/** `invalid`: the code of a stored value that is not a JobStatus (INTERNAL unless a caller says otherwise). */
+function decode(entry: KvEntry, key: string, invalid: ErrorCode = ErrorCode.INTERNAL): JobStatus {
   let data: unknown;
   try {
     data = entry.json();
   } catch (error) {
-    throw new ShoalError(ErrorCode.INTERNAL, `status of job ${key} is not JSON`, { cause: error });
+    throw new ShoalError(invalid, `status of job ${key} is not JSON`, { cause: error });
   }
-  return parseWith(JobStatus, data, `status of job ${key}`, ErrorCode.INTERNAL);
+  return parseWith(JobStatus, data, `status of job ${key}`, invalid);
 }
 
 function isLive(entry: KvEntry | null): entry is KvEntry {
@@ -111,6 +112,23 @@ function finalState(status: JobStatus): JobState {
   return status.parts_done === 0 ? 'failed' : 'partial';
 }
 
+/**
+ * The status of a part's job (null: none yet), or JOB_CONFLICT when the part cannot be counted
+ * there: the status is of another job under the same id (forged, or a client bypassing the jobs
+ * client), or is no job status at all (a client of its own wrote the key with other fields).
+ * Counting it would mix two jobs, or fail on every delivery until the part ran out of them.
+ */
+export async function jobOfPart(store: StatusStore, part: Pick<JobPart, 'job_id' | 'part' | 'parts' | 'primitive' | 'model'>): Promise<JobStatus | null> {
+  const status = await store.get(part.job_id, ErrorCode.JOB_CONFLICT);
+  if (status !== null && (status.parts !== part.parts || status.model !== part.model || status.primitive !== part.primitive)) {
+    throw new ShoalError(
+      ErrorCode.JOB_CONFLICT,
+      `part ${part.part}/${part.parts} (${part.primitive} on "${part.model}") does not belong to job ${part.job_id} (${status.parts} parts, ${status.primitive} on "${status.model}")`,
+    );
+  }
+  return status;
+}
+
 export class StatusStore {
   readonly #kv: KV;
 
@@ -135,9 +153,14 @@ export class StatusStore {
     }
   }
 
-  async get(jobId: string): Promise<JobStatus | null> {
+  /**
+   * The job's status, null when it has none. A stored value that is not a JobStatus (written by a
+   * client of its own) fails with `invalid`: INTERNAL by default, JOB_CONFLICT for a worker
+   * deciding what to do with a part of that job (it cannot count it there).
+   */
+  async get(jobId: string, invalid: ErrorCode = ErrorCode.INTERNAL): Promise<JobStatus | null> {
     const entry = await this.#entry(jobId);
-    return isLive(entry) ? decode(entry, jobId) : null;
+    return isLive(entry) ? decode(entry, jobId, invalid) : null;
   }
 
   /** Creates the status unless the job already has one (a resubmission); returns what is stored. */
@@ -263,12 +286,6 @@ export class StatusStore {
       const { degraded: _cleared, ...rest } = latest;
       return { ...rest, updated_at: new Date().toISOString() };
     });
-  }
-
-  /** Whether a part is already counted (a redelivery of finished work). */
-  async isCounted(jobId: string, part: number): Promise<boolean> {
-    const status = await this.get(jobId);
-    return status !== null && bitmapHas(status.counted_parts, part);
   }
 
   /** Status changes of one job, starting with the current one; ends when `signal` aborts. */
