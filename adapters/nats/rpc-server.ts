@@ -135,6 +135,12 @@ export class RpcServer implements Lifecycle {
           this.#options.logger?.error({ subject, err: error.message }, 'request subscription failed');
           return;
         }
+        // A request nobody waits for (published without a reply subject) would run for nothing:
+        // any publisher could keep the models busy that way. Request-reply needs a reply subject.
+        if (msg.reply === undefined || msg.reply === '') {
+          this.#options.logger?.debug({ subject }, 'request without a reply subject ignored');
+          return;
+        }
         const work = this.#handle(msg, route);
         this.#inFlight.add(work);
         void work.finally(() => this.#inFlight.delete(work));
