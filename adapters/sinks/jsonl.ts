@@ -116,7 +116,12 @@ export class JsonlSink implements Sink {
     const files = await this.#load();
     await this.#ensureFolder();
     const bySource = new Map<string, ChunkRow[]>();
-    for (const row of rows) bySource.set(row.source, [...(bySource.get(row.source) ?? []), row]);
+    // Appended in place: copying a source's list for each of its rows made a 100,000-chunk document quadratic.
+    for (const row of rows) {
+      const list = bySource.get(row.source);
+      if (list === undefined) bySource.set(row.source, [row]);
+      else list.push(row);
+    }
     const stateOf = new Map(states.map((state) => [state.source, state]));
     for (const source of new Set([...stateOf.keys(), ...bySource.keys()])) {
       const state = stateOf.get(source) ?? files.get(source)?.state ?? null;

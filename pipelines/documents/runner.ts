@@ -182,8 +182,9 @@ export class IngestRunner {
         // the loop's next `await next` still throws it.
         next.catch(() => undefined);
         const written = await this.#writeWave(wave);
-        buffered.rows.push(...written.rows);
-        buffered.states.push(...written.states);
+        // One at a time: a spread of a long document's rows (100,000+ chunks) overflows the call stack.
+        for (const row of written.rows) buffered.rows.push(row);
+        for (const state of written.states) buffered.states.push(state);
         buffered.ocrPages += wave.reduce((sum, document) => sum + document.ocrPages, 0);
         const due = performance.now() - lastCommit >= MAX_COMMIT_INTERVAL_MS;
         if (due || buffered.rows.length >= this.#options.definition.stages.write.batchRows) await flush();

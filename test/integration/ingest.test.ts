@@ -162,6 +162,17 @@ describe('shoal ingest', () => {
     expect(otherModel.stderr).toContain(`built with model ${MODEL}`);
   });
 
+  it('takes 200,000 records on stdin (their list was once spread into one push call, which overflowed the call stack)', async () => {
+    // The index is a file, so the run stops at openIndex, right after the records are collected: exit 2 naming it, not INTERNAL.
+    const notAFolder = join(root, 'records-index-file');
+    await writeFile(notAFolder, 'x');
+    const records = Array.from({ length: 200_000 }, (_, i) => `{"id":"r${i}","text":"record ${i}"}\n`).join('');
+    const run = await ingest(notAFolder, ['-'], records);
+    expect(run.stderr).not.toContain('Maximum call stack');
+    expect(run.code, run.stderr).toBe(2);
+    expect(run.stderr).toContain('is a file, not a folder');
+  });
+
   it('a scanned page is OCR\'d and its words are indexed under its own page number', async () => {
     const scanned = 'The harbour pilots of Velmora guide cargo ships through the northern channel every morning.';
     const folder = join(root, 'scans');

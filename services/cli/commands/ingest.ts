@@ -98,7 +98,8 @@ async function collectSources(paths: readonly string[], flags: z.output<typeof I
     const filePaths = new Set(out.map((source) => source.uri));
     const clash = records.find((record) => filePaths.has(record.uri));
     if (clash !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, `stdin record id ${JSON.stringify(clash.uri)} is also a file given on the command line: a record's id is its source in the index, so give it another id`);
-    out.push(...records);
+    // One at a time: a spread of 200,000 records overflows the call stack.
+    for (const record of records) out.push(record);
   }
   // Nothing found is almost always a wrong folder, glob or empty pipe: say so instead of a "0 documents" success.
   // With --prune an emptied folder is a case of its own, warned about by the prune step (nothing is deleted).

@@ -2,7 +2,11 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ErrorCode } from '../../../adapters/protocol/errors.js';
+import type { Engine } from '../../../adapters/protocol/engine.js';
+import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
+import type { EncodeRequest, TokenizeRequest } from '../../../adapters/protocol/requests.js';
+import type { EncodeResult, TokenizeResult } from '../../../adapters/protocol/results.js';
+import { JsonlSink } from '../../../adapters/sinks/jsonl.js';
 import { LanceDbSink } from '../../../adapters/sinks/lancedb.js';
 import { parseDefinition } from '../../../pipelines/documents/definition.js';
 import { interruptedSummary } from '../../../pipelines/documents/interrupted.js';
@@ -120,6 +124,59 @@ describe('IngestRunner', () => {
       await sink.close();
     }
   });
+});
+
+/** One token per word, a fixed 4-dimensional vector per text: enough engine for the runner's bookkeeping, fast for 200,000 chunks. */
+class WordEngine implements Engine {
+  async tokenize(request: TokenizeRequest): Promise<TokenizeResult> {
+    const items = Array.isArray(request.items) ? request.items : [request.items];
+    return {
+      model: request.model,
+      items: items.map((item, index) => {
+        const length = (typeof item === 'string' ? item : item.text).split(/\s+/).filter((word) => word !== '').length;
+        return { index, ids: [], tokens: [], truncated: false, length };
+      }),
+    };
+  }
+
+  async encode(request: EncodeRequest): Promise<EncodeResult> {
+    const items = Array.isArray(request.items) ? request.items : [];
+    return { model: request.model, items: items.map((_, index) => ({ index, dense: [1, 0, 0, 0] })), usage: { items: items.length, tokens: items.length } };
+  }
+
+  score(): never {
+    throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, 'not in this test');
+  }
+
+  extract(): never {
+    throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, 'not in this test');
+  }
+
+  async close(): Promise<void> {}
+}
+
+describe('IngestRunner with one very long document', () => {
+  it('commits a document of 200,000 chunks (its rows were once spread into one push call, which overflowed the call stack)', async () => {
+    // One sentence of six words per chunk of at most 8.
+    const chunks = 200_000;
+    const definition = parseDefinition({ name: 'long', stages: { chunk: { size: 8, overlap: 0 }, encode: { model: 'word-engine' } } }, 'test');
+    const sink = new JsonlSink({ dir: join(dir, 'long') });
+    const reader = {
+      parse: async (source: { uri: string }) => ({
+        ok: true as const,
+        document: { source: source.uri, type: 'text' as const, contentHash: 'h', bytes: 1, pages: [{ page: 1, text: Array.from({ length: chunks }, (_, i) => `Sentence ${i} has exactly six words.`).join('\n\n'), ocr: false }] },
+      }),
+    };
+    try {
+      const runner = new IngestRunner({ definition, engine: new WordEngine(), sink, reader });
+      const summary = await runner.run([{ uri: 'long-record', load: async () => ({ source: { uri: 'long-record', text: 'x' }, bytes: new Uint8Array([1]) }) }]);
+      expect(summary).toMatchObject({ documents: { total: 1, ok: 1, failed: 0 }, pages: 1, chunks });
+      expect((await sink.states(['long-record'])).get('long-record')).toMatchObject({ chunks, pages: 1 });
+      expect(await sink.count()).toBe(chunks);
+    } finally {
+      await sink.close();
+    }
+  }, 120_000);
 });
 
 function labelEntries(value: unknown): { label: string; score: number }[] {
