@@ -1,12 +1,15 @@
 import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { connectNats } from '../../adapters/nats/connection.js';
+import { RpcServer } from '../../adapters/nats/rpc-server.js';
 import { createLogger } from '../../adapters/observability/logger.js';
 import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
+import { natsNames, type NatsNames } from '../../adapters/protocol/subjects.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
 import type { EngineOptionsInput } from '../../pipelines/inference/engine-options.js';
 import { resolveWorkerConfig, type WorkerConfigInput } from '../../services/worker/config.js';
 import { ShoalWorker } from '../../services/worker/worker.js';
+import { startNatsServer } from './nats-server.js';
 import { FIXTURES_DIR } from './shared.js';
 
 /**
@@ -76,4 +79,35 @@ export function encodePart(jobId: string, items: readonly string[] = ['a']): Rec
 /** A job part the worker must refuse (no items): INVALID_INPUT, an error result, term(). */
 export function emptyEncodePart(jobId: string): Record<string, unknown> {
   return encodePart(jobId, []);
+}
+
+/** A private nats-server, a connection and an RpcServer for the tiny mean model over a reference engine that counts its batches. */
+export interface CountingRpc {
+  nc: NatsConnection;
+  names: NatsNames;
+  /** Batches the engine has run so far. */
+  batches(): number;
+  stop(): Promise<void>;
+}
+
+export async function startCountingRpc(name: string, workerId: string): Promise<CountingRpc> {
+  const server = await startNatsServer();
+  const nc = await testConnection(server.url);
+  let batches = 0;
+  const engine = referenceEngine({ scheduler: { onBatch: () => batches++ } });
+  await engine.preload(TINY_MEAN);
+  const names = natsNames(uniquePrefix(name));
+  const rpc = new RpcServer({ nc, names, engine, workerId, routes: [{ primitive: 'encode', model: TINY_MEAN }], resident: () => [TINY_MEAN] });
+  rpc.start();
+  return {
+    nc,
+    names,
+    batches: () => batches,
+    stop: async () => {
+      await rpc.drain();
+      await engine.close();
+      await nc.close();
+      await server.stop();
+    },
+  };
 }

@@ -1,11 +1,7 @@
-import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RpcServer } from '../../adapters/nats/rpc-server.js';
-import { natsNames } from '../../adapters/protocol/subjects.js';
-import type { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { denseBytesAtLeast } from '../../pipelines/inference/dense-output.js';
-import { NATS_SERVER_MISSING, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
-import { referenceEngine, TINY_MEAN, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
+import { NATS_SERVER_MISSING, natsServerAvailable } from '../helpers/nats-server.js';
+import { startCountingRpc, TINY_MEAN, type CountingRpc } from '../helpers/nats-worker.js';
 
 /**
  * A request-reply encode whose dense vectors could never fit in one NATS reply (items × dimensions
@@ -29,45 +25,28 @@ describe('the fewest bytes of dense vectors', () => {
 });
 
 describe.skipIf(!natsServerAvailable())(`request-reply encode too large for one reply ${natsServerAvailable() ? '' : NATS_SERVER_MISSING}`, () => {
-  let server: NatsServerHandle;
-  let nc: NatsConnection;
-  let rpc: RpcServer;
-  let engine: InferenceEngine;
-  let batches = 0;
-  const names = natsNames(uniquePrefix('rpcsize'));
-
+  let rpc: CountingRpc;
   beforeAll(async () => {
-    server = await startNatsServer();
-    nc = await testConnection(server.url);
-    engine = referenceEngine({ scheduler: { onBatch: () => batches++ } });
-    await engine.preload(TINY_MEAN);
-    rpc = new RpcServer({ nc, names, engine, workerId: 'size-worker', routes: [{ primitive: 'encode', model: TINY_MEAN }], resident: () => [TINY_MEAN] });
-    rpc.start();
+    rpc = await startCountingRpc('rpcsize', 'size-worker');
   }, 60_000);
-
-  afterAll(async () => {
-    await rpc?.drain();
-    await engine?.close();
-    await nc?.close();
-    await server?.stop();
-  });
+  afterAll(async () => rpc?.stop());
 
   async function encode(body: Record<string, unknown>): Promise<{ ok: boolean; error?: { code: string; message: string; details?: Record<string, unknown> }; result?: { items: unknown[] } }> {
-    const msg = await nc.request(names.serving('encode', TINY_MEAN), JSON.stringify({ model: TINY_MEAN, ...body }), { timeout: 30_000 });
+    const msg = await rpc.nc.request(rpc.names.serving('encode', TINY_MEAN), JSON.stringify({ model: TINY_MEAN, ...body }), { timeout: 30_000 });
     return msg.json();
   }
 
   it('refuses 40,000 float32 vectors of 8 dimensions (1.28 MB > 1 MiB) before any batch, naming what fits', async () => {
-    const limit = nc.info?.max_payload ?? 0;
+    const limit = rpc.nc.info?.max_payload ?? 0;
     expect(limit).toBe(1024 * 1024);
-    const before = batches;
+    const before = rpc.batches();
     const reply = await encode({ items: Array.from({ length: 40_000 }, (_, i) => `t${i % 10}`) });
     expect(reply.ok).toBe(false);
     expect(reply.error?.code).toBe('INPUT_TOO_LARGE');
     expect(reply.error?.message).toContain('1280000 bytes');
     expect(reply.error?.message).toContain(`send at most ${Math.floor(limit / 32)} items`);
     expect(reply.error?.details?.itemsThatFit).toBe(Math.floor(limit / 32));
-    expect(batches).toBe(before);
+    expect(rpc.batches()).toBe(before);
   }, 60_000);
 
   it('still encodes a request whose vectors fit, and counts the smaller dtype', async () => {
@@ -76,9 +55,9 @@ describe.skipIf(!natsServerAvailable())(`request-reply encode too large for one 
     expect(small.result?.items).toHaveLength(3);
     // The same 40,000 items as binary vectors need 1 byte each: no refusal up front (the reply as
     // a whole may still be over the limit, which only the finished reply can tell).
-    const before = batches;
+    const before = rpc.batches();
     const binary = await encode({ items: Array.from({ length: 40_000 }, (_, i) => `t${i % 10}`), dtype: 'binary' });
     expect(binary.error?.message ?? '').not.toContain('take at least');
-    expect(batches).toBeGreaterThan(before);
+    expect(rpc.batches()).toBeGreaterThan(before);
   }, 120_000);
 });
