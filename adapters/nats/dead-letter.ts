@@ -246,8 +246,12 @@ export class DeadLetters implements Lifecycle {
    * Buries a part and settles its job: an error result and a failed count, unless the part was
    * already counted (it finished; only its ack was lost), in which case nothing is buried.
    */
-  async settle(source: DeadSource, failure: unknown): Promise<'buried' | 'finished-before'> {
-    const part = jobPartOf(source);
+  settle(source: DeadSource, failure: unknown): Promise<'buried' | 'finished-before'> {
+    return this.#settle(source, jobPartOf(source), failure);
+  }
+
+  /** settle() with the message already read as a job part (null: it is none). */
+  async #settle(source: DeadSource, part: JobPart | null, failure: unknown): Promise<'buried' | 'finished-before'> {
     let status: JobStatus | null = null;
     try {
       if (part !== null) status = await jobOfPart(this.#options.status, part);
@@ -277,11 +281,9 @@ export class DeadLetters implements Lifecycle {
       failure: (deliveries) =>
         new ShoalError(ErrorCode.TIMEOUT, `delivered ${deliveries} times without an ack (max_deliver): the workers holding it stopped, or ran past the ack wait`),
       settle: async (source, failure) => {
-        const outcome = await this.settle(source, failure);
-        if (outcome === 'buried') {
-          const part = jobPartOf(source);
-          this.#options.onAdvisoryBuried?.(part === null ? null : { primitive: part.primitive, model: part.model });
-        }
+        const part = jobPartOf(source);
+        const outcome = await this.#settle(source, part, failure);
+        if (outcome === 'buried') this.#options.onAdvisoryBuried?.(part === null ? null : { primitive: part.primitive, model: part.model });
         return outcome;
       },
       logger,

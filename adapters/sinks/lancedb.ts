@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { EmbeddingDtype } from '../protocol/output-types.js';
 import { sqlString } from './filter.js';
-import { candidateCount, checkNotReserved, checkRowTypes, checkSpec, rankTyped, vectorTypeOf } from './table-spec.js';
+import { candidateCount, checkLanceDbTableName, checkRowTypes, checkSpec, rankTyped, vectorTypeOf } from './table-spec.js';
 import { checkVectorType, fromUnsignedBytes, isBinaryType, unsignedBytes } from './vector-types.js';
 import type { ChunkRow, Distance, DocumentState, OptionalColumn, SearchHit, SearchOptions, Sink, SparseValues, TableSpec, MultivectorSearchOptions } from './sink.js';
 import { extraVectorFields, searchMultivectorColumn, searchSparseColumns } from './lancedb-vectors.js';
@@ -165,11 +165,7 @@ export class LanceDbSink implements Sink {
     this.#dir = options.dir;
     this.#tableName = options.table ?? 'chunks';
     this.#vectorIndexMinRows = options.vectorIndexMinRows ?? VECTOR_INDEX_MIN_ROWS;
-    if (!/^[A-Za-z0-9_-]{1,128}$/.test(this.#tableName)) {
-      throw new ShoalError(ErrorCode.INVALID_INPUT, `table name ${JSON.stringify(this.#tableName)}: use letters, digits, '_' or '-'`);
-    }
-    // `T__documents` is table T's state table.
-    checkNotReserved(this.#tableName);
+    checkLanceDbTableName(this.#tableName);
   }
 
   /** The database; null when it does not exist and `create` is false (reading never creates the folder). */

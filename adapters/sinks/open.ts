@@ -9,7 +9,7 @@ import { JsonlSink } from './jsonl.js';
 import { LazySink } from './lazy.js';
 import type { PgConnection } from './pgvector.js';
 import { S3Sink } from './s3.js';
-import { checkNotReserved, checkTableName, reservedSuffixOf } from './table-spec.js';
+import { checkLanceDbTableName, checkTableName, reservedSuffixOf } from './table-spec.js';
 import type { S3SettingsInput } from '../object-store/index.js';
 import type { Sink } from './sink.js';
 import { redactUri } from '../protocol/uri-credentials.js';
@@ -145,10 +145,7 @@ function pgConnection(parts: z.output<typeof PostgresParts>, credentials: SinkCr
 
 /** LanceDB (with apache-arrow, the heaviest import of all) on first use; its table rule checked now. */
 function lanceDb(dir: string, table: string): Sink {
-  if (!/^[A-Za-z0-9_-]{1,128}$/.test(table)) {
-    throw new ShoalError(ErrorCode.INVALID_INPUT, `table name ${JSON.stringify(table)}: use letters, digits, '_' or '-'`);
-  }
-  checkNotReserved(table);
+  checkLanceDbTableName(table);
   return new LazySink(async () => new (await import('./lancedb.js')).LanceDbSink({ dir, table }));
 }
 

@@ -195,12 +195,18 @@ export function reservedSuffixOf(name: string): string | undefined {
 }
 
 /** INVALID_INPUT for a name ending like another table's own relations (RESERVED_TABLE_SUFFIXES). */
-export function checkNotReserved(name: string): string {
+function checkNotReserved(name: string): string {
   const suffix = reservedSuffixOf(name);
   if (suffix !== undefined) {
     throw new ShoalError(ErrorCode.INVALID_INPUT, `table name ${JSON.stringify(name)}: a name ending in ${suffix} is the ${suffix === '__documents' ? 'state table' : 'spec or an index'} of table ${JSON.stringify(name.slice(0, -suffix.length))}; choose another name`);
   }
   return name;
+}
+
+/** A LanceDB table name: up to 128 letters, digits, '_' or '-' (LanceDB's own rule), not a reserved ending (`T__documents` is table T's state table). */
+export function checkLanceDbTableName(name: string): string {
+  if (!/^[A-Za-z0-9_-]{1,128}$/.test(name)) throw new ShoalError(ErrorCode.INVALID_INPUT, `table name ${JSON.stringify(name)}: use letters, digits, '_' or '-'`);
+  return checkNotReserved(name);
 }
 
 /** Table and collection names every backend accepts (the LanceDB rule, a safe SQL identifier once quoted). */

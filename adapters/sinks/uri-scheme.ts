@@ -2,4 +2,3 @@
 export function uriScheme(value: string): string | undefined {
   return /^([a-z][a-z0-9+.-]*):\/\//i.exec(value)?.[1]?.toLowerCase();
 }
-

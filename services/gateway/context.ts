@@ -64,7 +64,7 @@ export interface GatewaySettings {
   /** Model of TEI's /rerank. */
   rerankModel: string | null;
   /**
-   * Model of TEI's /embed_sparse (a SPLADE model); no flag sets it yet, embedders of the app do.
+   * Model of TEI's /embed_sparse (a SPLADE model): --sparse-model / SHOAL_SPARSE_MODEL.
    * @default null: the embed model, as a TEI server started with a SPLADE model serves it on /embed_sparse
    */
   sparseModel?: string | null;

@@ -20,9 +20,9 @@ import { addGatewayOptions, gatewayConfig, interrupted } from './gateway.js';
  * stops them in order: HTTP intake and in-flight requests, then the worker (in-flight job parts
  * finish and are acked), then the sink, then nats-server, whose store is removed.
  * The TEI routes default to the first dense embedder, the first pair reranker and the first sparse
- * encoder served. The
- * worker runs the parse role and, unless SHOAL_INDEXES says otherwise, the gateway serves one
- * index named `default` at ./shoal-index, so POST /v1/ingest and /v1/search work at once.
+ * encoder served. The worker runs the parse role and, unless SHOAL_INDEXES says otherwise, the
+ * gateway serves one index named `default` at ./shoal-index, so POST /v1/ingest and /v1/search
+ * work at once.
  */
 
 /** The index `default` of `shoal dev` when SHOAL_INDEXES is unset (the same folder as `shoal ingest`'s default). */

@@ -49,13 +49,17 @@ export interface TeiDefault {
 
 export const EMBED_MODEL_SETTING = '--embed-model (SHOAL_EMBED_MODEL)';
 export const RERANK_MODEL_SETTING = '--rerank-model (SHOAL_RERANK_MODEL)';
+export const SPARSE_MODEL_SETTING = '--sparse-model (SHOAL_SPARSE_MODEL)';
+
+/** Whether the request came through a model prefix (`/models/<org>/<name>/...`), which names its model. */
+export function hasModelPrefix(request: FastifyRequest): boolean {
+  const params = request.params;
+  return typeof params === 'object' && params !== null && Object.keys(params).length > 0;
+}
 
 /** The model of a TEI request: from the route prefix, else the route's configured default. */
 export function teiModel(request: FastifyRequest, fallback: TeiDefault): string {
-  const params = request.params;
-  if (typeof params === 'object' && params !== null && Object.keys(params).length > 0) {
-    return parseWith(ModelRef, parseWith(ModelPath, params, 'model path'), 'model path');
-  }
+  if (hasModelPrefix(request)) return parseWith(ModelRef, parseWith(ModelPath, request.params, 'model path'), 'model path');
   if (fallback.model === null) {
     throw new ShoalError(
       ErrorCode.MODEL_NOT_FOUND,

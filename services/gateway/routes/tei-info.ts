@@ -3,7 +3,7 @@ import { DEFAULT_LIMITS } from '../../../adapters/protocol/limits.js';
 import { DEFAULT_ADMISSION } from '../admission.js';
 import type { RouteContext } from '../context.js';
 import { shoalVersion } from '../../settings/package-version.js';
-import { EMBED_MODEL_SETTING, teiModel, teiPaths } from './tei-common.js';
+import { EMBED_MODEL_SETTING, hasModelPrefix, teiModel, teiPaths } from './tei-common.js';
 
 /**
  * TEI's GET /info, in TEI's shape, for the model the TEI routes serve: the embed model, else the
@@ -64,9 +64,8 @@ export function registerTeiInfoRoutes(app: FastifyInstance, context: RouteContex
 
   const info = async (request: FastifyRequest, reply: FastifyReply): Promise<TeiInfo> => {
     const fallback = configured();
-    const prefixed = typeof request.params === 'object' && request.params !== null && Object.keys(request.params).length > 0;
     const model = teiModel(request, { model: fallback.model, route: 'info', setting: EMBED_MODEL_SETTING });
-    const role: Role = prefixed ? 'prefix' : fallback.role;
+    const role: Role = hasModelPrefix(request) ? 'prefix' : fallback.role;
     const [facts, cards] = await context.call(reply)(() => Promise.all([context.modelFacts.get(model), context.deps.models()]));
     const family = cards.find((card) => card.id === model)?.family;
     return {

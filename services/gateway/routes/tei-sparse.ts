@@ -5,7 +5,7 @@ import type { EncodeResult } from '../../../adapters/protocol/results.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import type { RouteContext } from '../context.js';
 import { OTHER_MODEL } from '../request-metrics.js';
-import { Direction, EMBED_MODEL_SETTING, PromptName, TeiInputs, Truncate, inputTexts, refuseLeftTruncation, refuseTruncated, teiModel, teiPaths } from './tei-common.js';
+import { Direction, EMBED_MODEL_SETTING, PromptName, SPARSE_MODEL_SETTING, TeiInputs, Truncate, inputTexts, refuseLeftTruncation, refuseTruncated, teiModel, teiPaths } from './tei-common.js';
 
 /**
  * TEI's POST /embed_sparse `{inputs, truncate?, truncation_direction?, prompt_name?}` → for each
@@ -13,7 +13,7 @@ import { Direction, EMBED_MODEL_SETTING, PromptName, TeiInputs, Truncate, inputT
  * SPLADE model's sparse encoding is.
  *
  * The model: the route's prefix (`/models/naver/splade-v3/embed_sparse`), else the gateway's
- * `sparseModel`, else its embed model: a TEI server serves one model, and one started with a
+ * `sparseModel` (--sparse-model), else its embed model: a TEI server serves one model, and one started with a
  * SPLADE model answers /embed_sparse with it, so a gateway whose --embed-model is a SPLADE model
  * does the same. A model without sparse output is refused (400 UNSUPPORTED_OPERATION) by the engine.
  * As /embed: `truncate` defaults to false (a too-long input is 413), an empty input is refused,
@@ -49,7 +49,7 @@ export function registerTeiSparseRoutes(app: FastifyInstance, context: RouteCont
   const embedSparse = async (request: FastifyRequest, reply: FastifyReply): Promise<SparseValue[][]> => {
     context.metrics.track(request, { primitive: 'encode', model: OTHER_MODEL });
     const fallback = context.settings.sparseModel ?? context.settings.embedModel;
-    const model = teiModel(request, { model: fallback, route: 'embed_sparse', setting: `a sparse model as ${EMBED_MODEL_SETTING}` });
+    const model = teiModel(request, { model: fallback, route: 'embed_sparse', setting: `${SPARSE_MODEL_SETTING} or a sparse model as ${EMBED_MODEL_SETTING}` });
     const body = parseWith(TeiSparseBody, request.body, 'embed_sparse request');
     refuseLeftTruncation(body.truncation_direction);
     context.metrics.track(request, { primitive: 'encode', model });
