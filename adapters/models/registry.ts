@@ -11,32 +11,27 @@ import { spladeSpec } from './splade/spec.js';
 import { tokenClassificationSpec } from './token-classification/spec.js';
 
 /**
- * Every model family Shoal runs: the one place a family is added. An entry pairs the family's
- * light spec (capabilities and `match`, imported here: detection and capability checks need them
- * everywhere) with a lazy loader of its full adapter (imported only by the thread that runs the
- * family: the image families pull in sharp). The `Family` type and profile.ts's enum are the keys
- * of this table, and family-loaders.ts checks at compile time that each loader returns the
- * adapter named after its key — so a new family is a folder (spec.ts + adapter) plus one entry.
+ * Every model family Shoal runs, by its light spec (capabilities and `match`: detection and
+ * capability checks need them everywhere, so a spec imports no runtime, tokenizer or image code).
+ * The `Family` type and profile.ts's enum are the keys of this table. Each family's heavy adapter
+ * is loaded on demand by family-loaders.ts, whose table must name every key here (a compile
+ * error otherwise): the lazy loaders live there and not here because an adapter imports
+ * profile.ts, which imports this table — with both in one file that is an import circle.
+ * A new family is a folder (spec.ts + adapter), one entry here and one loader there.
  *
  * Entries are in detection order: when two families match a folder equally, the first wins.
  */
 export const FAMILIES = {
-  dense: { spec: denseSpec, load: async () => (await import('./dense/dense.js')).dense },
-  'cross-encoder': { spec: crossEncoderSpec, load: async () => (await import('./cross-encoder/cross-encoder.js')).crossEncoder },
-  splade: { spec: spladeSpec, load: async () => (await import('./splade/splade.js')).splade },
-  colbert: { spec: colbertSpec, load: async () => (await import('./colbert/colbert.js')).colbert },
-  gliner: { spec: glinerSpec, load: async () => (await import('./gliner/gliner.js')).gliner },
-  'token-classification': {
-    spec: tokenClassificationSpec,
-    load: async () => (await import('./token-classification/token-classification.js')).tokenClassification,
-  },
-  ocr: { spec: ocrSpec, load: async () => (await import('./ocr/ocr.js')).ocr },
-  clip: { spec: clipSpec, load: async () => (await import('./clip/clip.js')).clip },
-  'image-classification': {
-    spec: imageClassificationSpec,
-    load: async () => (await import('./image-classification/image-classification.js')).imageClassification,
-  },
-} satisfies Record<string, { spec: FamilySpec; load: () => Promise<{ readonly name: string }> }>;
+  dense: denseSpec,
+  'cross-encoder': crossEncoderSpec,
+  splade: spladeSpec,
+  colbert: colbertSpec,
+  gliner: glinerSpec,
+  'token-classification': tokenClassificationSpec,
+  ocr: ocrSpec,
+  clip: clipSpec,
+  'image-classification': imageClassificationSpec,
+} satisfies Record<string, FamilySpec>;
 
 export type Family = keyof typeof FAMILIES;
 
@@ -49,7 +44,7 @@ export interface FamilyInfo extends FamilySpec {
 }
 
 const INFOS: ReadonlyMap<string, FamilyInfo> = new Map(
-  FAMILY_NAMES.map((name): [Family, FamilyInfo] => [name, Object.freeze({ name, ...FAMILIES[name].spec })]),
+  FAMILY_NAMES.map((name): [Family, FamilyInfo] => [name, Object.freeze({ name, ...FAMILIES[name] })]),
 );
 
 export function allFamilies(): readonly FamilyInfo[] {

@@ -11,7 +11,7 @@ import { ResultIndexWriter } from '../../adapters/nats/result-index.js';
 import { openSink, type SinkCredentials } from '../../adapters/sinks/open.js';
 import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
 import { envValue, SETTINGS } from '../settings/table.js';
-import { startMetricsServer } from '../worker/metrics-server.js';
+import { startMetricsServer } from '../../adapters/observability/metrics-server.js';
 
 /**
  * Composition root of the results sink (`shoal sink`, and the one `shoal dev` runs): its own

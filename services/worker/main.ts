@@ -3,7 +3,7 @@ import { createLogger, type Logger } from '../../adapters/observability/logger.j
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { ErrorCode, hasErrorCode, toShoalError } from '../../adapters/protocol/errors.js';
 import { parseWorkerConfig, workerConfigFromEnv, type WorkerConfig } from './config.js';
-import { startMetricsServer } from './metrics-server.js';
+import { startMetricsServer } from '../../adapters/observability/metrics-server.js';
 import { ShoalWorker, type WorkerDeps } from './worker.js';
 import { configPathFrom, withConfigFile } from '../settings/config-file.js';
 

@@ -129,7 +129,7 @@ describe('docker-compose.yml against the code', () => {
     expect(healthUrl(sink)?.port).toBe(env(sink, 'SHOAL_METRICS_PORT'));
     expect(healthUrl(sink)?.pathname).toBe('/readyz');
     expect(targets).toContain(`sink:${env(sink, 'SHOAL_METRICS_PORT') ?? ''}`);
-    const routes = readFileSync(join(REPO_ROOT, 'services', 'gateway', 'routes', 'health.ts'), 'utf8') + readFileSync(join(REPO_ROOT, 'services', 'worker', 'metrics-server.ts'), 'utf8');
+    const routes = readFileSync(join(REPO_ROOT, 'services', 'gateway', 'routes', 'health.ts'), 'utf8') + readFileSync(join(REPO_ROOT, 'adapters', 'observability', 'metrics-server.ts'), 'utf8');
     expect(routes).toContain("'/readyz'");
   });
 

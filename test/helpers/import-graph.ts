@@ -4,8 +4,9 @@ import { dirname, join, relative, resolve } from 'node:path';
 /**
  * The static import graph of a source tree, for architecture tests: every `import … from`,
  * `import type … from`, `export … from` and side-effect import between the tree's own `.ts`
- * files. Dynamic `import()` is left out on purpose: it runs after module evaluation, so it cannot
- * form an initialization circle (the lazy family loaders rely on it).
+ * files, and lazy `import('…')` with a literal path. A lazy import cannot form an initialization
+ * circle (it runs after module evaluation), but it is still a dependency: a lower module that
+ * lazily imports an upper one hides an inversion, so the architecture tests count it.
  */
 
 export interface ImportGraph {
@@ -14,6 +15,7 @@ export interface ImportGraph {
 }
 
 const STATIC_IMPORT = /(?:^|[\s;])(?:import|export)\s+(?:type\s+)?(?:[\w*{}\s,$]+?\s+from\s+)?['"]([^'"]+)['"]/g;
+const LAZY_IMPORT = /\bimport\(\s*['"]([^'"]+)['"]\s*\)/g;
 
 function sourceFiles(dir: string, out: string[] = []): string[] {
   for (const name of readdirSync(dir)) {
@@ -45,7 +47,8 @@ export function importGraph(root: string, dirs: readonly string[]): ImportGraph 
   for (const dir of dirs) {
     for (const file of sourceFiles(resolve(root, dir))) {
       const targets = new Set<string>();
-      for (const match of withoutComments(readFileSync(file, 'utf8')).matchAll(STATIC_IMPORT)) {
+      const code = withoutComments(readFileSync(file, 'utf8'));
+      for (const match of [...code.matchAll(STATIC_IMPORT), ...code.matchAll(LAZY_IMPORT)]) {
         const target = resolveSpecifier(file, match[1] ?? '');
         if (target !== null) targets.add(relative(root, target));
       }

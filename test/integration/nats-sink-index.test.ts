@@ -61,7 +61,7 @@ describe.skipIf(!natsServerAvailable())(`results sink into pgvector ${natsServer
   const unusedDir = mkdtempSync(join(tmpdir(), 'shoal-sink-idx-'));
   const degradedGauge = async (): Promise<number> => (await metrics.sinkDegraded.get()).values.find((v) => v.labels.backend === 'pgvector')?.value ?? -1;
   const items = (prefixId: string): { id: string; text: string }[] => TEXTS.map((text, i) => ({ id: `${prefixId}-${i}`, text }));
-  let published: number[][] = [];
+  const published: number[][] = [];
 
   beforeAll(async () => {
     [server, postgres] = await Promise.all([startNatsServer(), startPgliteServer()]);

@@ -2,7 +2,7 @@ import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { ShoalMetrics } from '../../../adapters/observability/metrics.js';
 import { ErrorCode } from '../../../adapters/protocol/errors.js';
-import { startMetricsServer } from '../../../services/worker/metrics-server.js';
+import { startMetricsServer } from '../../../adapters/observability/metrics-server.js';
 
 /** A worker whose metrics port is taken says which setting chose it (issue 16: "port in use" names the flag). */
 describe('worker metrics port', () => {

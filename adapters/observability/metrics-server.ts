@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
-import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import type { ShoalMetrics } from './metrics.js';
+import { ErrorCode, ShoalError } from '../protocol/errors.js';
 
 /**
  * The small HTTP side door for operations of the processes that serve no HTTP of their own
