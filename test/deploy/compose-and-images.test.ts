@@ -271,7 +271,7 @@ describe.each(['Dockerfile', 'Dockerfile.cuda'])('deploy/docker/%s', (name) => {
     const runs = build?.body.filter((i) => i.op === 'RUN').map((i) => i.args).join('\n') ?? '';
     expect(runs).toContain('npm ci');
     expect(runs).toContain('test -f native/build/malloc-trim.node');
-    expect(runs).toContain('npx tsc -p tsconfig.build.json');
+    expect(runs).toContain('node node_modules/tsgo/bin/tsc -p tsconfig.build.json');
     expect(runs).toContain('test -f dist/services/cli/main.js');
     const tsconfig = JSON.parse(readFileSync(join(REPO_ROOT, 'tsconfig.json'), 'utf8')) as { compilerOptions: { outDir: string } };
     expect(tsconfig.compilerOptions.outDir).toBe('dist');
