@@ -105,7 +105,7 @@ function rootCommand(app: CliApp): Command {
       outputError: () => undefined,
     })
     .showSuggestionAfterError(true)
-    .option('--config <file>', 'settings file (YAML/JSON): keys as in the README settings table, e.g. memoryBudget: 4GiB (env SHOAL_CONFIG; variables and flags win over it)')
+    .option('--config <file>', 'settings file (YAML/JSON): keys as in the settings table of docs/configuration.md, e.g. memoryBudget: 4GiB (env SHOAL_CONFIG; variables and flags win over it)')
     .option('--catalog <path>', 'model catalog: a YAML/JSON file or a folder of one-model files (env SHOAL_CATALOG)')
     .option('--model-dir <dirs>', "folders holding models as org/name/, ':'-separated (env SHOAL_MODEL_DIR)")
     .option('--threads <n>', 'onnxruntime intra-op threads per model (env SHOAL_THREADS; default: all cores)')

@@ -65,7 +65,7 @@ export function readConfigFile(path: string): Record<string, string> {
     if (name === 'config' || name === 'SHOAL_CONFIG') throw new ShoalError(ErrorCode.CONFIG_INVALID, `settings file ${path}: a settings file cannot name another one (${name})`);
     const target = variableFor(name);
     if (target === null) {
-      throw new ShoalError(ErrorCode.CONFIG_INVALID, `settings file ${path}: unknown setting "${name}" (names are those of the settings table in the README, e.g. memoryBudget or SHOAL_MEMORY_BUDGET)`);
+      throw new ShoalError(ErrorCode.CONFIG_INVALID, `settings file ${path}: unknown setting "${name}" (names are those of the settings table in docs/configuration.md, e.g. memoryBudget or SHOAL_MEMORY_BUDGET)`);
     }
     out[target.variable] = asText(value, target.key);
   }

@@ -1,7 +1,7 @@
 import { SETTINGS, type SettingSpec } from './table.js';
 
 /**
- * The README's settings table, rendered from settings/table.ts. The README holds it between the
+ * The settings table of docs/configuration.md (it was the README's), rendered from settings/table.ts. That page holds it between the
  * markers below; `npx tsx scripts/settings-table.ts --write` refreshes it and a unit test fails
  * when it is stale.
  */

@@ -1,9 +1,9 @@
 /**
  * Every setting Shoal reads from the environment, in one table: the variables, the flag that
  * overrides them, who reads them, what they mean and their default. The services' config code
- * takes its variable names and defaults from here, and the README's settings table is generated
+ * takes its variable names and defaults from here, and the settings table of docs/configuration.md is generated
  * from it (`npx tsx scripts/settings-table.ts --write`; test/unit/settings/table.test.ts fails
- * when the README and this table disagree). Adapters and pipelines never read the environment:
+ * when that table and this one disagree). Adapters and pipelines never read the environment:
  * they get plain option objects built from these settings.
  */
 
@@ -18,7 +18,7 @@ export interface SettingSpec {
   readonly meaning: string;
   /** The default value the config code uses (null: unset). */
   readonly default: string | number | boolean | null;
-  /** How the default reads in the README, when the value alone does not say it. */
+  /** How the default reads in the settings table, when the value alone does not say it. */
   readonly shown?: string;
 }
 

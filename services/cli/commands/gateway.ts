@@ -7,7 +7,7 @@ import type { CliApp } from '../app.js';
 import { parseFlags } from '../line-options.js';
 
 /**
- * `shoal gateway`: the HTTP API in front of NATS workers (docs in the README's "HTTP API").
+ * `shoal gateway`: the HTTP API in front of NATS workers (docs/http.md).
  * Runs until SIGINT/SIGTERM, then stops accepting, lets in-flight requests finish and exits 0.
  * The flags are shared with `shoal dev`, which runs the same gateway next to its own worker.
  */

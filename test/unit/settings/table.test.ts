@@ -33,8 +33,8 @@ const TABLE_VARIABLES = new Set<string>(Object.values(SETTINGS).flatMap((spec) =
 const NOT_SETTINGS = new Set(['SHOAL_PARENT_PID', 'SHOAL_JOBS', 'HF_ColBERT', 'HF_C']);
 
 describe('settings table', () => {
-  it('the README settings table is the one generated from the table', () => {
-    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  it('the settings table of docs/configuration.md is the one generated from the table', () => {
+    const readme = readFileSync(join(ROOT, 'docs', 'configuration.md'), 'utf8');
     expect(readme).toContain(renderSettingsTable());
     expect(withSettingsTable(readme)).toBe(readme);
   });
