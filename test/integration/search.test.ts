@@ -71,6 +71,12 @@ describe('shoal search', () => {
   it('applies --filter and --k, and rejects a filter over unknown columns', async () => {
     const all = parseJsonl((await search(['bread', '--k', '10'])).stdout, Hit);
     expect(all).toHaveLength(5);
+    // --top-k is classify's spelling of --k, accepted by search too; two different counts are refused.
+    const topK = parseJsonl((await search(['bread', '--top-k', '2'])).stdout, Hit);
+    expect(topK.map((hit) => hit.id)).toEqual(all.slice(0, 2).map((hit) => hit.id));
+    const both = await search(['bread', '--k', '2', '--top-k', '3']);
+    expect(both.code).toBe(2);
+    expect(both.stderr.trim()).toBe('error [INVALID_INPUT]: --k 2 and --top-k 3 disagree: they are the same setting, give one');
     const filtered = await search(['bread', '--filter', "source LIKE '%glacier%' OR source LIKE '%comet%'"]);
     expect(filtered.code, filtered.stderr).toBe(0);
     expect(parseJsonl(filtered.stdout, Hit).map((hit) => hit.source.split('/').at(-1)).sort()).toEqual(['comet.txt', 'glacier.txt']);

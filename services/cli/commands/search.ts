@@ -18,7 +18,9 @@ import { parseFlags, PositiveIntFlag } from '../line-options.js';
 const SearchFlags = z.strictObject({
   index: z.string().min(1).default('./shoal-index'),
   table: z.string().min(1).default('chunks'),
-  k: PositiveIntFlag(1000).default(10),
+  k: PositiveIntFlag(1000).optional(),
+  /** `shoal classify`'s spelling of the same count, accepted here so one habit works everywhere. */
+  topK: PositiveIntFlag(1000).optional(),
   model: z.string().min(1).optional(),
   rerank: z.string().min(1).optional(),
   filter: z.string().optional(),
@@ -56,6 +58,7 @@ export function registerSearch(program: Command, app: CliApp): void {
     .option('--index <uri>', `${INDEX_HELP} (default: ./shoal-index)`)
     .option('--table <name>', 'table (default: chunks)')
     .option('-k, --k <n>', 'hits to return, 1 to 1000 (default: 10)')
+    .option('--top-k <n>', 'the same as --k')
     .option('-m, --model <model>', 'query encoder (default: the model the index was built with)')
     .option('--rerank <model>', 'rescore the candidates with this cross-encoder')
     .option('--mode <mode>', 'dense, sparse or hybrid (default: hybrid when the index holds sparse vectors, else dense)')
@@ -63,6 +66,10 @@ export function registerSearch(program: Command, app: CliApp): void {
     .addHelpText('after', EXAMPLE)
     .action(async (query: string, _options: unknown, self: Command) => {
       const flags = parseFlags(SearchFlags, self);
+      if (flags.k !== undefined && flags.topK !== undefined && flags.k !== flags.topK) {
+        throw new ShoalError(ErrorCode.INVALID_INPUT, `--k ${flags.k} and --top-k ${flags.topK} disagree: they are the same setting, give one`);
+      }
+      const k = flags.k ?? flags.topK ?? 10;
       if (query.trim() === '') throw new ShoalError(ErrorCode.INVALID_INPUT, 'the query is empty');
       const filter = flags.filter === undefined ? undefined : validateFilter(flags.filter);
       const config = app.config(self);
@@ -79,7 +86,7 @@ export function registerSearch(program: Command, app: CliApp): void {
           app.io.stderr.write(`warning: --model ${flags.model} is not the model ${display} was built with (${built}): unless it is the same model under another name, the scores mean nothing\n`);
         }
         const hits = await app.withEngine(config, progress, (engine) =>
-          searchIndex(engine, sink, { query, k: flags.k, filter, model: flags.model, mode: flags.mode, rerank: flags.rerank, where: `${display} (table ${table})` }, { signal: app.io.signal }),
+          searchIndex(engine, sink, { query, k, filter, model: flags.model, mode: flags.mode, rerank: flags.rerank, where: `${display} (table ${table})` }, { signal: app.io.signal }),
         );
         progress.stop();
         hits.forEach((hit, index) => app.io.stdout.write(line(index + 1, hit)));
