@@ -5,7 +5,9 @@ import { checkRemoteModelName } from '../../../adapters/protocol/model-names.js'
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import { validateFilter } from '../../../adapters/sinks/filter.js';
 import { hitLine, RERANK_CANDIDATES_PER_HIT, rerankCandidates, SEARCH_MODES, searchIndex } from '../../../pipelines/documents/search.js';
+import type { SinkWriteObserver } from '../../../adapters/sinks/delivery.js';
 import type { RouteContext } from '../context.js';
+import { SEARCH_STORE_RETRY_MS } from '../index-outages.js';
 import { INDEX_NAME, indexTarget, openIndexSink } from '../index-sinks.js';
 import { OTHER_MODEL } from '../request-metrics.js';
 
@@ -102,16 +104,26 @@ export function registerSearchRoutes(app: FastifyInstance, context: RouteContext
     const filter = body.filter === undefined ? undefined : requestFilter(body.filter);
     const target = indexTarget(context.settings.indexes, body.index);
     context.metrics.track(request, { primitive: 'search', model: body.index, lane: 'interactive' });
-    const sink = openIndexSink(target, context.settings.indexOptions);
+    // A store known to be down answers 503 at once instead of holding the caller (index-outages.ts).
+    context.indexOutages.check(body.index);
+    const observer: SinkWriteObserver = {
+      write: () => undefined,
+      retrying: (_backend, failure) => context.indexOutages.failed(body.index, failure),
+      succeeded: () => context.indexOutages.answered(body.index),
+    };
     try {
-      const hits = await context.call(reply)((signal) =>
-        searchIndex(context.deps.engine, sink, { query: body.query, k: body.k, filter, mode: body.mode, rerank: body.rerank, where: `index ${body.index}` }, { signal }),
-      );
+      const hits = await context.call(reply)(async (signal) => {
+        // Retried briefly, and never past the request's life: ingest's minute of retries is for writes.
+        const sink = openIndexSink(target, context.settings.indexOptions, observer, { maxElapsedMs: SEARCH_STORE_RETRY_MS, signal });
+        try {
+          return await searchIndex(context.deps.engine, sink, { query: body.query, k: body.k, filter, mode: body.mode, rerank: body.rerank, where: `index ${body.index}` }, { signal });
+        } finally {
+          await sink.close();
+        }
+      });
       return { hits: hits.map((hit, index) => hitLine(index + 1, hit)) };
     } catch (error) {
       throw explainModelRefusal(asRequestFields(error), body.rerank, body.index);
-    } finally {
-      await sink.close();
     }
   });
 }
