@@ -51,8 +51,13 @@ export interface HitLine {
 }
 
 /** Candidates handed to the reranker per hit asked for (it can only reorder what it is given). */
-const RERANK_CANDIDATES_PER_HIT = 4;
+export const RERANK_CANDIDATES_PER_HIT = 4;
 const MIN_RERANK_CANDIDATES = 50;
+
+/** How many candidates a search of `k` hits hands to its reranker (or late interaction): max(4k, 50). */
+export function rerankCandidates(k: number): number {
+  return Math.max(k * RERANK_CANDIDATES_PER_HIT, MIN_RERANK_CANDIDATES);
+}
 
 export async function searchIndex(engine: Engine, sink: Sink, query: SearchQuery, call: CallOptions = {}): Promise<SearchHit[]> {
   if (query.query.trim() === '') throw new ShoalError(ErrorCode.INVALID_INPUT, 'the query is empty');
@@ -62,7 +67,7 @@ export async function searchIndex(engine: Engine, sink: Sink, query: SearchQuery
   // Late interaction and the cross-encoder can only reorder what they are given: a wider pool then.
   const multivectorModel = spec.optionalColumns.includes('multivector') ? spec.metadata[MULTIVECTOR_MODEL_KEY] : undefined;
   const rescored = query.rerank !== undefined || multivectorModel !== undefined;
-  const wanted = rescored ? Math.max(query.k * RERANK_CANDIDATES_PER_HIT, MIN_RERANK_CANDIDATES) : query.k;
+  const wanted = rescored ? rerankCandidates(query.k) : query.k;
   let candidates: SearchHit[];
   if (mode === 'dense') candidates = await denseHits(engine, sink, spec, query, wanted, call);
   else if (mode === 'sparse') candidates = await sparseHits(engine, sink, spec, query, wanted, call);

@@ -2,6 +2,8 @@ import { CommanderError } from 'commander';
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
 import { settleEarlyThreads } from '../../adapters/model-threads/early-threads.js';
 import { prepareOrtEnvironment } from '../../adapters/runtime/ort-environment.js';
+import { createLogger } from '../../adapters/observability/logger.js';
+import { logUnhandledRejections } from '../../adapters/observability/unhandled-rejections.js';
 import { configPathFrom, withConfigFile } from '../settings/config-file.js';
 import { envValue, SETTINGS } from '../settings/table.js';
 import { CliApp } from './app.js';
@@ -127,7 +129,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     const env = withConfigFile(process.env, configPathFrom(argv, process.env));
     const app = new CliApp({ stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, env, signal: controller.signal });
     const program = await buildProgram(app, argv.slice(2));
-    deadlineMs = stopDeadlineMs(commandWord(program, argv.slice(2)), env);
+    const command = commandWord(program, argv.slice(2));
+    deadlineMs = stopDeadlineMs(command, env);
+    // A server outlives one bad request: an unhandled rejection is logged, not the end of the process.
+    if (command !== null && SERVERS.has(command)) logUnhandledRejections(createLogger(command, envValue(env, 'logLevel')));
     await program.parseAsync([...argv]);
     return ExitCode.OK;
   } catch (error) {

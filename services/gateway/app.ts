@@ -12,6 +12,7 @@ import { registerCors } from './cors.js';
 import { checkBodyType } from './routes/image-body.js';
 import { MAX_PATH_PARAM_CHARS, fromFastifyError, sendError } from './errors.js';
 import { ModelFactsCache } from './model-facts.js';
+import { IndexOutages } from './index-outages.js';
 import { RequestMetrics } from './request-metrics.js';
 import { registerClassifyRoutes } from './routes/classify.js';
 import { registerHealthRoutes } from './routes/health.js';
@@ -173,6 +174,7 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
     call: (reply) => callWithDeadline(reply, settings.requestTimeoutMs),
     classifyRuns,
     modelFacts: new ModelFactsCache(engine),
+    indexOutages: new IndexOutages(),
     closing: () => closing,
   };
   registerHealthRoutes(app, context);

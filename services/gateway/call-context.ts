@@ -29,10 +29,14 @@ export function callWithDeadline(reply: FastifyReply, timeoutMs: number): CallRu
         controller.abort();
       }, timeoutMs);
     });
-    const pending = work(controller.signal);
-    // The loser of the race settles later; its outcome is no longer anyone's concern.
-    pending.catch(() => undefined);
     try {
+      // Started inside the try, and through an async function: a `work` that throws before it
+      // returns a promise (the not-yet-connected backend's UNAVAILABLE) must still clear the timer,
+      // whose rejection, with no one awaiting it, would otherwise end the process.
+      const pending = (async () => work(controller.signal))();
+      // The loser of the race settles later; its outcome is no longer anyone's concern.
+      pending.catch(() => undefined);
+      deadline.catch(() => undefined);
       return await Promise.race([pending, deadline]);
     } finally {
       clearTimeout(timer);

@@ -12,6 +12,7 @@ import { requestClassifierOptions, requestTaxonomy, TaxonomyClassifier } from '.
 import { makeDirectory } from '../../adapters/runtime/directories.js';
 import { RetryingEngine } from '../../adapters/nats/retrying-engine.js';
 import type { Taxonomy } from '../../adapters/taxonomy/index.js';
+import { publicText } from './redact.js';
 
 /**
  * Classification jobs of POST /v1/classify (more items than the sync limit, or `mode: "job"`):
@@ -210,7 +211,7 @@ export class ClassifyRuns {
       this.#logger?.info({ job: run.status.job_id, items: run.status.items, seconds: (Date.now() - started) / 1000 }, 'classification job finished');
     } catch (error) {
       const shoal = signal.aborted ? new ShoalError(ErrorCode.CANCELLED, 'the gateway stopped before the job finished') : toShoalError(error);
-      this.#update(run, { state: 'failed', error: { code: shoal.code, message: shoal.message.slice(0, 2_048) } });
+      this.#update(run, { state: 'failed', error: { code: shoal.code, message: publicText(shoal.message).slice(0, 2_048) } });
       this.#logger?.warn({ job: run.status.job_id, code: shoal.code, reason: shoal.message.slice(0, 300) }, 'classification job failed');
     } finally {
       run.request = null;

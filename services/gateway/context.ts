@@ -11,6 +11,7 @@ import type { RequestMetrics } from './request-metrics.js';
 import type { IndexSinkOptions } from './index-sinks.js';
 import type { ClassifyRuns } from './classify-runs.js';
 import type { ModelFactsCache } from './model-facts.js';
+import type { IndexOutages } from './index-outages.js';
 
 /**
  * The types every part of the gateway shares: what the app is built from (deps, settings) and
@@ -121,6 +122,8 @@ export interface RouteContext {
   classifyRuns: ClassifyRuns;
   /** Maximum input length and special-token template per model, learned once each (TEI's /info and /tokenize). */
   modelFacts: ModelFactsCache;
+  /** Served indexes whose store is known to be down: searches of them answer 503 at once (index-outages.ts). */
+  indexOutages: IndexOutages;
   /** True once shutdown began (readiness turns false so load balancers stop sending). */
   closing(): boolean;
 }

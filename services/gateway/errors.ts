@@ -1,5 +1,6 @@
 import type { FastifyReply } from 'fastify';
 import { ERROR_TRAITS, ErrorCode, ShoalError, toShoalError, type ErrorCode as Code } from '../../adapters/protocol/errors.js';
+import { publicDetails, publicText } from './redact.js';
 
 /**
  * The gateway's one mapping from failures to HTTP: the status comes from ERROR_TRAITS, the body
@@ -64,8 +65,9 @@ export function httpError(error: ShoalError): HttpError {
   const seconds = retryAfter(error);
   if (seconds !== null) headers['retry-after'] = String(seconds);
   if (error.code === ErrorCode.UNAUTHORIZED) headers['www-authenticate'] = 'Bearer realm="shoal"';
-  const body: HttpError['body'] = { error: { code: error.code, message: error.message } };
-  if (error.details !== undefined) body.error.details = error.details;
+  // The body never shows the server's paths or stacks (redact.ts); the log line keeps them (app.ts).
+  const body: HttpError['body'] = { error: { code: error.code, message: publicText(error.message) } };
+  if (error.details !== undefined) body.error.details = publicDetails(error.details);
   return { status: ERROR_TRAITS[error.code].httpStatus, headers, body };
 }
 

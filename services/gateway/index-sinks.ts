@@ -1,5 +1,5 @@
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
-import type { SinkWriteObserver } from '../../adapters/sinks/delivery.js';
+import type { RetryOptions, SinkWriteObserver } from '../../adapters/sinks/delivery.js';
 import { openSink, type OpenSinkOptions } from '../../adapters/sinks/open.js';
 import type { Sink } from '../../adapters/sinks/sink.js';
 
@@ -16,10 +16,11 @@ export type IndexSinkOptions = Pick<OpenSinkOptions, 'credentials' | 's3'>;
 
 /**
  * Opens the sink of a configured target: any `--index` form (a folder = LanceDB, postgres://,
- * chroma://, qdrant://, file://, s3://); `observer` hears its retries and recoveries (ingest runs).
+ * chroma://, qdrant://, file://, s3://); `observer` hears its retries and recoveries (ingest runs);
+ * `retry` bounds how long a failing store is retried. @default a minute (delivery.ts)
  */
-export function openIndexSink(target: string, options: IndexSinkOptions = {}, observer?: SinkWriteObserver): Sink {
-  return openSink(target, { ...options, ...(observer === undefined ? {} : { observer }) }).sink;
+export function openIndexSink(target: string, options: IndexSinkOptions = {}, observer?: SinkWriteObserver, retry?: RetryOptions): Sink {
+  return openSink(target, { ...options, ...(observer === undefined ? {} : { observer }), ...(retry === undefined ? {} : { retry }) }).sink;
 }
 
 /** The target of a configured index name; NOT_FOUND names the configured ones. */

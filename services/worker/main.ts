@@ -1,5 +1,6 @@
 import { pathToFileURL } from 'node:url';
 import { createLogger, type Logger } from '../../adapters/observability/logger.js';
+import { logUnhandledRejections } from '../../adapters/observability/unhandled-rejections.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { ErrorCode, hasErrorCode, toShoalError } from '../../adapters/protocol/errors.js';
 import { parseWorkerConfig, workerConfigFromEnv, type WorkerConfig } from './config.js';
@@ -66,6 +67,7 @@ function installSignals(logger: Logger, onSecond: () => void): AbortSignal {
 
 async function main(): Promise<number> {
   const logger = createLogger('worker');
+  logUnhandledRejections(logger);
   let worker: ShoalWorker | null = null;
   const signal = installSignals(logger, () => void worker?.close());
   try {

@@ -1,10 +1,10 @@
 import type { FastifyInstance } from 'fastify';
-import { ClassifyHttpRequest, type ClassifyJobAccepted, type ParsedClassifyRequest } from '../../../adapters/protocol/classify.js';
+import { ClassifyHttpRequest, type ClassifyJobAccepted } from '../../../adapters/protocol/classify.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import { RetryingEngine } from '../../../adapters/nats/retrying-engine.js';
-import { abortable } from '../../../adapters/runtime/abortable.js';
-import { matrixOptions, requestClassifierOptions, requestTaxonomy, resolveClassifierOptions, TaxonomyClassifier } from '../../../pipelines/classify/index.js';
+import { requestClassifierOptions, requestTaxonomy, resolveClassifierOptions } from '../../../pipelines/classify/index.js';
+import { KeptClassifiers } from '../kept-classifiers.js';
 import { checkJobIdFree } from '../job-ids.js';
 import type { RouteContext } from '../context.js';
 import { OTHER_MODEL } from '../request-metrics.js';
@@ -13,8 +13,9 @@ import { OTHER_MODEL } from '../request-metrics.js';
  * POST /v1/classify: a few products into a taxonomy (inline taxonomy text or labels),
  * synchronously, through the gateway's engine (the workers embed; the gateway searches).
  * Category matrices stay in memory for the taxonomies used last, so a second request with the
- * same taxonomy and model embeds only its products. Above the sync limit (or with `mode: "job"`,
- * or a `job_id`) the request becomes a job: 202 with its id and `Location: /v1/jobs/<id>`,
+ * same taxonomy and model embeds only its products; a build no request waits for any more is
+ * aborted (kept-classifiers.ts). Above the sync limits (items, or taxonomy categories), or with
+ * `mode: "job"`, or a `job_id`, the request becomes a job: 202 with its id and `Location: /v1/jobs/<id>`,
  * classified in the background by ClassifyRuns (classify-runs.ts), its status and JSON Lines
  * results read under /v1/jobs/:id. `mode: "sync"` keeps the old contract: 413 above the limit.
  */
@@ -25,45 +26,17 @@ export const MAX_SYNC_CLASSIFY_ITEMS = 256;
 const KEPT_CLASSIFIERS = 4;
 /** How long a matrix build waits out a worker busy with interactive calls (OVERLOADED) before it fails. */
 const BUILD_RETRY_FOR_MS = 30_000;
+/**
+ * Categories of a synchronous request's taxonomy (or labels): building its matrix has to finish
+ * within the request timeout (60 s by default), which a taxonomy of ten thousand
+ * categories does not on a CPU worker. Larger taxonomies run as a job (mode "auto"), or are
+ * refused with 413 under mode "sync".
+ */
+export const MAX_SYNC_TAXONOMY_CATEGORIES = 2_048;
 
 export function registerClassifyRoutes(app: FastifyInstance, context: RouteContext): void {
-  // Keyed by the taxonomy and what its matrices are built from (model, template…), not by top_k,
-  // threshold or rerank, which each request applies to the kept matrices itself.
-  const kept = new Map<string, Promise<TaxonomyClassifier>>();
-  // Builds belong to the gateway, not to the request that started them: others may share them.
-  const builds = new AbortController();
-  const buildEngine = new RetryingEngine(context.deps.engine, BUILD_RETRY_FOR_MS);
-
-  const classifierFor = (request: ParsedClassifyRequest): Promise<TaxonomyClassifier> => {
-    const taxonomy = requestTaxonomy(request);
-    const key = JSON.stringify([taxonomy.hash, matrixOptions(resolveClassifierOptions(requestClassifierOptions(request)))]);
-    const existing = kept.get(key);
-    if (existing !== undefined) {
-      // Most recently used last.
-      kept.delete(key);
-      kept.set(key, existing);
-      return existing;
-    }
-    // The gateway keeps its matrices in memory (the kept map), not in the disk cache.
-    const opened = TaxonomyClassifier.open(buildEngine, taxonomy, requestClassifierOptions(request), { signal: builds.signal });
-    // A failed build is forgotten, so the next request tries again.
-    opened.catch(() => kept.delete(key));
-    kept.set(key, opened);
-    while (kept.size > KEPT_CLASSIFIERS) {
-      const [oldest, evicted] = kept.entries().next().value ?? [];
-      if (oldest === undefined || evicted === undefined) break;
-      kept.delete(oldest);
-      void evicted.then((classifier) => classifier.close()).catch(() => undefined);
-    }
-    return opened;
-  };
-
-  app.addHook('onClose', async () => {
-    builds.abort();
-    const all = [...kept.values()];
-    kept.clear();
-    await Promise.all(all.map((opened) => opened.then((classifier) => classifier.close()).catch(() => undefined)));
-  });
+  const kept = new KeptClassifiers({ engine: new RetryingEngine(context.deps.engine, BUILD_RETRY_FOR_MS), keep: KEPT_CLASSIFIERS });
+  app.addHook('onClose', async () => kept.close());
 
   app.post('/v1/classify', async (request, reply) => {
     // The category and product embeddings run in the bulk lane (pipelines/classify), sync or job.
@@ -71,7 +44,10 @@ export function registerClassifyRoutes(app: FastifyInstance, context: RouteConte
     const { mode = 'auto', job_id: jobId, ...parsed } = parseWith(ClassifyHttpRequest, request.body, 'classify request');
     const syncLimit = context.settings.classify?.syncItems ?? MAX_SYNC_CLASSIFY_ITEMS;
     if (mode === 'sync' && jobId !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, 'job_id names a job: leave it out with mode "sync", or use mode "job"');
-    const asJob = mode === 'job' || (mode === 'auto' && (jobId !== undefined || parsed.items.length > syncLimit));
+    // Parsed here (not in the job, which parses its own) to know its size before choosing sync.
+    const taxonomy = mode === 'job' || jobId !== undefined || parsed.items.length > syncLimit ? null : requestTaxonomy(parsed);
+    const taxonomyTooLarge = taxonomy !== null && taxonomy.categories.length > MAX_SYNC_TAXONOMY_CATEGORIES;
+    const asJob = mode === 'job' || (mode === 'auto' && (jobId !== undefined || parsed.items.length > syncLimit || taxonomyTooLarge));
     // A job is accepted before its model is loaded: its name becomes a label only once a sync request proved it.
     context.metrics.track(request, { primitive: 'classify', model: parsed.model, lane: 'bulk', admit: !asJob });
     if (asJob) {
@@ -88,9 +64,17 @@ export function registerClassifyRoutes(app: FastifyInstance, context: RouteConte
         { details: { limit: syncLimit } },
       );
     }
+    if (taxonomy === null || taxonomyTooLarge) {
+      const categories = taxonomy?.categories.length ?? 0;
+      throw new ShoalError(
+        ErrorCode.INPUT_TOO_LARGE,
+        `taxonomy: POST /v1/classify with mode "sync" takes taxonomies of at most ${MAX_SYNC_TAXONOMY_CATEGORIES} categories (got ${categories}); leave mode out (or send mode "job") to run it as a job`,
+        { details: { field: 'taxonomy', limit: MAX_SYNC_TAXONOMY_CATEGORIES, categories } },
+      );
+    }
     return context.call(reply)(async (signal) => {
-      // A client that leaves stops waiting for a shared build without cancelling it for the others.
-      const classifier = await abortable(classifierFor(parsed), signal, 'the client went away');
+      // Aborted at the deadline or when the client leaves: a build no other request waits for stops then.
+      const classifier = await kept.use(parsed, taxonomy, signal);
       const options = resolveClassifierOptions(requestClassifierOptions(parsed));
       const items = await classifier.classify(parsed.items, { signal }, options);
       return { model: parsed.model, categories: classifier.taxonomy.categories.length, items };

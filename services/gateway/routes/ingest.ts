@@ -11,6 +11,7 @@ import { checkJobIdFree } from '../job-ids.js';
 import type { IngestApi, RouteContext } from '../context.js';
 import { INDEX_NAME, indexTarget } from '../index-sinks.js';
 import { OTHER_MODEL } from '../request-metrics.js';
+import { publicIngestStatus } from '../redact.js';
 
 /**
  * POST /v1/ingest: documents into a configured index, as a job. The body names the sources
@@ -112,6 +113,6 @@ export function registerIngestRoutes(app: FastifyInstance, context: RouteContext
       ingest.start({ job_id: body.job_id, definition, index: { name: body.index, target }, records: body.sources, force: body.force === true, prune: body.prune === true }),
     );
     const location = `/v1/jobs/${status.job_id}`;
-    return reply.code(202).header('location', location).send({ job_id: status.job_id, status, links: { self: location } });
+    return reply.code(202).header('location', location).send({ job_id: status.job_id, status: publicIngestStatus(status), links: { self: location } });
   });
 }

@@ -6,6 +6,7 @@ import { JobId, JobSubmission, REQUEST_SCHEMAS, type JobPartResult, type JobsApi
 import type { NatsNames } from '../../../adapters/protocol/subjects.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import { checkJobIdFree } from '../job-ids.js';
+import { publicIngestStatus } from '../redact.js';
 import type { RouteContext } from '../context.js';
 import { OTHER_MODEL } from '../request-metrics.js';
 
@@ -105,7 +106,7 @@ export function registerJobRoutes(app: FastifyInstance, context: RouteContext): 
     const status = await context.call(reply)(() => jobs.status(id));
     // An ingest run (POST /v1/ingest) is a job too, its status kept by the ingest runs.
     const run = status === null ? await context.call(reply)(async () => (await context.deps.ingest?.status(id)) ?? null) : null;
-    if (run !== null) return run;
+    if (run !== null) return publicIngestStatus(run);
     if (status === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no job with id "${id}" (it never existed or its status has expired)`, { details: { job_id: id } });
     context.metrics.track(request, { primitive: 'job_read', model: status.model, lane: 'bulk' });
     return { ...publicStatus(status), results: resultLocation(status, context.names) };

@@ -4,8 +4,10 @@ import { ErrorCode, isShoalError, ShoalError } from '../../../adapters/protocol/
 import { checkRemoteModelName } from '../../../adapters/protocol/model-names.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import { validateFilter } from '../../../adapters/sinks/filter.js';
-import { hitLine, SEARCH_MODES, searchIndex } from '../../../pipelines/documents/search.js';
+import { hitLine, RERANK_CANDIDATES_PER_HIT, rerankCandidates, SEARCH_MODES, searchIndex } from '../../../pipelines/documents/search.js';
+import type { SinkWriteObserver } from '../../../adapters/sinks/delivery.js';
 import type { RouteContext } from '../context.js';
+import { SEARCH_STORE_RETRY_MS } from '../index-outages.js';
 import { INDEX_NAME, indexTarget, openIndexSink } from '../index-sinks.js';
 import { OTHER_MODEL } from '../request-metrics.js';
 
@@ -19,6 +21,17 @@ import { OTHER_MODEL } from '../request-metrics.js';
 
 const MAX_QUERY_CHARS = 4_096;
 const MAX_K = 1_000;
+
+/**
+ * Most candidates one search may hand its reranker: one score call of this many pairs (plus the
+ * query) holds that many items of the rerank model's admission budget (2,048 by default) while
+ * it runs. Without it, `k: 1000` sent 4,001 items in one call, which admission lets through alone
+ * (a call alone is always admitted) and which then refused every other call to that model with
+ * 429 for the seconds it took. Searches that need more hits rerank on their own (/v1/score).
+ */
+export const MAX_RERANK_CANDIDATES = 512;
+/** The largest `k` a reranked search may ask for: its candidates, max(4k, 50), stay within MAX_RERANK_CANDIDATES. */
+export const MAX_RERANK_K = Math.floor(MAX_RERANK_CANDIDATES / RERANK_CANDIDATES_PER_HIT);
 
 const SearchBody = z.strictObject({
   // One message for "" and "   " alike (a .min(1) said it twice for "").
@@ -81,19 +94,36 @@ export function registerSearchRoutes(app: FastifyInstance, context: RouteContext
     // (a name from the request body that no operator configured never becomes a label).
     context.metrics.track(request, { primitive: 'search', model: OTHER_MODEL, lane: 'interactive' });
     const body = parseWith(SearchBody, request.body, 'search request');
+    if (body.rerank !== undefined && rerankCandidates(body.k) > MAX_RERANK_CANDIDATES) {
+      throw new ShoalError(
+        ErrorCode.INPUT_TOO_LARGE,
+        `k: at most ${MAX_RERANK_K} with rerank (each hit asked for hands ${RERANK_CANDIDATES_PER_HIT} candidates to the reranker, at most ${MAX_RERANK_CANDIDATES} per search); ask for fewer hits, or search without rerank and score the hits with POST /v1/score in batches`,
+        { details: { field: 'k', limit: MAX_RERANK_K, maxRerankCandidates: MAX_RERANK_CANDIDATES } },
+      );
+    }
     const filter = body.filter === undefined ? undefined : requestFilter(body.filter);
     const target = indexTarget(context.settings.indexes, body.index);
     context.metrics.track(request, { primitive: 'search', model: body.index, lane: 'interactive' });
-    const sink = openIndexSink(target, context.settings.indexOptions);
+    // A store known to be down answers 503 at once instead of holding the caller (index-outages.ts).
+    context.indexOutages.check(body.index);
+    const observer: SinkWriteObserver = {
+      write: () => undefined,
+      retrying: (_backend, failure) => context.indexOutages.failed(body.index, failure),
+      succeeded: () => context.indexOutages.answered(body.index),
+    };
     try {
-      const hits = await context.call(reply)((signal) =>
-        searchIndex(context.deps.engine, sink, { query: body.query, k: body.k, filter, mode: body.mode, rerank: body.rerank, where: `index ${body.index}` }, { signal }),
-      );
+      const hits = await context.call(reply)(async (signal) => {
+        // Retried briefly, and never past the request's life: ingest's minute of retries is for writes.
+        const sink = openIndexSink(target, context.settings.indexOptions, observer, { maxElapsedMs: SEARCH_STORE_RETRY_MS, signal });
+        try {
+          return await searchIndex(context.deps.engine, sink, { query: body.query, k: body.k, filter, mode: body.mode, rerank: body.rerank, where: `index ${body.index}` }, { signal });
+        } finally {
+          await sink.close();
+        }
+      });
       return { hits: hits.map((hit, index) => hitLine(index + 1, hit)) };
     } catch (error) {
       throw explainModelRefusal(asRequestFields(error), body.rerank, body.index);
-    } finally {
-      await sink.close();
     }
   });
 }
