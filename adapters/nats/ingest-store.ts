@@ -166,6 +166,12 @@ function decodeEntry<T>(entry: KvEntry, parse: (value: unknown) => T): T {
 const parseDocument = (value: unknown): DocumentStatus => parseWith(DocumentStatus, value, 'document status', ErrorCode.INTERNAL);
 const parseRun = (value: unknown): IngestRunStatus => parseWith(IngestRunStatus, value, 'ingest run status', ErrorCode.INTERNAL);
 
+/** A run's status as stored, with the KV revision a compare-and-set write names. */
+export interface RunEntry {
+  status: IngestRunStatus;
+  revision: number;
+}
+
 /** Per-document and per-run ingest status in the KV bucket. */
 export class IngestStatusStore {
   readonly #kv: KV;
@@ -214,6 +220,45 @@ export class IngestStatusStore {
 
   putRun(status: IngestRunStatus): Promise<void> {
     return this.#put(runKey(status.job_id), parseRun(status));
+  }
+
+  /** The run's status with its KV revision (for compare-and-set), null when it has none. */
+  async runEntry(run: string): Promise<RunEntry | null> {
+    const key = runKey(run);
+    let entry: KvEntry | null;
+    try {
+      entry = await this.#kv.get(key);
+    } catch (error) {
+      throw toNatsShoalError(error, `read ingest status ${key}`);
+    }
+    return entry === null || entry.operation !== 'PUT' ? null : { status: decodeEntry(entry, parseRun), revision: entry.revision };
+  }
+
+  /**
+   * Creates the run's status unless one exists: the one atomic decision between concurrent
+   * submissions of one run id (KV create). Returns the new revision, or what is stored.
+   */
+  async createRun(status: IngestRunStatus): Promise<{ created: true; revision: number } | { created: false; existing: RunEntry }> {
+    const key = runKey(status.job_id);
+    try {
+      return { created: true, revision: await this.#kv.create(key, JSON.stringify(parseRun(status))) };
+    } catch (error) {
+      if (!isJsApiCode(error, JS_CODES.StreamWrongLastSequence)) throw toNatsShoalError(error, `create ingest status ${key}`);
+    }
+    const existing = await this.runEntry(status.job_id);
+    if (existing === null) throw new ShoalError(ErrorCode.UNAVAILABLE, `ingest status ${key} changed while it was created; retry`);
+    return { created: false, existing };
+  }
+
+  /** Compare-and-set write of the run's status: the new revision, or null when `revision` is no longer the latest. */
+  async updateRun(status: IngestRunStatus, revision: number): Promise<number | null> {
+    const key = runKey(status.job_id);
+    try {
+      return await this.#kv.update(key, JSON.stringify(parseRun(status)), revision);
+    } catch (error) {
+      if (isJsApiCode(error, JS_CODES.StreamWrongLastSequence)) return null;
+      throw toNatsShoalError(error, `write ingest status ${key}`);
+    }
   }
 
   /**

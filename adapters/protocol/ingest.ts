@@ -119,7 +119,36 @@ export const IngestRunStatus = z.strictObject({
   degraded: Degraded.optional(),
   /** Documents deleted from the index because they left their folder (`"prune": true`; 0 without it), once the run is over. */
   removed: Count.optional(),
+  /**
+   * SHA-256 of what the submission decided (pipeline, index, sources, force, prune): the run id
+   * names this content only; a resubmission with other content is JOB_CONFLICT.
+   */
+  content_hash: Hex64.optional(),
+  /** The coordinator that owns the run (random per coordinator run): only it may write the status. */
+  lease: z.string().min(1).max(64).optional(),
+  /** When the coordinator last said it is alive, and how often it does (run-lease.ts). */
+  heartbeat_at: Timestamp.optional(),
+  heartbeat_ms: z.number().int().min(100).max(3_600_000).optional(),
+  /** Set when the run was found without a heartbeat for RUN_ABANDONED_AFTER_BEATS × heartbeat_ms: `failed`, error TIMEOUT. */
+  abandoned_at: Timestamp.optional(),
   created_at: Timestamp,
   updated_at: Timestamp,
 });
 export type IngestRunStatus = z.infer<typeof IngestRunStatus>;
+
+/** A run whose coordinator has not written a heartbeat for this many intervals is abandoned. */
+export const RUN_ABANDONED_AFTER_BEATS = 6;
+
+/**
+ * Why a queued or running run is abandoned (its coordinator died: no heartbeat within
+ * RUN_ABANDONED_AFTER_BEATS × heartbeat_ms), or null. A status without a heartbeat (written
+ * before heartbeats existed) is never judged.
+ */
+export function abandonedReason(status: IngestRunStatus, now: number): string | null {
+  if (status.state !== 'queued' && status.state !== 'running') return null;
+  if (status.heartbeat_at === undefined || status.heartbeat_ms === undefined) return null;
+  const window = RUN_ABANDONED_AFTER_BEATS * status.heartbeat_ms;
+  const silent = now - Date.parse(status.heartbeat_at);
+  if (!(silent > window)) return null;
+  return `abandoned: the run's coordinator sent no heartbeat for ${Math.round(silent)} ms (window ${window} ms; it died or lost NATS); resubmit the same run to start it again`;
+}
