@@ -101,7 +101,7 @@ describe.skipIf(!natsServerAvailable())(`ingest over NATS through a broker resta
       await new Promise((resolve) => setTimeout(resolve, OUTAGE_MS));
       await nats.start();
       const code = await done;
-      expect(code, stderr).toBe(0);
+      expect(code, `${stderr}\n${stdout.slice(0, 3000)}`).toBe(0);
       const summary = Summary.parse(JSON.parse(stdout));
       expect(summary.failed).toEqual([]);
       expect(summary.documents).toEqual({ total: DOCUMENTS, ok: DOCUMENTS, failed: 0, unchanged: 0 });
