@@ -1,12 +1,13 @@
 import { jetstream, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { ErrorCode } from '../protocol/errors.js';
+import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { ParseTask, StoredPages, type DocumentStatus, type IngestRunStatus } from '../protocol/ingest.js';
 import { WIRE_VERSION } from '../protocol/jobs.js';
 import { parseWith } from '../protocol/validate.js';
 import { ensureIngestTopology, IngestStatusStore, type IngestNames, type ParseConsumerSettings } from './ingest-store.js';
 import { toNatsShoalError } from './nats-errors.js';
 import { withNatsRetry, type NatsRetryOptions } from './nats-retry.js';
+import { pagesKey, parseTaskMessageId } from './parse-task-token.js';
 import { ParseDeadLetters } from './parse-dead-letters.js';
 import { getJson, PayloadStore } from './payloads.js';
 import type { Topology } from './topology.js';
@@ -81,7 +82,7 @@ export class ParseTaskClient {
       updated_at: new Date().toISOString(),
     });
     await this.#retry(`publish the parse task of ${task.source}`, () =>
-      this.#js.publish(this.names.parseSubject, JSON.stringify(task), { msgID: `${task.run_id}.${task.doc}`, expect: { streamName: this.names.stream } }),
+      this.#js.publish(this.names.parseSubject, JSON.stringify(task), { msgID: parseTaskMessageId(task), expect: { streamName: this.names.stream } }),
     );
   }
 
@@ -89,20 +90,23 @@ export class ParseTaskClient {
     return withNatsRetry(what, operation, { ...(this.#retryOptions.budgetMs === undefined ? {} : { budgetMs: this.#retryOptions.budgetMs }), ...(this.#retryOptions.onRetry === undefined ? {} : { onRetry: this.#retryOptions.onRetry }) });
   }
 
-  /** The pages a worker stored for a parsed document. */
-  async pages(status: DocumentStatus): Promise<StoredPages> {
-    if (status.pages_ref === undefined) throw toNatsShoalError(new Error('no pages_ref'), `read the pages of ${status.source}`);
-    const ref = status.pages_ref;
+  /**
+   * The pages a worker stored for a parsed document, read where the worker of `task` stores them
+   * (never where a status says: the status is checked against the task, the place follows from it).
+   */
+  async pages(status: DocumentStatus, task: Pick<ParseTask, 'run_id' | 'doc' | 'token'>): Promise<StoredPages> {
+    const ref = `obj://${this.#payloads.bucket}/${pagesKey(task)}`;
+    if (status.pages_ref !== ref) throw new ShoalError(ErrorCode.INVALID_INPUT, `the status of ${status.source} names pages at ${status.pages_ref ?? 'nowhere'}, not where its task's worker stores them`);
     const stored = parseWith(StoredPages, await this.#retry(`read the pages of ${status.source}`, () => getJson(this.#payloads, ref)), `pages of ${status.source}`, ErrorCode.INTERNAL);
     if (stored.document_id !== status.document_id) throw toNatsShoalError(new Error('document id mismatch'), `read the pages of ${status.source}`);
     return stored;
   }
 
   /** Removes what a run stored for one document (bytes and pages), once it is committed or failed. */
-  async forget(status: Pick<DocumentStatus, 'run_id' | 'doc'>): Promise<void> {
+  async forget(task: Pick<ParseTask, 'run_id' | 'doc' | 'token'>): Promise<void> {
     const bucket = this.#payloads.bucket;
-    await this.#payloads.remove(`obj://${bucket}/ingest/${status.run_id}/${status.doc}.bin`);
-    await this.#payloads.remove(`obj://${bucket}/ingest/${status.run_id}/${status.doc}.pages.json`);
+    await this.#payloads.remove(`obj://${bucket}/ingest/${task.run_id}/${task.doc}.bin`);
+    await this.#payloads.remove(`obj://${bucket}/${pagesKey(task)}`);
   }
 
   putDocument(status: DocumentStatus): Promise<void> {

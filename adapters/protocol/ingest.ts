@@ -47,6 +47,13 @@ export const ParseTask = z.strictObject({
   /** Inline text records are parsed as text, whatever their bytes look like. */
   inline_text: z.boolean().optional(),
   parse: ParseTaskSettings,
+  /**
+   * A random secret of the coordinator for this task (128 bits, hex). The worker writes its
+   * SHA-256 (`task` in the document status) and keeps the pages under it; the coordinator accepts
+   * only statuses carrying the digest of a token it published, so a task someone else published
+   * under its run id is never indexed. Absent from coordinators older than the field.
+   */
+  token: z.string().regex(/^[0-9a-f]{32}$/).optional(),
 });
 export type ParseTask = z.infer<typeof ParseTask>;
 
@@ -87,6 +94,8 @@ export const DocumentStatus = z.strictObject({
   chunks: Count.optional(),
   /** Where a parse worker stored the pages (StoredPages JSON), once `parsed`. */
   pages_ref: DataRef.optional(),
+  /** SHA-256 of the task's `token`: which task this status answers (parse-task-token.ts). */
+  task: Hex64.optional(),
   worker: z.string().max(512).optional(),
   updated_at: Timestamp,
 });
