@@ -14,8 +14,10 @@ import type { Topology } from './topology.js';
  * - `<P>_INGEST`: a work-queue stream of parse tasks, `<prefix>.ingest.parse`, with one durable
  *   pull consumer shared by every parse worker (`<p>_ingest_parse`);
  * - the `<p>_ingest` KV bucket: per-document status (`doc.<run>.<n>`) and per-run status
- *   (`run.<run>`). Writes are whole values (last writer wins): a document's status only moves
+ *   (`run.<run>`). A document's status is written whole (last writer wins): it only moves
  *   forward through one writer at a time (the worker that holds its task, then the coordinator).
+ *   A run's status is created with a KV create and then changed only by compare-and-set
+ *   (createRun/updateRun, owned by pipelines/documents/run-lease.ts).
  */
 
 const SECOND_NS = 1_000_000_000;
@@ -216,10 +218,6 @@ export class IngestStatusStore {
 
   run(run: string): Promise<IngestRunStatus | null> {
     return this.#get(runKey(run), parseRun);
-  }
-
-  putRun(status: IngestRunStatus): Promise<void> {
-    return this.#put(runKey(status.job_id), parseRun(status));
   }
 
   /** The run's status with its KV revision (for compare-and-set), null when it has none. */

@@ -1,7 +1,7 @@
 import { jetstream, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
-import { ParseTask, StoredPages, type DocumentStatus, type IngestRunStatus } from '../protocol/ingest.js';
+import { ParseTask, StoredPages, type DocumentStatus } from '../protocol/ingest.js';
 import { WIRE_VERSION } from '../protocol/jobs.js';
 import { parseWith } from '../protocol/validate.js';
 import { ensureIngestTopology, IngestStatusStore, type IngestNames, type ParseConsumerSettings } from './ingest-store.js';
@@ -16,7 +16,7 @@ import type { Topology } from './topology.js';
  * The coordinator's side of remote parsing: stores a document's bytes in the object store,
  * records it `queued`, publishes its parse task (message id `<run>.<doc>`, so a re-publish adds
  * nothing), then follows the document statuses workers write and reads back the stored pages.
- * Also reads and writes the run's own status.
+ * The run's own status is the run lease's (pipelines/documents/run-lease.ts), written by compare-and-set.
  */
 
 export type ParseTaskInput = Omit<ParseTask, 'v' | 'ref'>;
@@ -115,13 +115,5 @@ export class ParseTaskClient {
 
   watch(run: string, signal: AbortSignal): AsyncGenerator<DocumentStatus> {
     return this.status.watchDocuments(run, signal);
-  }
-
-  run(run: string): Promise<IngestRunStatus | null> {
-    return this.#retry(`read ingest run ${run}`, () => this.status.run(run));
-  }
-
-  putRun(status: IngestRunStatus): Promise<void> {
-    return this.status.putRun(status);
   }
 }

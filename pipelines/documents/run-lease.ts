@@ -67,6 +67,8 @@ export class RunLease {
   #writing: Promise<void> | null = null;
   #timer: NodeJS.Timeout | null = null;
   #lost: ShoalError | null = null;
+  /** The last status was given (finish): later reports are dropped. */
+  #finished = false;
   readonly #lostController = new AbortController();
 
   private constructor(store: IngestStatusStore, status: IngestRunStatus, revision: number, heartbeatMs: number) {
@@ -124,6 +126,12 @@ export class RunLease {
    * (the next write retries) or JOB_CONFLICT once the run was taken over.
    */
   async write(status: IngestRunStatus): Promise<void> {
+    // A progress report or heartbeat arriving after the last status must not overwrite it.
+    if (this.#finished) return;
+    return this.#write(status);
+  }
+
+  async #write(status: IngestRunStatus): Promise<void> {
     if (this.#lost !== null) throw this.#lost;
     this.#latest = status;
     this.#pending = status;
@@ -188,10 +196,11 @@ export class RunLease {
    */
   async finish(status: IngestRunStatus, retryForMs = 60_000): Promise<void> {
     this.stop();
+    this.#finished = true;
     const until = Date.now() + retryForMs;
     for (let delay = 200; ; delay = Math.min(delay * 2, 5_000)) {
       try {
-        await this.write(status);
+        await this.#write(status);
         return;
       } catch (error) {
         if ((isShoalError(error) && error.code === ErrorCode.JOB_CONFLICT) || Date.now() + delay > until) throw error;
