@@ -14,8 +14,10 @@ import type { Topology } from './topology.js';
  * - `<P>_INGEST`: a work-queue stream of parse tasks, `<prefix>.ingest.parse`, with one durable
  *   pull consumer shared by every parse worker (`<p>_ingest_parse`);
  * - the `<p>_ingest` KV bucket: per-document status (`doc.<run>.<n>`) and per-run status
- *   (`run.<run>`). Writes are whole values (last writer wins): a document's status only moves
+ *   (`run.<run>`). A document's status is written whole (last writer wins): it only moves
  *   forward through one writer at a time (the worker that holds its task, then the coordinator).
+ *   A run's status is created with a KV create and then changed only by compare-and-set
+ *   (createRun/updateRun, owned by pipelines/documents/run-lease.ts).
  */
 
 const SECOND_NS = 1_000_000_000;
@@ -166,6 +168,12 @@ function decodeEntry<T>(entry: KvEntry, parse: (value: unknown) => T): T {
 const parseDocument = (value: unknown): DocumentStatus => parseWith(DocumentStatus, value, 'document status', ErrorCode.INTERNAL);
 const parseRun = (value: unknown): IngestRunStatus => parseWith(IngestRunStatus, value, 'ingest run status', ErrorCode.INTERNAL);
 
+/** A run's status as stored, with the KV revision a compare-and-set write names. */
+export interface RunEntry {
+  status: IngestRunStatus;
+  revision: number;
+}
+
 /** Per-document and per-run ingest status in the KV bucket. */
 export class IngestStatusStore {
   readonly #kv: KV;
@@ -212,8 +220,43 @@ export class IngestStatusStore {
     return this.#get(runKey(run), parseRun);
   }
 
-  putRun(status: IngestRunStatus): Promise<void> {
-    return this.#put(runKey(status.job_id), parseRun(status));
+  /** The run's status with its KV revision (for compare-and-set), null when it has none. */
+  async runEntry(run: string): Promise<RunEntry | null> {
+    const key = runKey(run);
+    let entry: KvEntry | null;
+    try {
+      entry = await this.#kv.get(key);
+    } catch (error) {
+      throw toNatsShoalError(error, `read ingest status ${key}`);
+    }
+    return entry === null || entry.operation !== 'PUT' ? null : { status: decodeEntry(entry, parseRun), revision: entry.revision };
+  }
+
+  /**
+   * Creates the run's status unless one exists: the one atomic decision between concurrent
+   * submissions of one run id (KV create). Returns the new revision, or what is stored.
+   */
+  async createRun(status: IngestRunStatus): Promise<{ created: true; revision: number } | { created: false; existing: RunEntry }> {
+    const key = runKey(status.job_id);
+    try {
+      return { created: true, revision: await this.#kv.create(key, JSON.stringify(parseRun(status))) };
+    } catch (error) {
+      if (!isJsApiCode(error, JS_CODES.StreamWrongLastSequence)) throw toNatsShoalError(error, `create ingest status ${key}`);
+    }
+    const existing = await this.runEntry(status.job_id);
+    if (existing === null) throw new ShoalError(ErrorCode.UNAVAILABLE, `ingest status ${key} changed while it was created; retry`);
+    return { created: false, existing };
+  }
+
+  /** Compare-and-set write of the run's status: the new revision, or null when `revision` is no longer the latest. */
+  async updateRun(status: IngestRunStatus, revision: number): Promise<number | null> {
+    const key = runKey(status.job_id);
+    try {
+      return await this.#kv.update(key, JSON.stringify(parseRun(status)), revision);
+    } catch (error) {
+      if (isJsApiCode(error, JS_CODES.StreamWrongLastSequence)) return null;
+      throw toNatsShoalError(error, `write ingest status ${key}`);
+    }
   }
 
   /**

@@ -51,8 +51,13 @@ function feed(hash: Hash, value: unknown): void {
 }
 
 export function jobContentHash(content: JobContent): string {
+  return canonicalHash({ primitive: content.primitive, request: content.request, result: content.result, part_items: content.partItems });
+}
+
+/** SHA-256 of `value` as canonical JSON (also an ingest run's content identity, pipelines/documents/nats-ingest.ts). */
+export function canonicalHash(value: unknown): string {
   const hash = createHash('sha256');
-  feed(hash, { primitive: content.primitive, request: content.request, result: content.result, part_items: content.partItems });
+  feed(hash, value);
   return hash.digest('hex');
 }
 

@@ -16,12 +16,13 @@ import {
 } from '../protocol/jobs.js';
 import { checkJobId } from '../protocol/subjects.js';
 import { parseWith } from '../protocol/validate.js';
-import { JS_CODES, isJsApiCode, toNatsShoalError } from './nats-errors.js';
+import { toNatsShoalError } from './nats-errors.js';
 import { PayloadStore, getJson } from './payloads.js';
 import { checkFileTarget } from './file-targets.js';
 import { checkSameJob, jobContentHash } from './job-identity.js';
 import type { ModelGate } from './model-gate.js';
-import { decodeBody, jsonSafe } from './rpc-wire.js';
+import { readPartResult } from './result-reader.js';
+import { jsonSafe } from './rpc-wire.js';
 import { StatusStore, TERMINAL_STATES, initialStatus } from './status-store.js';
 import { ensureJobConsumer, ensureTopology, type ConsumerSettingsInput, type Topology, type TopologySettingsInput } from './topology.js';
 
@@ -242,20 +243,19 @@ export class JobsClient implements JobsApi {
     throw new ShoalError(ErrorCode.TIMEOUT, `job ${jobId} did not finish within ${options.timeoutMs ?? 0} ms (${progress})`);
   }
 
-  /** The latest result of one part, or null when it has none yet. */
-  async partResult(jobId: string, part: number, resolve = true): Promise<ResolvedPartResult | null> {
+  /**
+   * Messages on results subjects that were not a part's result (forged, or for another job or
+   * part, or late for a finished job): dropped, never served (result-reader.ts).
+   */
+  droppedResults = 0;
+
+  /** The result of one part (result-reader.ts says which message that is), or null when it has none yet. */
+  async partResult(jobId: string, part: number, resolve = true, known?: JobStatus): Promise<ResolvedPartResult | null> {
+    const status = known ?? (await this.status(jobId));
+    if (status === null) return null;
     const { jsm, names } = this.topology;
-    let stored;
-    try {
-      stored = await jsm.streams.getMessage(names.resultsStream, { last_by_subj: names.results(jobId, part) });
-    } catch (error) {
-      if (isJsApiCode(error, JS_CODES.NoMessageFound)) return null;
-      throw toNatsShoalError(error, `read result ${part} of job ${jobId}`);
-    }
-    if (stored === null) return null;
-    const decoded = decodeBody(stored.data, stored.header);
-    if (!decoded.ok) throw new ShoalError(ErrorCode.INTERNAL, `result ${part} of job ${jobId} cannot be read: ${decoded.reason}`);
-    const result = parseWith(JobPartResult, decoded.value, `result ${part} of job ${jobId}`, ErrorCode.INTERNAL);
+    const result = await readPartResult({ jsm, names, status, onDropped: () => (this.droppedResults += 1) }, part);
+    if (result === null) return null;
     if (!resolve || result.result !== undefined || result.result_ref === undefined) return result;
     const body = await getJson(this.#payloads, result.result_ref);
     return { ...result, result: parseWith(PrimitiveResult, body, `stored result ${result.result_ref}`, ErrorCode.INTERNAL) };
@@ -267,7 +267,7 @@ export class JobsClient implements JobsApi {
     if (status === null) throw new ShoalError(ErrorCode.INVALID_INPUT, `job ${jobId} does not exist (or its status expired)`);
     for (let start = 0; start < status.parts; start += RESULT_READ_WINDOW) {
       const indexes = Array.from({ length: Math.min(RESULT_READ_WINDOW, status.parts - start) }, (_, i) => start + i);
-      const batch = await Promise.all(indexes.map((part) => this.partResult(jobId, part, options.resolve ?? true)));
+      const batch = await Promise.all(indexes.map((part) => this.partResult(jobId, part, options.resolve ?? true, status)));
       for (const result of batch) if (result !== null) yield result;
     }
   }

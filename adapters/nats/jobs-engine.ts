@@ -4,7 +4,8 @@ import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import type { JobSubmission } from '../protocol/jobs.js';
 import type { EncodeRequest, ExtractRequest, ScoreRequest, TokenizeRequest } from '../protocol/requests.js';
 import type { EncodeResult, ExtractResult, ScoreResult, TokenizeResult } from '../protocol/results.js';
-import type { JobsClient } from './jobs-client.js';
+import type { JobsClient, ResolvedPartResult } from './jobs-client.js';
+import { withNatsRetry } from './nats-retry.js';
 import { whileRetryable } from './retrying-engine.js';
 
 /**
@@ -55,17 +56,25 @@ export class JobsEngine implements Engine {
     const jobId = `${this.#prefix}-${primitive[0]}${this.#next++}`;
     const submission: JobSubmission = { job_id: jobId, primitive, request: { ...request }, result: { kind: 'stream' } };
     if (this.#options.partItems !== undefined) submission.part_items = this.#options.partItems;
-    await this.#jobs.submit(submission);
-    const status = await this.#jobs.wait(jobId, { timeoutMs: this.#options.timeoutMs ?? 24 * 3_600_000, ...(options.signal === undefined ? {} : { signal: options.signal }) });
+    // Submitting (idempotent for one job id and content), waiting and reading results back each
+    // outlive a brief NATS outage (a broker restart): retried for a bounded time, not failed.
+    const retry = { ...(options.signal === undefined ? {} : { signal: options.signal }) };
+    await withNatsRetry(`submit ${primitive} job ${jobId}`, () => this.#jobs.submit(submission), retry);
+    const status = await withNatsRetry(`wait for ${primitive} job ${jobId}`, () => this.#jobs.wait(jobId, { timeoutMs: this.#options.timeoutMs ?? 24 * 3_600_000, ...(options.signal === undefined ? {} : { signal: options.signal }) }), retry);
     if (status.state !== 'completed') {
       const first = status.errors[0];
       const code = first?.code ?? ErrorCode.INFERENCE_FAILED;
       throw new ShoalError(code, `${primitive} job ${jobId} on ${request.model} ended ${status.state}: ${first?.message ?? 'no error recorded'}`);
     }
+    const parts = await withNatsRetry(`read the results of ${primitive} job ${jobId}`, async () => {
+      const read: ResolvedPartResult[] = [];
+      for await (const part of this.#jobs.results(jobId)) read.push(part);
+      return read;
+    }, retry);
     const items: R['items'][number][] = [];
     let model = request.model;
     const usage = { tokens: 0 };
-    for await (const part of this.#jobs.results(jobId)) {
+    for (const part of parts) {
       const result = part.result;
       if (result === undefined || !('items' in result)) throw new ShoalError(ErrorCode.INTERNAL, `part ${part.part} of job ${jobId} has no items`);
       model = result.model;

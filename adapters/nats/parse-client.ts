@@ -1,11 +1,13 @@
 import { jetstream, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { ErrorCode } from '../protocol/errors.js';
-import { ParseTask, StoredPages, type DocumentStatus, type IngestRunStatus } from '../protocol/ingest.js';
+import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { ParseTask, StoredPages, type DocumentStatus } from '../protocol/ingest.js';
 import { WIRE_VERSION } from '../protocol/jobs.js';
 import { parseWith } from '../protocol/validate.js';
 import { ensureIngestTopology, IngestStatusStore, type IngestNames, type ParseConsumerSettings } from './ingest-store.js';
 import { toNatsShoalError } from './nats-errors.js';
+import { withNatsRetry, type NatsRetryOptions } from './nats-retry.js';
+import { pagesKey, parseTaskMessageId } from './parse-task-token.js';
 import { ParseDeadLetters } from './parse-dead-letters.js';
 import { getJson, PayloadStore } from './payloads.js';
 import type { Topology } from './topology.js';
@@ -14,7 +16,7 @@ import type { Topology } from './topology.js';
  * The coordinator's side of remote parsing: stores a document's bytes in the object store,
  * records it `queued`, publishes its parse task (message id `<run>.<doc>`, so a re-publish adds
  * nothing), then follows the document statuses workers write and reads back the stored pages.
- * Also reads and writes the run's own status.
+ * The run's own status is the run lease's (pipelines/documents/run-lease.ts), written by compare-and-set.
  */
 
 export type ParseTaskInput = Omit<ParseTask, 'v' | 'ref'>;
@@ -28,7 +30,10 @@ export class ParseTaskClient {
   readonly #payloads: PayloadStore;
   readonly #jsm: JetStreamManager;
 
-  private constructor(nc: NatsConnection, names: IngestNames, status: IngestStatusStore, payloads: PayloadStore, jsm: JetStreamManager) {
+  readonly #retryOptions: NatsRetryOptions;
+
+  private constructor(nc: NatsConnection, names: IngestNames, status: IngestStatusStore, payloads: PayloadStore, jsm: JetStreamManager, retry: NatsRetryOptions) {
+    this.#retryOptions = retry;
     this.names = names;
     this.status = status;
     this.#js = jetstream(nc);
@@ -38,10 +43,10 @@ export class ParseTaskClient {
   }
 
   /** Sets up the ingest topology (idempotent) on top of `topology`. The connection stays the caller's. */
-  static async open(nc: NatsConnection, topology: Topology, consumer?: ParseConsumerSettings): Promise<ParseTaskClient> {
+  static async open(nc: NatsConnection, topology: Topology, consumer?: ParseConsumerSettings, retry: NatsRetryOptions = {}): Promise<ParseTaskClient> {
     const names = await ensureIngestTopology(nc, topology, consumer);
     const status = await IngestStatusStore.open(nc, names.bucket);
-    return new ParseTaskClient(nc, names, status, new PayloadStore(nc, { bucket: topology.names.payloadBucket }), topology.jsm);
+    return new ParseTaskClient(nc, names, status, new PayloadStore(nc, { bucket: topology.names.payloadBucket }), topology.jsm, retry);
   }
 
   /**
@@ -58,11 +63,16 @@ export class ParseTaskClient {
     }
   }
 
-  /** Stores the bytes, marks the document queued and publishes its task. */
+  /**
+   * Stores the bytes, marks the document queued and publishes its task. Each step is idempotent
+   * (the same object, the same whole value, a publish with a message id) and retried through a
+   * brief NATS outage (nats-retry.ts), so a broker restart fails no document.
+   */
   async submit(input: ParseTaskInput, bytes: Uint8Array): Promise<void> {
-    const ref = await this.#payloads.put(`ingest/${input.run_id}/${input.doc}.bin`, bytes);
+    const where = `ingest/${input.run_id}/${input.doc}.bin`;
+    const ref = await this.#retry(`store the bytes of ${input.source}`, () => this.#payloads.put(where, bytes));
     const task = parseWith(ParseTask, { ...input, v: WIRE_VERSION, ref }, 'parse task');
-    await this.status.putDocument({
+    await this.putDocument({
       v: WIRE_VERSION,
       run_id: task.run_id,
       doc: task.doc,
@@ -71,41 +81,39 @@ export class ParseTaskClient {
       state: 'queued',
       updated_at: new Date().toISOString(),
     });
-    try {
-      await this.#js.publish(this.names.parseSubject, JSON.stringify(task), { msgID: `${task.run_id}.${task.doc}`, expect: { streamName: this.names.stream } });
-    } catch (error) {
-      throw toNatsShoalError(error, `publish the parse task of ${task.source}`);
-    }
+    await this.#retry(`publish the parse task of ${task.source}`, () =>
+      this.#js.publish(this.names.parseSubject, JSON.stringify(task), { msgID: parseTaskMessageId(task), expect: { streamName: this.names.stream } }),
+    );
   }
 
-  /** The pages a worker stored for a parsed document. */
-  async pages(status: DocumentStatus): Promise<StoredPages> {
-    if (status.pages_ref === undefined) throw toNatsShoalError(new Error('no pages_ref'), `read the pages of ${status.source}`);
-    const stored = parseWith(StoredPages, await getJson(this.#payloads, status.pages_ref), `pages of ${status.source}`, ErrorCode.INTERNAL);
+  #retry<T>(what: string, operation: () => Promise<T>): Promise<T> {
+    return withNatsRetry(what, operation, { ...(this.#retryOptions.budgetMs === undefined ? {} : { budgetMs: this.#retryOptions.budgetMs }), ...(this.#retryOptions.onRetry === undefined ? {} : { onRetry: this.#retryOptions.onRetry }) });
+  }
+
+  /**
+   * The pages a worker stored for a parsed document, read where the worker of `task` stores them
+   * (never where a status says: the status is checked against the task, the place follows from it).
+   */
+  async pages(status: DocumentStatus, task: Pick<ParseTask, 'run_id' | 'doc' | 'token'>): Promise<StoredPages> {
+    const ref = `obj://${this.#payloads.bucket}/${pagesKey(task)}`;
+    if (status.pages_ref !== ref) throw new ShoalError(ErrorCode.INVALID_INPUT, `the status of ${status.source} names pages at ${status.pages_ref ?? 'nowhere'}, not where its task's worker stores them`);
+    const stored = parseWith(StoredPages, await this.#retry(`read the pages of ${status.source}`, () => getJson(this.#payloads, ref)), `pages of ${status.source}`, ErrorCode.INTERNAL);
     if (stored.document_id !== status.document_id) throw toNatsShoalError(new Error('document id mismatch'), `read the pages of ${status.source}`);
     return stored;
   }
 
   /** Removes what a run stored for one document (bytes and pages), once it is committed or failed. */
-  async forget(status: Pick<DocumentStatus, 'run_id' | 'doc'>): Promise<void> {
+  async forget(task: Pick<ParseTask, 'run_id' | 'doc' | 'token'>): Promise<void> {
     const bucket = this.#payloads.bucket;
-    await this.#payloads.remove(`obj://${bucket}/ingest/${status.run_id}/${status.doc}.bin`);
-    await this.#payloads.remove(`obj://${bucket}/ingest/${status.run_id}/${status.doc}.pages.json`);
+    await this.#payloads.remove(`obj://${bucket}/ingest/${task.run_id}/${task.doc}.bin`);
+    await this.#payloads.remove(`obj://${bucket}/${pagesKey(task)}`);
   }
 
   putDocument(status: DocumentStatus): Promise<void> {
-    return this.status.putDocument(status);
+    return this.#retry(`record document ${status.doc} of run ${status.run_id}`, () => this.status.putDocument(status));
   }
 
   watch(run: string, signal: AbortSignal): AsyncGenerator<DocumentStatus> {
     return this.status.watchDocuments(run, signal);
-  }
-
-  run(run: string): Promise<IngestRunStatus | null> {
-    return this.status.run(run);
-  }
-
-  putRun(status: IngestRunStatus): Promise<void> {
-    return this.status.putRun(status);
   }
 }

@@ -10,6 +10,7 @@ import { parseWith } from '../protocol/validate.js';
 import { deadSourceOf } from './dead-letter.js';
 import type { IngestNames, IngestStatusStore } from './ingest-store.js';
 import type { ParseDeadLetters } from './parse-dead-letters.js';
+import { pagesKey, parseTaskCheck } from './parse-task-token.js';
 import type { PayloadStore } from './payloads.js';
 import { handBack, priorDeliveries } from './requeue.js';
 import { decodeJson } from './rpc-wire.js';
@@ -132,12 +133,14 @@ export class ParseTaskConsumer implements Lifecycle {
       return;
     }
     const task = parsed.data;
+    const check = parseTaskCheck(task);
     const existing = await status.document(task.run_id, task.doc);
-    if (existing !== null && existing.document_id === task.document_id && existing.state !== 'queued') {
+    // Only this very task answered already (a lost ack): a status another task wrote under the same run and doc is no answer to it.
+    if (existing !== null && existing.document_id === task.document_id && existing.task === check && existing.state !== 'queued') {
       await msg.ackAck();
       return;
     }
-    const base = { v: WIRE_VERSION, run_id: task.run_id, doc: task.doc, source: task.source, document_id: task.document_id, worker: this.#options.workerId } as const;
+    const base = { v: WIRE_VERSION, run_id: task.run_id, doc: task.doc, source: task.source, document_id: task.document_id, worker: this.#options.workerId, ...(check === undefined ? {} : { task: check }) } as const;
     try {
       const bytes = await payloads.get(task.ref);
       if (createHash('sha256').update(bytes).digest('hex') !== task.document_id) {
@@ -148,7 +151,7 @@ export class ParseTaskConsumer implements Lifecycle {
       const now = new Date().toISOString();
       if (answer.ok) {
         const stored = parseWith(StoredPages, { v: WIRE_VERSION, document_id: task.document_id, type: answer.type, pages: answer.pages }, 'parsed pages', ErrorCode.INTERNAL);
-        const pagesRef = await payloads.put(`ingest/${task.run_id}/${task.doc}.pages.json`, Buffer.from(JSON.stringify(stored), 'utf8'));
+        const pagesRef = await payloads.put(pagesKey(task), Buffer.from(JSON.stringify(stored), 'utf8'));
         const ocrPages = answer.pages.filter((page) => page.ocr).length;
         await status.putDocument({ ...base, state: 'parsed', pages: answer.pages.length, ocr_pages: ocrPages, pages_ref: pagesRef, updated_at: now });
       } else {

@@ -7,6 +7,7 @@ import type { Lifecycle } from '../protocol/lifecycle.js';
 import { publishDeadLetter, startMaxDeliveriesLoop, type DeadSource } from './dead-letter.js';
 import type { DurableFetchLoop } from './durable-fetch.js';
 import type { IngestNames, IngestStatusStore } from './ingest-store.js';
+import { parseTaskCheck } from './parse-task-token.js';
 import { decodeJson } from './rpc-wire.js';
 
 /**
@@ -52,9 +53,11 @@ export class ParseDeadLetters implements Lifecycle {
     const task = decoded.ok ? ParseTask.safeParse(decoded.value) : null;
     if (task?.success !== true) return;
     const { run_id: run, doc, source: name, document_id: documentId } = task.data;
+    const check = parseTaskCheck(task.data);
     const existing = await status.document(run, doc);
-    if (existing !== null && existing.state !== 'queued') return;
+    if (existing !== null && existing.state !== 'queued' && existing.task === check) return;
     const failed: DocumentStatus = {
+      ...(check === undefined ? {} : { task: check }),
       v: WIRE_VERSION,
       run_id: run,
       doc,

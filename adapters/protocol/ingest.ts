@@ -47,6 +47,13 @@ export const ParseTask = z.strictObject({
   /** Inline text records are parsed as text, whatever their bytes look like. */
   inline_text: z.boolean().optional(),
   parse: ParseTaskSettings,
+  /**
+   * A random secret of the coordinator for this task (128 bits, hex). The worker writes its
+   * SHA-256 (`task` in the document status) and keeps the pages under it; the coordinator accepts
+   * only statuses carrying the digest of a token it published, so a task someone else published
+   * under its run id is never indexed. Absent from coordinators older than the field.
+   */
+  token: z.string().regex(/^[0-9a-f]{32}$/).optional(),
 });
 export type ParseTask = z.infer<typeof ParseTask>;
 
@@ -87,6 +94,8 @@ export const DocumentStatus = z.strictObject({
   chunks: Count.optional(),
   /** Where a parse worker stored the pages (StoredPages JSON), once `parsed`. */
   pages_ref: DataRef.optional(),
+  /** SHA-256 of the task's `token`: which task this status answers (parse-task-token.ts). */
+  task: Hex64.optional(),
   worker: z.string().max(512).optional(),
   updated_at: Timestamp,
 });
@@ -119,7 +128,36 @@ export const IngestRunStatus = z.strictObject({
   degraded: Degraded.optional(),
   /** Documents deleted from the index because they left their folder (`"prune": true`; 0 without it), once the run is over. */
   removed: Count.optional(),
+  /**
+   * SHA-256 of what the submission decided (pipeline, index, sources, force, prune): the run id
+   * names this content only; a resubmission with other content is JOB_CONFLICT.
+   */
+  content_hash: Hex64.optional(),
+  /** The coordinator that owns the run (random per coordinator run): only it may write the status. */
+  lease: z.string().min(1).max(64).optional(),
+  /** When the coordinator last said it is alive, and how often it does (run-lease.ts). */
+  heartbeat_at: Timestamp.optional(),
+  heartbeat_ms: z.number().int().min(100).max(3_600_000).optional(),
+  /** Set when the run was found without a heartbeat for RUN_ABANDONED_AFTER_BEATS × heartbeat_ms: `failed`, error TIMEOUT. */
+  abandoned_at: Timestamp.optional(),
   created_at: Timestamp,
   updated_at: Timestamp,
 });
 export type IngestRunStatus = z.infer<typeof IngestRunStatus>;
+
+/** A run whose coordinator has not written a heartbeat for this many intervals is abandoned. */
+export const RUN_ABANDONED_AFTER_BEATS = 6;
+
+/**
+ * Why a queued or running run is abandoned (its coordinator died: no heartbeat within
+ * RUN_ABANDONED_AFTER_BEATS × heartbeat_ms), or null. A status without a heartbeat (written
+ * before heartbeats existed) is never judged.
+ */
+export function abandonedReason(status: IngestRunStatus, now: number): string | null {
+  if (status.state !== 'queued' && status.state !== 'running') return null;
+  if (status.heartbeat_at === undefined || status.heartbeat_ms === undefined) return null;
+  const window = RUN_ABANDONED_AFTER_BEATS * status.heartbeat_ms;
+  const silent = now - Date.parse(status.heartbeat_at);
+  if (!(silent > window)) return null;
+  return `abandoned: the run's coordinator sent no heartbeat for ${Math.round(silent)} ms (window ${window} ms; it died or lost NATS); resubmit the same run to start it again`;
+}

@@ -6,7 +6,8 @@ import { JobsClient } from '../../adapters/nats/jobs-client.js';
 import { JobsEngine } from '../../adapters/nats/jobs-engine.js';
 import { ParseTaskClient } from '../../adapters/nats/parse-client.js';
 import { ensureTopology } from '../../adapters/nats/topology.js';
-import { toShoalError } from '../../adapters/protocol/errors.js';
+import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
+import { canonicalHash } from '../../adapters/nats/job-identity.js';
 import type { IngestRunStatus } from '../../adapters/protocol/ingest.js';
 import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
 import { checkJobId } from '../../adapters/protocol/subjects.js';
@@ -15,6 +16,7 @@ import { redactUri } from '../../adapters/protocol/uri-credentials.js';
 import type { PipelineDefinition } from './definition.js';
 import { settingsHash } from './identity.js';
 import { RemoteParseReader } from './remote-parse.js';
+import { RunLease, settleAbandoned, type RunClaim } from './run-lease.js';
 import { StoreHealth } from './store-health.js';
 import { IngestRunner, type IngestProgress, type IngestStage, type IngestSummary } from './runner.js';
 import type { PendingSource } from './sources.js';
@@ -52,6 +54,22 @@ export interface NatsIngestOptions {
   parseWorkerTimeoutMs?: number;
   /** @default 5000 */
   parseWarnAfterMs?: number;
+  /**
+   * How often the coordinator rewrites its run's status (SHOAL_RUN_HEARTBEAT_MS); a run with no
+   * write for RUN_ABANDONED_AFTER_BEATS (6) times this reads as failed, abandoned (run-lease.ts). @default 5000
+   */
+  heartbeatMs?: number;
+}
+
+/** What a run is, for its claim on a run id (run-lease.ts). */
+export interface RunIdentity {
+  runId: string;
+  definition: PipelineDefinition;
+  /** Where the rows go, as shown in the run's status (an index name or folder). */
+  index: string;
+  total: number;
+  /** SHA-256 of everything the submission decided (runContentHash). */
+  contentHash: string;
 }
 
 export interface NatsIngestRun {
@@ -73,6 +91,8 @@ export interface NatsIngestRun {
    * observer, the S3 store's hooks): while one fails the run's status carries `degraded`.
    */
   health?: StoreHealth;
+  /** The run's claim (NatsIngest.claim), when the caller claimed it first (a queued HTTP run). @default claimed here */
+  lease?: RunLease;
   /**
    * Runs once every document is committed and before the final status is written (a prune of
    * removed documents), so a caller that sees the run over also sees what this step did (`removed`).
@@ -107,21 +127,40 @@ export class NatsIngest {
     return new NatsIngest(rpc, jobs, tasks, options);
   }
 
-  /** The status of a run (null: no such run, or its status expired). */
-  status(runId: string): Promise<IngestRunStatus | null> {
-    return this.#tasks.run(checkJobId(runId));
+  /**
+   * The status of a run (null: no such run, or its status expired). A queued or running run whose
+   * coordinator stopped sending heartbeats is marked failed (TIMEOUT, `abandoned_at`) here.
+   */
+  async status(runId: string): Promise<IngestRunStatus | null> {
+    const entry = await this.#tasks.status.runEntry(checkJobId(runId));
+    return entry === null ? null : settleAbandoned(this.#tasks.status, entry);
   }
 
-  /** Records a run as queued before it starts (an HTTP caller may read it at once). */
-  async queue(runId: string, definition: PipelineDefinition, index: string, total: number): Promise<void> {
-    await this.#tasks.putRun(initialRun(runId, definition, index, total, 'queued'));
+  /**
+   * Claims a run id for a run, `queued` (an HTTP caller reads it at once, then `run` it with the
+   * lease): `{lease}` when this call owns it (new, or an abandoned run of the same content taken
+   * over), `{existing}` for the same content already there; JOB_CONFLICT for other content.
+   */
+  claim(identity: RunIdentity, state: 'queued' | 'running' = 'queued'): Promise<RunClaim> {
+    const status = { ...initialRun(checkJobId(identity.runId), identity.definition, identity.index, identity.total, state), content_hash: identity.contentHash };
+    return RunLease.claim(this.#tasks.status, status, this.#options.heartbeatMs === undefined ? {} : { heartbeatMs: this.#options.heartbeatMs });
+  }
+
+  async #ownRun(run: NatsIngestRun, sources: readonly PendingSource[]): Promise<RunLease> {
+    if (run.lease !== undefined) return run.lease;
+    const runId = checkJobId(run.runId ?? randomUUID());
+    const contentHash = runContentHash({ pipeline: run.definition, index: run.index, sources: sources.map((source) => source.uri), force: run.force === true });
+    const claim = await this.claim({ runId, definition: run.definition, index: run.index, total: sources.length, contentHash }, 'running');
+    if ('existing' in claim) throw new ShoalError(ErrorCode.JOB_CONFLICT, `ingest run ${runId} already exists (${claim.existing.state}); choose another run id`, { details: { job_id: runId, kind: 'ingest' } });
+    return claim.lease;
   }
 
   async run(run: NatsIngestRun, sources: readonly PendingSource[]): Promise<IngestSummary> {
-    const runId = checkJobId(run.runId ?? randomUUID());
     const { definition, sink } = run;
-    const status = initialRun(runId, definition, run.index, sources.length, 'running');
-    await this.#tasks.putRun(status);
+    const lease = await this.#ownRun(run, sources);
+    const runId = lease.status.job_id;
+    const status: IngestRunStatus = { ...lease.status, state: 'running' };
+    lease.start();
     const engine = new JobsEngine(this.#rpc, this.#jobs, {
       jobPrefix: runId,
       retryForMs: this.#options.retryForMs ?? 600_000,
@@ -141,7 +180,8 @@ export class NatsIngest {
         onStalled: () => stalled.abort(),
       },
     );
-    const signal = run.signal === undefined ? stalled.signal : AbortSignal.any([run.signal, stalled.signal]);
+    // A coordinator that lost its run (declared abandoned while it was cut off) stops: another one owns it now.
+    const signal = AbortSignal.any([stalled.signal, lease.lost, ...(run.signal === undefined ? [] : [run.signal])]);
     const settings = settingsHash(definition);
     const states = await sink.states(sources.map((source) => source.uri));
     let unchanged = 0;
@@ -163,7 +203,8 @@ export class NatsIngest {
     };
     const writeStatus = (): void => {
       lastWrite = performance.now();
-      void this.#tasks.putRun(current()).catch(() => undefined);
+      // A failed write is retried by the next one (the heartbeat rewrites the latest status).
+      void lease.write(current()).catch(() => undefined);
     };
     const writeProgress = (progress: IngestProgress): void => {
       latest = progress;
@@ -171,6 +212,7 @@ export class NatsIngest {
     };
     // A store failing or answering again shows at once: progress stalls while the run waits on it.
     const unwatch = health.onChange(() => writeStatus());
+    writeStatus();
     const runner = new IngestRunner({
       definition,
       engine,
@@ -193,14 +235,15 @@ export class NatsIngest {
     try {
       const ran = await runner.run(sources);
       const summary = run.afterRun === undefined ? ran : await run.afterRun(ran);
-      await this.#tasks.putRun(finalRun(status, summary));
+      await lease.finish(finalRun(status, summary));
       return summary;
     } catch (thrown) {
-      const error = reader.stalled ?? thrown;
+      const error = reader.stalled ?? lease.lostReason ?? thrown;
       const shoal = toShoalError(error);
-      await this.#tasks.putRun({ ...current(), state: 'failed', error: { code: shoal.code, message: shoal.message.slice(0, 2048) } }).catch(() => undefined);
+      if (lease.lostReason === null) await lease.finish({ ...current(), state: 'failed', error: { code: shoal.code, message: shoal.message.slice(0, 2048) } }).catch(() => undefined);
       throw error;
     } finally {
+      lease.stop();
       unwatch();
       await reader.close();
     }
@@ -211,6 +254,11 @@ export class NatsIngest {
     await this.#tasks.deadLetters.close();
     await this.#rpc.close();
   }
+}
+
+/** The content hash of a run: everything its submission decided, as canonical JSON (key order never matters). */
+export function runContentHash(content: Record<string, unknown>): string {
+  return canonicalHash(content);
 }
 
 function initialRun(runId: string, definition: PipelineDefinition, index: string, total: number, state: 'queued' | 'running'): IngestRunStatus {

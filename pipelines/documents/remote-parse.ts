@@ -3,6 +3,7 @@ import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/err
 import type { DocumentStatus, DocumentStateName, ParseTaskSettings } from '../../adapters/protocol/ingest.js';
 import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
 import type { DocumentSource, ParseOutcome } from './document.js';
+import { newParseToken, parseTaskCheck } from '../../adapters/nats/parse-task-token.js';
 import { contentHash } from './identity.js';
 import { ParseWatchdog } from './parse-watchdog.js';
 import type { DocumentReader } from './runner.js';
@@ -52,6 +53,9 @@ export interface ParseWaitOptions {
 interface Published {
   doc: number;
   documentId: string;
+  /** The task's secret (parse-task-token.ts) and the digest a worker's answer to it carries. */
+  token: string;
+  check: string;
 }
 
 export class RemoteParseReader implements DocumentReader {
@@ -59,6 +63,7 @@ export class RemoteParseReader implements DocumentReader {
   readonly #runId: string;
   readonly #settings: ParseTaskSettings;
   readonly #published = new Map<string, Published>();
+  readonly #byDoc = new Map<number, Published>();
   /** Sources the publisher could not read (its read retries ran out): never published. */
   readonly #unreadable = new Map<string, unknown>();
   readonly #answers = new Map<number, Deferred>();
@@ -71,11 +76,18 @@ export class RemoteParseReader implements DocumentReader {
   #stalled: ShoalError | null = null;
   /** Documents a worker failed, for the run's status. */
   failed = 0;
+  /**
+   * Document statuses under this run that answer no task it published (another document id or
+   * task digest: a task someone else published under the run id): dropped, never read.
+   */
+  ignored = 0;
+  readonly #onWarning: ((message: string) => void) | undefined;
 
   constructor(client: ParseTaskClient, runId: string, settings: ParseTaskSettings, wait: ParseWaitOptions = {}) {
     this.#client = client;
     this.#runId = runId;
     this.#settings = settings;
+    this.#onWarning = wait.onWarning;
     this.#watchdog = new ParseWatchdog({
       probe: () => client.parseWorkerSeen(),
       waiting: () => this.#window,
@@ -122,7 +134,15 @@ export class RemoteParseReader implements DocumentReader {
 
   async #watch(): Promise<void> {
     for await (const status of this.#client.watch(this.#runId, this.#stop.signal)) {
-      if (status.state === 'parsed' || status.state === 'failed') this.#answer(status.doc).resolve(status);
+      if (status.state !== 'parsed' && status.state !== 'failed') continue;
+      const published = this.#byDoc.get(status.doc);
+      // Only the answer to the task this coordinator published: same document and task digest.
+      if (published === undefined || status.document_id !== published.documentId || status.task !== published.check) {
+        this.ignored += 1;
+        if (this.ignored === 1) this.#onWarning?.(`ingest run ${this.#runId}: ignored a status of document ${status.doc} that answers no parse task this coordinator published (a task of an earlier coordinator of this run, or one published by someone else under its id)`);
+        continue;
+      }
+      this.#answer(status.doc).resolve(status);
     }
   }
 
@@ -142,7 +162,10 @@ export class RemoteParseReader implements DocumentReader {
       if (skip(pending.uri, documentId)) continue;
       while (this.#window >= PUBLISH_WINDOW) await new Promise<void>((resolve) => (this.#windowWaiter = resolve));
       this.#window += 1;
-      this.#published.set(pending.uri, { doc, documentId });
+      const token = newParseToken();
+      const published: Published = { doc, documentId, token, check: parseTaskCheck({ token }) ?? '' };
+      this.#published.set(pending.uri, published);
+      this.#byDoc.set(doc, published);
       const { source } = loaded;
       await this.#client.submit(
         {
@@ -154,6 +177,7 @@ export class RemoteParseReader implements DocumentReader {
           document_id: documentId,
           ...(source.text !== undefined && source.path === undefined ? { inline_text: true } : {}),
           parse: this.#settings,
+          token,
         },
         loaded.bytes,
       );
@@ -173,15 +197,17 @@ export class RemoteParseReader implements DocumentReader {
   }
 
   async parse(source: DocumentSource): Promise<ParseOutcome> {
-    const { doc, documentId } = await this.#whenPublished(source.uri);
+    const published = await this.#whenPublished(source.uri);
+    const { doc, documentId } = published;
+    const task = { run_id: this.#runId, doc, token: published.token };
     try {
       const status = await this.#answer(doc).promise;
       if (status.state === 'failed') {
         this.failed += 1;
-        await this.#client.forget(status).catch(() => undefined);
+        await this.#client.forget(task).catch(() => undefined);
         return { ok: false, source: source.uri, code: status.code ?? ErrorCode.INTERNAL, reason: status.reason ?? 'no reason recorded' };
       }
-      const stored = await this.#client.pages(status);
+      const stored = await this.#client.pages(status, task);
       const document = { source: source.uri, type: stored.type, contentHash: documentId, pages: stored.pages, bytes: 0 };
       return { ok: true, document: source.id === undefined ? document : { ...document, id: source.id } };
     } catch (error) {
@@ -205,13 +231,15 @@ export class RemoteParseReader implements DocumentReader {
           doc: published.doc,
           source: entry.source,
           document_id: published.documentId,
+          // Still this task's document: a redelivery of the task (a lost ack) is acked as answered.
+          task: published.check,
           state: entry.state,
           ...(entry.pages === undefined ? {} : { pages: entry.pages }),
           ...(entry.chunks === undefined ? {} : { chunks: entry.chunks }),
           updated_at: new Date().toISOString(),
         };
         await this.#client.putDocument(status);
-        if (entry.state === 'committed') await this.#client.forget(status).catch(() => undefined);
+        if (entry.state === 'committed') await this.#client.forget({ run_id: this.#runId, doc: published.doc, token: published.token }).catch(() => undefined);
       }),
     );
   }

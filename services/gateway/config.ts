@@ -7,7 +7,7 @@ import { resolveNatsSettings, type NatsConnectionSettings } from '../../adapters
 import type { S3SettingsInput } from '../../adapters/object-store/index.js';
 import { parseBytes } from '../../pipelines/inference/memory.js';
 import type { GatewaySettings } from './context.js';
-import { namedIndexesFromEnv, natsSettingsFromEnv, parseWorkerTimeoutFromEnv, s3SettingsFromEnv, shoalCacheDirFromEnv, sinkCredentialsFromEnv, splitDirs, splitList } from '../settings/environment.js';
+import { namedIndexesFromEnv, natsSettingsFromEnv, parseWorkerTimeoutFromEnv, runHeartbeatFromEnv, s3SettingsFromEnv, shoalCacheDirFromEnv, sinkCredentialsFromEnv, splitDirs, splitList } from '../settings/environment.js';
 import { CommaListFlag, WholeNumberFlag } from '../settings/flag-values.js';
 import { envValue, isTrueValue, SETTINGS, type SettingKey } from '../settings/table.js';
 import { DEFAULT_BODY_LIMIT, DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS } from './defaults.js';
@@ -120,6 +120,8 @@ export interface GatewayConfig extends GatewaySettings {
   readonly nats: NatsConnectionSettings;
   /** POST /v1/ingest runs fail after this long with no parse worker (SHOAL_PARSE_WORKER_TIMEOUT_MS). @default 300000 */
   readonly parseWorkerTimeoutMs?: number;
+  /** How often a POST /v1/ingest run's status is rewritten (SHOAL_RUN_HEARTBEAT_MS); silent 6 times this: abandoned. @default 5000 */
+  readonly runHeartbeatMs?: number;
 }
 
 /** An unset variable stays unset (the default applies); a set one is read as the hub library reads booleans. */
@@ -229,5 +231,6 @@ export function resolveGatewayConfig(flags: GatewayFlags = {}, env: NodeJS.Proce
     jobs: Object.freeze({ jobTimeoutMs: c['job-timeout-ms'], submitTimeoutMs: c['submit-timeout-ms'], fileRoots: Object.freeze(splitDirs(envValue(env, 'fileRoots')) ?? []), checkFileTargets: true, s3: s3SettingsFromEnv(env) }),
     nats: natsSettings(c.nats, c['nats-creds'], env),
     parseWorkerTimeoutMs: parseWorkerTimeoutFromEnv(env),
+    runHeartbeatMs: runHeartbeatFromEnv(env),
   });
 }

@@ -8,7 +8,7 @@ import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import type { IngestRunStatus } from '../../adapters/protocol/ingest.js';
 import { checkJobId } from '../../adapters/protocol/subjects.js';
 import type { Sink } from '../../adapters/sinks/sink.js';
-import { NatsIngest } from '../../pipelines/documents/nats-ingest.js';
+import { NatsIngest, runContentHash } from '../../pipelines/documents/nats-ingest.js';
 import { pruneRemoved, type PruneRoot } from '../../pipelines/documents/prune.js';
 import type { IngestSummary } from '../../pipelines/documents/runner.js';
 import type { PendingSource } from '../../pipelines/documents/sources.js';
@@ -22,7 +22,10 @@ import { IngestStoreGauge } from './ingest-health.js';
  * POST /v1/ingest runs: the gateway process coordinates each run in the background (the same
  * NatsIngest as `shoal ingest --nats`: parse tasks and encode jobs for the workers, rows
  * committed through the configured index's sink), and its status is the run status in the
- * ingest KV bucket. Resubmitting a job id that exists answers its status and starts nothing.
+ * ingest KV bucket. A job id names one run's content (pipeline, index, sources, force, prune):
+ * resubmitting it with the same content answers its status and starts nothing, with other content
+ * is 409 JOB_CONFLICT (decided atomically, KV create), and a run whose coordinator died (no
+ * heartbeat, pipelines/documents/run-lease.ts) is started again by a resubmission of the same content.
  * A gateway stopped mid-run stops intake; what was committed stays, and a resubmission under a
  * new id skips it (unchanged documents are not redone). With `prune`, the documents of the run's
  * `file://` folders that are no longer there are deleted once it is over (pipelines/documents/
@@ -42,6 +45,8 @@ export interface IngestRunsOptions {
   indexOptions?: IndexSinkOptions;
   /** A run fails after this long with no parse worker. @default 300000 */
   parseWorkerTimeoutMs?: number;
+  /** How often a run's status is rewritten (its heartbeat). @default 5000 */
+  runHeartbeatMs?: number;
   logger?: Logger;
   /** Where shoal_sink_degraded and the index write metrics go. @default none */
   metrics?: ShoalMetrics;
@@ -65,6 +70,7 @@ export class IngestRuns implements IngestApi {
       const opening = NatsIngest.open(nc, {
         prefix: this.#options.prefix,
         ...(this.#options.parseWorkerTimeoutMs === undefined ? {} : { parseWorkerTimeoutMs: this.#options.parseWorkerTimeoutMs }),
+        ...(this.#options.runHeartbeatMs === undefined ? {} : { heartbeatMs: this.#options.runHeartbeatMs }),
       }).then((ingest) => ({
         ingest,
         payloads: new PayloadStore(nc, { bucket: natsNames(this.#options.prefix).payloadBucket, fileRoots: this.#options.fileRoots ?? [] }),
@@ -83,11 +89,16 @@ export class IngestRuns implements IngestApi {
   async start(request: IngestStart): Promise<IngestRunStatus> {
     const { ingest, payloads } = await this.#open();
     const runId = checkJobId(request.job_id ?? randomUUID());
-    const existing = await ingest.status(runId);
-    if (existing !== null) return existing;
+    // The run id names this content only: resubmitting it is idempotent, other content is JOB_CONFLICT.
+    const contentHash = runContentHash({ pipeline: request.definition, index: request.index.name, records: request.records, force: request.force, prune: request.prune });
+    const stored = await ingest.status(runId);
+    if (stored !== null && stored.content_hash === contentHash && stored.abandoned_at === undefined) return stored;
     const expanded = await expandFolders(request.records, this.#options.fileRoots ?? [], MAX_RUN_SOURCES);
     const sources = expanded.records.map((record) => pendingOf(record, payloads));
-    await ingest.queue(runId, request.definition, request.index.name, sources.length);
+    // One atomic decision between concurrent submissions of this id (KV create, run-lease.ts).
+    const claim = await ingest.claim({ runId, definition: request.definition, index: request.index.name, total: sources.length, contentHash });
+    if ('existing' in claim) return claim.existing;
+    const { lease } = claim;
     // A failing index marks the run `degraded` (its status) and sets shoal_sink_degraded while the run waits on it.
     const health = new StoreHealth();
     const unfollow = this.#gauge.follow(runId, health);
@@ -96,6 +107,7 @@ export class IngestRuns implements IngestApi {
       .run(
         {
           runId,
+          lease,
           definition: request.definition,
           sink,
           index: request.index.name,

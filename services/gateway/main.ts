@@ -102,7 +102,7 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
   const servers = redacted(config.nats.servers);
   // The port opens before NATS is reached: probes answer (readiness says why not) while it connects.
   const late = new LateBackend(servers);
-  const ingest = new IngestRuns({ connection: () => late.require().nc, prefix: config.natsPrefix, fileRoots: config.jobs?.fileRoots ?? [], ...(config.indexOptions === undefined ? {} : { indexOptions: config.indexOptions }), ...(config.parseWorkerTimeoutMs === undefined ? {} : { parseWorkerTimeoutMs: config.parseWorkerTimeoutMs }), logger, metrics });
+  const ingest = new IngestRuns({ connection: () => late.require().nc, prefix: config.natsPrefix, fileRoots: config.jobs?.fileRoots ?? [], ...(config.indexOptions === undefined ? {} : { indexOptions: config.indexOptions }), ...(config.parseWorkerTimeoutMs === undefined ? {} : { parseWorkerTimeoutMs: config.parseWorkerTimeoutMs }), ...(config.runHeartbeatMs === undefined ? {} : { runHeartbeatMs: config.runHeartbeatMs }), logger, metrics });
   const app = buildGatewayApp(
     {
       engine: late.engine,

@@ -182,3 +182,16 @@ export function parseWorkerTimeoutFromEnv(env: NodeJS.ProcessEnv): number {
   }
   return Number(value);
 }
+
+/**
+ * SHOAL_RUN_HEARTBEAT_MS: how often an ingest coordinator rewrites its run's status (ms, at least
+ * 100); a run silent for 6 times this is abandoned (pipelines/documents/run-lease.ts).
+ */
+export function runHeartbeatFromEnv(env: NodeJS.ProcessEnv): number {
+  const value = envValue(env, 'runHeartbeatMs');
+  if (value === undefined) return SETTINGS.runHeartbeatMs.default;
+  if (!/^\d+$/.test(value) || Number(value) < 100 || Number(value) > 3_600_000) {
+    throw new ShoalError(ErrorCode.CONFIG_INVALID, `SHOAL_RUN_HEARTBEAT_MS must be a whole number of milliseconds from 100 to 3600000 (got ${JSON.stringify(value.slice(0, 64))})`);
+  }
+  return Number(value);
+}

@@ -30,7 +30,8 @@ describe.skipIf(!natsServerAvailable())('ingest run status over NATS', () => {
     try {
       const runId = randomUUID();
       const definition = await resolvePipeline(undefined);
-      await ingest.queue(runId, definition, 'postgres://shoal:S3cr/et@db.example:5432/search?table=docs', 1);
+      const claim = await ingest.claim({ runId, definition, index: 'postgres://shoal:S3cr/et@db.example:5432/search?table=docs', total: 1, contentHash: '0'.repeat(64) });
+      if ('lease' in claim) claim.lease.stop();
       const status = await ingest.status(runId);
       expect(status?.index).toBe('postgres://shoal:***@db.example:5432/search?table=docs');
       expect(JSON.stringify(status)).not.toContain('S3cr');

@@ -5,7 +5,7 @@ import { NatsIngest } from '../../../pipelines/documents/nats-ingest.js';
 import type { IngestProgress, IngestSummary } from '../../../pipelines/documents/runner.js';
 import type { PendingSource } from '../../../pipelines/documents/sources.js';
 import type { StoreHealth } from '../../../pipelines/documents/store-health.js';
-import { natsSettingsFromEnv, parseWorkerTimeoutFromEnv, splitList } from '../../settings/environment.js';
+import { natsSettingsFromEnv, parseWorkerTimeoutFromEnv, runHeartbeatFromEnv, splitList } from '../../settings/environment.js';
 import { envValue } from '../../settings/table.js';
 import type { CliApp } from '../app.js';
 
@@ -36,7 +36,7 @@ export async function ingestOverNats(call: NatsIngestCall): Promise<IngestSummar
   try {
     const prefix = envValue(app.io.env, 'subjectPrefix');
     const parseWorkerTimeoutMs = parseWorkerTimeoutFromEnv(app.io.env);
-    const ingest = await NatsIngest.open(nc, { ...(prefix === undefined ? {} : { prefix }), parseWorkerTimeoutMs });
+    const ingest = await NatsIngest.open(nc, { ...(prefix === undefined ? {} : { prefix }), parseWorkerTimeoutMs, heartbeatMs: runHeartbeatFromEnv(app.io.env) });
     try {
       const runId = crypto.randomUUID();
       if (!call.quiet) app.io.stderr.write(`ingest run ${runId} over ${redacted(servers)}: parse tasks for workers started with --parse\n`);
