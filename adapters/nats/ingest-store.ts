@@ -121,7 +121,9 @@ async function ensureIngestStream(jsm: Topology['jsm'], topology: Topology, name
   };
   const own = reservingStreams(topology.names);
   if (settings.jobsMaxBytes === undefined) {
-    await createAutoSized(jsm, spec, { shares: 1, ceiling: topology.streamBytes.jobs > 0 ? topology.streamBytes.jobs : STREAM_BYTES_CEILING, streams: own });
+    // Read now, not from the topology: a service that raced another to create the jobs stream may have seen its probe size.
+    const jobs = (await jsm.streams.info(topology.names.jobsStream)).config.max_bytes;
+    await createAutoSized(jsm, spec, { shares: 1, ceiling: jobs > 0 ? Math.min(jobs, STREAM_BYTES_CEILING) : STREAM_BYTES_CEILING, streams: own });
     return;
   }
   try {

@@ -75,6 +75,35 @@ describe.skipIf(!natsServerAvailable())(`JetStream stream sizes from the server'
     });
   });
 
+  describe('services starting together on a fresh 10 GB store', () => {
+    let server: NatsServerHandle;
+    const connections: NatsConnection[] = [];
+    beforeAll(async () => {
+      server = await startNatsServer({ maxFileStore: '10GB' });
+      for (let i = 0; i < 3; i++) connections.push(await connect({ servers: server.url }));
+    });
+    afterAll(async () => {
+      for (const nc of connections) await nc.close();
+      await server?.stop();
+    });
+
+    it('all succeed, and the streams end with sizes that fit together', async () => {
+      // A gateway, a worker and a sink: each creates the topology at start-up (compose starts them at once).
+      const topologies = await Promise.all(connections.map((nc) => ensureTopology(nc, { prefix: 'race' })));
+      const [first] = topologies;
+      if (first === undefined) throw new Error('no topology');
+      await Promise.all(connections.map((nc, i) => ensureIngestTopology(nc, topologies[i] ?? first)));
+      const bytes = await Promise.all([first.names.jobsStream, first.names.resultsStream, 'RACE_INGEST'].map((stream) => maxBytes(first, stream)));
+      for (const size of bytes) {
+        expect(size).toBeGreaterThanOrEqual(STREAM_BYTES_FLOOR);
+        expect(size).toBeLessThanOrEqual(2 * GIB);
+      }
+      const { max, reserved } = await reservedOnServer(server);
+      expect(reserved).toBe(bytes.reduce((a, b) => a + b, 0));
+      expect(reserved).toBeLessThanOrEqual(max);
+    });
+  });
+
   describe('a server with a 64 MB file store', () => {
     let server: NatsServerHandle;
     let nc: NatsConnection;
