@@ -129,7 +129,7 @@ async function ensureIngestStream(jsm: Topology['jsm'], topology: Topology, name
   try {
     await jsm.streams.add({ ...spec, max_bytes: settings.jobsMaxBytes });
   } catch (error) {
-    if (isNoRoom(error)) throw await explicitSizeRefused(jsm, { ...spec, max_bytes: settings.jobsMaxBytes }, 'jobsMaxBytes', own, error);
+    if (isNoRoom(error)) throw await explicitSizeRefused(jsm, { ...spec, max_bytes: settings.jobsMaxBytes }, 'jobsMaxBytes', error);
     if (!isJsApiCode(error, JS_CODES.StreamNameInUse)) throw error;
   }
 }

@@ -45,18 +45,23 @@ export interface StoreRoom {
   accountLimit: number | null;
   /** Bytes the account stores now. */
   stored: number;
-  /** Bytes the account's other streams reserve (their max_bytes × replicas), when it has a limit. */
+  /** Bytes the account's other streams (Shoal's own included) reserve (max_bytes × replicas), when it has a limit. */
   reservedByOthers: number;
   /** The account's largest max_bytes for one stream, null when none. */
   maxStreamBytes: number | null;
   storage: StorageType;
 }
 
+function serverLimitName(storage: StorageType): string {
+  return storage === StorageType.Memory ? 'max_memory_store' : 'max_file_store';
+}
+
 function positive(value: number | undefined): number | null {
   return value !== undefined && value > 0 ? value : null;
 }
 
-export async function readStoreRoom(jsm: JetStreamManager, storage: StorageType, own: readonly string[]): Promise<StoreRoom> {
+/** `sizing`: the stream being created or resized, left out of the others' reservations. */
+export async function readStoreRoom(jsm: JetStreamManager, storage: StorageType, sizing: string): Promise<StoreRoom> {
   try {
     const info = await jsm.getAccountInfo();
     const memory = storage === StorageType.Memory;
@@ -66,7 +71,7 @@ export async function readStoreRoom(jsm: JetStreamManager, storage: StorageType,
     if (accountLimit !== null) {
       for await (const stream of jsm.streams.list()) {
         const config = stream.config;
-        if (own.includes(config.name) || config.storage !== storage || config.max_bytes <= 0) continue;
+        if (config.name === sizing || config.storage !== storage || config.max_bytes <= 0) continue;
         reservedByOthers += config.max_bytes * Math.max(1, config.num_replicas);
       }
     }
@@ -84,7 +89,7 @@ export async function readStoreRoom(jsm: JetStreamManager, storage: StorageType,
 
 /** The room in words: the account's limit and use, or that the server's own limit applies. */
 export function describeRoom(room: StoreRoom): string {
-  const serverLimit = room.storage === StorageType.Memory ? 'max_memory_store' : 'max_file_store';
+  const serverLimit = serverLimitName(room.storage);
   const stored = `${formatStreamBytes(room.stored)} stored`;
   if (room.accountLimit === null) {
     return `the account has no JetStream limit (${stored}), so the server's jetstream ${serverLimit}, less what every stream on it reserves, is the limit`;
@@ -135,7 +140,7 @@ type StreamSpec = Partial<StreamConfig> & Pick<StreamConfig, 'name'>;
  * returns that size; a stream another service created meanwhile is kept with its own.
  */
 export async function createAutoSized(jsm: JetStreamManager, spec: StreamSpec, size: AutoSize): Promise<number> {
-  const room = await readStoreRoom(jsm, spec.storage ?? StorageType.File, size.streams);
+  const room = await readStoreRoom(jsm, spec.storage ?? StorageType.File, spec.name);
   const tried = candidates(size, room);
   for (const bytes of tried) {
     const probe = bytes * size.shares;
@@ -165,15 +170,15 @@ export async function createAutoSized(jsm: JetStreamManager, spec: StreamSpec, s
     `NATS JetStream has no room for Shoal's streams ${size.streams.join(', ')}: each is sized from the free store ` +
       `(a quarter of it, ${formatStreamBytes(STREAM_BYTES_CEILING)} at most, ${formatStreamBytes(STREAM_BYTES_FLOOR)} at least), and the server refused ${spec.name} ` +
       `even at ${formatStreamBytes(smallest)}${size.shares > 1 ? ` (${size.shares} × ${formatStreamBytes(smallest)} = ${formatStreamBytes(smallest * size.shares)} free needed)` : ''}; ` +
-      `${describeRoom(room)}. Give JetStream more store (the server's jetstream max_file_store, or the account's limit), ` +
+      `${describeRoom(room)}. Give JetStream more store (the server's jetstream ${serverLimitName(room.storage)}, or the account's limit), ` +
       'or set the topology settings jobsMaxBytes and resultsMaxBytes (the ingest stream takes jobsMaxBytes) to sizes that fit',
     { details: { streams: [...size.streams], asked: smallest * size.shares, accountLimit: room.accountLimit } },
   );
 }
 
 /** A size that was set and does not fit: named with its setting, what the store has, and what to change. */
-export async function explicitSizeRefused(jsm: JetStreamManager, spec: StreamSpec, setting: string, own: readonly string[], cause: unknown): Promise<ShoalError> {
-  const room = await readStoreRoom(jsm, spec.storage ?? StorageType.File, own);
+export async function explicitSizeRefused(jsm: JetStreamManager, spec: StreamSpec, setting: string, cause: unknown): Promise<ShoalError> {
+  const room = await readStoreRoom(jsm, spec.storage ?? StorageType.File, spec.name);
   return new ShoalError(
     ErrorCode.CONFIG_INVALID,
     `NATS JetStream refused stream ${spec.name} with max_bytes ${formatStreamBytes(spec.max_bytes ?? 0)} (topology setting ${setting}): not enough store; ` +

@@ -98,7 +98,7 @@ type StreamSpec = Pick<StreamConfig, 'name' | 'subjects' | 'retention' | 'max_ag
  * The byte limit of a stream that reserves store: a size that was set (and the setting's name,
  * for the message when it does not fit), or sized from the free store (stream-sizing.ts).
  */
-type StreamBytes = { kind: 'set'; bytes: number; setting: string; own: readonly string[] } | { kind: 'auto'; shares: number; ceiling: number; own: readonly string[] };
+type StreamBytes = { kind: 'set'; bytes: number; setting: string } | { kind: 'auto'; shares: number; ceiling: number; own: readonly string[] };
 
 /**
  * Settings an existing stream must have; the server refuses to change retention, so that is an
@@ -118,7 +118,7 @@ async function ensureStream(jsm: JetStreamManager, base: StreamSpec, bytes?: Str
       await jsm.streams.add(spec);
       return spec.max_bytes ?? -1;
     } catch (error) {
-      if (bytes?.kind === 'set' && isNoRoom(error)) throw await explicitSizeRefused(jsm, spec, bytes.setting, bytes.own, error);
+      if (bytes?.kind === 'set' && isNoRoom(error)) throw await explicitSizeRefused(jsm, spec, bytes.setting, error);
       // Another service created it a moment ago: fall through and compare.
       if (!isJsApiCode(error, JS_CODES.StreamNameInUse)) throw toNatsShoalError(error, `create stream ${spec.name}`);
       existing = (await jsm.streams.info(spec.name)).config;
@@ -139,7 +139,7 @@ async function ensureStream(jsm: JetStreamManager, base: StreamSpec, bytes?: Str
   try {
     await jsm.streams.update(spec.name, { ...existing, subjects: spec.subjects, ...limits });
   } catch (error) {
-    if (bytes?.kind === 'set' && isNoRoom(error)) throw await explicitSizeRefused(jsm, spec, bytes.setting, bytes.own, error);
+    if (bytes?.kind === 'set' && isNoRoom(error)) throw await explicitSizeRefused(jsm, spec, bytes.setting, error);
     throw toNatsShoalError(error, `update stream ${spec.name}`);
   }
   return limits.max_bytes;
@@ -196,7 +196,7 @@ export async function ensureTopology(nc: NatsConnection, input: TopologySettings
     const missing = settings.jobsMaxBytes === undefined || settings.resultsMaxBytes === undefined ? await missingStreams(jsm, own) : [];
     const jobsBytes = settings.jobsMaxBytes === undefined
       ? { kind: 'auto' as const, shares: missing.length + 1, ceiling: STREAM_BYTES_CEILING, own }
-      : { kind: 'set' as const, bytes: settings.jobsMaxBytes, setting: 'jobsMaxBytes', own };
+      : { kind: 'set' as const, bytes: settings.jobsMaxBytes, setting: 'jobsMaxBytes' };
     const jobs = await ensureStream(jsm, {
       ...common,
       name: names.jobsStream,
@@ -211,7 +211,7 @@ export async function ensureTopology(nc: NatsConnection, input: TopologySettings
     const resultsBytes = settings.resultsMaxBytes === undefined
       // The same size as a jobs stream sized from the store, so the two stay alike.
       ? { kind: 'auto' as const, shares: stillMissing.length + 1, ceiling: settings.jobsMaxBytes === undefined && jobs > 0 ? Math.min(STREAM_BYTES_CEILING, jobs) : STREAM_BYTES_CEILING, own }
-      : { kind: 'set' as const, bytes: settings.resultsMaxBytes, setting: 'resultsMaxBytes', own };
+      : { kind: 'set' as const, bytes: settings.resultsMaxBytes, setting: 'resultsMaxBytes' };
     const results = await ensureStream(jsm, {
       ...common,
       name: names.resultsStream,

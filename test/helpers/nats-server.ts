@@ -50,6 +50,8 @@ export interface NatsServerOptions {
    * the server's default (75 % of the free disk, up to 1 TB).
    */
   maxFileStore?: string;
+  /** More of the server's config file (accounts with JetStream limits...), after the jetstream block. */
+  extraConfig?: string;
 }
 
 export async function startNatsServer(options: NatsServerOptions = {}): Promise<NatsServerHandle> {
@@ -57,10 +59,11 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
   const monitorPort = await freePort();
   const storeDir = mkdtempSync(join(tmpdir(), 'shoal-nats-'));
   const args = ['-js', '-a', '127.0.0.1', '-p', String(port), '-m', String(monitorPort), '-sd', storeDir];
-  if (options.maxFileStore !== undefined) {
+  if (options.maxFileStore !== undefined || options.extraConfig !== undefined) {
     // The store limit has no flag: a config file beside the store holds it (the flags still win for the rest).
     const config = join(storeDir, 'limits.conf');
-    writeFileSync(config, `jetstream {\n  max_file_store: ${options.maxFileStore}\n}\n`);
+    const jetstream = options.maxFileStore === undefined ? '' : `jetstream {\n  max_file_store: ${options.maxFileStore}\n}\n`;
+    writeFileSync(config, `${jetstream}${options.extraConfig ?? ''}\n`);
     args.push('-c', config);
   }
   const server = restartableChild({

@@ -104,6 +104,32 @@ describe.skipIf(!natsServerAvailable())(`JetStream stream sizes from the server'
     });
   });
 
+  describe('an account with a 1 GB JetStream limit on a larger server', () => {
+    let server: NatsServerHandle;
+    let nc: NatsConnection;
+    beforeAll(async () => {
+      server = await startNatsServer({ maxFileStore: '10GB', extraConfig: 'accounts {\n  SHOAL: { jetstream: { max_file: 1GB, max_mem: 64MB }, users: [ { user: shoal, password: secret } ] }\n}' });
+      nc = await connect({ servers: server.url, user: 'shoal', pass: 'secret' });
+    });
+    afterAll(async () => {
+      await nc?.close();
+      await server?.stop();
+    });
+
+    it("sizes the streams from the account's limit read from the account info, and names it when they do not fit", async () => {
+      const first = await createAll(nc, 'acct');
+      // A quarter of 1 GiB each, without probing down from 8 GiB.
+      expect(first.bytes).toEqual([256 * MIB, 256 * MIB, 256 * MIB]);
+      // 256 MiB left in the account: a second prefix gets 64 MiB each.
+      const second = await createAll(nc, 'acct2');
+      expect(second.bytes).toEqual([64 * MIB, 64 * MIB, 64 * MIB]);
+      const refused = await ensureTopology(nc, { prefix: 'acct3' }).catch((error: unknown) => error);
+      expect(refused).toMatchObject({ code: ErrorCode.CONFIG_INVALID });
+      const message = refused instanceof Error ? refused.message : String(refused);
+      for (const part of ['ACCT3_JOBS', "the account's JetStream limit is 1.00 GiB", '960 MiB reserved by other streams']) expect(message, message).toContain(part);
+    });
+  });
+
   describe('a server with a 64 MB file store', () => {
     let server: NatsServerHandle;
     let nc: NatsConnection;
