@@ -6,7 +6,8 @@ import { DocumentStatus, IngestRunStatus } from '../protocol/ingest.js';
 import { checkJobId, type NatsNames } from '../protocol/subjects.js';
 import { parseWith } from '../protocol/validate.js';
 import { JS_CODES, isJsApiCode, toNatsShoalError } from './nats-errors.js';
-import type { Topology } from './topology.js';
+import { STREAM_BYTES_CEILING, createAutoSized, explicitSizeRefused, isNoRoom } from './stream-sizing.js';
+import { reservingStreams, type Topology } from './topology.js';
 
 /**
  * What document ingest adds to the NATS topology (docs/ingest.md, "Over NATS"), beside the jobs
@@ -71,26 +72,7 @@ export async function ensureIngestTopology(nc: NatsConnection, topology: Topolog
   const { settings, jsm } = topology;
   const storage = settings.storage === 'file' ? StorageType.File : StorageType.Memory;
   try {
-    try {
-      await jsm.streams.info(names.stream);
-    } catch (error) {
-      if (!isJsApiCode(error, JS_CODES.StreamNotFound)) throw error;
-      await jsm.streams
-        .add({
-          name: names.stream,
-          subjects: [names.parseSubject],
-          retention: RetentionPolicy.Workqueue,
-          storage,
-          num_replicas: settings.replicas,
-          discard: DiscardPolicy.New,
-          max_age: settings.jobsMaxAgeSeconds * SECOND_NS,
-          max_bytes: settings.jobsMaxBytes,
-          duplicate_window: settings.duplicateWindowSeconds * SECOND_NS,
-        })
-        .catch((added: unknown) => {
-          if (!isJsApiCode(added, JS_CODES.StreamNameInUse)) throw added;
-        });
-    }
+    await ensureIngestStream(jsm, topology, names, storage);
     const config = {
       durable_name: names.parseConsumer,
       filter_subject: names.parseSubject,
@@ -114,6 +96,44 @@ export async function ensureIngestTopology(nc: NatsConnection, topology: Topolog
     throw toNatsShoalError(error, 'set up the NATS ingest topology');
   }
   return names;
+}
+
+/**
+ * The parse stream, created when missing and never updated (its users may create it, not update
+ * it). Its size is jobsMaxBytes when set, else the jobs stream's (sized from the store, which kept
+ * a share for this stream when it made the jobs stream; stream-sizing.ts).
+ */
+async function ensureIngestStream(jsm: Topology['jsm'], topology: Topology, names: IngestNames, storage: StorageType): Promise<void> {
+  const { settings } = topology;
+  try {
+    await jsm.streams.info(names.stream);
+    return;
+  } catch (error) {
+    if (!isJsApiCode(error, JS_CODES.StreamNotFound)) throw error;
+  }
+  const spec = {
+    name: names.stream,
+    subjects: [names.parseSubject],
+    retention: RetentionPolicy.Workqueue,
+    storage,
+    num_replicas: settings.replicas,
+    discard: DiscardPolicy.New,
+    max_age: settings.jobsMaxAgeSeconds * SECOND_NS,
+    duplicate_window: settings.duplicateWindowSeconds * SECOND_NS,
+  };
+  const own = reservingStreams(topology.names);
+  if (settings.jobsMaxBytes === undefined) {
+    // Read now, not from the topology: a service that raced another to create the jobs stream may have seen its probe size.
+    const jobs = (await jsm.streams.info(topology.names.jobsStream)).config.max_bytes;
+    await createAutoSized(jsm, spec, { shares: 1, ceiling: jobs > 0 ? Math.min(jobs, STREAM_BYTES_CEILING) : STREAM_BYTES_CEILING, streams: own });
+    return;
+  }
+  try {
+    await jsm.streams.add({ ...spec, max_bytes: settings.jobsMaxBytes });
+  } catch (error) {
+    if (isNoRoom(error)) throw await explicitSizeRefused(jsm, { ...spec, max_bytes: settings.jobsMaxBytes }, 'jobsMaxBytes', error);
+    if (!isJsApiCode(error, JS_CODES.StreamNameInUse)) throw error;
+  }
 }
 
 /** The stream and durable consumer that keep the parse consumer's max-deliveries advisories. */

@@ -7,6 +7,7 @@ import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { natsNames, type NatsNames, type Primitive } from '../protocol/subjects.js';
 import { parseWith } from '../protocol/validate.js';
 import { JS_CODES, isJsApiCode, toNatsShoalError } from './nats-errors.js';
+import { STREAM_BYTES_CEILING, createAutoSized, explicitSizeRefused, isNoRoom } from './stream-sizing.js';
 
 /**
  * Creates, idempotently, everything Shoal needs on the JetStream server (docs/nats.md):
@@ -39,10 +40,15 @@ export const TopologySettings = z
      * before that. @default 7 days
      */
     jobsMaxAgeSeconds: z.number().int().min(60).default(7 * DAY_S),
-    /** Bytes the jobs stream may hold; past it new parts are refused (publish fails), none are dropped. @default 8 GiB */
-    jobsMaxBytes: z.number().int().min(1024 * 1024).default(8 * 1024 ** 3),
-    /** Bytes the results stream may hold; past it the oldest results are dropped. @default 8 GiB */
-    resultsMaxBytes: z.number().int().min(1024 * 1024).default(8 * 1024 ** 3),
+    /**
+     * Bytes the jobs stream (and the ingest stream) may hold; past it new parts are refused
+     * (publish fails), none are dropped. JetStream reserves it in the server's store.
+     * @default unset: sized from the server's free store when the stream is created (a quarter of
+     * it, at most 8 GiB, at least 64 MiB; stream-sizing.ts); an existing stream keeps its size
+     */
+    jobsMaxBytes: z.number().int().min(1024 * 1024).optional(),
+    /** Bytes the results stream may hold; past it the oldest results are dropped. @default unset: sized as jobsMaxBytes */
+    resultsMaxBytes: z.number().int().min(1024 * 1024).optional(),
     /** How long job status stays in the KV bucket. @default 7 days */
     statusMaxAgeSeconds: z.number().int().min(60).default(7 * DAY_S),
     /** How long payloads and large results stay in the object store. @default 7 days */
@@ -88,8 +94,18 @@ export function advisoryNames(names: NatsNames): { stream: string; subject: stri
 type StreamSpec = Pick<StreamConfig, 'name' | 'subjects' | 'retention' | 'max_age' | 'duplicate_window' | 'storage' | 'num_replicas' | 'discard'> &
   Partial<Pick<StreamConfig, 'max_bytes'>>;
 
-/** Settings an existing stream must have; the server refuses to change retention, so that is an error. */
-async function ensureStream(jsm: JetStreamManager, spec: StreamSpec): Promise<void> {
+/**
+ * The byte limit of a stream that reserves store: a size that was set (and the setting's name,
+ * for the message when it does not fit), or sized from the free store (stream-sizing.ts).
+ */
+type StreamBytes = { kind: 'set'; bytes: number; setting: string } | { kind: 'auto'; shares: number; ceiling: number; own: readonly string[] };
+
+/**
+ * Settings an existing stream must have; the server refuses to change retention, so that is an
+ * error. Returns the stream's max_bytes (-1: none).
+ */
+async function ensureStream(jsm: JetStreamManager, base: StreamSpec, bytes?: StreamBytes): Promise<number> {
+  const spec: StreamSpec = bytes?.kind === 'set' ? { ...base, max_bytes: bytes.bytes } : base;
   let existing: StreamConfig | null = null;
   try {
     existing = (await jsm.streams.info(spec.name)).config;
@@ -98,14 +114,18 @@ async function ensureStream(jsm: JetStreamManager, spec: StreamSpec): Promise<vo
   }
   if (existing === null) {
     try {
+      if (bytes?.kind === 'auto') return await createAutoSized(jsm, spec, { shares: bytes.shares, ceiling: bytes.ceiling, streams: bytes.own });
       await jsm.streams.add(spec);
-      return;
+      return spec.max_bytes ?? -1;
     } catch (error) {
+      if (bytes?.kind === 'set' && isNoRoom(error)) throw await explicitSizeRefused(jsm, spec, bytes.setting, error);
       // Another service created it a moment ago: fall through and compare.
       if (!isJsApiCode(error, JS_CODES.StreamNameInUse)) throw toNatsShoalError(error, `create stream ${spec.name}`);
       existing = (await jsm.streams.info(spec.name)).config;
     }
   }
+  // A stream sized from the store keeps the size it was given, whatever is free now.
+  if (bytes?.kind === 'auto') spec.max_bytes = existing.max_bytes;
   if (existing.retention !== spec.retention) {
     throw new ShoalError(
       ErrorCode.CONFIG_INVALID,
@@ -115,12 +135,28 @@ async function ensureStream(jsm: JetStreamManager, spec: StreamSpec): Promise<vo
   const sameSubjects = [...existing.subjects].sort().join(' ') === [...spec.subjects].sort().join(' ');
   const limits = { max_age: spec.max_age, duplicate_window: spec.duplicate_window, max_bytes: spec.max_bytes ?? -1, discard: spec.discard };
   const sameLimits = existing.max_age === limits.max_age && existing.duplicate_window === limits.duplicate_window && existing.max_bytes === limits.max_bytes && existing.discard === limits.discard;
-  if (sameSubjects && sameLimits) return;
+  if (sameSubjects && sameLimits) return limits.max_bytes;
   try {
     await jsm.streams.update(spec.name, { ...existing, subjects: spec.subjects, ...limits });
   } catch (error) {
+    if (bytes?.kind === 'set' && isNoRoom(error)) throw await explicitSizeRefused(jsm, spec, bytes.setting, error);
     throw toNatsShoalError(error, `update stream ${spec.name}`);
   }
+  return limits.max_bytes;
+}
+
+/** Which of these streams do not exist yet. */
+async function missingStreams(jsm: JetStreamManager, names: readonly string[]): Promise<string[]> {
+  const missing: string[] = [];
+  for (const name of names) {
+    try {
+      await jsm.streams.info(name);
+    } catch (error) {
+      if (!isJsApiCode(error, JS_CODES.StreamNotFound)) throw toNatsShoalError(error, `read stream ${name}`);
+      missing.push(name);
+    }
+  }
+  return missing;
 }
 
 /** KV and object-store buckets are streams too: their age limit follows the settings. */
@@ -134,6 +170,13 @@ export interface Topology {
   readonly names: NatsNames;
   readonly settings: TopologySettings;
   readonly jsm: JetStreamManager;
+  /** The max_bytes the jobs and results streams have (set, or sized from the server's store). */
+  readonly streamBytes: Readonly<{ jobs: number; results: number }>;
+}
+
+/** The streams that reserve store (max_bytes), in the order they are created; the ingest stream's name as ingestNames (ingest-store.ts) derives it. */
+export function reservingStreams(names: NatsNames): readonly string[] {
+  return [names.jobsStream, names.resultsStream, names.jobsStream.replace(/_JOBS$/, '_INGEST')];
 }
 
 export async function ensureTopology(nc: NatsConnection, input: TopologySettingsInput | TopologySettings = {}): Promise<Topology> {
@@ -146,27 +189,38 @@ export async function ensureTopology(nc: NatsConnection, input: TopologySettings
   const common = { storage, num_replicas: settings.replicas, discard: DiscardPolicy.Old };
   const duplicateWindow = settings.duplicateWindowSeconds * SECOND_NS;
   const advisories = advisoryNames(names);
+  const own = reservingStreams(names);
+  let streamBytes: Topology['streamBytes'];
   try {
-    await ensureStream(jsm, {
+    // One share of the free store per reserving stream still to be made, one kept for the rest.
+    const missing = settings.jobsMaxBytes === undefined || settings.resultsMaxBytes === undefined ? await missingStreams(jsm, own) : [];
+    const jobsBytes = settings.jobsMaxBytes === undefined
+      ? { kind: 'auto' as const, shares: missing.length + 1, ceiling: STREAM_BYTES_CEILING, own }
+      : { kind: 'set' as const, bytes: settings.jobsMaxBytes, setting: 'jobsMaxBytes' };
+    const jobs = await ensureStream(jsm, {
       ...common,
       name: names.jobsStream,
       subjects: [names.allJobs()],
       retention: RetentionPolicy.Workqueue,
       max_age: settings.jobsMaxAgeSeconds * SECOND_NS,
-      max_bytes: settings.jobsMaxBytes,
       // Full: refuse new work (the submitter sees the error) rather than drop queued work.
       discard: DiscardPolicy.New,
       duplicate_window: duplicateWindow,
-    });
-    await ensureStream(jsm, {
+    }, jobsBytes);
+    const stillMissing = missing.filter((name) => name !== names.jobsStream);
+    const resultsBytes = settings.resultsMaxBytes === undefined
+      // The same size as a jobs stream sized from the store, so the two stay alike.
+      ? { kind: 'auto' as const, shares: stillMissing.length + 1, ceiling: settings.jobsMaxBytes === undefined && jobs > 0 ? Math.min(STREAM_BYTES_CEILING, jobs) : STREAM_BYTES_CEILING, own }
+      : { kind: 'set' as const, bytes: settings.resultsMaxBytes, setting: 'resultsMaxBytes' };
+    const results = await ensureStream(jsm, {
       ...common,
       name: names.resultsStream,
       subjects: [names.allResults()],
       retention: RetentionPolicy.Limits,
       max_age: settings.resultsMaxAgeSeconds * SECOND_NS,
-      max_bytes: settings.resultsMaxBytes,
       duplicate_window: duplicateWindow,
-    });
+    }, resultsBytes);
+    streamBytes = Object.freeze({ jobs, results });
     await ensureStream(jsm, {
       ...common,
       name: names.deadLetterStream,
@@ -199,7 +253,7 @@ export async function ensureTopology(nc: NatsConnection, input: TopologySettings
   } catch (error) {
     throw toNatsShoalError(error, 'set up the NATS topology');
   }
-  return Object.freeze({ names, settings, jsm });
+  return Object.freeze({ names, settings, jsm, streamBytes });
 }
 
 interface ConsumerSpec {

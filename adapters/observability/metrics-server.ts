@@ -1,7 +1,9 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Logger } from './logger.js';
 import type { ShoalMetrics } from './metrics.js';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { isLoopback } from './bind-address.js';
 
 /**
  * The small HTTP side door for operations of the processes that serve no HTTP of their own
@@ -19,6 +21,8 @@ export interface MetricsServerOptions {
   ready: () => boolean;
   /** Named in the answer to an unknown path. @default 'worker' */
   service?: string;
+  /** Told, at `warn`, when the port is reachable from other machines (it has no authentication). */
+  logger?: Logger;
 }
 
 export interface MetricsServer {
@@ -67,6 +71,13 @@ export async function startMetricsServer(options: MetricsServerOptions): Promise
   });
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  if (!isLoopback(options.host)) {
+    // As the gateway does for its own port: said once at start, so an exposure is never silent.
+    options.logger?.warn(
+      { host: options.host, port: address.port },
+      `SECURITY: the ${options.service ?? 'worker'} metrics port listens on ${options.host}, reachable from other machines, WITHOUT authentication: /metrics shows model names, queue sizes and store names to anyone who can reach it. Bind it to 127.0.0.1 (SHOAL_METRICS_HOST, --metrics-host) unless a scraper on another host needs it, and then keep the port inside a private network (docs/security.md)`,
+    );
+  }
   return {
     url: `http://${host}:${address.port}`,
     close: () =>

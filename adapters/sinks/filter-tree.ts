@@ -1,5 +1,5 @@
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
-import { regexLiteral } from '../protocol/regex-literal.js';
+import { likeMatcher, type LikeMatcher } from './like-pattern.js';
 import { FILTER_COLUMNS } from './sink.js';
 
 /**
@@ -42,6 +42,14 @@ const COMPARE_OPS: readonly CompareOp[] = ['=', '<>', '<', '<=', '>', '>='];
  * LanceDB's SQL parser gives up ("recursion limit exceeded") before 60 levels.
  */
 const MAX_DEPTH = 32;
+/**
+ * The in-process backends (file://, S3) run the filter on every row on the event loop, and LIKE
+ * costs up to (value length × pattern length) steps there: the patterns of one filter total at
+ * most 256 characters, and a filter has at most 64 predicates, so a row's work stays bounded
+ * (docs/storage.md). The same limits apply to every backend, so a filter one accepts none refuses.
+ */
+export const MAX_LIKE_PATTERN_CHARS = 256;
+export const MAX_PREDICATES = 64;
 
 function invalid(message: string): ShoalError {
   return new ShoalError(ErrorCode.INVALID_INPUT, `--filter: ${message}`);
@@ -127,6 +135,8 @@ function checkTokens(tokens: readonly FilterToken[]): void {
 
 class Parser {
   #at = 0;
+  #predicates = 0;
+  #likeChars = 0;
   readonly #tokens: readonly FilterToken[];
 
   constructor(tokens: readonly FilterToken[]) {
@@ -198,6 +208,8 @@ class Parser {
   }
 
   #predicate(): FilterNode {
+    this.#predicates += 1;
+    if (this.#predicates > MAX_PREDICATES) throw invalid(`more than ${MAX_PREDICATES} predicates (comparisons, IN, IS NULL, LIKE, BETWEEN)`);
     // Known by now: checkTokens has checked every identifier.
     const column = this.#expect('identifier').text;
     if (this.#accept('keyword', 'IS') !== null) {
@@ -218,6 +230,8 @@ class Parser {
       const pattern = this.#literal();
       if (typeof pattern !== 'string') throw invalid('LIKE takes a quoted pattern');
       if (NUMBER_COLUMNS.has(column)) throw invalid(`LIKE matches text, and ${column} is a number: compare it (${column} >= 3)`);
+      this.#likeChars += [...pattern].length;
+      if (this.#likeChars > MAX_LIKE_PATTERN_CHARS) throw invalid(`LIKE patterns longer than ${MAX_LIKE_PATTERN_CHARS} characters in all`);
       return { kind: 'like', column, pattern, negated };
     }
     if (this.#accept('keyword', 'BETWEEN') !== null) {
@@ -258,20 +272,18 @@ export function parseFilter(expression: string): FilterNode {
   return readFilter(expression).tree;
 }
 
-/**
- * SQL LIKE (`%` any run, `_` one character) as an anchored regular expression. A backslash makes
- * the next character literal (`\_`, `\%`, `\\`), PostgreSQL's and LanceDB's default escape, so
- * the in-process backends (file://, S3) match the same rows as they do; a trailing one is literal.
- */
-export function likeRegex(pattern: string): RegExp {
-  const chars = [...pattern];
-  let body = '';
-  for (let at = 0; at < chars.length; at++) {
-    const ch = chars[at] ?? '';
-    if (ch === '\\' && at + 1 < chars.length) body += regexLiteral(chars[++at] ?? '');
-    else body += ch === '%' ? '.*' : ch === '_' ? '.' : regexLiteral(ch);
+/** The compiled matcher of each pattern of one filter. */
+class LikeMatchers {
+  readonly #byPattern = new Map<string, LikeMatcher>();
+
+  of(pattern: string): LikeMatcher {
+    let matcher = this.#byPattern.get(pattern);
+    if (matcher === undefined) {
+      matcher = likeMatcher(pattern);
+      this.#byPattern.set(pattern, matcher);
+    }
+    return matcher;
   }
-  return new RegExp(`^${body}$`, 's');
 }
 
 function compare(left: unknown, op: CompareOp, right: Literal): boolean | null {
@@ -291,12 +303,12 @@ function compare(left: unknown, op: CompareOp, right: Literal): boolean | null {
 }
 
 /** SQL's three-valued logic: null (unknown) when a compared column is null. */
-function evaluate(node: FilterNode, row: Readonly<Record<string, unknown>>): boolean | null {
+function evaluate(node: FilterNode, row: Readonly<Record<string, unknown>>, likes: LikeMatchers): boolean | null {
   switch (node.kind) {
     case 'and': {
       let unknown = false;
       for (const item of node.items) {
-        const value = evaluate(item, row);
+        const value = evaluate(item, row, likes);
         if (value === false) return false;
         if (value === null) unknown = true;
       }
@@ -305,14 +317,14 @@ function evaluate(node: FilterNode, row: Readonly<Record<string, unknown>>): boo
     case 'or': {
       let unknown = false;
       for (const item of node.items) {
-        const value = evaluate(item, row);
+        const value = evaluate(item, row, likes);
         if (value === true) return true;
         if (value === null) unknown = true;
       }
       return unknown ? null : false;
     }
     case 'not': {
-      const value = evaluate(node.item, row);
+      const value = evaluate(node.item, row, likes);
       return value === null ? null : !value;
     }
     case 'compare':
@@ -330,13 +342,22 @@ function evaluate(node: FilterNode, row: Readonly<Record<string, unknown>>): boo
     case 'like': {
       const value = row[node.column];
       if (value === null || value === undefined) return null;
-      const found = likeRegex(node.pattern).test(String(value));
+      const found = likes.of(node.pattern)(String(value));
       return node.negated ? !found : found;
     }
   }
 }
 
-/** Whether a stored row passes the filter (rows where it is unknown do not, as in SQL). */
+/**
+ * Whether a stored row passes the filter (rows where it is unknown do not, as in SQL), as a
+ * function made once per scan: each LIKE pattern is compiled on its first row, not on every row.
+ */
+export function filterPredicate(node: FilterNode): (row: Readonly<Record<string, unknown>>) => boolean {
+  const likes = new LikeMatchers();
+  return (row) => evaluate(node, row, likes) === true;
+}
+
+/** One row's test; filterPredicate for a scan. */
 export function matchesFilter(node: FilterNode, row: Readonly<Record<string, unknown>>): boolean {
-  return evaluate(node, row) === true;
+  return filterPredicate(node)(row);
 }

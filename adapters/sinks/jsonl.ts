@@ -4,7 +4,7 @@ import { readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
-import { matchesFilter, parseFilter } from './filter-tree.js';
+import { filterPredicate, parseFilter } from './filter-tree.js';
 import type { ChunkRow, DocumentState, MultivectorSearchOptions, SearchHit, SearchOptions, Sink, SparseValues, TableSpec } from './sink.js';
 import { noMultivector, refuseMultivector } from './multivector.js';
 import { checkSparseQuery, rankSparse } from './sparse.js';
@@ -156,8 +156,7 @@ export class JsonlSink implements Sink {
     const files = await this.#load();
     const all = [...files.values()].flatMap((file) => file.rows);
     if (filter === undefined) return all;
-    const tree = parseFilter(filter);
-    return all.filter((row) => matchesFilter(tree, row));
+    return all.filter(filterPredicate(parseFilter(filter)));
   }
 
   async count(filter?: string): Promise<number> {

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { S3Store, joinKey, parseS3Uri, type S3Location, type S3SettingsInput } from '../object-store/index.js';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
-import { matchesFilter, parseFilter } from './filter-tree.js';
+import { filterPredicate, parseFilter } from './filter-tree.js';
 import type { ChunkRow, DocumentState, MultivectorSearchOptions, SearchHit, SearchOptions, Sink, SparseValues, TableSpec } from './sink.js';
 import { noMultivector, refuseMultivector } from './multivector.js';
 import { checkSparseQuery, rankSparse } from './sparse.js';
@@ -222,19 +222,19 @@ export class S3Sink implements Sink {
   }
 
   async count(filter?: string): Promise<number> {
-    const node = filter === undefined ? null : parseFilter(filter);
+    const matches = filter === undefined ? null : filterPredicate(parseFilter(filter));
     const rows = await this.#allRows();
-    return node === null ? rows.length : rows.filter((row) => matchesFilter(node, row)).length;
+    return matches === null ? rows.length : rows.filter(matches).length;
   }
 
   async search(vector: readonly number[], options: SearchOptions): Promise<SearchHit[]> {
     const spec = await this.describe();
     if (spec === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no ${this.#where} (run shoal ingest first)`);
     checkQuery(vector, spec, options.k);
-    const node = options.filter === undefined ? null : parseFilter(options.filter);
+    const matches = options.filter === undefined ? null : filterPredicate(parseFilter(options.filter));
     const candidates: { row: SearchHit['row']; vector: readonly number[] }[] = [];
     for (const row of await this.#allRows()) {
-      if (node !== null && !matchesFilter(node, row)) continue;
+      if (matches !== null && !matches(row)) continue;
       const { vector: stored, sparse: _sparse, ...rest } = row;
       candidates.push({ row: rest, vector: stored });
     }
@@ -249,10 +249,10 @@ export class S3Sink implements Sink {
   async searchSparse(query: SparseValues, options: SearchOptions): Promise<SearchHit[]> {
     if ((await this.describe()) === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no ${this.#where} (run shoal ingest first)`);
     checkSparseQuery(query, options.k);
-    const node = options.filter === undefined ? null : parseFilter(options.filter);
+    const matches = options.filter === undefined ? null : filterPredicate(parseFilter(options.filter));
     const candidates: { row: SearchHit['row']; sparse: SparseValues | null | undefined }[] = [];
     for (const row of await this.#allRows()) {
-      if (node !== null && !matchesFilter(node, row)) continue;
+      if (matches !== null && !matches(row)) continue;
       const { vector: _vector, sparse, ...rest } = row;
       candidates.push({ row: rest, sparse });
     }

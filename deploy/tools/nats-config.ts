@@ -86,11 +86,11 @@ export const passwordVariable = (component: Component): string => `SHOAL_NATS_${
 /**
  * JetStream file store of the compose server, in GiB (nats-server reads `GB` as 1024^3 bytes).
  * A stream with `max_bytes` reserves that much of the server's store when it is created, and
- * Shoal's defaults reserve 8 GiB each for SHOAL_JOBS, SHOAL_RESULTS and SHOAL_INGEST
- * (adapters/nats/topology.ts, ingest-store.ts): 24 GiB. Below that the last stream is refused
- * ("10047: insufficient storage resources available"). The rest, 16 GiB, is for what reserves
- * nothing: the status buckets, the object store (payloads, ingest documents), dead letters.
- * test/deploy/nats-permissions.test.ts checks it against the code's defaults on a real server.
+ * Shoal sizes SHOAL_JOBS, SHOAL_RESULTS and SHOAL_INGEST from the free store: a quarter each, at
+ * most 8 GiB (adapters/nats/stream-sizing.ts). 40 GiB holds four times 8 GiB, so each gets its
+ * full size (24 GiB), and the rest is for what reserves nothing: the status buckets, the object
+ * store (payloads, ingest documents), dead letters.
+ * test/deploy/nats-permissions.test.ts checks it against the code's sizes on a real server.
  */
 export const COMPOSE_MAX_FILE_STORE_GIB = 40;
 

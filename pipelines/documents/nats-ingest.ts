@@ -235,12 +235,18 @@ export class NatsIngest {
     try {
       const ran = await runner.run(sources);
       const summary = run.afterRun === undefined ? ran : await run.afterRun(ran);
+      // No store change may rewrite the run as running after its final status.
+      unwatch();
       await lease.finish(finalRun(status, summary));
       return summary;
     } catch (thrown) {
+      unwatch();
       const error = reader.stalled ?? lease.lostReason ?? thrown;
       const shoal = toShoalError(error);
-      if (lease.lostReason === null) await lease.finish({ ...current(), state: 'failed', error: { code: shoal.code, message: shoal.message.slice(0, 2048) } }).catch(() => undefined);
+      // The run is over and waits on no store: a `degraded` mark kept here would stay on the
+      // ended run for good (nothing clears it once the run stops); its error says why it failed.
+      const { degraded: _over, ...ended } = current();
+      if (lease.lostReason === null) await lease.finish({ ...ended, state: 'failed', error: { code: shoal.code, message: shoal.message.slice(0, 2048) } }).catch(() => undefined);
       throw error;
     } finally {
       lease.stop();

@@ -15,6 +15,7 @@ import { IngestRuns } from './ingest-runs.js';
 import { LateBackend } from './late-backend.js';
 import { cachedModelList } from './worker-models.js';
 import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
+import { isLoopback } from '../../adapters/observability/bind-address.js';
 
 /**
  * Composition root of the gateway: configuration → HTTP app → listen (probes answer from here on)
@@ -76,11 +77,7 @@ async function closeHttp(app: FastifyInstance, timeoutMs: number, logger: Logger
   }
 }
 
-/** Whether `host` only accepts connections from this machine. */
-export function isLoopback(host: string): boolean {
-  const h = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
-  return h === 'localhost' || h === '::1' || /^127(\.\d{1,3}){3}$/.test(h);
-}
+export { isLoopback };
 
 /**
  * Where the gateway listens, for people: a wildcard bind (0.0.0.0, ::) accepts connections on

@@ -63,7 +63,7 @@ export const SETTINGS = {
   parseRole: { env: ['SHOAL_PARSE'], flag: '--parse', usedBy: ['worker'], meaning: '`1`: also run the parse tasks of `shoal ingest --nats` (documents, OCR)', default: false, shown: 'off' },
   workerId: { env: ['SHOAL_WORKER_ID'], flag: '--worker-id', usedBy: ['worker'], meaning: 'name in results, replies and logs', default: null, shown: '`<hostname>-<pid>`' },
   metricsPort: { env: ['SHOAL_METRICS_PORT'], flag: '--metrics-port', usedBy: ['worker', 'sink'], meaning: 'port of the worker\'s (or results sink\'s) `/metrics`, `/healthz`, `/readyz`', default: null, shown: 'off' },
-  metricsHost: { env: ['SHOAL_METRICS_HOST'], flag: '--metrics-host', usedBy: ['worker', 'sink'], meaning: 'address of that metrics port', default: '0.0.0.0', shown: '`0.0.0.0` (worker), `127.0.0.1` (sink)' },
+  metricsHost: { env: ['SHOAL_METRICS_HOST'], flag: '--metrics-host', usedBy: ['worker', 'sink'], meaning: 'address of that metrics port (`0.0.0.0` for a scraper on another host: the port has no authentication, and a warning says so)', default: '127.0.0.1' },
   natsServer: { env: ['SHOAL_NATS_SERVER'], usedBy: ['dev'], meaning: 'the `nats-server` executable `shoal dev` starts', default: null, shown: '`nats-server` on `PATH`, else in `/usr/sbin`, `/usr/local/bin`' },
   resultsDir: { env: ['SHOAL_RESULTS_DIR'], flag: '--results-dir', usedBy: ['sink', 'dev'], meaning: 'folder job results are written into (`shoal sink` takes it as `--dir`)', default: 'shoal-results', shown: '`./shoal-results`' },
   natsUrl: { env: ['NATS_URL'], flag: '--nats', usedBy: natsClients, meaning: 'NATS servers, comma-separated', default: 'nats://127.0.0.1:4222' },

@@ -12,6 +12,7 @@ import { openSink, type SinkCredentials } from '../../adapters/sinks/open.js';
 import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
 import { envValue, SETTINGS } from '../settings/table.js';
 import { startMetricsServer } from '../../adapters/observability/metrics-server.js';
+import { LOOPBACK_HOST } from '../../adapters/observability/bind-address.js';
 
 /**
  * Composition root of the results sink (`shoal sink`, and the one `shoal dev` runs): its own
@@ -30,7 +31,7 @@ const INDEX_WRITE_RETRY_MS = 2_000;
  * loopback, since a sink usually runs beside its store rather than behind a scraper (the Helm
  * chart sets 0.0.0.0 for its pod).
  */
-export const SINK_METRICS_HOST = '127.0.0.1';
+export const SINK_METRICS_HOST = LOOPBACK_HOST;
 
 /** Where results land when nothing else is configured (SHOAL_RESULTS_DIR, --results-dir). */
 export const DEFAULT_RESULTS_DIR = SETTINGS.resultsDir.default;
@@ -81,7 +82,7 @@ export async function startSink(settings: SinkSettings): Promise<SinkHandle> {
   const server =
     port === null || metrics === undefined
       ? null
-      : await startMetricsServer({ metrics, host: settings.metricsHost ?? SINK_METRICS_HOST, port, ready: () => taking, service: 'sink' });
+      : await startMetricsServer({ metrics, host: settings.metricsHost ?? SINK_METRICS_HOST, port, ready: () => taking, service: 'sink', ...(settings.logger === undefined ? {} : { logger: settings.logger }) });
   if (server !== null) settings.logger?.info({ url: server.url }, 'sink metrics: /metrics, /healthz, /readyz');
   // The index URIs are checked before NATS (openSink does not connect): a mistyped --index is
   // refused at once instead of after a connection that may be retried for a long time.

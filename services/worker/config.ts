@@ -45,7 +45,11 @@ export const WorkerConfig = z.strictObject({
   maxRequestMs: z.number().int().min(100).default(120_000),
   /** Port of the worker's HTTP `/metrics`, `/healthz` and `/readyz` (SHOAL_METRICS_PORT); null = not served. */
   metricsPort: z.number().int().min(0).max(65535).nullable().default(null),
-  /** Address the metrics port listens on (SHOAL_METRICS_HOST): all interfaces, for a scraper in another pod. @default 0.0.0.0 */
+  /**
+   * Address the metrics port listens on (SHOAL_METRICS_HOST): loopback, as the gateway and the
+   * sink; containers set 0.0.0.0 for a scraper in another pod (the Helm chart, compose).
+   * @default 127.0.0.1
+   */
   metricsHost: z.string().min(1).default(SETTINGS.metricsHost.default),
   /** Folders `file://` payload and result references may use; empty = refused. */
   fileRoots: z.array(z.string().min(1)).default([]),

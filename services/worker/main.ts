@@ -29,7 +29,7 @@ export async function runWorker(config: WorkerConfig, options: RunWorkerOptions)
   const server =
     config.metricsPort === null || metrics === undefined
       ? null
-      : await startMetricsServer({ metrics, host: config.metricsHost, port: config.metricsPort, ready: () => worker?.state === 'running' });
+      : await startMetricsServer({ metrics, host: config.metricsHost, port: config.metricsPort, ready: () => worker?.state === 'running', ...(options.logger === undefined ? {} : { logger: options.logger }) });
   if (server !== null) options.logger?.info({ url: server.url }, 'worker metrics: /metrics, /healthz, /readyz');
   try {
     try {

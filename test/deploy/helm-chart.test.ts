@@ -271,7 +271,9 @@ describe.skipIf(GO_MISSING !== null)(`Helm chart ${GO_MISSING ?? ''}`, () => {
           expect(container.readinessProbe?.httpGet.path).toBe('/readyz');
         }
         if (role === 'worker') {
+          // Loopback by default, as the gateway and the sink: in a pod it must listen on every interface to be scraped.
           expect(container.ports?.[0]).toEqual({ name: 'metrics', containerPort: Number(env.get('SHOAL_METRICS_PORT')) });
+          expect(env.get('SHOAL_METRICS_HOST')).toBe('0.0.0.0');
           expect(container.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'metrics' });
           expect(env.get('SHOAL_MODELS')?.split(',').length).toBeGreaterThanOrEqual(1);
         }

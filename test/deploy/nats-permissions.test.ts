@@ -7,7 +7,7 @@ import { jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstre
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ingestNames } from '../../adapters/nats/ingest-store.js';
-import { resolveTopologySettings } from '../../adapters/nats/topology.js';
+import { FREE_STORE_SHARES, STREAM_BYTES_CEILING } from '../../adapters/nats/stream-sizing.js';
 import { natsNames } from '../../adapters/protocol/subjects.js';
 import { COMPONENTS, COMPOSE_MAX_FILE_STORE_GIB, COMPOSE_NATS_CONF, passwordVariable, type Component } from '../../deploy/tools/nats-config.js';
 import { NATS_SERVER_BIN, NATS_SERVER_MISSING, freePort, natsServerAvailable } from '../helpers/nats-server.js';
@@ -74,15 +74,15 @@ describe.skipIf(!natsServerAvailable())(`deployment processes with least-privile
 
   it("the shipped store limit holds every stream Shoal creates with its defaults, the ingest streams included", async () => {
     // What the code's defaults reserve: a stream with max_bytes reserves it in the server's store
-    // when it is created (the jobs and ingest streams take jobsMaxBytes, ingest-store.ts).
-    const defaults = resolveTopologySettings();
-    const reserved = { [names.jobsStream]: defaults.jobsMaxBytes, [names.resultsStream]: defaults.resultsMaxBytes, [ingest.stream]: defaults.jobsMaxBytes };
+    // when it is created. Unset, each of the three takes a quarter of the free store, at most the
+    // ceiling: the shipped store holds four ceilings, so each gets its full size (stream-sizing.ts).
+    const reserved = { [names.jobsStream]: STREAM_BYTES_CEILING, [names.resultsStream]: STREAM_BYTES_CEILING, [ingest.stream]: STREAM_BYTES_CEILING };
     const needed = Object.values(reserved).reduce((a, b) => a + b, 0);
     // The limit the server read from the shipped file (nats-server's `GB` is 1024^3).
     const varz = (await (await fetch(`http://127.0.0.1:${nats.monitorPort}/varz`)).json()) as { jetstream?: { config?: { max_storage?: number } } };
     const maxStorage = varz.jetstream?.config?.max_storage ?? 0;
     expect(maxStorage).toBe(COMPOSE_MAX_FILE_STORE_GIB * 1024 ** 3);
-    expect(maxStorage, `max_file_store must hold the ${needed / 1024 ** 3} GiB Shoal's streams reserve`).toBeGreaterThanOrEqual(needed);
+    expect(maxStorage, `max_file_store must hold ${FREE_STORE_SHARES} × ${STREAM_BYTES_CEILING / 1024 ** 3} GiB for Shoal's streams to get their full size`).toBeGreaterThanOrEqual(FREE_STORE_SHARES * STREAM_BYTES_CEILING);
     // And the services, started against it with their defaults, created every one of them.
     const nc = await connect({ servers: nats.url, user: 'gateway', pass: PASSWORDS.gateway });
     try {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { resolveTopologySettings } from '../../adapters/nats/topology.js';
+import { FREE_STORE_SHARES, STREAM_BYTES_CEILING } from '../../adapters/nats/stream-sizing.js';
 import { REPO_ROOT } from '../helpers/shared.js';
 
 /**
@@ -169,8 +169,8 @@ describe.skipIf(TERRAFORM === null)(`Terraform ${TERRAFORM === null ? 'skipped: 
     expect(main).toContain('password = random_password.nats[c].result');
     const storeVariable = all.find((b) => b.kind === 'variable' && b.labels[0] === 'nats_store_size');
     const gib = Number(/^"(\d+)Gi"$/.exec(attribute(storeVariable?.body ?? '', 'default') ?? '')?.[1]);
-    const defaults = resolveTopologySettings();
-    expect(gib * 1024 ** 3).toBeGreaterThanOrEqual(2 * defaults.jobsMaxBytes + defaults.resultsMaxBytes);
+    // Shoal sizes its three streams from the free store (a quarter each, at most the ceiling): a store of four ceilings gives them their full size.
+    expect(gib * 1024 ** 3).toBeGreaterThanOrEqual(FREE_STORE_SHARES * STREAM_BYTES_CEILING);
     expect(nats?.body).toContain('pvc = { size = var.nats_store_size }');
   });
 

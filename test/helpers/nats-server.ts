@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -44,12 +44,30 @@ export interface NatsServerHandle extends Restartable {
   pid(): number | null;
 }
 
-export async function startNatsServer(): Promise<NatsServerHandle> {
+export interface NatsServerOptions {
+  /**
+   * The JetStream file store limit, as the server's config file writes it (`10GB`, `64MB`); unset:
+   * the server's default (75 % of the free disk, up to 1 TB).
+   */
+  maxFileStore?: string;
+  /** More of the server's config file (accounts with JetStream limits...), after the jetstream block. */
+  extraConfig?: string;
+}
+
+export async function startNatsServer(options: NatsServerOptions = {}): Promise<NatsServerHandle> {
   const port = await freePort();
   const monitorPort = await freePort();
   const storeDir = mkdtempSync(join(tmpdir(), 'shoal-nats-'));
+  const args = ['-js', '-a', '127.0.0.1', '-p', String(port), '-m', String(monitorPort), '-sd', storeDir];
+  if (options.maxFileStore !== undefined || options.extraConfig !== undefined) {
+    // The store limit has no flag: a config file beside the store holds it (the flags still win for the rest).
+    const config = join(storeDir, 'limits.conf');
+    const jetstream = options.maxFileStore === undefined ? '' : `jetstream {\n  max_file_store: ${options.maxFileStore}\n}\n`;
+    writeFileSync(config, `${jetstream}${options.extraConfig ?? ''}\n`);
+    args.push('-c', config);
+  }
   const server = restartableChild({
-    launch: () => spawn(NATS_SERVER_BIN, ['-js', '-a', '127.0.0.1', '-p', String(port), '-m', String(monitorPort), '-sd', storeDir], { stdio: ['ignore', 'ignore', 'pipe'] }),
+    launch: () => spawn(NATS_SERVER_BIN, args, { stdio: ['ignore', 'ignore', 'pipe'] }),
     ready: (child) => waitForOutput(child, 'Server is ready', 'stderr', `nats-server on port ${port}`),
     remove: () => rmSync(storeDir, { recursive: true, force: true }),
   });

@@ -219,7 +219,11 @@ describe.skipIf(!natsServerAvailable())(`hostile job messages ${natsServerAvaila
     const jobsStream = (await jobs.topology.jsm.streams.info(names.jobsStream)).config;
     const results = (await jobs.topology.jsm.streams.info(names.resultsStream)).config;
     const week = 7 * 86_400 * 1e9;
-    expect([jobsStream.max_age, jobsStream.max_bytes, jobsStream.discard]).toEqual([week, 8 * 1024 ** 3, 'new']);
-    expect([results.max_age, results.max_bytes, results.discard]).toEqual([week, 8 * 1024 ** 3, 'old']);
+    // Sized from the server's free store (8 GiB when it holds four times that; stream-sizing.ts), never unbounded.
+    const expected = jobs.topology.streamBytes;
+    expect(expected.jobs).toBeGreaterThanOrEqual(64 * 1024 ** 2);
+    expect(expected.jobs).toBeLessThanOrEqual(8 * 1024 ** 3);
+    expect([jobsStream.max_age, jobsStream.max_bytes, jobsStream.discard]).toEqual([week, expected.jobs, 'new']);
+    expect([results.max_age, results.max_bytes, results.discard]).toEqual([week, expected.results, 'old']);
   });
 });

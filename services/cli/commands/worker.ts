@@ -59,7 +59,7 @@ export function registerWorker(program: Command, app: CliApp): void {
     .option('--worker-id <id>', 'name in results and logs (default: host-pid)')
     .option('--file-root <dir>', 'folder file:// payloads and results may use; repeatable (default: none)', collect)
     .option('--metrics-port <port>', 'serve /metrics (Prometheus), /healthz and /readyz on this port (env SHOAL_METRICS_PORT; default: off)')
-    .option('--metrics-host <host>', 'address of the metrics port (env SHOAL_METRICS_HOST; default 0.0.0.0)')
+    .option('--metrics-host <host>', 'address of the metrics port (env SHOAL_METRICS_HOST; default 127.0.0.1; 0.0.0.0 for a scraper on another host)')
     .option('--parse', 'also parse documents for `shoal ingest --nats` (env SHOAL_PARSE=1)')
     .addHelpText('after', EXAMPLE)
     .action(async (_options: unknown, self: Command) => {

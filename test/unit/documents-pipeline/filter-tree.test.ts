@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../../adapters/protocol/errors.js';
 import { filterToSql } from '../../../adapters/sinks/filter-sql.js';
 import { toChromaWhere, toQdrantFilter } from '../../../adapters/sinks/filter-stores.js';
-import { likeRegex, matchesFilter, parseFilter } from '../../../adapters/sinks/filter-tree.js';
+import { matchesFilter, parseFilter } from '../../../adapters/sinks/filter-tree.js';
+import { likeMatcher } from '../../../adapters/sinks/like-pattern.js';
 import { validateFilter } from '../../../adapters/sinks/filter.js';
 
 /** The `--filter` tree and its translations: SQL with parameters, Chroma's where, Qdrant's filter, in-process evaluation. */
@@ -17,11 +18,11 @@ describe('filter tree', () => {
     expect(test("text LIKE 'Hello%' AND text NOT LIKE '%x%'")).toBe(true);
     expect(test("text LIKE 'hello%'")).toBe(false);
     // LIKE's escape character is the backslash, as in PostgreSQL and LanceDB (file:// and S3 evaluate here).
-    expect(likeRegex('%x\\_y%').test('C:\\x_y.txt')).toBe(true);
-    expect(likeRegex('%x\\_y%').test('C:\\xzy.txt')).toBe(false);
-    expect(likeRegex('100\\%').test('100%')).toBe(true);
-    expect(likeRegex('100\\%').test('1000')).toBe(false);
-    expect(likeRegex('a\\\\b').test('a\\b')).toBe(true);
+    expect(likeMatcher('%x\\_y%')('C:\\x_y.txt')).toBe(true);
+    expect(likeMatcher('%x\\_y%')('C:\\xzy.txt')).toBe(false);
+    expect(likeMatcher('100\\%')('100%')).toBe(true);
+    expect(likeMatcher('100\\%')('1000')).toBe(false);
+    expect(likeMatcher('a\\\\b')('a\\b')).toBe(true);
     expect(test('heading IS NULL AND chunk IS NOT NULL')).toBe(true);
     // Comparing a null is unknown: neither it nor its negation matches.
     expect(test("heading = 'H'")).toBe(false);

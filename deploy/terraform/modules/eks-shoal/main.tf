@@ -351,9 +351,9 @@ resource "helm_release" "nats" {
   values = [yamlencode({
     config = {
       cluster = { enabled = true, replicas = 3 }
-      # The chart's max_file_store is the volume's size. Shoal's streams reserve 24 GiB with their
-      # defaults (SHOAL_JOBS, SHOAL_RESULTS, SHOAL_INGEST: 8 GiB each, all on one server at R1),
-      # plus the buckets and object store that reserve nothing: below that stream creation fails.
+      # The chart's max_file_store is the volume's size. Shoal sizes SHOAL_JOBS, SHOAL_RESULTS and
+      # SHOAL_INGEST from the free store (a quarter each, at most 8 GiB, all on one server at R1):
+      # 32 GiB or more gives them their full size, with the rest for the buckets and object store.
       jetstream = { enabled = true, fileStore = { pvc = { size = var.nats_store_size } } }
       monitor   = { enabled = true, port = 8222 }
       # Shoal's three least-privilege users (the chart's Secret shoal-nats-users has their passwords).

@@ -92,7 +92,7 @@ variable "nats_chart_version" {
 }
 
 variable "nats_store_size" {
-  description = "JetStream file store of each NATS server (its volume; the NATS chart makes it max_file_store). Shoal's defaults reserve 24 GiB: keep it above that."
+  description = "JetStream file store of each NATS server (its volume; the NATS chart makes it max_file_store). Shoal sizes its three streams from it (a quarter each, at most 8 GiB): 32 GiB or more gives them their full size."
   type        = string
   default     = "40Gi"
 }
