@@ -5,6 +5,7 @@ import { TextTokenizer } from '../tokenizers/text-tokenizer.js';
 import type { Evidence } from './family-spec.js';
 import { loadFamily } from './family-loaders.js';
 import { HfConfig, ModelFolder, SentenceBertConfig, StConfig, StModules } from './model-files.js';
+import { detectPastInputs } from './kv-cache-detect.js';
 import { positionOffsetFor, positionRuleFor } from './model-types.js';
 import { ModelProfile, type ProfileOverrides } from './profile.js';
 import { allFamilies, detectFamily, getFamily } from './registry.js';
@@ -135,6 +136,11 @@ export async function describeModel(id: string, dir: string, overrides: ProfileO
   const paddingSide = overrides.padding_side ?? tokenizer?.info.paddingSide ?? 'right';
   if (tokenizer !== null) evidence.push(`padding ${paddingSide}, pad id ${tokenizer.info.padId}: tokenizer files`);
   const modelType = config?.model_type ?? null;
+  const pastInputs = onnx.model === undefined ? [] : await detectPastInputs(folder.path(onnx.model), config);
+  if (pastInputs.length > 0) {
+    const first = pastInputs[0];
+    evidence.push(`KV cache: ${pastInputs.length} past inputs fed empty [batch, ${first?.heads}, 0, ${first?.headDim}] ${first?.dtype}: ONNX graph / config.json`);
+  }
   // Only the detected family's adapter is imported (a prep thread never loads the image families for a text model).
   const detected = await (await loadFamily(adapter.name)).detectOptions(facts, tokenizer);
   const profile = ModelProfile.parse({
@@ -162,6 +168,7 @@ export async function describeModel(id: string, dir: string, overrides: ProfileO
       layers: config?.num_hidden_layers ?? null,
       vocab: config?.vocab_size ?? null,
     },
+    pastInputs,
     padTokenId: config?.pad_token_id ?? null,
     prompts,
     defaultPrompt: overrides.default_prompt !== undefined ? overrides.default_prompt : (st?.default_prompt_name ?? null),
