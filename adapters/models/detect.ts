@@ -71,7 +71,7 @@ export async function describeModel(id: string, dir: string, overrides: ProfileO
   const config = await folder.json('config.json', HfConfig);
   const modules = (await folder.json('modules.json', StModules)) ?? [];
   const onnx = onnxComponents(folder, overrides, evidence);
-  const facts: Evidence = { folder, config, modules, onnx };
+  const facts: Evidence = { name: id, folder, config, modules, onnx, catalogOptions: overrides.options ?? {} };
 
   const adapter = overrides.family !== undefined ? getFamily(overrides.family) : detectFamily(facts);
   if (adapter === null) {
@@ -109,6 +109,11 @@ export async function describeModel(id: string, dir: string, overrides: ProfileO
   } else {
     maxLength = hard ?? 512;
     evidence.push(`max_length ${maxLength}: ${hard === null ? 'default' : 'config.json max_position_embeddings'}`);
+  }
+  const familyCeiling = adapter.defaultMaxLength;
+  if (familyCeiling !== undefined && overrides.max_length === undefined && sbert?.max_seq_length === undefined && maxLength > familyCeiling) {
+    maxLength = familyCeiling;
+    evidence.push(`max_length ${maxLength}: the ${adapter.name} family's default (set max_length in the catalog for more)`);
   }
   if (hard !== null && maxLength > hard) {
     evidence.push(`max_length capped to ${hard} by the position embeddings`);

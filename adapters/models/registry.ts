@@ -1,4 +1,5 @@
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { causalRerankerSpec } from './causal-reranker/spec.js';
 import { clipSpec } from './clip/spec.js';
 import { colbertSpec } from './colbert/spec.js';
 import { crossEncoderSpec } from './cross-encoder/spec.js';
@@ -23,6 +24,10 @@ import { tokenClassificationSpec } from './token-classification/spec.js';
 export const FAMILIES = {
   dense: { spec: denseSpec, load: async () => (await import('./dense/dense.js')).dense },
   'cross-encoder': { spec: crossEncoderSpec, load: async () => (await import('./cross-encoder/cross-encoder.js')).crossEncoder },
+  'causal-reranker': {
+    spec: causalRerankerSpec,
+    load: async () => (await import('./causal-reranker/causal-reranker.js')).causalReranker,
+  },
   splade: { spec: spladeSpec, load: async () => (await import('./splade/splade.js')).splade },
   colbert: { spec: colbertSpec, load: async () => (await import('./colbert/colbert.js')).colbert },
   gliner: { spec: glinerSpec, load: async () => (await import('./gliner/gliner.js')).gliner },
