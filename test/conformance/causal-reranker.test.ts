@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
+import { parseCatalog } from '../../pipelines/inference/catalog.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { conformanceSuite, type ConformanceModel } from '../helpers/conformance.js';
 
@@ -15,8 +16,10 @@ const Expected = z.looseObject({ scores: z.array(z.number()), ranking_best_first
 
 function rerankerSuite(model: ConformanceModel): void {
   let engine: InferenceEngine;
+  const UNREWRITTEN = 'reranker-full-logits';
   beforeAll(() => {
-    engine = new InferenceEngine();
+    const catalog = parseCatalog({ models: { [UNREWRITTEN]: { source: model.dir, options: { rewrite: false } } } }, 'causal-reranker test');
+    engine = new InferenceEngine({ catalog });
   });
   afterAll(async () => {
     await engine.close();
@@ -65,6 +68,16 @@ function rerankerSuite(model: ConformanceModel): void {
     const result = await engine.score({ model: model.dir, query: inputs.query, items: inputs.documents });
     const first = result.scores.find((s) => s.index === 0)?.score ?? Number.NaN;
     expect(Math.abs(first - (expected.scores[0] ?? 0))).toBeGreaterThan(10 * model.atol);
+  });
+
+  it('the graph run as exported (options.rewrite: false, full logits) gives the same scores', async () => {
+    const kase = model.cases.cases.find((c) => c.id === 'query_three_documents');
+    const inputs = Inputs.parse(kase?.inputs);
+    const expected = Expected.parse(kase?.expected);
+    const result = await engine.score({ model: UNREWRITTEN, query: inputs.query, items: inputs.documents });
+    for (const scored of result.scores) expect(Math.abs(scored.score - (expected.scores[scored.index] ?? Number.NaN))).toBeLessThanOrEqual(model.atol);
+    expect((await engine.inspect(UNREWRITTEN)).info.outputs).toContain('logits');
+    expect((await engine.inspect(model.dir)).info.outputs).toEqual(['last_token_logits']);
   });
 
   it('a long document is cut inside the document: prefix, query and suffix kept whole, the token budget counts them', async () => {

@@ -28,6 +28,11 @@ export const CausalRerankerOptions = RerankerPrompt.extend({
   noId: z.number().int().nonnegative(),
   /** The exported graph's logits output. */
   logitsOutput: z.string().default('logits'),
+  /**
+   * false: run the graph as exported and pick the two logits from its full [batch, sequence,
+   * vocab] output (for checking the rewrite; a batch then costs sequence × vocab floats per pair).
+   */
+  rewrite: z.boolean().default(true),
 });
 export type CausalRerankerOptions = z.output<typeof CausalRerankerOptions>;
 
@@ -39,6 +44,9 @@ function answerId(tokenizer: TextTokenizer, token: string, which: string): numbe
   }
   return id;
 }
+
+/** The rewritten graph's one output (last-token-logits.ts LAST_TOKEN_OUTPUT; that module is loaded only to build). */
+const LAST_TOKEN_LOGITS = 'last_token_logits';
 
 function sigmoid(x: number): number {
   return 1 / (1 + Math.exp(-x));
@@ -56,23 +64,50 @@ function lastTokenRewrite(options: CausalRerankerOptions): GraphRewrite<LastToke
   };
 }
 
+/** The no/yes logits of each row: [batch, 2] from the rewritten graph, or picked from [batch, sequence, vocab]. */
+function answerLogits(forward: TextForward, items: number, full: { noId: number; yesId: number } | null): Float32Array {
+  const { output, collated } = forward;
+  if (full === null) {
+    if (output.dims.length !== 2 || output.dims[1] !== 2 || output.dims[0] !== items) {
+      throw new ShoalError(ErrorCode.INFERENCE_FAILED, `expected [${items}, 2] no/yes logits, got [${output.dims.join(', ')}]`);
+    }
+    return output.data;
+  }
+  const [batch, seq = 0, vocab = 0] = output.dims;
+  if (output.dims.length !== 3 || batch !== items || seq !== collated.seqLen) {
+    throw new ShoalError(ErrorCode.INFERENCE_FAILED, `expected [${items}, ${collated.seqLen}, vocab] logits, got [${output.dims.join(', ')}]`);
+  }
+  const picked = new Float32Array(items * 2);
+  for (let row = 0; row < items; row++) {
+    let last = seq - 1;
+    while (last > 0 && collated.mask[row * seq + last] !== 1) last--;
+    const base = (row * seq + last) * vocab;
+    picked[row * 2] = output.data[base + full.noId] ?? Number.NaN;
+    picked[row * 2 + 1] = output.data[base + full.yesId] ?? Number.NaN;
+  }
+  return picked;
+}
+
 class CausalRerankerRunner extends TextRunner {
   protected readonly family = 'causal-reranker';
+  /** Set when the graph runs unrewritten: the answer ids to pick from its full logits. */
+  readonly #full: { noId: number; yesId: number } | null;
 
-  constructor(profile: ModelProfile, created: CreatedSession) {
-    super(profile, created, { holds: 'the last token\'s no/yes logits', preferred: ['last_token_logits'] }, () => null);
+  constructor(profile: ModelProfile, created: CreatedSession, options: CausalRerankerOptions) {
+    const output = options.rewrite ? LAST_TOKEN_LOGITS : options.logitsOutput;
+    super(profile, created, { holds: 'the no/yes logits', preferred: [output] }, () => null);
+    this.#full = options.rewrite ? null : { noId: options.noId, yesId: options.yesId };
   }
 
-  protected read(items: readonly PreparedText[], { output }: TextForward): ItemOutput[] {
-    const width = output.dims[1] ?? 0;
-    if (output.dims.length !== 2 || width !== 2 || output.dims[0] !== items.length) {
-      throw new ShoalError(ErrorCode.INFERENCE_FAILED, `${this.profile.id}: expected [${items.length}, 2] no/yes logits, got [${output.dims.join(', ')}]`);
+  protected read(items: readonly PreparedText[], forward: TextForward): ItemOutput[] {
+    let logits: Float32Array;
+    try {
+      logits = answerLogits(forward, items.length, this.#full);
+    } catch (error) {
+      if (error instanceof ShoalError) throw new ShoalError(error.code, `${this.profile.id}: ${error.message}`, { cause: error });
+      throw error;
     }
-    return items.map((_, row): ItemOutput => {
-      const no = output.data[row * 2] ?? Number.NaN;
-      const yes = output.data[row * 2 + 1] ?? Number.NaN;
-      return { score: sigmoid(yes - no) };
-    });
+    return items.map((_, row): ItemOutput => ({ score: sigmoid((logits[row * 2 + 1] ?? Number.NaN) - (logits[row * 2] ?? Number.NaN)) }));
   }
 }
 
@@ -104,9 +139,9 @@ export const causalReranker: FamilyAdapter<'causal-reranker'> = {
 
   async createRunner(context) {
     const options = familyOptions(CausalRerankerOptions, context.profile, 'causal-reranker');
-    const created = await context.openSession('model', lastTokenRewrite(options));
+    const created = await context.openSession('model', options.rewrite ? lastTokenRewrite(options) : undefined);
     try {
-      return new CausalRerankerRunner(context.profile, created);
+      return new CausalRerankerRunner(context.profile, created, options);
     } catch (error) {
       await created.session.release();
       throw error;
