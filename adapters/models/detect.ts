@@ -38,7 +38,8 @@ function onnxComponents(folder: ModelFolder, overrides: ProfileOverrides, eviden
   // model_quantized.onnx) runs the int8 one unless the catalog says `precision: fp32`: on CPU it is
   // about twice as fast, and its authors shipped it to be used. `auto` starts from the float graph
   // (it quantizes only when every provider is the CPU, which detection cannot know).
-  const precision = overrides.precision === 'int8' || overrides.precision === undefined ? 'int8' : 'fp32';
+  // `q4` picks a shipped 4-bit graph (transformers.js `model_q4.onnx`: MatMulNBits).
+  const precision = overrides.precision === 'int8' || overrides.precision === undefined ? 'int8' : overrides.precision === 'q4' ? 'q4' : 'fp32';
   const files = pickOnnxFiles(folder.files.map((path) => ({ path })), precision);
   if (files.length === 0) {
     throw new ShoalError(
@@ -51,7 +52,7 @@ function onnxComponents(folder: ModelFolder, overrides: ProfileOverrides, eviden
     components.model = files[0];
   } else {
     for (const file of files) {
-      const stem = file.slice(file.lastIndexOf('/') + 1, -'.onnx'.length).replace(/_(quantized|int8|uint8|fp16)$/i, '');
+      const stem = file.slice(file.lastIndexOf('/') + 1, -'.onnx'.length).replace(/_(quantized|int8|uint8|fp16|q4|q4f16|bnb4)$/i, '');
       components[stem] = file;
     }
   }

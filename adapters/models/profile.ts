@@ -14,7 +14,7 @@ import { FAMILY_NAMES } from './registry.js';
 export const Family = z.enum(FAMILY_NAMES);
 export type Family = z.infer<typeof Family>;
 
-export const Precision = z.enum(['fp32', 'int8', 'auto']);
+export const Precision = z.enum(['fp32', 'int8', 'auto', 'q4']);
 export type Precision = z.infer<typeof Precision>;
 
 /** How position ids are computed when the graph asks for them. */
