@@ -68,7 +68,9 @@ describe.skipIf(embedder === null || reranker === null)('Qwen3 layouts in fp32, 
       models[`embed-${precision}`] = { source: embedDir, precision };
       models[`rerank-${precision}`] = { source: rerankDir, precision };
     }
-    engine = new InferenceEngine({ catalog: parseCatalog({ models }, 'precision test'), runtime: { intraOpThreads: 1 } });
+    // Shoal's own int8 rewrite of the kit's float graph (no shipped int8 graph in the kit folder itself).
+    models['rerank-own-int8'] = { source: (reranker as ConformanceModel).dir, precision: 'int8', quantization: { min_weight_elements: 0 } };
+    engine = new InferenceEngine({ catalog: parseCatalog({ models }, 'precision test'), runtime: { intraOpThreads: 1, cacheDir: join(root, 'cache') } });
   });
   afterAll(async () => {
     await engine.close();
@@ -83,6 +85,18 @@ describe.skipIf(embedder === null || reranker === null)('Qwen3 layouts in fp32, 
         expect(inspected.info.precision?.model?.effective, name).toBe(expected[precision][0]);
       }
     }
+  });
+
+  it("int8 quantized by Shoal: the fidelity check feeds the KV-cache inputs empty and passes", async () => {
+    const info = (await engine.inspect('rerank-own-int8')).info.precision?.model;
+    expect(info?.effective, info?.warning).toBe('int8');
+    expect(info?.origin).toMatch(/^quantized/);
+    expect(info?.fidelity?.minCosine).toBeGreaterThan(0.99);
+    const kase = (reranker as ConformanceModel).cases.cases[0];
+    const inputs = z.looseObject({ query: z.string(), documents: z.array(z.string()) }).parse(kase?.inputs);
+    const want = z.looseObject({ ranking_best_first: z.array(z.number()) }).parse(kase?.expected);
+    const got = await engine.score({ model: 'rerank-own-int8', query: inputs.query, items: inputs.documents });
+    expect(got.scores.map((s) => s.index)).toEqual(want.ranking_best_first);
   });
 
   it('what each precision costs on the kit: embedding cosine and P(yes) difference against the fp32 reference', async () => {
