@@ -6,6 +6,7 @@ import { returnFreedMemory } from '../runtime/native-memory.js';
 import type { RuntimeOptions } from '../runtime/runtime-options.js';
 import { serveThread, type HandlerResult } from '../runtime/thread-rpc.js';
 import type { ItemOutput, Runner } from '../models/family.js';
+import type { GraphRewrite } from '../quantize/derived-graph.js';
 import { openWithPrecision } from '../models/precision/precision.js';
 import type { PrecisionInfo } from '../models/precision/precision-info.js';
 import type { ModelProfile } from '../models/profile.js';
@@ -44,7 +45,7 @@ async function createRunner(profile: ModelProfile, runtime: RuntimeOptions, prec
 
 /** Opens a component's session in the profile's precision, recording what was chosen in `precision`. */
 function openSessionFor(profile: ModelProfile, runtime: RuntimeOptions, precision: Record<string, PrecisionInfo>) {
-  return async (component: string) => {
+  return async (component: string, rewrite?: GraphRewrite<unknown>) => {
     const file = profile.onnx[component];
     if (file === undefined) {
       throw new ShoalError(
@@ -52,7 +53,14 @@ function openSessionFor(profile: ModelProfile, runtime: RuntimeOptions, precisio
         `${profile.id}: no ONNX graph for component "${component}" (have: ${Object.keys(profile.onnx).join(', ')})`,
       );
     }
-    const opened = await openWithPrecision(profile, join(profile.dir, file), { ...runtime, ...profile.runtime });
+    const options = { ...runtime, ...profile.runtime };
+    let path = join(profile.dir, file);
+    if (rewrite !== undefined) {
+      // Imported by the threads of families that rewrite their graph only (it pulls in the protobuf code to build).
+      const { derivedGraph } = await import('../quantize/derived-graph.js');
+      path = (await derivedGraph(path, options.cacheDir, rewrite)).path;
+    }
+    const opened = await openWithPrecision(profile, path, options);
     precision[component] = opened.precision;
     return opened.created;
   };

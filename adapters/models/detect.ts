@@ -5,6 +5,7 @@ import { TextTokenizer } from '../tokenizers/text-tokenizer.js';
 import type { Evidence } from './family-spec.js';
 import { loadFamily } from './family-loaders.js';
 import { HfConfig, ModelFolder, SentenceBertConfig, StConfig, StModules } from './model-files.js';
+import { detectPastInputs } from './kv-cache-detect.js';
 import { positionOffsetFor, positionRuleFor } from './model-types.js';
 import { ModelProfile, type ProfileOverrides } from './profile.js';
 import { allFamilies, detectFamily, getFamily } from './registry.js';
@@ -37,7 +38,8 @@ function onnxComponents(folder: ModelFolder, overrides: ProfileOverrides, eviden
   // model_quantized.onnx) runs the int8 one unless the catalog says `precision: fp32`: on CPU it is
   // about twice as fast, and its authors shipped it to be used. `auto` starts from the float graph
   // (it quantizes only when every provider is the CPU, which detection cannot know).
-  const precision = overrides.precision === 'int8' || overrides.precision === undefined ? 'int8' : 'fp32';
+  // `q4` picks a shipped 4-bit graph (transformers.js `model_q4.onnx`: MatMulNBits).
+  const precision = overrides.precision === 'int8' || overrides.precision === undefined ? 'int8' : overrides.precision === 'q4' ? 'q4' : 'fp32';
   const files = pickOnnxFiles(folder.files.map((path) => ({ path })), precision);
   if (files.length === 0) {
     throw new ShoalError(
@@ -50,7 +52,7 @@ function onnxComponents(folder: ModelFolder, overrides: ProfileOverrides, eviden
     components.model = files[0];
   } else {
     for (const file of files) {
-      const stem = file.slice(file.lastIndexOf('/') + 1, -'.onnx'.length).replace(/_(quantized|int8|uint8|fp16)$/i, '');
+      const stem = file.slice(file.lastIndexOf('/') + 1, -'.onnx'.length).replace(/_(quantized|int8|uint8|fp16|q4|q4f16|bnb4)$/i, '');
       components[stem] = file;
     }
   }
@@ -70,7 +72,7 @@ export async function describeModel(id: string, dir: string, overrides: ProfileO
   const config = await folder.json('config.json', HfConfig);
   const modules = (await folder.json('modules.json', StModules)) ?? [];
   const onnx = onnxComponents(folder, overrides, evidence);
-  const facts: Evidence = { folder, config, modules, onnx };
+  const facts: Evidence = { name: id, folder, config, modules, onnx, catalogOptions: overrides.options ?? {} };
 
   const adapter = overrides.family !== undefined ? getFamily(overrides.family) : detectFamily(facts);
   if (adapter === null) {
@@ -109,6 +111,11 @@ export async function describeModel(id: string, dir: string, overrides: ProfileO
     maxLength = hard ?? 512;
     evidence.push(`max_length ${maxLength}: ${hard === null ? 'default' : 'config.json max_position_embeddings'}`);
   }
+  const familyCeiling = adapter.defaultMaxLength;
+  if (familyCeiling !== undefined && overrides.max_length === undefined && sbert?.max_seq_length === undefined && maxLength > familyCeiling) {
+    maxLength = familyCeiling;
+    evidence.push(`max_length ${maxLength}: the ${adapter.name} family's default (set max_length in the catalog for more)`);
+  }
   if (hard !== null && maxLength > hard) {
     evidence.push(`max_length capped to ${hard} by the position embeddings`);
     maxLength = hard;
@@ -135,6 +142,11 @@ export async function describeModel(id: string, dir: string, overrides: ProfileO
   const paddingSide = overrides.padding_side ?? tokenizer?.info.paddingSide ?? 'right';
   if (tokenizer !== null) evidence.push(`padding ${paddingSide}, pad id ${tokenizer.info.padId}: tokenizer files`);
   const modelType = config?.model_type ?? null;
+  const pastInputs = onnx.model === undefined ? [] : await detectPastInputs(folder.path(onnx.model), config);
+  if (pastInputs.length > 0) {
+    const first = pastInputs[0];
+    evidence.push(`KV cache: ${pastInputs.length} past inputs fed empty [batch, ${first?.heads}, 0, ${first?.headDim}] ${first?.dtype}: ONNX graph / config.json`);
+  }
   // Only the detected family's adapter is imported (a prep thread never loads the image families for a text model).
   const detected = await (await loadFamily(adapter.name)).detectOptions(facts, tokenizer);
   const profile = ModelProfile.parse({
@@ -162,6 +174,7 @@ export async function describeModel(id: string, dir: string, overrides: ProfileO
       layers: config?.num_hidden_layers ?? null,
       vocab: config?.vocab_size ?? null,
     },
+    pastInputs,
     padTokenId: config?.pad_token_id ?? null,
     prompts,
     defaultPrompt: overrides.default_prompt !== undefined ? overrides.default_prompt : (st?.default_prompt_name ?? null),

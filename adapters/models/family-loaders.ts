@@ -10,6 +10,7 @@ import type { Family } from './registry.js';
 const LOADERS = {
   dense: async () => (await import('./dense/dense.js')).dense,
   'cross-encoder': async () => (await import('./cross-encoder/cross-encoder.js')).crossEncoder,
+  'causal-reranker': async () => (await import('./causal-reranker/causal-reranker.js')).causalReranker,
   splade: async () => (await import('./splade/splade.js')).splade,
   colbert: async () => (await import('./colbert/colbert.js')).colbert,
   gliner: async () => (await import('./gliner/gliner.js')).gliner,

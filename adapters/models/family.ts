@@ -1,6 +1,7 @@
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import type { Aggregation, OutputType, Role } from '../protocol/requests.js';
 import type { Entity, LabelScore, OcrLine, SparseVector } from '../protocol/results.js';
+import type { GraphRewrite } from '../quantize/derived-graph.js';
 import type { ImageInput } from '../sources/image-input.js';
 import type { CreatedSession } from '../runtime/ort-session.js';
 import type { RuntimeOptions } from '../runtime/runtime-options.js';
@@ -29,6 +30,8 @@ export interface PrepItem {
   role: Role;
   /** Prompt text prepended by the engine (already included in `text`); kept for include_prompt=false pooling. */
   prompt?: string;
+  /** Task instruction of a pair-scoring request, for families whose prompt has a place for it (causal-LM rerankers). */
+  instruction?: string;
 }
 
 export interface PrepareRequest {
@@ -156,8 +159,12 @@ export function requireTokenizer(tokenizer: TextTokenizer | null, model: string)
 export interface RunnerContext {
   profile: ModelProfile;
   runtime: RuntimeOptions;
-  /** Opens the ONNX graph of a component of the profile (`model`, `text_model`...). */
-  openSession(component: string): Promise<CreatedSession>;
+  /**
+   * Opens the ONNX graph of a component of the profile (`model`, `text_model`...). With `rewrite`,
+   * the session runs a rewritten copy of the graph (built once, cached beside the int8 graphs),
+   * and the profile's precision applies to that copy.
+   */
+  openSession(component: string, rewrite?: GraphRewrite<unknown>): Promise<CreatedSession>;
 }
 
 export interface RunnerInfo {

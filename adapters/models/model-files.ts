@@ -18,6 +18,10 @@ export const HfConfig = z.looseObject({
   hidden_size: z.number().int().optional(),
   num_attention_heads: z.number().int().optional(),
   num_hidden_layers: z.number().int().optional(),
+  /** Grouped-query attention: heads of the KV cache (default num_attention_heads). */
+  num_key_value_heads: z.number().int().positive().optional(),
+  /** Explicit per-head size (Qwen3, Gemma); default hidden_size / num_attention_heads. */
+  head_dim: z.number().int().positive().nullable().optional(),
   vocab_size: z.number().int().optional(),
   id2label: z.record(z.string(), z.string()).optional(),
   num_labels: z.number().int().optional(),

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { RuntimeOverrides } from '../runtime/runtime-options.js';
 import { QuantizationOverrides, QuantizationSettings } from '../quantize/settings.js';
+import { PastInput } from './kv-cache.js';
 import { FAMILY_NAMES } from './registry.js';
 
 /**
@@ -13,7 +14,7 @@ import { FAMILY_NAMES } from './registry.js';
 export const Family = z.enum(FAMILY_NAMES);
 export type Family = z.infer<typeof Family>;
 
-export const Precision = z.enum(['fp32', 'int8', 'auto']);
+export const Precision = z.enum(['fp32', 'int8', 'auto', 'q4']);
 export type Precision = z.infer<typeof Precision>;
 
 /** How position ids are computed when the graph asks for them. */
@@ -52,6 +53,8 @@ export const ModelProfile = z.strictObject({
     layers: z.number().int().positive().nullable(),
     vocab: z.number().int().positive().nullable(),
   }),
+  /** KV-cache inputs of the main graph, fed empty (kv-cache.ts); [] for graphs without a cache. */
+  pastInputs: z.array(PastInput).default([]),
   /** config.json pad_token_id (RoBERTa-style position ids count from it). */
   padTokenId: z.number().int().nullable(),
   /** Named prompts (config_sentence_transformers.json or catalog). */

@@ -1,4 +1,5 @@
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { causalRerankerSpec } from './causal-reranker/spec.js';
 import { clipSpec } from './clip/spec.js';
 import { colbertSpec } from './colbert/spec.js';
 import { crossEncoderSpec } from './cross-encoder/spec.js';
@@ -24,6 +25,7 @@ import { tokenClassificationSpec } from './token-classification/spec.js';
 export const FAMILIES = {
   dense: denseSpec,
   'cross-encoder': crossEncoderSpec,
+  'causal-reranker': causalRerankerSpec,
   splade: spladeSpec,
   colbert: colbertSpec,
   gliner: glinerSpec,

@@ -4,7 +4,7 @@
  * its external-data files. PyTorch/TF/Flax weights and other ONNX variants are never fetched.
  */
 
-export type Precision = 'fp32' | 'int8' | 'fp16';
+export type Precision = 'fp32' | 'int8' | 'fp16' | 'q4';
 
 const METADATA_EXT = /\.(json|txt|model|metadata|tsv|yaml|yml|vocab|spm|md)$/i;
 const WEIGHT_EXT = /\.(bin|safetensors|h5|msgpack|ot|pt|pth|ckpt|tflite|mlmodel|pb|gguf|npz|xml)$/i;
@@ -16,6 +16,8 @@ const PRECISION_SUFFIX = /_(quantized|int8|uint8|qint8|quint8|fp16|f16|q4|q4f16|
 const WANTED_SUFFIXES: Readonly<Record<Exclude<Precision, 'fp32'>, readonly string[]>> = {
   int8: ['quantized', 'int8', 'uint8', 'qint8', 'quint8'],
   fp16: ['fp16', 'f16'],
+  // transformers.js 4-bit exports: MatMulNBits weights with float32 (`q4`) or float16 (`q4f16`) activations.
+  q4: ['q4', 'bnb4', 'q4f16'],
 };
 
 export interface RepoFile {

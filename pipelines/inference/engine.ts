@@ -447,7 +447,10 @@ export class InferenceEngine implements Engine, Lifecycle {
         if (!('text' in query)) throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${request.model} (${profile.family}) scores text pairs, not images`);
         const items: PrepItem[] = request.items.map((item) => {
           if (isImageItem(item)) throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${request.model} (${profile.family}) scores text pairs, not images`);
-          return { text: query.text, pair: item.text, role: 'document' };
+          const pair: PrepItem = { text: query.text, pair: item.text, role: 'document' };
+          // Families whose prompt has a place for it (causal-LM rerankers) read it; cross-encoders have none.
+          if (request.instruction !== undefined) pair.instruction = request.instruction;
+          return pair;
         });
         const run = await this.#execute(lease, items, { lane, task: 'score', maxLength, options: { outputs: [] }, signal: call.signal });
         outputs = run.outputs;
@@ -527,14 +530,17 @@ export class InferenceEngine implements Engine, Lifecycle {
     throwIfAborted(call.signal);
     const profile = await this.profile(request.model);
     const maxLength = this.#maxLength(profile, request.max_length);
+    // A causal-LM reranker writes the instruction into its pair prompt, as score does.
+    const pairInstruction = getFamily(profile.family).capabilities.pairInstruction === true ? request.instruction : undefined;
     const items = (await this.#prepItems(profile, request.items, request.role, {
       prompt: request.prompt,
       promptText: request.prompt_text,
-      instruction: request.instruction,
+      instruction: pairInstruction === undefined ? request.instruction : undefined,
     })).map((item, index): PrepItem => {
       // The prompt goes on the first segment only; the pair segment is tokenized as given.
       const pair = request.items[index]?.pair;
-      return pair === undefined ? item : { ...item, pair };
+      const withPair = pair === undefined ? item : { ...item, pair };
+      return pairInstruction === undefined ? withPair : { ...withPair, instruction: pairInstruction };
     });
     const tokenized = await this.#prep.tokenize(profile, { task: 'tokenize', items, maxLength });
     return {

@@ -30,7 +30,7 @@ export async function resolveProfile(name: string, options: ProfileResolverOptio
     );
   }
   const { source, description: _description, ...overrides } = entry ?? {};
-  const extras: ResolveExtras = overrides.precision === 'int8' ? { precision: 'int8' } : {};
+  const extras: ResolveExtras = overrides.precision === 'int8' || overrides.precision === 'q4' ? { precision: overrides.precision } : {};
   if (options.onDownloadProgress !== undefined) extras.onProgress = options.onDownloadProgress;
   const resolved = await resolveModelSource(source ?? name, options.sources, extras);
   const profileOverrides: ProfileOverrides = overrides;

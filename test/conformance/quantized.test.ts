@@ -200,6 +200,8 @@ const SUITES: Record<string, Suite> = {
   'bert-cls-embed': { measure: measureDense, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.999) },
   'xlmr-mean-embed': { measure: measureDense, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.999) },
   'qwen2-last-embed': { measure: measureDense, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.999) },
+  // KV-cache inputs fed empty in the fidelity check's calibration batch as in real ones.
+  'qwen3-kv-embed': { measure: measureDense, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.999) },
   'bert-splade': { measure: measureSplade, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.999), quantization: {} },
   'bert-splade-every-matrix': { kit: 'bert-splade', measure: measureSplade, expect: (m) => expect(m.minCosine).toBeGreaterThanOrEqual(0.995) },
   'bert-colbert': {

@@ -99,7 +99,9 @@ export function calibrationBatch(profile: ModelProfile, inputNames: readonly str
   const rows = vocab ?? FALLBACK_VOCAB;
   const span = inputNames.includes('span_idx');
   const known = span ? GLINER_INPUTS : TEXT_INPUTS;
-  const unknown = inputNames.filter((name) => !known.has(name));
+  // A decoder's KV-cache inputs are fed empty by the collation, as in every real batch.
+  const past = new Set(profile.pastInputs.map((input) => input.name));
+  const unknown = inputNames.filter((name) => !known.has(name) && !past.has(name));
   if (unknown.length > 0 || !inputNames.includes('input_ids')) {
     throw new ShoalError(
       ErrorCode.MODEL_LOAD_FAILED,

@@ -6,7 +6,7 @@ import type { ModelProfile } from '../profile.js';
  * (precision.ts → calibration.ts → family.ts would otherwise be a circle).
  */
 
-export type EffectivePrecision = 'fp32' | 'int8';
+export type EffectivePrecision = 'fp32' | 'int8' | 'q4';
 
 export interface PrecisionInfo {
   requested: ModelProfile['precision'];
@@ -14,7 +14,7 @@ export interface PrecisionInfo {
   /** The graph file the session was created from. */
   graph: string;
   /** Where that graph came from. */
-  origin: 'float graph' | 'shipped int8 graph' | 'quantized (cached)' | 'quantized (built now)';
+  origin: 'float graph' | 'shipped int8 graph' | 'shipped 4-bit graph' | 'quantized (cached)' | 'quantized (built now)';
   /** Why the effective precision differs from an int8/auto request (absent when it does not). */
   reason?: string;
   /** Set when int8 was asked for and refused. */

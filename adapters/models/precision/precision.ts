@@ -154,9 +154,23 @@ async function openInt8(profile: ModelProfile, file: string, runtime: RuntimeOpt
 /** File names Optimum/Xenova (and `shoal models quantize --out`) give int8 graphs. */
 const INT8_FILE = /_(quantized|int8|uint8|qint8|quint8)\.onnx$/i;
 
+/** File names transformers.js gives its 4-bit graphs (MatMulNBits weights). */
+const Q4_FILE = /_(q4|q4f16|bnb4)\.onnx$/i;
+
 /** The session for one ONNX file of `profile`, in the precision the profile resolves to. */
 export async function openWithPrecision(profile: ModelProfile, file: string, runtime: RuntimeOptions): Promise<OpenedSession> {
   const requested = profile.precision;
+  if (Q4_FILE.test(file)) {
+    // A 4-bit graph runs as shipped: Shoal does not quantize to 4 bits itself, nor re-quantize one.
+    const reason = requested === 'q4' ? undefined : `${basename(file)} is a 4-bit export the folder ships (precision: fp32 in the catalog picks the float graph when there is one)`;
+    return { created: await openGraph(profile, file, runtime), precision: { requested, effective: 'q4', graph: file, origin: 'shipped 4-bit graph', ...(reason === undefined ? {} : { reason }) } };
+  }
+  if (requested === 'q4') {
+    return {
+      created: await openGraph(profile, file, runtime),
+      precision: { requested, effective: 'fp32', graph: file, origin: 'float graph', reason: `no 4-bit graph (model_q4.onnx) in the folder: ${basename(file)} runs as it is` },
+    };
+  }
   if (requested !== 'int8' && INT8_FILE.test(file)) {
     // The graph chosen for this component is an int8 export (a folder shipping no float graph, or
     // a catalog naming it): it runs as int8 whatever was asked, and the load info says so.

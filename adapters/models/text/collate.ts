@@ -1,6 +1,7 @@
 import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 import { int64Tensor } from '../../runtime/tensors.js';
-import type { ort } from '../../runtime/ort-session.js';
+import { ort } from '../../runtime/ort-session.js';
+import type { PastInput } from '../kv-cache.js';
 import type { PreparedText } from '../family.js';
 import type { ModelProfile, PositionRule } from '../profile.js';
 
@@ -29,13 +30,22 @@ export interface CollateOptions {
   positionPadIdx: number;
   /** Pad to at least this many columns (ColBERT queries are fixed-length). */
   minLength?: number;
+  /** KV-cache inputs of a decoder graph, fed empty (kv-cache.ts). */
+  past?: readonly PastInput[];
 }
 
 export function collateOptionsFor(profile: ModelProfile, positionPadIdx: number): CollateOptions {
   const facts = profile.tokenizer;
   if (facts === null) throw new ShoalError(ErrorCode.MODEL_LOAD_FAILED, `${profile.id}: text model without tokenizer facts`);
-  return { padId: facts.padId, paddingSide: facts.paddingSide, positionRule: profile.positionRule, positionPadIdx };
+  return { padId: facts.padId, paddingSide: facts.paddingSide, positionRule: profile.positionRule, positionPadIdx, past: profile.pastInputs };
 }
+
+/** An empty past tensor: no element, so nothing to allocate whatever the batch. */
+function emptyPast(input: PastInput, batchSize: number): ort.Tensor {
+  const dims = [batchSize, input.heads, 0, input.headDim];
+  return input.dtype === 'float16' ? new ort.Tensor('float16', new Uint16Array(0), dims) : new ort.Tensor('float32', new Float32Array(0), dims);
+}
+
 
 function positionIds(batch: TextBatch, rule: PositionRule, padIdx: number): BigInt64Array {
   const { batchSize, seqLen, mask } = batch;
@@ -98,9 +108,12 @@ export function collateText(items: readonly PreparedText[], inputNames: readonly
       case 'position_ids':
         feeds[name] = int64Tensor(positionIds(batch, options.positionRule, options.positionPadIdx), dims);
         break;
-      default:
+      default: {
+        const past = options.past?.find((input) => input.name === name);
+        if (past !== undefined) feeds[name] = emptyPast(past, batchSize);
         // Unknown inputs are reported by runChecked with the graph's full list.
         break;
+      }
     }
   }
   batch.feeds = feeds;

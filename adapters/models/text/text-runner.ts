@@ -129,7 +129,9 @@ export async function forwardText(
   collate: CollateOptions,
 ): Promise<TextForward> {
   const collated = collateText(items, session.inputNames, collate);
-  const outputs = await runChecked(session, collated.feeds, profile.id);
+  // Only the output read is fetched: a decoder's present.* KV outputs (and any other extra output)
+  // are then released inside onnxruntime instead of being copied out for every batch.
+  const outputs = await runChecked(session, collated.feeds, profile.id, [output]);
   return { collated, output: floatOutput(outputs, output, profile.id) };
 }
 

@@ -47,7 +47,7 @@ export function registerScore(program: Command, app: CliApp): void {
     .requiredOption('-m, --model <model>', 'model: catalog name, hub id (org/name[@revision]) or local folder')
     .option('--top-k <k>', 'keep only the best k scores of each line (default: all)')
     .option('--prompt <name>', 'named prompt for the query (embedding models)')
-    .option('--instruction <text>', "task description for the model's instruction template (embedding models)");
+    .option('--instruction <text>', "task description: filled into an embedding model's instruction template, or into a causal-LM reranker's prompt (Qwen3-Reranker)");
   addLineIoOptions(command, { outputFlagIsFile: true });
   addLineFieldOptions(command, { text: false });
   command.addHelpText('after', EXAMPLE);

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { DEFAULT_LIMITS } from '../../../adapters/protocol/limits.js';
-import { TextItem } from '../../../adapters/protocol/requests.js';
+import { ScoreRequest, TextItem } from '../../../adapters/protocol/requests.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import type { RouteContext } from '../context.js';
 import { OTHER_MODEL } from '../request-metrics.js';
@@ -54,6 +54,8 @@ export const TeiEmbedBody = z.object({
 export const TeiRerankBody = z.object({
   query: Text,
   texts: Texts,
+  /** Shoal's extension: the task instruction of a causal-LM reranker's prompt (Qwen3-Reranker), as /v1/score's. */
+  instruction: ScoreRequest.shape.instruction,
   raw_scores: z.boolean().default(false),
   return_text: z.boolean().default(false),
   truncate: Truncate,
@@ -90,7 +92,10 @@ export function registerTeiRoutes(app: FastifyInstance, context: RouteContext): 
     }
     context.metrics.track(request, { primitive: 'score', model });
     const result = await context.call(reply)((signal) =>
-      context.deps.engine.score({ model, query: body.query, items: body.texts.map((text) => ({ text })) }, { signal }),
+      context.deps.engine.score(
+        { model, query: body.query, items: body.texts.map((text) => ({ text })), ...(body.instruction === undefined ? {} : { instruction: body.instruction }) },
+        { signal },
+      ),
     );
     return result.scores.map(({ index, score }) => (body.return_text ? { index, score, text: body.texts[index] ?? '' } : { index, score }));
   };

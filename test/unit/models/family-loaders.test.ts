@@ -14,6 +14,7 @@ describe('family registry and loaders', () => {
     expect(Family.options).toEqual([
       'dense',
       'cross-encoder',
+      'causal-reranker',
       'splade',
       'colbert',
       'gliner',

@@ -63,6 +63,12 @@ describe('pickOnnxFiles', () => {
     expect(pickOnnxFiles(XENOVA, 'fp32')).toEqual(['onnx/model.onnx']);
   });
 
+  it('picks the 4-bit graph for q4 (q4, then bnb4, then q4f16), else the float graph', () => {
+    expect(pickOnnxFiles(files('onnx/model.onnx', 'onnx/model_q4f16.onnx', 'onnx/model_q4.onnx', 'onnx/model_quantized.onnx'), 'q4')).toEqual(['onnx/model_q4.onnx']);
+    expect(pickOnnxFiles(files('onnx/model.onnx', 'onnx/model_q4f16.onnx'), 'q4')).toEqual(['onnx/model_q4f16.onnx']);
+    expect(pickOnnxFiles(files('onnx/model.onnx', 'onnx/model_quantized.onnx'), 'q4')).toEqual(['onnx/model.onnx']);
+  });
+
   it('picks the _quantized graph for int8, then _int8, then _uint8', () => {
     expect(pickOnnxFiles(XENOVA, 'int8')).toEqual(['onnx/model_quantized.onnx']);
     expect(pickOnnxFiles(files('onnx/model.onnx', 'onnx/model_uint8.onnx', 'onnx/model_int8.onnx'), 'int8')).toEqual(['onnx/model_int8.onnx']);
