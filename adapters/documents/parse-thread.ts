@@ -5,7 +5,7 @@ import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { serveThread, type HandlerResult } from '../runtime/thread-rpc.js';
 import { readHtml } from './html-reader.js';
 import type { DocumentBytes, Opened, ParseRequest, ParseResponse, PageRead } from './parse-messages.js';
-import { hasImageXObjects, openPdf, readPdfPage, renderPdfPage } from './pdf-reader.js';
+import { hasImageXObjects, openPdf, readPdfPage, renderPdfPageForOcr } from './pdf-reader.js';
 import { sniffDocument } from './sniff.js';
 import { decodeHtml, decodeText, markdownHeadings, requireText, stripFrontMatter } from './text-reader.js';
 
@@ -147,7 +147,9 @@ async function page(request: Extract<ParseRequest, { type: 'page' }>): Promise<H
   const read = await readPdfPage(doc, request.page, { mode: request.ocr, measureImages });
   const body: PageRead = { type: 'page', page: request.page, text: read.text, headings: read.headings, ocrReason: read.ocrReason };
   if (read.ocrReason === null || request.ocr === 'never') return { body };
-  const png = await renderPdfPage(doc, request.page, request.dpi);
+  const png = await renderPdfPageForOcr(doc, request.page, request.dpi);
+  // A blank render goes back without an image: nothing for OCR to read.
+  if (png === null) return { body: { ...body, blank: true } };
   return { body: { ...body, png }, transfer: [png.buffer] };
 }
 

@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { PDFDocumentProxy, PDFPageProxy } from 'pdfjs-dist';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { isBlankRender } from './blank-page.js';
 import { imageCoverage, type CoverageOps } from './image-coverage.js';
 import { pageText, type PageText } from './page-text.js';
 import { inkChars, largestTextFreeBand, type TextRun } from './text-lines.js';
@@ -211,6 +212,7 @@ interface CanvasLike {
 interface CanvasContextLike {
   fillStyle: unknown;
   fillRect(x: number, y: number, width: number, height: number): void;
+  getImageData(x: number, y: number, width: number, height: number): { data: ArrayLike<number> };
 }
 interface CanvasFactoryLike {
   create(width: number, height: number): { canvas: CanvasLike; context: CanvasContextLike };
@@ -223,6 +225,17 @@ function isCanvasFactory(value: unknown): value is CanvasFactoryLike {
 
 /** Renders page `number` at `dpi` onto a white background and encodes it as PNG. */
 export async function renderPdfPage(doc: PDFDocumentProxy, number: number, dpi: number): Promise<Uint8Array<ArrayBuffer>> {
+  const png = await renderPage(doc, number, dpi, false);
+  if (png === null) throw new ShoalError(ErrorCode.INTERNAL, 'a render kept for blank pages came back empty');
+  return png;
+}
+
+/** As renderPdfPage, for OCR: null when the rendered page is blank (blank-page.ts), which OCR would read as nothing. */
+export function renderPdfPageForOcr(doc: PDFDocumentProxy, number: number, dpi: number): Promise<Uint8Array<ArrayBuffer> | null> {
+  return renderPage(doc, number, dpi, true);
+}
+
+async function renderPage(doc: PDFDocumentProxy, number: number, dpi: number, blankAsNull: boolean): Promise<Uint8Array<ArrayBuffer> | null> {
   const factory: unknown = doc.canvasFactory;
   if (!isCanvasFactory(factory)) throw new ShoalError(ErrorCode.INTERNAL, 'pdfjs has no canvas factory: is @napi-rs/canvas installed?');
   let page: PDFPageProxy;
@@ -244,6 +257,7 @@ export async function renderPdfPage(doc: PDFDocumentProxy, number: number, dpi: 
       // pdfjs types name DOM canvas types, which Node lacks; these are @napi-rs/canvas objects.
       const params: Parameters<PDFPageProxy['render']>[0] = { canvas: null, canvasContext: target.context as never, viewport };
       await page.render(params).promise;
+      if (blankAsNull && isBlankRender(target.context.getImageData(0, 0, width, height).data)) return null;
       return new Uint8Array(target.canvas.toBuffer('image/png'));
     } finally {
       factory.destroy(target);
