@@ -5,6 +5,7 @@ import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { serveThread, type HandlerResult } from '../runtime/thread-rpc.js';
 import { readHtml } from './html-reader.js';
 import type { DocumentBytes, Opened, ParseRequest, ParseResponse, PageRead } from './parse-messages.js';
+import { checkPdfBudget } from './pdf-budget.js';
 import { hasImageXObjects, openPdf, readPdfPage, renderPdfPageForOcr } from './pdf-reader.js';
 import { sniffDocument } from './sniff.js';
 import { decodeHtml, decodeText, markdownHeadings, requireText, stripFrontMatter } from './text-reader.js';
@@ -101,6 +102,8 @@ async function open(request: Extract<ParseRequest, { type: 'open' }>): Promise<H
   const sniffed = 'text' in request.source ? { type: 'text' as const } : sniffDocument(bytes, request.name);
   switch (sniffed.type) {
     case 'pdf': {
+      // Bombs are refused before pdfjs inflates anything (pdf-budget.ts).
+      await checkPdfBudget(bytes);
       // pdfjs takes ownership of (and detaches) the buffer it is given: hand it a copy.
       const doc = await openPdf(bytes.slice());
       if (doc.numPages === 0) {

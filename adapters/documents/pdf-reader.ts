@@ -109,13 +109,37 @@ function compose(m: readonly number[], n: readonly number[]): Matrix6 {
   return [a * g + c * h, b * g + d * h, a * i + c * j, b * i + d * j, a * k + c * l + e, b * k + d * l + f];
 }
 
+/**
+ * Text items of one page at most. A dense page has a few thousand; a content stream of nothing
+ * but tiny text operators (within the stream limit of pdf-budget.ts) made tens of millions, each
+ * an object, and the page's memory with them.
+ */
+export const MAX_PAGE_TEXT_ITEMS = 50_000;
+
+/** The page's text items, read as pdfjs streams them, stopped past MAX_PAGE_TEXT_ITEMS (DOCUMENT_TOO_LARGE). */
+async function textItems(page: PDFPageProxy): Promise<unknown[]> {
+  const reader = page.streamTextContent().getReader();
+  const items: unknown[] = [];
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return items;
+    const chunk: unknown = typeof value === 'object' && value !== null && 'items' in value ? value.items : [];
+    if (Array.isArray(chunk)) for (const item of chunk) items.push(item);
+    if (items.length > MAX_PAGE_TEXT_ITEMS) {
+      // Not awaited, and not enough: pdfjs's evaluator of this page never finishes, so the
+      // document can no longer be destroyed; the caller stops this thread (parse.ts).
+      reader.cancel().catch(() => undefined);
+      throw new ShoalError(ErrorCode.DOCUMENT_TOO_LARGE, `page ${page.pageNumber} has over ${MAX_PAGE_TEXT_ITEMS} text items`, { details: { limit: 'maxPageTextItems', size: items.length, max: MAX_PAGE_TEXT_ITEMS } });
+    }
+  }
+}
+
 /** The page's text items as runs in top-down page coordinates (rotation applied). */
 async function textRuns(page: PDFPageProxy): Promise<{ runs: TextRun[]; rotated: TextRun[]; pageHeight: number }> {
   const viewport = page.getViewport({ scale: 1 });
-  const content = await page.getTextContent();
   const runs: TextRun[] = [];
   const rotated: TextRun[] = [];
-  for (const item of content.items) {
+  for (const item of await textItems(page)) {
     if (!isTextItem(item) || item.str.length === 0) continue;
     const m = compose(viewport.transform, item.transform);
     const size = Math.hypot(m[2], m[3]) || item.height;
