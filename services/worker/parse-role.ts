@@ -9,6 +9,7 @@ import type { Logger } from '../../adapters/observability/logger.js';
 import type { Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
+import { builtinModelIds } from '../../adapters/sources/builtin-models.js';
 import type { DocumentSource } from '../../pipelines/documents/document.js';
 import { DocumentParser } from '../../pipelines/documents/parse.js';
 
@@ -34,6 +35,8 @@ export interface ParseRoleOptions {
   maxDeliver: number;
   retryDelayMs: number;
   logger: Logger;
+  /** Models this worker serves for extract: with the built-in ones, the OCR models a parse task may name. */
+  extractModels: readonly string[];
 }
 
 export class ParseRole implements Lifecycle {
@@ -41,11 +44,12 @@ export class ParseRole implements Lifecycle {
   readonly #parsers = new Map<string, DocumentParser>();
   readonly #stop = new AbortController();
   readonly #engine: Engine;
-
+  readonly #ocrModels: ReadonlySet<string>;
   readonly #deadLetters: ParseDeadLetters;
 
-  private constructor(engine: Engine, deadLetters: ParseDeadLetters, build: (parse: (input: ParseInput) => Promise<ParseAnswer>) => ParseTaskConsumer) {
+  private constructor(engine: Engine, ocrModels: ReadonlySet<string>, deadLetters: ParseDeadLetters, build: (parse: (input: ParseInput) => Promise<ParseAnswer>) => ParseTaskConsumer) {
     this.#engine = engine;
+    this.#ocrModels = ocrModels;
     this.#deadLetters = deadLetters;
     this.#consumer = build((input) => this.#parse(input));
   }
@@ -57,6 +61,7 @@ export class ParseRole implements Lifecycle {
     const deadLetters = new ParseDeadLetters({ js, jsm: options.topology.jsm, names, status, logger: options.logger });
     const role = new ParseRole(
       options.engine,
+      new Set([...builtinModelIds(), ...options.extractModels]),
       deadLetters,
       (parse) =>
         new ParseTaskConsumer({
@@ -96,6 +101,12 @@ export class ParseRole implements Lifecycle {
   }
 
   async #parse(input: ParseInput): Promise<ParseAnswer> {
+    // The engine would load (and download from the hub) whatever id a task names: a task comes
+    // from anyone who may publish parse tasks, so only a built-in or served OCR model is run.
+    const ocrModel = input.settings.ocrModel;
+    if (!this.#ocrModels.has(ocrModel)) {
+      return { ok: false, code: ErrorCode.MODEL_NOT_FOUND, reason: `OCR model "${ocrModel.slice(0, 200)}" is neither built in nor served for extract by this worker (${[...this.#ocrModels].join(', ')})` };
+    }
     const source: DocumentSource = input.inlineText
       ? { uri: input.source, text: Buffer.from(input.bytes.buffer, input.bytes.byteOffset, input.bytes.byteLength).toString('utf8') }
       : { uri: input.source, bytes: input.bytes, ...(input.name === undefined ? {} : { path: input.name }) };

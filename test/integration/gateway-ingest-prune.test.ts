@@ -71,7 +71,7 @@ describe.skipIf(!natsServerAvailable())('gateway: POST /v1/ingest with prune', (
     worker = await startTestWorker(server.url, prefix, { parse: true });
     nc = await testConnection(server.url);
     const jobs = await JobsClient.open(nc, { topology: { prefix } });
-    ingest = new IngestRuns({ connection: () => nc, prefix, fileRoots: [join(root, 'files')] });
+    ingest = new IngestRuns({ connection: () => nc, s3: {}, prefix, fileRoots: [join(root, 'files')] });
     engine = referenceEngine();
     app = buildGatewayApp(
       { engine, jobs, ingest, models: async () => [], metrics: new ShoalMetrics(), ready: async () => ({ ready: true }) },
