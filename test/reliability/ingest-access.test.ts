@@ -6,7 +6,9 @@ import { Objm } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { PayloadStore } from '../../adapters/nats/payloads.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
+import { ErrorCode, isShoalError } from '../../adapters/protocol/errors.js';
 import { S3Store } from '../../adapters/object-store/index.js';
 import { IngestRunStatus } from '../../adapters/protocol/ingest.js';
 import { natsNames } from '../../adapters/protocol/subjects.js';
@@ -127,6 +129,15 @@ describe.skipIf(!natsServerAvailable())(`ingest access: buckets, models, sizes $
     // A results bucket of this deployment (`<p>-results`) is a fine target.
     await new Objm(nc).create(`${lower}-results`);
     expect((await job(`obj://${lower}-results/out`)).status).toBe(202);
+    // What a worker does with a part's payload_ref or a parse task's ref: the same refusal, though the object exists.
+    const payloads = new PayloadStore(nc, { bucket: natsNames(prefix).payloadBucket });
+    const read: unknown = await payloads.get(`obj://${otherDeployment}/doc.txt`).catch((e: unknown) => e);
+    expect(isShoalError(read) ? read.code : read).toBe(ErrorCode.INVALID_INPUT);
+    expect(isShoalError(read) ? read.details : null).toMatchObject({ bucket: otherDeployment });
+    const write: unknown = await payloads.write(`obj://${otherDeployment}/out`, 'job/part-0.jsonl', Buffer.from('{}')).catch((e: unknown) => e);
+    expect(isShoalError(write) ? write.code : write).toBe(ErrorCode.INVALID_INPUT);
+    const other = await new Objm(nc).open(otherDeployment);
+    expect(await other.info('out/job/part-0.jsonl')).toBeNull();
   });
 
   it('item 11: a 400 MB sparse file:// document fails DOCUMENT_TOO_LARGE at once, the gateway never holding it', async () => {
