@@ -71,30 +71,40 @@ async function openedPath(handle: FileHandle, path: string, info: Stats): Promis
 }
 
 /**
- * The file's bytes from the descriptor: the size fstat gave, read into one buffer; a file that
- * shrank meanwhile gives what is there, one that grew is read on only up to `maxBytes`.
+ * The file's bytes from the descriptor: the size fstat gave, read into one buffer of its own (not
+ * Node's shared pool, so it can be transferred to a thread; a plain Uint8Array, which pdfjs
+ * insists on); a file that shrank meanwhile gives what is there, one that grew is read on only up
+ * to `maxBytes`.
  */
-async function readBounded(handle: FileHandle, size: number, options: CheckedReadOptions): Promise<Buffer> {
-  const first = Buffer.allocUnsafe(size);
+async function readBounded(handle: FileHandle, size: number, options: CheckedReadOptions): Promise<Uint8Array> {
+  const first = new Uint8Array(size);
   let total = 0;
   while (total < size) {
     const { bytesRead } = await handle.read(first, total, size - total, null);
     if (bytesRead === 0) return first.subarray(0, total);
     total += bytesRead;
   }
-  const more: Buffer[] = [];
+  const more: Uint8Array[] = [];
   for (;;) {
-    const chunk = Buffer.allocUnsafe(GROWTH_CHUNK_BYTES);
+    const chunk = new Uint8Array(GROWTH_CHUNK_BYTES);
     const { bytesRead } = await handle.read(chunk, 0, chunk.length, null);
     if (bytesRead === 0) break;
     total += bytesRead;
     if (total > options.maxBytes) throw options.tooLarge(total);
     more.push(chunk.subarray(0, bytesRead));
   }
-  return more.length === 0 ? first : Buffer.concat([first, ...more], total);
+  if (more.length === 0) return first;
+  const whole = new Uint8Array(total);
+  whole.set(first, 0);
+  let offset = first.length;
+  for (const part of more) {
+    whole.set(part, offset);
+    offset += part.length;
+  }
+  return whole;
 }
 
-async function readOpened(handle: FileHandle, path: string, options: CheckedReadOptions, where?: (info: Stats) => Promise<void>): Promise<Buffer> {
+async function readOpened(handle: FileHandle, path: string, options: CheckedReadOptions, where?: (info: Stats) => Promise<void>): Promise<Uint8Array> {
   const info = await handle.stat();
   if (!info.isFile()) throw new ShoalError(ErrorCode.INVALID_INPUT, `${path} is not a regular file (${fileKind(info)})`);
   await where?.(info);
@@ -104,7 +114,7 @@ async function readOpened(handle: FileHandle, path: string, options: CheckedRead
 }
 
 /** A regular file's bytes, type and size checked on the opened descriptor before it is read. */
-export async function readRegularFile(path: string, options: CheckedReadOptions): Promise<Buffer> {
+export async function readRegularFile(path: string, options: CheckedReadOptions): Promise<Uint8Array> {
   const handle = await openForReading(path);
   try {
     return await readOpened(handle, path, options);
@@ -119,7 +129,7 @@ export async function readRegularFile(path: string, options: CheckedReadOptions)
  * read from that descriptor. A missing file and one outside the roots are told apart only for
  * names inside the roots.
  */
-export async function readFileInRoots(path: string, options: RootedReadOptions): Promise<Buffer> {
+export async function readFileInRoots(path: string, options: RootedReadOptions): Promise<Uint8Array> {
   const absolute = resolve(path);
   const written = options.roots.map((root) => resolve(root));
   const realRoots = await Promise.all(written.map(async (root) => realpath(root).catch(() => root)));
