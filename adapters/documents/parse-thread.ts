@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
-import { readFile, stat } from 'node:fs/promises';
 import type { PDFDocumentProxy } from 'pdfjs-dist';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { serveThread, type HandlerResult } from '../runtime/thread-rpc.js';
+import { readRegularFile } from '../sources/checked-file.js';
 import { readHtml } from './html-reader.js';
 import type { DocumentBytes, Opened, ParseRequest, ParseResponse, PageRead } from './parse-messages.js';
 import { checkPdfBudget } from './pdf-budget.js';
@@ -26,18 +26,8 @@ function tooLarge(what: string, size: number, limit: number, unit: string): Shoa
 async function readBytes(source: DocumentBytes, maxBytes: number): Promise<Uint8Array> {
   if ('bytes' in source) return source.bytes;
   if ('text' in source) return new TextEncoder().encode(source.text);
-  let size: number;
-  try {
-    const info = await stat(source.path);
-    if (!info.isFile()) throw new ShoalError(ErrorCode.INVALID_INPUT, `${source.path} is not a file`);
-    size = info.size;
-  } catch (error) {
-    if (error instanceof ShoalError) throw error;
-    throw new ShoalError(ErrorCode.NOT_FOUND, `cannot read ${source.path}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
-  }
-  // Checked before reading, so an oversized file is never loaded into memory.
-  if (size > maxBytes) throw tooLarge('maxBytes', size, maxBytes, 'bytes');
-  return new Uint8Array(await readFile(source.path));
+  // Type and size checked on the opened file before reading, so an oversized file is never loaded into memory.
+  return readRegularFile(source.path, { maxBytes, tooLarge: (size) => tooLarge('maxBytes', size, maxBytes, 'bytes') });
 }
 
 function firstHeading(headings: readonly { text: string }[]): string | undefined {

@@ -137,7 +137,7 @@ describe.skipIf(!natsServerAvailable())(`ingest runs: heartbeat and content iden
 
     beforeAll(async () => {
       const prefix = uniquePrefix('runids');
-      runs = new IngestRuns({ connection: () => nc, prefix, runHeartbeatMs: HEARTBEAT_MS });
+      runs = new IngestRuns({ connection: () => nc, prefix, s3: {}, runHeartbeatMs: HEARTBEAT_MS });
       app = buildGatewayApp(
         { engine: ScriptedEngine.failing(ErrorCode.UNAVAILABLE), jobs: null, ingest: runs, models: async () => [], metrics: new ShoalMetrics({ processMetrics: false }), ready: async () => ({ ready: true }) },
         { ...TEST_SETTINGS, natsPrefix: prefix, indexes: { notes: join(root, 'gw-index') } },
