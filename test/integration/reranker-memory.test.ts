@@ -38,5 +38,5 @@ describe('causal-LM reranker memory', () => {
     expect(report.min).toBeGreaterThan(0);
     expect(report.max).toBeLessThan(1);
     expect(report.after).toBeLessThan(GB);
-  });
+  }, 300_000);
 });
