@@ -230,6 +230,7 @@ export const SourceRecord = z.union([
   z.strictObject({ id: RecordId, text: z.string().max(100 * 1024 * 1024) }),
   z.strictObject({ id: RecordId, path: z.string().min(1).max(4096) }),
 ]);
+export type SourceRecord = z.output<typeof SourceRecord>;
 
 /** Reads every `{"id","text"}` / `{"id","path"}` line; a bad line fails the run with its line number. */
 export async function recordSources(input: Readable, baseDir: string, maxBytes: number = DEFAULT_MAX_BYTES): Promise<PendingSource[]> {
@@ -251,18 +252,37 @@ export async function recordSources(input: Readable, baseDir: string, maxBytes: 
     const record = parsed.data;
     if (ids.has(record.id)) throw new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: duplicate id ${JSON.stringify(record.id)}`);
     ids.add(record.id);
-    if ('text' in record) {
-      const { id, text } = record;
-      out.push({
-        uri: id,
-        load: async () => {
-          const bytes = new TextEncoder().encode(text);
-          return { source: { uri: id, id, text }, bytes };
-        },
-      });
-    } else {
-      out.push(fileSource(resolve(baseDir, record.path), record.id, maxBytes, record.id));
-    }
+    out.push(recordSource(record, baseDir, maxBytes));
   }
   return out;
+}
+
+/**
+ * Appends record sources to the file sources. A record's id is its source, as a file's path is:
+ * the same name twice would share (and lose) its rows, so a clash is refused. One at a time: a
+ * spread of 200,000 records overflows the call stack.
+ */
+export function addRecordSources(out: PendingSource[], records: readonly PendingSource[], what = { record: 'record id', file: 'given to ingest' }): void {
+  const filePaths = new Set(out.map((source) => source.uri));
+  const clash = records.find((record) => filePaths.has(record.uri));
+  if (clash !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, `${what.record} ${JSON.stringify(clash.uri)} is also a file ${what.file}: a record's id is its source in the index, so give it another id`);
+  for (const record of records) out.push(record);
+}
+
+/**
+ * One validated record as a source: inline text, or a file (`path` relative to `baseDir`) named
+ * by the record's id. The library's `ingest({records})` builds its sources with this too.
+ */
+export function recordSource(record: SourceRecord, baseDir: string, maxBytes: number = DEFAULT_MAX_BYTES): PendingSource {
+  if ('text' in record) {
+    const { id, text } = record;
+    return {
+      uri: id,
+      load: async () => {
+        const bytes = new TextEncoder().encode(text);
+        return { source: { uri: id, id, text }, bytes };
+      },
+    };
+  }
+  return fileSource(resolve(baseDir, record.path), record.id, maxBytes, record.id);
 }

@@ -1,17 +1,17 @@
 import { constants, existsSync, statSync } from 'node:fs';
 import { access } from 'node:fs/promises';
-import { dirname, resolve } from 'node:path';
+import { dirname } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { S3Store } from '../../../adapters/object-store/index.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { localIndexDir, redactUri } from '../../../adapters/sinks/open.js';
 import { resolvePipeline } from '../../../pipelines/documents/builtin.js';
-import { applyOverrides, TableName, type PipelineDefinition } from '../../../pipelines/documents/definition.js';
+import { applyOverrides, modelPathFromCwd, TableName, type PipelineDefinition } from '../../../pipelines/documents/definition.js';
 import { settleInterrupt, type SettledRun } from '../../../pipelines/documents/interrupted.js';
-import { DocumentParser } from '../../../pipelines/documents/parse.js';
-import { IngestRunner, type IngestSummary } from '../../../pipelines/documents/runner.js';
-import { fileSources, recordSources, type PendingSource } from '../../../pipelines/documents/sources.js';
+import { ingestInProcess } from '../../../pipelines/documents/ingest-local.js';
+import type { IngestSummary } from '../../../pipelines/documents/runner.js';
+import { addRecordSources, fileSources, recordSources, type PendingSource } from '../../../pipelines/documents/sources.js';
 import { StoreHealth, type DegradedPeriod } from '../../../pipelines/documents/store-health.js';
 import { s3SettingsFromEnv } from '../../settings/environment.js';
 import type { CliApp } from '../app.js';
@@ -42,14 +42,6 @@ const IngestFlags = z.strictObject({
   nats: z.string().min(1).optional(),
   json: z.boolean().optional(),
 });
-
-/**
- * A model folder given relative to the working folder (`../models/bge`) is recorded in the index
- * as an absolute path: `shoal search`, which reads the model from the index, runs from anywhere.
- */
-function absoluteIfRelativePath(model: string): string {
-  return /^\.{1,2}([/\\]|$)/.test(model) ? resolve(model) : model;
-}
 
 /**
  * A local index the run cannot write to is said before any document is parsed or encoded (the
@@ -93,13 +85,7 @@ async function collectSources(paths: readonly string[], flags: z.output<typeof I
   const walking = { hidden: flags.hidden === true, followLinks: true, skip: ownIndex === null ? [] : [ownIndex] };
   const out = await fileSources(files, { ...selection, ...walking, maxBytes, s3: () => new S3Store(s3SettingsFromEnv(app.io.env), health.s3) });
   if (fromStdin) {
-    const records = await recordSources(app.io.stdin, process.cwd(), maxBytes);
-    // A record's id is its source, as a file's path is: the same name twice would share (and lose) its rows.
-    const filePaths = new Set(out.map((source) => source.uri));
-    const clash = records.find((record) => filePaths.has(record.uri));
-    if (clash !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, `stdin record id ${JSON.stringify(clash.uri)} is also a file given on the command line: a record's id is its source in the index, so give it another id`);
-    // One at a time: a spread of 200,000 records overflows the call stack.
-    for (const record of records) out.push(record);
+    addRecordSources(out, await recordSources(app.io.stdin, process.cwd(), maxBytes), { record: 'stdin record id', file: 'given on the command line' });
   }
   // Nothing found is almost always a wrong folder, glob or empty pipe: say so instead of a "0 documents" success.
   // With --prune an emptied folder is a case of its own, warned about by the prune step (nothing is deleted).
@@ -188,7 +174,7 @@ export function registerIngest(program: Command, app: CliApp): void {
       const flags = parseFlags(IngestFlags, self);
       const config = app.config(self);
       const definition = applyOverrides(await resolvePipeline(flags.pipeline), {
-        model: flags.model === undefined ? undefined : absoluteIfRelativePath(flags.model),
+        model: flags.model === undefined ? undefined : modelPathFromCwd(flags.model),
         ocr: flags.ocr,
         index: flags.index,
         table: flags.table,
@@ -214,16 +200,9 @@ export function registerIngest(program: Command, app: CliApp): void {
       const { sink, table } = openIndex(app, definition.stages.write.index, definition.stages.write.table, health.sinkObserver());
       const ingestAll = async (): Promise<IngestSummary> => flags.nats !== undefined
         ? await (await import('./ingest-nats.js')).ingestOverNats({ app, nats: flags.nats, definition, sink, sources, force: flags.force === true, onProgress: bar.update, quiet: config.quiet, health })
-        : await app.withEngine(config, progress, async (engine) => {
-          const { parse } = definition.stages;
-          const parser = new DocumentParser(engine, { ...parse, signal: app.io.signal, onPage: bar.page });
-          try {
-            const runner = new IngestRunner({ definition, engine, sink, reader: parser, force: flags.force === true, signal: app.io.signal, onProgress: bar.update });
-            return await runner.run(sources);
-          } finally {
-            await parser.close();
-          }
-        });
+        : await app.withEngine(config, progress, async (engine) =>
+          await ingestInProcess({ definition, engine, sink, sources, force: flags.force === true, signal: app.io.signal, onProgress: bar.update, onPage: bar.page }),
+        );
       let run: SettledRun;
       try {
         // An interrupt settles with the summary of what finished before it: written below, then rethrown (exit 130/143).
