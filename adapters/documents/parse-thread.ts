@@ -5,7 +5,8 @@ import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { serveThread, type HandlerResult } from '../runtime/thread-rpc.js';
 import { readHtml } from './html-reader.js';
 import type { DocumentBytes, Opened, ParseRequest, ParseResponse, PageRead } from './parse-messages.js';
-import { hasImageXObjects, openPdf, readPdfPage, renderPdfPage } from './pdf-reader.js';
+import { checkPdfBudget } from './pdf-budget.js';
+import { hasImageXObjects, openPdf, readPdfPage, renderPdfPageForOcr } from './pdf-reader.js';
 import { sniffDocument } from './sniff.js';
 import { decodeHtml, decodeText, markdownHeadings, requireText, stripFrontMatter } from './text-reader.js';
 
@@ -101,6 +102,8 @@ async function open(request: Extract<ParseRequest, { type: 'open' }>): Promise<H
   const sniffed = 'text' in request.source ? { type: 'text' as const } : sniffDocument(bytes, request.name);
   switch (sniffed.type) {
     case 'pdf': {
+      // Bombs are refused before pdfjs inflates anything (pdf-budget.ts).
+      await checkPdfBudget(bytes);
       // pdfjs takes ownership of (and detaches) the buffer it is given: hand it a copy.
       const doc = await openPdf(bytes.slice());
       if (doc.numPages === 0) {
@@ -147,7 +150,9 @@ async function page(request: Extract<ParseRequest, { type: 'page' }>): Promise<H
   const read = await readPdfPage(doc, request.page, { mode: request.ocr, measureImages });
   const body: PageRead = { type: 'page', page: request.page, text: read.text, headings: read.headings, ocrReason: read.ocrReason };
   if (read.ocrReason === null || request.ocr === 'never') return { body };
-  const png = await renderPdfPage(doc, request.page, request.dpi);
+  const png = await renderPdfPageForOcr(doc, request.page, request.dpi);
+  // A blank render goes back without an image: nothing for OCR to read.
+  if (png === null) return { body: { ...body, blank: true } };
   return { body: { ...body, png }, transfer: [png.buffer] };
 }
 

@@ -11,6 +11,7 @@ import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
 import type { DocumentSource } from '../../pipelines/documents/document.js';
 import { DocumentParser } from '../../pipelines/documents/parse.js';
+import { capParseSettings, type ParseLimits } from '../../pipelines/documents/parse-limits.js';
 
 /**
  * The parse role of `shoal worker --parse` (SHOAL_PARSE=1): parse tasks of `shoal ingest --nats`
@@ -34,6 +35,8 @@ export interface ParseRoleOptions {
   maxDeliver: number;
   retryDelayMs: number;
   logger: Logger;
+  /** This worker's ceilings on a task's limits (parse-limits.ts); defaults where absent. */
+  limits?: Partial<ParseLimits>;
 }
 
 export class ParseRole implements Lifecycle {
@@ -41,11 +44,13 @@ export class ParseRole implements Lifecycle {
   readonly #parsers = new Map<string, DocumentParser>();
   readonly #stop = new AbortController();
   readonly #engine: Engine;
+  readonly #limits: Partial<ParseLimits>;
 
   readonly #deadLetters: ParseDeadLetters;
 
-  private constructor(engine: Engine, deadLetters: ParseDeadLetters, build: (parse: (input: ParseInput) => Promise<ParseAnswer>) => ParseTaskConsumer) {
+  private constructor(engine: Engine, limits: Partial<ParseLimits>, deadLetters: ParseDeadLetters, build: (parse: (input: ParseInput) => Promise<ParseAnswer>) => ParseTaskConsumer) {
     this.#engine = engine;
+    this.#limits = limits;
     this.#deadLetters = deadLetters;
     this.#consumer = build((input) => this.#parse(input));
   }
@@ -57,6 +62,7 @@ export class ParseRole implements Lifecycle {
     const deadLetters = new ParseDeadLetters({ js, jsm: options.topology.jsm, names, status, logger: options.logger });
     const role = new ParseRole(
       options.engine,
+      options.limits ?? {},
       deadLetters,
       (parse) =>
         new ParseTaskConsumer({
@@ -79,7 +85,9 @@ export class ParseRole implements Lifecycle {
     return role;
   }
 
-  #parser(settings: ParseInput['settings']): DocumentParser {
+  #parser(requested: ParseInput['settings']): DocumentParser {
+    // A task asks; this worker's ceilings decide (a request may not raise maxPages to 1,000,000).
+    const settings = capParseSettings(requested, this.#limits);
     const key = JSON.stringify(settings);
     let parser = this.#parsers.get(key);
     if (parser === undefined) {
