@@ -215,12 +215,32 @@ function withDefaultName(value: unknown, path: string): unknown {
   return name === '' ? value : { name, ...value };
 }
 
+/**
+ * A model folder given relative to the working folder (`../models/bge`) is recorded in the index
+ * as an absolute path: `shoal search`, which reads the model from the index, runs from anywhere.
+ */
+export function modelPathFromCwd(model: string): string {
+  return /^\.{1,2}([/\\]|$)/.test(model) ? resolve(model) : model;
+}
+
 /** What a command line may change in a definition (flags win over the file). */
 export interface DefinitionOverrides {
   model?: string | undefined;
   ocr?: 'auto' | 'always' | 'never' | undefined;
   index?: string | undefined;
   table?: string | undefined;
+  /**
+   * Chunk size in the encoder's tokens (8 to 8192). Without `chunkOverlap` the overlap is the
+   * default for that size, min(32, size / 4): the pipeline's own overlap may not fit a smaller size.
+   */
+  chunkSize?: number | undefined;
+  /** Tokens repeated between chunks (0 to 4096, smaller than the size). */
+  chunkOverlap?: number | undefined;
+}
+
+function chunkOverride(chunk: PipelineDefinition['stages']['chunk'], overrides: DefinitionOverrides): z.input<typeof ChunkStage> {
+  if (overrides.chunkSize === undefined) return overrides.chunkOverlap === undefined ? chunk : { ...chunk, overlap: overrides.chunkOverlap };
+  return { size: overrides.chunkSize, ...(overrides.chunkOverlap === undefined ? {} : { overlap: overrides.chunkOverlap }) };
 }
 
 export function applyOverrides(definition: PipelineDefinition, overrides: DefinitionOverrides): PipelineDefinition {
@@ -231,6 +251,7 @@ export function applyOverrides(definition: PipelineDefinition, overrides: Defini
       stages: {
         ...stages,
         parse: { ...stages.parse, ...(overrides.ocr === undefined ? {} : { ocr: overrides.ocr }) },
+        chunk: chunkOverride(stages.chunk, overrides),
         encode: { ...stages.encode, ...(overrides.model === undefined ? {} : { model: overrides.model }) },
         write: {
           ...stages.write,

@@ -222,39 +222,89 @@ export const SourceRecord = z.union([
   z.strictObject({ id: RecordId, text: z.string().max(100 * 1024 * 1024) }),
   z.strictObject({ id: RecordId, path: z.string().min(1).max(4096) }),
 ]);
+export type SourceRecord = z.output<typeof SourceRecord>;
 
-/** Reads every `{"id","text"}` / `{"id","path"}` line; a bad line fails the run with its line number. */
-export async function recordSources(input: Readable, baseDir: string, maxBytes: number = DEFAULT_MAX_BYTES): Promise<PendingSource[]> {
+/** A record line refused by `--on-error skip`: its number (from 1), why, and the line as read. */
+export interface RejectedRecord {
+  line: number;
+  code: string;
+  reason: string;
+  /** The line itself, cut at REJECTED_INPUT_CHARS (a record can hold 100 MiB of text). */
+  input: string;
+  truncated: boolean;
+}
+
+export interface RecordReadOptions {
+  /**
+   * Called for each bad line (not JSON, neither shape, an id already read), which is then left
+   * out; without it the first bad line fails the whole read (INVALID_INPUT with its line number).
+   */
+  onReject?: (rejected: RejectedRecord) => Promise<void> | void;
+}
+
+export const REJECTED_INPUT_CHARS = 10_000;
+
+/** Reads every `{"id","text"}` / `{"id","path"}` line; a bad line fails the read with its line number, or is handed to onReject. */
+export async function recordSources(input: Readable, baseDir: string, maxBytes: number = DEFAULT_MAX_BYTES, options: RecordReadOptions = {}): Promise<PendingSource[]> {
   const out: PendingSource[] = [];
   const ids = new Set<string>();
   let lineNumber = 0;
   for await (const line of createInterface({ input, crlfDelay: Infinity })) {
     lineNumber += 1;
     if (line.trim() === '') continue;
-    let value: unknown;
-    try {
-      // A byte order mark some editors put before the first line is not part of the JSON.
-      value = JSON.parse(lineNumber === 1 ? line.replace(/^\uFEFF/, '') : line);
-    } catch (error) {
-      throw new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: not JSON`, { cause: error });
+    const record = readRecord(line, lineNumber, ids);
+    if (record instanceof ShoalError) {
+      if (options.onReject === undefined) throw record;
+      await options.onReject({ line: lineNumber, code: record.code, reason: record.message, input: line.slice(0, REJECTED_INPUT_CHARS), truncated: line.length > REJECTED_INPUT_CHARS });
+      continue;
     }
-    const parsed = SourceRecord.safeParse(value);
-    if (!parsed.success) throw new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: expected {"id","text"} or {"id","path"}: ${recordProblem(value)}`);
-    const record = parsed.data;
-    if (ids.has(record.id)) throw new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: duplicate id ${JSON.stringify(record.id)}`);
     ids.add(record.id);
-    if ('text' in record) {
-      const { id, text } = record;
-      out.push({
-        uri: id,
-        load: async () => {
-          const bytes = new TextEncoder().encode(text);
-          return { source: { uri: id, id, text }, bytes };
-        },
-      });
-    } else {
-      out.push(fileSource(resolve(baseDir, record.path), record.id, maxBytes, record.id));
-    }
+    out.push(recordSource(record, baseDir, maxBytes));
   }
   return out;
+}
+
+/** One line → a record, or the error that refuses it (returned, so a caller can skip it). */
+function readRecord(line: string, lineNumber: number, ids: ReadonlySet<string>): SourceRecord | ShoalError {
+  let value: unknown;
+  try {
+    // A byte order mark some editors put before the first line is not part of the JSON.
+    value = JSON.parse(lineNumber === 1 ? line.replace(/^\uFEFF/, '') : line);
+  } catch (error) {
+    return new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: not JSON`, { cause: error });
+  }
+  const parsed = SourceRecord.safeParse(value);
+  if (!parsed.success) return new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: expected {"id","text"} or {"id","path"}: ${recordProblem(value)}`);
+  if (ids.has(parsed.data.id)) return new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: duplicate id ${JSON.stringify(parsed.data.id)}`);
+  return parsed.data;
+}
+
+/**
+ * Appends record sources to the file sources. A record's id is its source, as a file's path is:
+ * the same name twice would share (and lose) its rows, so a clash is refused. One at a time: a
+ * spread of 200,000 records overflows the call stack.
+ */
+export function addRecordSources(out: PendingSource[], records: readonly PendingSource[], what = { record: 'record id', file: 'given to ingest' }): void {
+  const filePaths = new Set(out.map((source) => source.uri));
+  const clash = records.find((record) => filePaths.has(record.uri));
+  if (clash !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, `${what.record} ${JSON.stringify(clash.uri)} is also a file ${what.file}: a record's id is its source in the index, so give it another id`);
+  for (const record of records) out.push(record);
+}
+
+/**
+ * One validated record as a source: inline text, or a file (`path` relative to `baseDir`) named
+ * by the record's id. The library's `ingest({records})` builds its sources with this too.
+ */
+export function recordSource(record: SourceRecord, baseDir: string, maxBytes: number = DEFAULT_MAX_BYTES): PendingSource {
+  if ('text' in record) {
+    const { id, text } = record;
+    return {
+      uri: id,
+      load: async () => {
+        const bytes = new TextEncoder().encode(text);
+        return { source: { uri: id, id, text }, bytes };
+      },
+    };
+  }
+  return fileSource(resolve(baseDir, record.path), record.id, maxBytes, record.id);
 }

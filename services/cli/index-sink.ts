@@ -1,22 +1,17 @@
 import type { SinkWriteObserver } from '../../adapters/sinks/delivery.js';
-import { openSink, type OpenedSink } from '../../adapters/sinks/open.js';
-import { s3SettingsFromEnv, sinkCredentialsFromEnv } from '../settings/environment.js';
+import type { OpenedSink } from '../../adapters/sinks/open.js';
+import { openIndex as openIndexWith } from '../library/documents.js';
 import type { CliApp } from './app.js';
 
 /**
  * `--index URI` (and `--table`) of `shoal ingest` / `shoal search` → the sink, with credentials
  * from the environment or the settings file and retries that an interrupt ends (`observer`: told
  * of failures and recoveries, `shoal ingest`'s degraded mark). A URI that names
- * its own table or collection wins over `--table`.
+ * its own table or collection wins over `--table`. The library's openIndex, with the CLI's
+ * environment and interrupt signal.
  */
 export function openIndex(app: CliApp, index: string, table: string, observer?: SinkWriteObserver): OpenedSink {
-  return openSink(index, {
-    table,
-    credentials: sinkCredentialsFromEnv(app.io.env),
-    s3: s3SettingsFromEnv(app.io.env),
-    retry: { signal: app.io.signal },
-    ...(observer === undefined ? {} : { observer }),
-  });
+  return openIndexWith(index, { table, env: app.io.env, signal: app.io.signal, observer });
 }
 
 /** `--index` help, shared by both commands. */

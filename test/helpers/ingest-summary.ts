@@ -15,6 +15,9 @@ export const IngestJsonSummary = z.strictObject({
   removed: z.number(),
   outages: z.array(z.unknown()),
   interrupted: z.boolean(),
+  rejected: z.number(),
+  rejects_file: z.string().nullable(),
+  chunk: z.strictObject({ size: z.number(), overlap: z.number() }),
 });
 export type IngestJsonSummary = z.output<typeof IngestJsonSummary>;
 

@@ -171,6 +171,10 @@ export function registerClassify(program: Command, app: CliApp): void {
       throw error;
     }
     const sink = await openSink(flags.out, app.io.stdout, { resume: flags.resume === true });
+    // --resume with nothing to continue starts from the first product: said, not silent.
+    if (flags.resume === true && (sink.resumed?.lines ?? 0) === 0 && !config.quiet) {
+      app.io.stderr.write(`warning: --resume: ${flags.out ?? ''}.partial holds no finished product (${sink.resumed === null ? 'there is none' : 'it is empty'}): starting from the first one\n`);
+    }
     const progress = app.progress(config);
     const bar = new ClassifyBar(app.io.stderr, progress.barsEnabled, source.totalBytes);
     const evaluator = flags.gold === undefined ? null : new Evaluator();
@@ -216,6 +220,7 @@ export function registerClassify(program: Command, app: CliApp): void {
           goldField: flags.gold,
           evaluator,
           signal: app.io.signal,
+          ...(flags.nats === undefined ? {} : { writeEvery: config.chunkLines }),
           onProgress: (bytes, products) => bar.update(bytes, products),
           onSkipped: (bytes) => bar.skipped(bytes),
           warn: (message) => log(`warning: ${message}`),

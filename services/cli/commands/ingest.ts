@@ -1,23 +1,25 @@
 import { constants, existsSync, statSync } from 'node:fs';
 import { access } from 'node:fs/promises';
-import { dirname, resolve } from 'node:path';
+import { dirname } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { S3Store } from '../../../adapters/object-store/index.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { localIndexDir, redactUri } from '../../../adapters/sinks/open.js';
 import { resolvePipeline } from '../../../pipelines/documents/builtin.js';
-import { applyOverrides, TableName, type PipelineDefinition } from '../../../pipelines/documents/definition.js';
+import { applyOverrides, modelPathFromCwd, TableName, type PipelineDefinition } from '../../../pipelines/documents/definition.js';
 import { settleInterrupt, type SettledRun } from '../../../pipelines/documents/interrupted.js';
-import { DocumentParser } from '../../../pipelines/documents/parse.js';
-import { IngestRunner, type IngestSummary } from '../../../pipelines/documents/runner.js';
-import { fileSources, recordSources, type PendingSource } from '../../../pipelines/documents/sources.js';
+import { ingestInProcess } from '../../../pipelines/documents/ingest-local.js';
+import type { IngestSummary } from '../../../pipelines/documents/runner.js';
+import { addRecordSources, fileSources, recordSources, type PendingSource } from '../../../pipelines/documents/sources.js';
 import { printable } from '../printable.js';
 import { StoreHealth, type DegradedPeriod } from '../../../pipelines/documents/store-health.js';
 import { s3SettingsFromEnv } from '../../settings/environment.js';
 import type { CliApp } from '../app.js';
 import { INDEX_HELP, openIndex } from '../index-sink.js';
 import { parseFlags } from '../line-options.js';
+import { DEFAULT_REJECTS_FILE, RejectsFile } from '../rejects-file.js';
+import { WholeNumberFlag } from '../../settings/flag-values.js';
 import { IngestBar } from './ingest-progress.js';
 
 /**
@@ -42,15 +44,11 @@ const IngestFlags = z.strictObject({
   prune: z.boolean().optional(),
   nats: z.string().min(1).optional(),
   json: z.boolean().optional(),
+  chunkSize: WholeNumberFlag(8, 8192).optional(),
+  chunkOverlap: WholeNumberFlag(0, 4096).optional(),
+  onError: z.enum(['skip', 'fail']).optional(),
+  rejects: z.string().min(1).optional(),
 });
-
-/**
- * A model folder given relative to the working folder (`../models/bge`) is recorded in the index
- * as an absolute path: `shoal search`, which reads the model from the index, runs from anywhere.
- */
-function absoluteIfRelativePath(model: string): string {
-  return /^\.{1,2}([/\\]|$)/.test(model) ? resolve(model) : model;
-}
 
 /**
  * A local index the run cannot write to is said before any document is parsed or encoded (the
@@ -76,14 +74,17 @@ Examples:
   $ cat records.jsonl | shoal ingest -        (lines {"id","text"} or {"id","path"})
   $ shoal ingest docs/ --json | jq .documents
   $ shoal ingest docs/ --prune               (also delete the rows of files no longer in docs/)
+  $ shoal ingest docs/ --chunk-size 128 --chunk-overlap 16
+  $ cat records.jsonl | shoal ingest - --on-error skip --rejects bad.jsonl
 
 Exit status: 0 every document indexed (or unchanged), 3 some documents failed (the others are
-indexed; each failure is listed with its code and reason), 2 nothing to ingest (no file found or
+indexed; each failure is listed with its code and reason) or, with --on-error skip, some stdin
+lines were rejected (the others are indexed; each rejected line is in the --rejects file), 2 nothing to ingest (no file found or
 selected, no record on stdin), 130/143 interrupted by Ctrl-C/SIGTERM (the summary, with --json
 "interrupted": true, counts what finished; the same command again continues), else 1 or 2 as for
 every command.`;
 
-async function collectSources(paths: readonly string[], flags: z.output<typeof IngestFlags>, app: CliApp, health: StoreHealth, maxBytes: number, ownIndex: string | null): Promise<PendingSource[]> {
+async function collectSources(paths: readonly string[], flags: z.output<typeof IngestFlags>, app: CliApp, health: StoreHealth, maxBytes: number, ownIndex: string | null, rejects: RejectsFile | null): Promise<PendingSource[]> {
   const files = paths.filter((path) => path !== '-');
   const fromStdin = paths.includes('-') || (paths.length === 0 && app.io.stdin.isTTY !== true);
   if (paths.length === 0 && !fromStdin) {
@@ -94,24 +95,20 @@ async function collectSources(paths: readonly string[], flags: z.output<typeof I
   const walking = { hidden: flags.hidden === true, followLinks: true, skip: ownIndex === null ? [] : [ownIndex] };
   const out = await fileSources(files, { ...selection, ...walking, maxBytes, s3: () => new S3Store(s3SettingsFromEnv(app.io.env), health.s3) });
   if (fromStdin) {
-    const records = await recordSources(app.io.stdin, process.cwd(), maxBytes);
-    // A record's id is its source, as a file's path is: the same name twice would share (and lose) its rows.
-    const filePaths = new Set(out.map((source) => source.uri));
-    const clash = records.find((record) => filePaths.has(record.uri));
-    if (clash !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, `stdin record id ${JSON.stringify(clash.uri)} is also a file given on the command line: a record's id is its source in the index, so give it another id`);
-    // One at a time: a spread of 200,000 records overflows the call stack.
-    for (const record of records) out.push(record);
+    const records = await recordSources(app.io.stdin, process.cwd(), maxBytes, rejects === null ? {} : { onReject: rejects.add });
+    addRecordSources(out, records, { record: 'stdin record id', file: 'given on the command line' });
   }
   // Nothing found is almost always a wrong folder, glob or empty pipe: say so instead of a "0 documents" success.
   // With --prune an emptied folder is a case of its own, warned about by the prune step (nothing is deleted).
-  if (out.length === 0 && flags.prune !== true) throw new ShoalError(ErrorCode.INVALID_INPUT, `nothing to ingest: ${nothingFound(files, fromStdin, selection)} (see shoal ingest --help)`);
+  if (out.length === 0 && flags.prune !== true) throw new ShoalError(ErrorCode.INVALID_INPUT, `nothing to ingest: ${nothingFound(files, fromStdin, selection, rejects)} (see shoal ingest --help)`);
   return out;
 }
 
-function nothingFound(files: readonly string[], fromStdin: boolean, selection: { include: readonly string[]; exclude: readonly string[] }): string {
+function nothingFound(files: readonly string[], fromStdin: boolean, selection: { include: readonly string[]; exclude: readonly string[] }, rejects: RejectsFile | null): string {
   const globs = [...selection.include.map((glob) => `--include '${glob}'`), ...selection.exclude.map((glob) => `--exclude '${glob}'`)];
   const where = files.length === 0 ? '' : `${globs.length === 0 ? 'no files in' : `no files selected by ${globs.map(printable).join(' ')} in`} ${files.map(printable).join(', ')}`;
-  const stdin = fromStdin ? 'no JSON Lines records on stdin' : '';
+  const rejected = rejects === null || rejects.count === 0 ? '' : `every stdin line was rejected (${rejects.count}, listed in ${printable(rejects.path)})`;
+  const stdin = fromStdin ? rejected || 'no JSON Lines records on stdin' : '';
   return [where, stdin].filter((part) => part !== '').join(' and ');
 }
 
@@ -132,7 +129,17 @@ function interruptedLine(summary: IngestSummary): string {
  * `table` is the one the rows went to (openIndex's answer): a table named in the URI
  * (`?table=T`, `chroma://host/COLLECTION`) wins over `--table`, which the definition holds.
  */
-function humanSummary(summary: IngestSummary, definition: PipelineDefinition, table: string, outages: readonly DegradedPeriod[], interrupted: boolean): string {
+/** Stdin lines left out by --on-error skip, and where they are. */
+interface Rejected {
+  count: number;
+  file: string | null;
+}
+
+function rejectedLine(rejected: Rejected): string[] {
+  return rejected.count === 0 ? [] : [`  rejected ${rejected.count} stdin ${rejected.count === 1 ? 'line' : 'lines'} (--on-error skip), each with its line number and reason in ${printable(rejected.file ?? '')}`];
+}
+
+function humanSummary(summary: IngestSummary, definition: PipelineDefinition, table: string, outages: readonly DegradedPeriod[], interrupted: boolean, rejected: Rejected): string {
   const { documents } = summary;
   const lines = [
     ...(interrupted ? [interruptedLine(summary)] : []),
@@ -140,13 +147,14 @@ function humanSummary(summary: IngestSummary, definition: PipelineDefinition, ta
       `${summary.pages} pages (${summary.ocrPages} OCR), ${summary.chunks} chunks in ${summary.seconds.toFixed(1)} s ` +
       `→ ${redactUri(definition.stages.write.index)} (table ${table})`,
     ...summary.failed.map((failure) => `  failed ${printable(failure.source)}: [${printable(failure.code)}] ${printable(failure.reason)}`),
+    ...rejectedLine(rejected),
     ...(summary.removed === undefined ? [] : [`  removed ${summary.removed} documents no longer in their folder (--prune)`]),
     ...outages.map(outageLine),
   ];
   return `${lines.join('\n')}\n`;
 }
 
-function jsonSummary(summary: IngestSummary, definition: PipelineDefinition, table: string, outages: readonly DegradedPeriod[], interrupted: boolean): string {
+function jsonSummary(summary: IngestSummary, definition: PipelineDefinition, table: string, outages: readonly DegradedPeriod[], interrupted: boolean, rejected: Rejected): string {
   return `${JSON.stringify({
     documents: summary.documents,
     failed: summary.failed,
@@ -163,6 +171,11 @@ function jsonSummary(summary: IngestSummary, definition: PipelineDefinition, tab
     outages,
     // Stopped by SIGINT/SIGTERM (exit 130/143): the counts are what finished before the stop; a re-run continues.
     interrupted,
+    // Stdin lines left out by --on-error skip (0 otherwise), and the file that lists them (null when none).
+    rejected: rejected.count,
+    rejects_file: rejected.count === 0 ? null : rejected.file,
+    // The chunking the run used (--chunk-size / --chunk-overlap or the pipeline's), in tokens.
+    chunk: definition.stages.chunk,
   })}\n`;
 }
 
@@ -183,22 +196,39 @@ export function registerIngest(program: Command, app: CliApp): void {
     .option('--force', 'redo every document, even unchanged ones')
     .option('--prune', 'after the run, delete from the index the documents of the given folders or s3:// prefixes that are no longer there')
     .option('--nats <url>', 'fan the pipeline out over NATS JetStream: parse and encode on `shoal worker` processes (see docs/ingest.md)')
+    .option('--chunk-size <n>', "chunk size in the encoder's tokens, 8 to 8192 (default: the pipeline's, 200); a changed size re-indexes")
+    .option('--chunk-overlap <n>', 'tokens repeated between chunks, below the size (default: the pipeline\'s, or min(32, size/4) with --chunk-size)')
+    .option('--on-error <mode>', 'stdin records: fail (default: a bad line stops the run before anything is indexed) or skip (bad lines go to --rejects, the others are indexed, exit 3)')
+    .option('--rejects <file>', `with --on-error skip: the JSON Lines file of rejected lines (default: ./${DEFAULT_REJECTS_FILE}, replaced when a line is rejected)`)
     .option('--json', 'print the summary as one JSON object on stdout')
     .addHelpText('after', EXAMPLE)
     .action(async (paths: string[], _options: unknown, self: Command) => {
       const flags = parseFlags(IngestFlags, self);
+      if (flags.rejects !== undefined && flags.onError !== 'skip') throw new ShoalError(ErrorCode.INVALID_INPUT, '--rejects names the file of lines skipped by --on-error skip: give --on-error skip too, or leave --rejects out');
+      if (flags.chunkSize !== undefined && flags.chunkOverlap !== undefined && flags.chunkOverlap >= flags.chunkSize) {
+        throw new ShoalError(ErrorCode.INVALID_INPUT, `--chunk-overlap ${flags.chunkOverlap} must be smaller than --chunk-size ${flags.chunkSize}`);
+      }
       const config = app.config(self);
       const definition = applyOverrides(await resolvePipeline(flags.pipeline), {
-        model: flags.model === undefined ? undefined : absoluteIfRelativePath(flags.model),
+        model: flags.model === undefined ? undefined : modelPathFromCwd(flags.model),
         ocr: flags.ocr,
         index: flags.index,
         table: flags.table,
+        chunkSize: flags.chunkSize,
+        chunkOverlap: flags.chunkOverlap,
       });
+      const rejects = flags.onError === 'skip' ? new RejectsFile(flags.rejects ?? DEFAULT_REJECTS_FILE) : null;
       // Whether S3 (sources) and the index answer: the run waits on a failing one, and says so.
       const health = new StoreHealth();
       // The index's local folder, if it has one: never walked into, and checked writable before any work.
       const indexDir = localIndexDir(definition.stages.write.index);
-      const sources = await collectSources(paths, flags, app, health, definition.stages.parse.maxBytes, indexDir);
+      let sources: PendingSource[];
+      try {
+        sources = await collectSources(paths, flags, app, health, definition.stages.parse.maxBytes, indexDir, rejects);
+      } finally {
+        await rejects?.close();
+      }
+      const rejected: Rejected = { count: rejects?.count ?? 0, file: rejects?.path ?? null };
       // Known before the run: files and stdin records are never roots (imported only when asked for).
       const pruning = flags.prune === true ? await import('./ingest-prune.js') : null;
       const roots = pruning === null ? [] : await pruning.pruneRoots(paths);
@@ -215,16 +245,9 @@ export function registerIngest(program: Command, app: CliApp): void {
       const { sink, table } = openIndex(app, definition.stages.write.index, definition.stages.write.table, health.sinkObserver());
       const ingestAll = async (): Promise<IngestSummary> => flags.nats !== undefined
         ? await (await import('./ingest-nats.js')).ingestOverNats({ app, nats: flags.nats, definition, sink, sources, force: flags.force === true, onProgress: bar.update, quiet: config.quiet, health })
-        : await app.withEngine(config, progress, async (engine) => {
-          const { parse } = definition.stages;
-          const parser = new DocumentParser(engine, { ...parse, signal: app.io.signal, onPage: bar.page });
-          try {
-            const runner = new IngestRunner({ definition, engine, sink, reader: parser, force: flags.force === true, signal: app.io.signal, onProgress: bar.update });
-            return await runner.run(sources);
-          } finally {
-            await parser.close();
-          }
-        });
+        : await app.withEngine(config, progress, async (engine) =>
+          await ingestInProcess({ definition, engine, sink, sources, force: flags.force === true, signal: app.io.signal, onProgress: bar.update, onPage: bar.page }),
+        );
       let run: SettledRun;
       try {
         // An interrupt settles with the summary of what finished before it: written below, then rethrown (exit 130/143).
@@ -241,7 +264,7 @@ export function registerIngest(program: Command, app: CliApp): void {
       const outages = health.periods;
       const { summary, interrupted } = run;
       const stopped = interrupted !== null;
-      app.io.stdout.write(flags.json === true ? jsonSummary(summary, definition, table, outages, stopped) : humanSummary(summary, definition, table, outages, stopped));
+      app.io.stdout.write(flags.json === true ? jsonSummary(summary, definition, table, outages, stopped, rejected) : humanSummary(summary, definition, table, outages, stopped, rejected));
       // Unchanged: main.ts maps it to 130/143, whatever failed before the stop.
       if (interrupted !== null) throw interrupted;
       if (summary.documents.failed > 0) {
@@ -249,6 +272,10 @@ export function registerIngest(program: Command, app: CliApp): void {
         throw new ShoalError(ErrorCode.PARTIAL_FAILURE, failed === total ? `${failed === 1 ? 'the document' : `all ${total} documents`} failed; nothing was indexed` : `${failed} of ${total} documents failed; the others are indexed`, {
           details: { failed: summary.failed },
         });
+      }
+      if (rejected.count > 0) {
+        const lines = `${rejected.count} stdin ${rejected.count === 1 ? 'line was' : 'lines were'} rejected`;
+        throw new ShoalError(ErrorCode.PARTIAL_FAILURE, `${lines} (listed in ${rejected.file ?? ''}); the ${summary.documents.total} documents read are indexed`, { details: { rejected: rejected.count, rejects: rejected.file } });
       }
     });
 }

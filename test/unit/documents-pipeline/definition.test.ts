@@ -118,6 +118,18 @@ describe('pipeline definitions', () => {
     await expect(resolvePipeline('nope')).rejects.toMatchObject({ code: ErrorCode.CONFIG_INVALID, message: expect.stringContaining('built-in: documents') });
   });
 
+  it('--chunk-size / --chunk-overlap override the chunk stage and change the settings hash', async () => {
+    const base = await resolvePipeline('documents');
+    const small = applyOverrides(base, { chunkSize: 16 });
+    // The pipeline's overlap (32) does not fit 16: the size's own default, min(32, 16 / 4).
+    expect(small.stages.chunk).toEqual({ size: 16, overlap: 4 });
+    expect(applyOverrides(base, { chunkSize: 64, chunkOverlap: 0 }).stages.chunk).toEqual({ size: 64, overlap: 0 });
+    expect(applyOverrides(base, { chunkOverlap: 10 }).stages.chunk).toEqual({ size: base.stages.chunk.size, overlap: 10 });
+    expect(settingsHash(small)).not.toBe(settingsHash(base));
+    expect(settingsHash(applyOverrides(base, { chunkOverlap: 10 }))).not.toBe(settingsHash(base));
+    expect(() => applyOverrides(base, { chunkSize: 16, chunkOverlap: 16 })).toThrow(expect.objectContaining({ code: ErrorCode.CONFIG_INVALID, message: expect.stringContaining('overlap must be smaller than size') }));
+  });
+
   it('command-line overrides win and the settings hash follows only what changes rows', async () => {
     const base = await resolvePipeline('documents');
     const moved = applyOverrides(base, { index: '/elsewhere', table: 't2' });

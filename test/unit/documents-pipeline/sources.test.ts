@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../../adapters/protocol/errors.js';
-import { fileSources, recordSources } from '../../../pipelines/documents/sources.js';
+import { fileSources, recordSources, type RejectedRecord } from '../../../pipelines/documents/sources.js';
 
 const dir = await mkdtemp(join(tmpdir(), 'shoal-sources-'));
 afterAll(() => rm(dir, { recursive: true, force: true }));
@@ -54,6 +54,21 @@ describe('document sources', () => {
     ['{"id":9007199254740993,"text":"a"}\n', 'over 2^53'],
   ])('refuses bad records: %j', async (text, message) => {
     await expect(recordSources(Readable.from([text]), dir)).rejects.toMatchObject({ code: ErrorCode.INVALID_INPUT, message: expect.stringContaining(message) });
+  });
+
+  it('hands bad lines to onReject (number, code, reason, the line cut at 10,000 characters) and keeps the good ones', async () => {
+    const long = `{"id":"big","text":"${'x'.repeat(20_000)}"`;
+    const lines = ['{"id":"a","text":"one"}', 'not json', '{"id":"a","text":"again"}', long, '{"id":"b","text":"two"}'];
+    const rejected: RejectedRecord[] = [];
+    const records = await recordSources(Readable.from([`${lines.join('\n')}\n`]), dir, undefined, { onReject: (line) => void rejected.push(line) });
+    expect(records.map((r) => r.uri)).toEqual(['a', 'b']);
+    expect(rejected.map((r) => [r.line, r.code, r.reason, r.truncated])).toEqual([
+      [2, ErrorCode.INVALID_INPUT, 'stdin line 2: not JSON', false],
+      [3, ErrorCode.INVALID_INPUT, 'stdin line 3: duplicate id "a"', false],
+      [4, ErrorCode.INVALID_INPUT, 'stdin line 4: not JSON', true],
+    ]);
+    expect(rejected[0]?.input).toBe('not json');
+    expect(rejected[2]?.input).toBe(long.slice(0, 10_000));
   });
 });
 

@@ -41,6 +41,11 @@ export interface ClassifyRunOptions {
   goldField: string | undefined;
   evaluator: Evaluator | null;
   signal: AbortSignal;
+  /**
+   * Products per classify call and write (see WRITE_EVERY). Jobs over NATS keep whole chunks: a
+   * slice there is a job, and small jobs cost more than they keep. @default WRITE_EVERY
+   */
+  writeEvery?: number;
   onProgress(bytes: number, products: number): void;
   onSkipped(bytes: number): void;
   /**
@@ -140,6 +145,22 @@ async function* resumedPaths(path: string, taxonomy: Taxonomy): AsyncGenerator<s
   }
 }
 
+/**
+ * Products classified and written at a time within a read chunk (--chunk-lines, 256 by default).
+ * A whole chunk used to be one classify call written at its end, so a 200-product catalog was
+ * written all at once: a run stopped at 8 s kept nothing, and --resume had nothing to resume.
+ * Written every 32, an interrupt loses at most the slices in flight; the engine still batches
+ * them (two slices are in flight, so it never waits on a write).
+ */
+export const WRITE_EVERY = 32;
+
+/** The read chunks cut into slices of at most `size` products, in order. */
+async function* slices(chunks: AsyncIterable<ProductRecord[]>, size: number): AsyncGenerator<ProductRecord[]> {
+  for await (const chunk of chunks) {
+    for (let at = 0; at < chunk.length; at += size) yield chunk.slice(at, at + size);
+  }
+}
+
 export async function runClassify(options: ClassifyRunOptions): Promise<ClassifyRunSummary> {
   const started = performance.now();
   const goldSeen: GoldSeen = { values: 0, unknown: 0, example: '' };
@@ -154,7 +175,7 @@ export async function runClassify(options: ClassifyRunOptions): Promise<Classify
   let hinted = options.warn === undefined;
   let previous: Promise<void> = Promise.resolve();
   try {
-    for await (const records of options.products) {
+    for await (const records of slices(options.products, options.writeEvery ?? WRITE_EVERY)) {
       if (options.signal.aborted) throw new ShoalError(ErrorCode.CANCELLED, 'interrupted');
       let fresh = records;
       if (toSkip > 0) {
