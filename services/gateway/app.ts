@@ -14,6 +14,7 @@ import { MAX_PATH_PARAM_CHARS, fromFastifyError, sendError } from './errors.js';
 import { ModelFactsCache } from './model-facts.js';
 import { IndexOutages } from './index-outages.js';
 import { RequestMetrics } from './request-metrics.js';
+import { registerApiDocsRoutes } from './routes/api-docs.js';
 import { registerClassifyRoutes } from './routes/classify.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerIngestRoutes } from './routes/ingest.js';
@@ -82,6 +83,13 @@ class RoutePatterns {
   }
 }
 
+/** Every route fastify registered on a gateway app (HEAD included), for the test that /openapi.json covers them all. */
+const REGISTERED_ROUTES = new WeakMap<FastifyInstance, Array<{ method: string; url: string }>>();
+
+export function registeredRoutes(app: FastifyInstance): ReadonlyArray<{ method: string; url: string }> {
+  return REGISTERED_ROUTES.get(app) ?? [];
+}
+
 export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): FastifyInstance {
   const metrics = new RequestMetrics(deps.metrics);
   // One short line per failure, never a stack: a caller sending bad requests must not be able to
@@ -124,7 +132,12 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
   });
   let closing = false;
   const routes = new RoutePatterns();
-  app.addHook('onRoute', (route) => routes.add(route.method, route.url));
+  const registered: Array<{ method: string; url: string }> = [];
+  REGISTERED_ROUTES.set(app, registered);
+  app.addHook('onRoute', (route) => {
+    routes.add(route.method, route.url);
+    for (const method of typeof route.method === 'string' ? [route.method] : route.method) registered.push({ method, url: route.url });
+  });
 
   // First, so every answer carries it, a 401 or a 404 included.
   app.addHook('onRequest', async (request, reply) => {
@@ -189,5 +202,6 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
   registerSearchRoutes(app, context);
   registerIngestRoutes(app, context);
   registerClassifyRoutes(app, context);
+  registerApiDocsRoutes(app, context);
   return app;
 }

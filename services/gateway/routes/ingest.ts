@@ -27,7 +27,7 @@ import { publicIngestStatus } from '../redact.js';
 const MAX_SOURCES = 10_000;
 const RecordId = z.union([z.string().min(1).max(512), z.number().finite()]).transform(String);
 
-const IngestBody = z.strictObject({
+export const IngestBody = z.strictObject({
   index: z.string().regex(INDEX_NAME, 'an index name: letters, digits, _ or -, up to 64'),
   sources: z
     .array(z.union([z.strictObject({ id: RecordId, text: z.string().max(16 * 1024 * 1024) }), z.strictObject({ id: RecordId.optional(), ref: DataRef })]))
