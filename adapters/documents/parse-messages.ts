@@ -52,6 +52,8 @@ export interface PageRead {
   ocrReason: OcrReason | null;
   /** The page rendered as PNG, when it needs OCR and OCR is not turned off. */
   png?: Uint8Array;
+  /** The page needed OCR but its render is blank (blank-page.ts): no PNG, OCR skipped. */
+  blank?: boolean;
 }
 
 export type ParseResponse = Opened | PageRead | { type: 'closed' };

@@ -1,11 +1,12 @@
 import { createHash } from 'node:crypto';
-import { readFile, stat } from 'node:fs/promises';
 import type { PDFDocumentProxy } from 'pdfjs-dist';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { serveThread, type HandlerResult } from '../runtime/thread-rpc.js';
+import { readRegularFile } from '../sources/checked-file.js';
 import { readHtml } from './html-reader.js';
 import type { DocumentBytes, Opened, ParseRequest, ParseResponse, PageRead } from './parse-messages.js';
-import { hasImageXObjects, openPdf, readPdfPage, renderPdfPage } from './pdf-reader.js';
+import { checkPdfBudget } from './pdf-budget.js';
+import { hasImageXObjects, openPdf, readPdfPage, renderPdfPageForOcr } from './pdf-reader.js';
 import { sniffDocument } from './sniff.js';
 import { decodeHtml, decodeText, markdownHeadings, requireText, stripFrontMatter } from './text-reader.js';
 
@@ -25,18 +26,8 @@ function tooLarge(what: string, size: number, limit: number, unit: string): Shoa
 async function readBytes(source: DocumentBytes, maxBytes: number): Promise<Uint8Array> {
   if ('bytes' in source) return source.bytes;
   if ('text' in source) return new TextEncoder().encode(source.text);
-  let size: number;
-  try {
-    const info = await stat(source.path);
-    if (!info.isFile()) throw new ShoalError(ErrorCode.INVALID_INPUT, `${source.path} is not a file`);
-    size = info.size;
-  } catch (error) {
-    if (error instanceof ShoalError) throw error;
-    throw new ShoalError(ErrorCode.NOT_FOUND, `cannot read ${source.path}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
-  }
-  // Checked before reading, so an oversized file is never loaded into memory.
-  if (size > maxBytes) throw tooLarge('maxBytes', size, maxBytes, 'bytes');
-  return new Uint8Array(await readFile(source.path));
+  // Type and size checked on the opened file before reading, so an oversized file is never loaded into memory.
+  return readRegularFile(source.path, { maxBytes, tooLarge: (size) => tooLarge('maxBytes', size, maxBytes, 'bytes') });
 }
 
 function firstHeading(headings: readonly { text: string }[]): string | undefined {
@@ -101,6 +92,8 @@ async function open(request: Extract<ParseRequest, { type: 'open' }>): Promise<H
   const sniffed = 'text' in request.source ? { type: 'text' as const } : sniffDocument(bytes, request.name);
   switch (sniffed.type) {
     case 'pdf': {
+      // Bombs are refused before pdfjs inflates anything (pdf-budget.ts).
+      await checkPdfBudget(bytes);
       // pdfjs takes ownership of (and detaches) the buffer it is given: hand it a copy.
       const doc = await openPdf(bytes.slice());
       if (doc.numPages === 0) {
@@ -147,7 +140,9 @@ async function page(request: Extract<ParseRequest, { type: 'page' }>): Promise<H
   const read = await readPdfPage(doc, request.page, { mode: request.ocr, measureImages });
   const body: PageRead = { type: 'page', page: request.page, text: read.text, headings: read.headings, ocrReason: read.ocrReason };
   if (read.ocrReason === null || request.ocr === 'never') return { body };
-  const png = await renderPdfPage(doc, request.page, request.dpi);
+  const png = await renderPdfPageForOcr(doc, request.page, request.dpi);
+  // A blank render goes back without an image: nothing for OCR to read.
+  if (png === null) return { body: { ...body, blank: true } };
   return { body: { ...body, png }, transfer: [png.buffer] };
 }
 

@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { PDFDocumentProxy, PDFPageProxy } from 'pdfjs-dist';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { isBlankRender } from './blank-page.js';
 import { imageCoverage, type CoverageOps } from './image-coverage.js';
 import { pageText, type PageText } from './page-text.js';
 import { inkChars, largestTextFreeBand, type TextRun } from './text-lines.js';
@@ -108,13 +109,37 @@ function compose(m: readonly number[], n: readonly number[]): Matrix6 {
   return [a * g + c * h, b * g + d * h, a * i + c * j, b * i + d * j, a * k + c * l + e, b * k + d * l + f];
 }
 
+/**
+ * Text items of one page at most. A dense page has a few thousand; a content stream of nothing
+ * but tiny text operators (within the stream limit of pdf-budget.ts) made tens of millions, each
+ * an object, and the page's memory with them.
+ */
+export const MAX_PAGE_TEXT_ITEMS = 50_000;
+
+/** The page's text items, read as pdfjs streams them, stopped past MAX_PAGE_TEXT_ITEMS (DOCUMENT_TOO_LARGE). */
+async function textItems(page: PDFPageProxy): Promise<unknown[]> {
+  const reader = page.streamTextContent().getReader();
+  const items: unknown[] = [];
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return items;
+    const chunk: unknown = typeof value === 'object' && value !== null && 'items' in value ? value.items : [];
+    if (Array.isArray(chunk)) for (const item of chunk) items.push(item);
+    if (items.length > MAX_PAGE_TEXT_ITEMS) {
+      // Not awaited, and not enough: pdfjs's evaluator of this page never finishes, so the
+      // document can no longer be destroyed; the caller stops this thread (parse.ts).
+      reader.cancel().catch(() => undefined);
+      throw new ShoalError(ErrorCode.DOCUMENT_TOO_LARGE, `page ${page.pageNumber} has over ${MAX_PAGE_TEXT_ITEMS} text items`, { details: { limit: 'maxPageTextItems', size: items.length, max: MAX_PAGE_TEXT_ITEMS } });
+    }
+  }
+}
+
 /** The page's text items as runs in top-down page coordinates (rotation applied). */
 async function textRuns(page: PDFPageProxy): Promise<{ runs: TextRun[]; rotated: TextRun[]; pageHeight: number }> {
   const viewport = page.getViewport({ scale: 1 });
-  const content = await page.getTextContent();
   const runs: TextRun[] = [];
   const rotated: TextRun[] = [];
-  for (const item of content.items) {
+  for (const item of await textItems(page)) {
     if (!isTextItem(item) || item.str.length === 0) continue;
     const m = compose(viewport.transform, item.transform);
     const size = Math.hypot(m[2], m[3]) || item.height;
@@ -211,6 +236,7 @@ interface CanvasLike {
 interface CanvasContextLike {
   fillStyle: unknown;
   fillRect(x: number, y: number, width: number, height: number): void;
+  getImageData(x: number, y: number, width: number, height: number): { data: ArrayLike<number> };
 }
 interface CanvasFactoryLike {
   create(width: number, height: number): { canvas: CanvasLike; context: CanvasContextLike };
@@ -223,6 +249,17 @@ function isCanvasFactory(value: unknown): value is CanvasFactoryLike {
 
 /** Renders page `number` at `dpi` onto a white background and encodes it as PNG. */
 export async function renderPdfPage(doc: PDFDocumentProxy, number: number, dpi: number): Promise<Uint8Array<ArrayBuffer>> {
+  const png = await renderPage(doc, number, dpi, false);
+  if (png === null) throw new ShoalError(ErrorCode.INTERNAL, 'a render kept for blank pages came back empty');
+  return png;
+}
+
+/** As renderPdfPage, for OCR: null when the rendered page is blank (blank-page.ts), which OCR would read as nothing. */
+export function renderPdfPageForOcr(doc: PDFDocumentProxy, number: number, dpi: number): Promise<Uint8Array<ArrayBuffer> | null> {
+  return renderPage(doc, number, dpi, true);
+}
+
+async function renderPage(doc: PDFDocumentProxy, number: number, dpi: number, blankAsNull: boolean): Promise<Uint8Array<ArrayBuffer> | null> {
   const factory: unknown = doc.canvasFactory;
   if (!isCanvasFactory(factory)) throw new ShoalError(ErrorCode.INTERNAL, 'pdfjs has no canvas factory: is @napi-rs/canvas installed?');
   let page: PDFPageProxy;
@@ -244,6 +281,7 @@ export async function renderPdfPage(doc: PDFDocumentProxy, number: number, dpi: 
       // pdfjs types name DOM canvas types, which Node lacks; these are @napi-rs/canvas objects.
       const params: Parameters<PDFPageProxy['render']>[0] = { canvas: null, canvasContext: target.context as never, viewport };
       await page.render(params).promise;
+      if (blankAsNull && isBlankRender(target.context.getImageData(0, 0, width, height).data)) return null;
       return new Uint8Array(target.canvas.toBuffer('image/png'));
     } finally {
       factory.destroy(target);

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { S3SettingsInput } from '../object-store/index.js';
+import type { S3SettingsInput, S3Store } from '../object-store/index.js';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import {
   JobPartResult,
@@ -61,6 +61,8 @@ export interface JobsClientOptions {
   fileRoots?: readonly string[];
   /** S3 settings for `s3://` result targets (checked at submit) and stored results read back. @default the SDK's defaults */
   s3?: S3SettingsInput;
+  /** An S3 store to use instead of `s3` (shared with the gateway's ingest runs, so one allow-list decides both; not closed here). */
+  s3Store?: S3Store;
   /**
    * Refuse at submit a `file://` result target outside `fileRoots` (or any, when there are none):
    * the gateway, whose file roots are the workers'. @default false
@@ -123,7 +125,11 @@ export class JobsClient implements JobsApi {
     this.#modelGate = options.modelGate?.(topology) ?? null;
     this.#js = jetstream(nc);
     this.#status = status;
-    this.#payloads = new PayloadStore(nc, { bucket: topology.names.payloadBucket, fileRoots: options.fileRoots ?? [], ...(options.s3 === undefined ? {} : { s3: options.s3 }) });
+    this.#payloads = new PayloadStore(nc, {
+      bucket: topology.names.payloadBucket,
+      fileRoots: options.fileRoots ?? [],
+      ...(options.s3Store !== undefined ? { s3Store: options.s3Store } : options.s3 === undefined ? {} : { s3: options.s3 }),
+    });
     this.#options = options;
     this.#maxBytes = (options.maxMessageBytes ?? nc.info?.max_payload ?? 1024 * 1024) - MESSAGE_HEADROOM;
   }

@@ -1,4 +1,4 @@
-import { readFile, realpath, stat } from 'node:fs/promises';
+import { realpath } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
@@ -7,17 +7,22 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { S3Store, formatS3Uri, joinKey, parseS3Uri, type S3Location, type S3SettingsInput } from '../object-store/index.js';
 import { ErrorCode, ShoalError, hasErrorCode, isShoalError } from '../protocol/errors.js';
 import { JS_CODES, isJsApiCode, toNatsShoalError } from './nats-errors.js';
+import { isDeploymentBucket } from '../protocol/subjects.js';
+import { readFileInRoots } from '../sources/checked-file.js';
 import { isInsideRoot } from '../sources/path-roots.js';
 import { writeFileAtomically } from '../runtime/atomic-write.js';
 
 /**
  * Data that travels by reference instead of inside a message: job parts and results over the
  * server's max_payload, and results written to a store target. References are URIs:
- * - `obj://<bucket>/<name>`: the NATS object store (any existing bucket the account can read;
- *   buckets are never created here: a bucket that does not exist is INVALID_INPUT, refused at
- *   submit for a result target and terminated, not retried, by a worker);
+ * - `obj://<bucket>/<name>`: the NATS object store, only this deployment's buckets (its payload
+ *   bucket and `<p>-<name>` ones, isDeploymentBucket: another deployment's on a shared server is
+ *   refused, INVALID_INPUT, before the server is asked); buckets are never created here: a bucket
+ *   that does not exist is INVALID_INPUT, refused at submit for a result target and terminated,
+ *   not retried, by a worker;
  * - `file:///path`: a shared filesystem, only inside the configured roots (a job from a remote
- *   caller must not read or write arbitrary files on a worker);
+ *   caller must not read or write arbitrary files on a worker), read from the file opened and
+ *   checked (adapters/sources/checked-file.ts), never by name after a check;
  * - `s3://bucket/key`: S3 or an S3-compatible server (adapters/object-store), only in the allowed
  *   buckets when the settings name some; writes are atomic (a put, or a multipart upload that
  *   appears only when complete), reads and writes retried with backoff through short outages.
@@ -25,6 +30,19 @@ import { writeFileAtomically } from '../runtime/atomic-write.js';
 
 /** Largest object an `s3://` or `file://` payload or result reference may point at (a part is at most 100,000 items). */
 export const MAX_S3_PAYLOAD_BYTES = 512 * 1024 * 1024;
+
+/** How much of a reference get() reads: payloads by default; an ingest run's documents at the document limit. */
+export interface ReadLimit {
+  maxBytes: number;
+  /** The refusal of a larger object or file. */
+  tooLarge: (size: number, ref: string) => ShoalError;
+}
+
+const PAYLOAD_LIMIT: ReadLimit = Object.freeze({
+  maxBytes: MAX_S3_PAYLOAD_BYTES,
+  tooLarge: (size: number, ref: string) =>
+    new ShoalError(ErrorCode.INPUT_TOO_LARGE, `${ref} has ${size} bytes, over the limit of ${MAX_S3_PAYLOAD_BYTES} bytes`, { details: { size, limit: MAX_S3_PAYLOAD_BYTES } }),
+});
 
 export interface PayloadStoreOptions {
   /** Object store bucket for this deployment's payloads (natsNames().payloadBucket). */
@@ -120,7 +138,19 @@ export class PayloadStore {
     }
   }
 
+  /** Refuses another deployment's bucket before the server is asked whether it exists. */
+  #checkBucket(bucket: string): void {
+    if (isDeploymentBucket(this.bucket, bucket)) return;
+    const own = this.bucket.replace(/_payloads$/, '');
+    throw new ShoalError(
+      ErrorCode.INVALID_INPUT,
+      `object store bucket "${bucket.slice(0, 200)}" is not this deployment's: obj:// references and result targets name ${this.bucket} or a bucket named ${own}-<name> (the deployment's subject prefix)`,
+      { details: { bucket: bucket.slice(0, 200), allowed: [this.bucket, `${own}-*`] } },
+    );
+  }
+
   #store(bucket: string): Promise<ObjectStore> {
+    this.#checkBucket(bucket);
     let store = this.#stores.get(bucket);
     if (store === undefined) {
       store = this.#open(bucket);
@@ -157,21 +187,30 @@ export class PayloadStore {
     }
   }
 
-  /** Checks a file path against the roots, on the path as written and once links are resolved. */
-  async #checkFile(path: string, forWrite: boolean): Promise<string> {
+  #outsideRoots(absolute: string): ShoalError {
+    return new ShoalError(
+      ErrorCode.INVALID_INPUT,
+      this.#roots.length === 0
+        ? `file references are turned off on this worker (${absolute}); configure file roots (SHOAL_FILE_ROOTS) or use obj://`
+        : `${absolute} is outside the allowed file roots (${this.#roots.join(', ')})`,
+    );
+  }
+
+  /** Checks a file path against the roots as written (no file system access). */
+  #checkFileName(path: string): string {
     const absolute = resolve(path);
-    const refused = (): ShoalError =>
-      new ShoalError(
-        ErrorCode.INVALID_INPUT,
-        this.#roots.length === 0
-          ? `file references are turned off on this worker (${absolute}); configure file roots (SHOAL_FILE_ROOTS) or use obj://`
-          : `${absolute} is outside the allowed file roots (${this.#roots.join(', ')})`,
-      );
-    if (!this.#roots.some((root) => isInsideRoot(root, absolute))) throw refused();
-    // For a write the file may not exist yet: its folder is what must resolve inside a root, and
+    if (!this.#roots.some((root) => isInsideRoot(root, absolute))) throw this.#outsideRoots(absolute);
+    return absolute;
+  }
+
+  /** Checks a result file's path against the roots, as written and once links are resolved. */
+  async #checkWritePath(path: string): Promise<string> {
+    const absolute = this.#checkFileName(path);
+    const refused = (): ShoalError => this.#outsideRoots(absolute);
+    // The file may not exist yet: its folder is what must resolve inside a root, and
     // when that folder does not exist yet either (a job's own folder), the nearest one that does:
     // the missing ones are created under it, so a link above them decides where the file lands.
-    const real = await realOrNearest(forWrite ? dirname(absolute) : absolute);
+    const real = await realOrNearest(dirname(absolute));
     if (real !== null) {
       const realRoots = await Promise.all(this.#roots.map(async (root) => realpath(root).catch(() => root)));
       if (!realRoots.some((root) => isInsideRoot(root, real))) throw refused();
@@ -216,7 +255,7 @@ export class PayloadStore {
       return formatS3Uri(location);
     }
     if (parsed.kind !== 'file') throw new ShoalError(ErrorCode.INVALID_INPUT, `"${base.slice(0, 200)}" is not a result target (obj://, s3:// or file://)`);
-    const path = await this.#checkFile(resolve(parsed.path, relative), true);
+    const path = await this.#checkWritePath(resolve(parsed.path, relative));
     try {
       // Written beside and renamed, so a reader never sees half a file (a redelivered part rewrites it whole).
       await writeFileAtomically(path, data);
@@ -226,39 +265,54 @@ export class PayloadStore {
     return pathToFileURL(path).href;
   }
 
+  /**
+   * Checks a reference to be read before anything is queued for it (an ingest run's sources):
+   * the URI's form, an `s3://` bucket against the allow-list, an `obj://` bucket against the
+   * deployment's, a `file://` path against the roots as written. Refusals are INVALID_INPUT;
+   * get() checks all of it again, and more (links, the file's type and size), when it reads.
+   */
+  checkSource(ref: string): void {
+    const parsed = parseRef(ref);
+    if (parsed.kind === 's3') this.#s3Store().locate(ref);
+    else if (parsed.kind === 'obj') this.#checkBucket(parsed.bucket);
+    else this.#checkFileName(parsed.path);
+  }
+
   /** Reads the data a reference points at; a missing object is INVALID_INPUT (retrying will not help). */
-  async get(ref: string): Promise<Uint8Array> {
+  async get(ref: string, limit: ReadLimit = PAYLOAD_LIMIT): Promise<Uint8Array> {
     const parsed = parseRef(ref);
     if (parsed.kind === 's3') {
       const s3 = this.#s3Store();
       try {
-        return await s3.read(s3.locate(ref), MAX_S3_PAYLOAD_BYTES);
+        return await s3.read(s3.locate(ref), limit.maxBytes);
       } catch (error) {
         if (hasErrorCode(error, ErrorCode.NOT_FOUND)) throw new ShoalError(ErrorCode.INVALID_INPUT, `${ref} does not exist`, { cause: error });
+        if (hasErrorCode(error, ErrorCode.INPUT_TOO_LARGE) && limit !== PAYLOAD_LIMIT) throw limit.tooLarge(sizeOf(error) ?? limit.maxBytes + 1, ref);
         throw error;
       }
     }
     if (parsed.kind === 'file') {
-      const path = await this.#checkFile(parsed.path, false);
-      // Checked before reading: a FIFO or device would block a file-system thread for good, and a
-      // file is bounded as an S3 object is.
-      const info = await stat(path).catch(() => null);
-      if (info !== null && !info.isFile()) throw new ShoalError(ErrorCode.INVALID_INPUT, `${path} is not a regular file`);
-      if (info !== null && info.size > MAX_S3_PAYLOAD_BYTES) {
-        throw new ShoalError(ErrorCode.INPUT_TOO_LARGE, `${path} has ${info.size} bytes, over the limit of ${MAX_S3_PAYLOAD_BYTES} bytes`, { details: { size: info.size, limit: MAX_S3_PAYLOAD_BYTES } });
-      }
+      const path = this.#checkFileName(parsed.path);
       try {
-        return await readFile(path);
+        // Opened once and checked on that descriptor (type: a FIFO or device would block a
+        // file-system thread for good; real place: a link swapped in cannot lead out of the roots;
+        // size: bounded as an S3 object is, from fstat, before any byte is read), then read from it.
+        return await readFileInRoots(path, { roots: this.#roots, maxBytes: limit.maxBytes, tooLarge: (size) => limit.tooLarge(size, path), outside: () => this.#outsideRoots(path) });
       } catch (error) {
-        const missing = error instanceof Error && 'code' in error && error.code === 'ENOENT';
-        throw new ShoalError(missing ? ErrorCode.INVALID_INPUT : ErrorCode.UNAVAILABLE, `cannot read ${path}: ${String(error)}`, { cause: error });
+        // A missing or unreadable file will not appear by retrying: the reference is bad.
+        if (hasErrorCode(error, ErrorCode.NOT_FOUND)) throw new ShoalError(ErrorCode.INVALID_INPUT, isShoalError(error) ? error.message : `cannot read ${path}`, { cause: error });
+        throw error;
       }
     }
     const store = await this.#store(parsed.bucket);
     let data: Uint8Array | null;
     try {
-      data = await store.getBlob(parsed.name);
+      // The object's size is in its info: a larger one is refused before its chunks are fetched.
+      const info = await store.info(parsed.name);
+      if (info !== null && info.size > limit.maxBytes) throw limit.tooLarge(info.size, ref);
+      data = info === null ? null : await store.getBlob(parsed.name);
     } catch (error) {
+      if (isShoalError(error)) throw error;
       throw toNatsShoalError(error, `read ${ref}`);
     }
     if (data === null) throw new ShoalError(ErrorCode.INVALID_INPUT, `${ref} does not exist (expired or never stored)`);
@@ -278,6 +332,12 @@ export class PayloadStore {
     if (this.#ownsS3) this.#s3?.close();
     this.#s3 = null;
   }
+}
+
+/** The size an INPUT_TOO_LARGE refusal names, when it names one. */
+function sizeOf(error: unknown): number | undefined {
+  const size = isShoalError(error) ? error.details?.['size'] : undefined;
+  return typeof size === 'number' ? size : undefined;
 }
 
 /** Reads a reference and parses it as JSON. */

@@ -243,7 +243,7 @@ export interface JobsApi {
   /**
    * Refuses a model no worker serves (or served) for `primitive`, as a submission would be refused
    * (MODEL_NOT_FOUND, UNSUPPORTED_OPERATION); an ingest run checks its models with it before it
-   * starts. Absent: no check.
+   * starts. Required: a JobsApi that forgot it would let an ingest run name any model.
    */
-  checkModel?(primitive: z.infer<typeof PrimitiveSchema>, model: string): Promise<void>;
+  checkModel(primitive: z.infer<typeof PrimitiveSchema>, model: string): Promise<void>;
 }

@@ -28,3 +28,11 @@ export const DEFAULT_LIMITS = Object.freeze({
   /** Best-k of a score or extract request: never more than the items it ranks. */
   maxTopK: 100_000,
 });
+
+/**
+ * Bytes of one document an ingest reads (a file, an `s3://`, `obj://` or `file://` source): the
+ * parse stage's `maxBytes` default, and the most a gateway reads for a POST /v1/ingest source
+ * whatever a request's definition asks. One number, so the size a document is refused at is the
+ * same on every path (docs/ingest.md, docs/security.md). 100 MiB.
+ */
+export const MAX_DOCUMENT_BYTES = 100 * 1024 * 1024;

@@ -100,6 +100,23 @@ function checkPrefix(prefix: string): string {
   return prefix;
 }
 
+/** The deployment's own object store is `<p>_payloads`. */
+const PAYLOAD_BUCKET_SUFFIX = '_payloads';
+
+/**
+ * Whether an object store bucket belongs to the deployment whose payload bucket is
+ * `payloadBucket` (`<p>_payloads`): that bucket, or one named `<p>-<name>` (a results bucket an
+ * operator creates, e.g. `shoal-results`). `<p>` is the prefix lower-cased with `.` and `-` turned
+ * into `_`, so it never holds a `-`: no other prefix yields a name of this set (where `<p>_<name>`
+ * would: `shoal_eu_payloads` is the prefix `shoal.eu`'s). `obj://` references and result targets
+ * naming any other bucket (another deployment's on a shared server) are refused.
+ */
+export function isDeploymentBucket(payloadBucket: string, bucket: string): boolean {
+  if (bucket === payloadBucket) return true;
+  const lower = payloadBucket.endsWith(PAYLOAD_BUCKET_SUFFIX) ? payloadBucket.slice(0, -PAYLOAD_BUCKET_SUFFIX.length) : null;
+  return lower !== null && bucket.startsWith(`${lower}-`) && bucket.length > lower.length + 1;
+}
+
 export function natsNames(prefix: string = DEFAULT_SUBJECT_PREFIX): NatsNames {
   const p = checkPrefix(prefix);
   const upper = p.replace(/[.-]/g, '_').toUpperCase();
@@ -110,7 +127,7 @@ export function natsNames(prefix: string = DEFAULT_SUBJECT_PREFIX): NatsNames {
     resultsStream: `${upper}_RESULTS`,
     deadLetterStream: `${upper}_DLQ`,
     statusBucket: `${lower}_jobs`,
-    payloadBucket: `${lower}_payloads`,
+    payloadBucket: `${lower}${PAYLOAD_BUCKET_SUFFIX}`,
     workerQueue: `${lower}_workers`,
     resultsSink: `${lower}_results_sink`,
     jobs: (primitive: Primitive, model: string) => `${p}.jobs.${primitive}.${modelToken(model)}`,

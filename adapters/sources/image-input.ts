@@ -1,9 +1,10 @@
-import { open, realpath, stat } from 'node:fs/promises';
+import { realpath } from 'node:fs/promises';
 import { isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { DEFAULT_LIMITS } from '../protocol/limits.js';
 import type { ImageSource } from '../protocol/requests.js';
+import { readFileInRoots } from './checked-file.js';
 import { isInsideRoot } from './path-roots.js';
 
 /**
@@ -68,13 +69,19 @@ function checkUrl(raw: string, policy: ImagePolicy): URL {
   return url;
 }
 
+function outsideRoots(raw: string, policy: ImagePolicy): ShoalError {
+  return new ShoalError(
+    ErrorCode.INVALID_INPUT,
+    `image file ${raw} is outside the allowed image roots (${policy.roots.join(', ')}); allow its folder with --image-root DIR on the command line (shoal encode/extract/dev) or SHOAL_IMAGE_ROOTS for the worker`,
+  );
+}
+
 async function checkPath(raw: string, policy: ImagePolicy): Promise<string> {
   if (policy.roots.length === 0) {
     throw new ShoalError(ErrorCode.INVALID_INPUT, 'local image paths are not allowed here; send the image bytes (base64), or allow a folder: --image-root DIR on the command line (shoal encode/extract/dev), SHOAL_IMAGE_ROOTS for the worker');
   }
   const candidate = isAbsolute(raw) ? resolve(raw) : resolve(process.cwd(), raw);
-  const outside = (): ShoalError =>
-    new ShoalError(ErrorCode.INVALID_INPUT, `image file ${raw} is outside the allowed image roots (${policy.roots.join(', ')}); allow its folder with --image-root DIR on the command line (shoal encode/extract/dev) or SHOAL_IMAGE_ROOTS for the worker`);
+  const outside = (): ShoalError => outsideRoots(raw, policy);
   const realRoots = await Promise.all(policy.roots.map((root) => realpath(resolve(root)).catch(() => resolve(root))));
   // The path as written is checked before the file system is asked about it: otherwise "does not
   // exist" vs "outside the roots" would tell a caller which files exist anywhere on the machine.
@@ -165,15 +172,11 @@ export async function readImageInput(input: ImageInput, policy: ImagePolicy): Pr
       return bytes;
     }
     case 'path': {
-      const info = await stat(input.path);
-      if (info.size > policy.maxBytes) throw tooLarge(info.size, policy);
-      if (info.size === 0) throw new ShoalError(ErrorCode.INVALID_INPUT, `image file ${input.path} is empty (0 bytes)`);
-      const file = await open(input.path, 'r');
-      try {
-        return await file.readFile();
-      } finally {
-        await file.close();
-      }
+      // Opened once and checked on that descriptor (checked-file.ts): a link swapped in after
+      // checkPath cannot lead the read out of the roots, and the size is known before any byte.
+      const bytes = await readFileInRoots(input.path, { roots: policy.roots, maxBytes: policy.maxBytes, tooLarge: (size) => tooLarge(size, policy), outside: () => outsideRoots(input.path, policy) });
+      if (bytes.length === 0) throw new ShoalError(ErrorCode.INVALID_INPUT, `image file ${input.path} is empty (0 bytes)`);
+      return bytes;
     }
     case 'url':
       return fetchImage(input.url, policy);

@@ -41,6 +41,42 @@ export type TokenCounter = (texts: readonly string[]) => Promise<number[]>;
 
 /** Texts per tokenize request: large enough to amortize the call, small enough for one message. */
 const TOKENIZE_BATCH = 2_048;
+/**
+ * Characters per tokenize request: the request (and its reply of ids and token strings) stays far
+ * under a NATS message (1 MiB by default) and the 1,000,000-character item limit, whatever the texts.
+ */
+const TOKENIZE_BATCH_CHARS = 65_536;
+
+/**
+ * Longest unit (sentence, or piece of one) in characters. A run with no sentence end (a log line,
+ * a table flattened to one line, a 10 MB base64 blob) is cut here, at whitespace where there is
+ * some, before anything is tokenized: one tokenize item of it was over the request limit and
+ * failed the whole ingest. 8,192 characters is well over a chunk of any encoder (≥ 2,000 tokens).
+ */
+export const MAX_UNIT_CHARS = 8_192;
+/**
+ * Longest chunk text in characters. Units that count no tokens (characters the tokenizer drops)
+ * or words across a long gap of whitespace would otherwise pack into a chunk of any length.
+ */
+export const MAX_CHUNK_CHARS = 4 * MAX_UNIT_CHARS;
+
+/** `texts` cut into consecutive batches of at most TOKENIZE_BATCH items and TOKENIZE_BATCH_CHARS characters (a longer text goes alone). */
+function tokenizeBatches(texts: readonly string[]): string[][] {
+  const batches: string[][] = [];
+  let current: string[] = [];
+  let chars = 0;
+  for (const text of texts) {
+    if (current.length > 0 && (current.length >= TOKENIZE_BATCH || chars + text.length > TOKENIZE_BATCH_CHARS)) {
+      batches.push(current);
+      current = [];
+      chars = 0;
+    }
+    current.push(text);
+    chars += text.length;
+  }
+  if (current.length > 0) batches.push(current);
+  return batches;
+}
 
 /** A TokenCounter over `engine.tokenize` for `model`, with the count of special tokens subtracted. */
 export function engineTokenCounter(engine: Engine, model: string, signal?: AbortSignal): TokenCounter {
@@ -56,8 +92,8 @@ export function engineTokenCounter(engine: Engine, model: string, signal?: Abort
     specials ??= call(['']).then((lengths) => lengths[0] ?? 0);
     const overhead = await specials;
     const out: number[] = [];
-    for (let at = 0; at < texts.length; at += TOKENIZE_BATCH) {
-      const lengths = await call(texts.slice(at, at + TOKENIZE_BATCH));
+    for (const batch of tokenizeBatches(texts)) {
+      const lengths = await call(batch);
       for (const length of lengths) out.push(Math.max(0, length - overhead));
     }
     return out;
@@ -102,7 +138,16 @@ function trimmedRange(text: string, start: number, end: number): [number, number
   return s < e ? [s, e] : null;
 }
 
-/** Sentence ranges of a page, each marked when it opens a paragraph. */
+/** Where to end a piece of [start, end) at most MAX_UNIT_CHARS long: the last whitespace in its second half, else the limit (never inside a surrogate pair). */
+function pieceEnd(text: string, start: number, end: number): number {
+  const limit = start + MAX_UNIT_CHARS;
+  if (end <= limit) return end;
+  for (let at = limit; at > start + MAX_UNIT_CHARS / 2; at -= 1) if (/\s/.test(text[at] ?? '')) return at;
+  const code = text.charCodeAt(limit - 1);
+  return code >= 0xd800 && code <= 0xdbff ? limit + 1 : limit;
+}
+
+/** Sentence ranges of a page, each marked when it opens a paragraph, none longer than MAX_UNIT_CHARS. */
 function sentenceUnits(page: ParsedPage): Omit<Unit, 'tokens'>[] {
   const units: Omit<Unit, 'tokens'>[] = [];
   const text = page.text;
@@ -118,10 +163,15 @@ function sentenceUnits(page: ParsedPage): Omit<Unit, 'tokens'>[] {
     let sentenceFrom = 0;
     let opens = true;
     const push = (s: number, e: number): void => {
-      const range = trimmedRange(text, pStart + s, pStart + e);
-      if (range === null) return;
-      units.push({ page: page.page, start: range[0], end: range[1], opensParagraph: opens });
-      opens = false;
+      let from = pStart + s;
+      while (from < pStart + e) {
+        const to = pieceEnd(text, from, pStart + e);
+        const range = trimmedRange(text, from, to);
+        from = to;
+        if (range === null) continue;
+        units.push({ page: page.page, start: range[0], end: range[1], opensParagraph: opens });
+        opens = false;
+      }
     };
     for (const match of paragraph.matchAll(SENTENCE_END)) {
       push(sentenceFrom, match.index + match[0].length);
@@ -207,7 +257,7 @@ async function splitLongUnits(units: Unit[], pages: Map<number, string>, size: n
     while (at < cut.length && cut[at]?.owner === owner) {
       const word = cut[at] as Word;
       at += 1;
-      if (current !== null && current.tokens + word.tokens <= size) {
+      if (current !== null && current.tokens + word.tokens <= size && word.end - current.start <= MAX_UNIT_CHARS) {
         current.end = word.end;
         current.tokens += word.tokens;
         continue;
@@ -250,6 +300,7 @@ function pack(units: readonly Unit[], settings: ChunkSettings): [number, number]
     while (j < units.length) {
       const unit = units[j] as Unit;
       if (j > fresh && tokens + unit.tokens > settings.size) break;
+      if (j > fresh && unit.end - (units[i] as Unit).start > MAX_CHUNK_CHARS) break;
       // A new paragraph that will not fit whole starts the next chunk, if this one is half full.
       if (j > fresh && unit.opensParagraph && tokens >= settings.size / 2 && tokens + (toParagraphEnd[j] ?? 0) > settings.size) break;
       tokens += unit.tokens;
@@ -261,7 +312,9 @@ function pack(units: readonly Unit[], settings: ChunkSettings): [number, number]
     let k = j;
     let overlap = 0;
     const next = units[j]?.tokens ?? 0;
-    while (k - 1 > i && overlap + (units[k - 1]?.tokens ?? 0) <= settings.overlap && overlap + (units[k - 1]?.tokens ?? 0) + next <= settings.size) {
+    const nextEnd = units[j]?.end ?? 0;
+    // The overlap also leaves the first fresh unit within MAX_CHUNK_CHARS of the chunk's start.
+    while (k - 1 > i && overlap + (units[k - 1]?.tokens ?? 0) <= settings.overlap && overlap + (units[k - 1]?.tokens ?? 0) + next <= settings.size && nextEnd - (units[k - 1]?.start ?? 0) <= MAX_CHUNK_CHARS) {
       overlap += units[k - 1]?.tokens ?? 0;
       k -= 1;
     }
@@ -275,10 +328,26 @@ function pack(units: readonly Unit[], settings: ChunkSettings): [number, number]
  * unit. A chunk opening with `# Daily checks` falls under "Daily checks", whose offset (its text,
  * after the `#` marks) lies a little after the chunk's start.
  */
-function headingAt(page: ParsedPage, offset: number, previous: string | null): string | null {
-  let heading = previous;
-  for (const candidate of page.headings ?? []) if (candidate.offset <= offset) heading = candidate.text;
-  return heading;
+class HeadingCursor {
+  readonly #headings: readonly { offset: number; text: string }[];
+  #next = 0;
+  #heading: string | null;
+
+  constructor(page: ParsedPage, carried: string | null) {
+    // Sorted once (stable: of two at one offset the later still wins), then walked forward: a
+    // scan of all headings per chunk was chunks × headings on a long Markdown page.
+    this.#headings = [...(page.headings ?? [])].sort((a, b) => a.offset - b.offset);
+    this.#heading = carried;
+  }
+
+  /** The heading at `offset`; offsets must not decrease between calls. */
+  at(offset: number): string | null {
+    while (this.#next < this.#headings.length && (this.#headings[this.#next]?.offset ?? Infinity) <= offset) {
+      this.#heading = this.#headings[this.#next]?.text ?? null;
+      this.#next += 1;
+    }
+    return this.#heading;
+  }
 }
 
 /** Chunks a whole document (all pages) with two tokenize calls at most. */
@@ -287,25 +356,35 @@ export async function chunkPages(pages: readonly ParsedPage[], settings: ChunkSe
   const texts = new Map(pages.map((page) => [page.page, page.text]));
   const counts = await count(raw.map((unit) => (texts.get(unit.page) ?? '').slice(unit.start, unit.end)));
   const units = await splitLongUnits(raw.map((unit, i) => ({ ...unit, tokens: counts[i] ?? 0 })), texts, settings.size, count);
+  // Grouped in one pass: filtering all units for each page was pages × units (8,000 pages: minutes).
+  const byPage = new Map<number, Unit[]>();
+  for (const unit of units) {
+    const list = byPage.get(unit.page);
+    if (list === undefined) byPage.set(unit.page, [unit]);
+    else list.push(unit);
+  }
   const chunks: TextChunk[] = [];
   // A heading carries over to the next pages until another one appears.
   let carriedHeading: string | null = null;
   for (const page of pages) {
-    const pageUnits = units.filter((unit) => unit.page === page.page);
+    const pageUnits = byPage.get(page.page) ?? [];
+    const headings = new HeadingCursor(page, carriedHeading);
     for (const [from, to] of pack(pageUnits, settings)) {
       const first = pageUnits[from] as Unit;
       const last = pageUnits[to - 1] as Unit;
+      let tokens = 0;
+      for (let at = from; at < to; at += 1) tokens += pageUnits[at]?.tokens ?? 0;
       chunks.push({
         index: chunks.length,
         page: page.page,
         start: first.start,
         end: last.end,
         text: page.text.slice(first.start, last.end),
-        tokens: pageUnits.slice(from, to).reduce((sum, unit) => sum + unit.tokens, 0),
-        heading: headingAt(page, first.end - 1, carriedHeading),
+        tokens,
+        heading: headings.at(first.end - 1),
       });
     }
-    carriedHeading = headingAt(page, page.text.length, carriedHeading);
+    carriedHeading = headings.at(page.text.length);
   }
   return chunks;
 }

@@ -3,6 +3,7 @@ import { basename, dirname, extname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ErrorCode, isShoalError, ShoalError } from '../../adapters/protocol/errors.js';
+import { MAX_DOCUMENT_BYTES } from '../../adapters/protocol/limits.js';
 import { uriScheme } from '../../adapters/sinks/uri-scheme.js';
 import { Dimensions, EmbeddingDtype } from '../../adapters/protocol/output-types.js';
 
@@ -26,7 +27,7 @@ export const ParseStage = z.strictObject({
    */
   furniture: z.enum(['drop', 'keep']).default('drop'),
   /** A larger document fails alone with DOCUMENT_TOO_LARGE. */
-  maxBytes: z.number().int().positive().default(100 * 1024 * 1024),
+  maxBytes: z.number().int().positive().default(MAX_DOCUMENT_BYTES),
   maxPages: z.number().int().positive().default(5000),
 });
 

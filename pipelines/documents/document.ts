@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import { MAX_DOCUMENT_BYTES } from '../../adapters/protocol/limits.js';
 
 /**
  * What the parse stage reads and what it hands to the rest of a document pipeline. A document is
@@ -84,7 +85,7 @@ export const DEFAULT_PARSE_OPTIONS = Object.freeze({
   ocrModel: 'paddleocr/pp-ocrv4',
   ocrDpi: 150,
   furniture: 'drop',
-  maxBytes: 100 * 1024 * 1024,
+  maxBytes: MAX_DOCUMENT_BYTES,
   maxPages: 5000,
 } as const satisfies Partial<ParseOptions>);
 

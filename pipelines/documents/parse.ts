@@ -95,7 +95,9 @@ export class DocumentParser {
     try {
       return await Promise.race([lease.request(body), timeout]);
     } catch (error) {
-      if (hasErrorCode(error, ErrorCode.TIMEOUT)) await lease.terminate();
+      // A page over a limit may leave pdfjs mid-page (its text stream cut short), where it never
+      // finishes and the document cannot be closed: that thread is stopped too.
+      if (hasErrorCode(error, ErrorCode.TIMEOUT) || (body.type === 'page' && hasErrorCode(error, ErrorCode.DOCUMENT_TOO_LARGE))) await lease.terminate();
       throw error;
     } finally {
       clearTimeout(timer);

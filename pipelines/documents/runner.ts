@@ -88,6 +88,9 @@ interface ReadyDocument {
 /** Failures of the content itself: the file changed into something with no rows to keep. */
 const CONTENT_FAILURES: ReadonlySet<string> = new Set([ErrorCode.DOCUMENT_EMPTY, ErrorCode.DOCUMENT_CORRUPT, ErrorCode.DOCUMENT_ENCRYPTED, ErrorCode.UNSUPPORTED_DOCUMENT, ErrorCode.DOCUMENT_TOO_LARGE]);
 
+/** Failures of a request built from the document's own text: no retry or other document changes them. */
+const INPUT_FAILURES: ReadonlySet<string> = new Set([ErrorCode.INVALID_INPUT, ErrorCode.INPUT_TOO_LARGE, ErrorCode.DOCUMENT_TOO_LARGE]);
+
 type Prepared = { kind: 'ready'; document: ReadyDocument } | { kind: 'unchanged' } | { kind: 'failed'; failure: FailedDocument };
 
 function multivectorMetadata(multivector: PipelineDefinition['stages']['encode']['multivector'], tokenDimension: number | undefined): Record<string, string> {
@@ -326,11 +329,19 @@ export class IngestRunner {
     }
     const { pages } = outcome.document;
     const ocrPages = pages.filter((page) => page.ocr).length;
+    const chunking = performance.now();
+    let chunks: TextChunk[];
+    try {
+      chunks = await chunkPages(pages, await this.#chunkSettings(), this.#count);
+    } catch (error) {
+      // A text the tokenizer refuses fails its document alone; an engine outage still fails the run.
+      const shoal = toShoalError(error);
+      if (!INPUT_FAILURES.has(shoal.code)) throw error;
+      return { kind: 'failed', failure: { source: pending.uri, code: shoal.code, reason: `cannot be chunked: ${shoal.message}` } };
+    }
+    this.#stage('chunk', chunking);
     this.#progress.pages += pages.length;
     this.#progress.ocrPages += ocrPages;
-    const chunking = performance.now();
-    const chunks = await chunkPages(pages, await this.#chunkSettings(), this.#count);
-    this.#stage('chunk', chunking);
     this.#progress.chunks += chunks.length;
     return { kind: 'ready', document: { uri: pending.uri, documentId, pages: pages.length, ocrPages, chunks } };
   }

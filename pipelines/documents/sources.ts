@@ -1,5 +1,5 @@
 import type { Dirent, Stats } from 'node:fs';
-import { lstat, readdir, readFile, realpath, stat } from 'node:fs/promises';
+import { lstat, readdir, realpath, stat } from 'node:fs/promises';
 import { join, relative, resolve, sep } from 'node:path';
 import type { Readable } from 'node:stream';
 import { createInterface } from 'node:readline';
@@ -7,6 +7,8 @@ import picomatch from 'picomatch';
 import { z } from 'zod';
 import type { S3Store } from '../../adapters/object-store/index.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import { MAX_DOCUMENT_BYTES } from '../../adapters/protocol/limits.js';
+import { readRegularFile } from '../../adapters/sources/checked-file.js';
 import type { DocumentSource } from './document.js';
 import { exactId, INEXACT_ID, recordProblem } from './record-hint.js';
 import { s3Sources } from './s3-sources.js';
@@ -44,7 +46,7 @@ export interface SelectOptions {
   skip?: readonly string[];
 }
 
-const DEFAULT_MAX_BYTES = 100 * 1024 * 1024;
+const DEFAULT_MAX_BYTES = MAX_DOCUMENT_BYTES;
 
 /** A document to ingest, with its bytes read lazily (only when it is not already in the index). */
 export interface PendingSource {
@@ -54,35 +56,25 @@ export interface PendingSource {
 }
 
 /**
- * A local file, checked before it is read: a FIFO, socket or device would block or never end
- * (`shoal ingest /dev/zero`), and a file over the limit is refused without loading it; either
- * fails this document alone, as the parser's own checks do.
+ * A local file, checked on the opened descriptor before it is read (adapters/sources/checked-file.ts):
+ * a FIFO, socket or device would block or never end (`shoal ingest /dev/zero`), and a file over
+ * the limit is refused without loading it; either fails this document alone, as the parser's own
+ * checks do.
  */
 function fileSource(path: string, uri: string, maxBytes: number, id?: string): PendingSource {
   return {
     uri,
     load: async () => {
-      const info = await stat(path).catch((error: unknown) => {
-        throw new ShoalError(ErrorCode.NOT_FOUND, `cannot read ${path}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
-      });
-      if (!info.isFile()) throw new ShoalError(ErrorCode.INVALID_INPUT, `${path} is not a regular file (${fileKind(info)})`);
-      if (info.size > maxBytes) {
-        throw new ShoalError(ErrorCode.DOCUMENT_TOO_LARGE, `the document has ${info.size} bytes, over the limit of ${maxBytes} bytes (maxBytes)`, {
-          details: { limit: 'maxBytes', size: info.size, max: maxBytes },
-        });
-      }
-      const bytes = await readFile(path);
+      const bytes = await readRegularFile(path, { maxBytes, tooLarge: (size) => documentTooLarge(size, maxBytes) });
       return { source: { uri, path, bytes, ...(id === undefined ? {} : { id }) }, bytes };
     },
   };
 }
 
-function fileKind(info: Stats): string {
-  if (info.isDirectory()) return 'a folder';
-  if (info.isFIFO()) return 'a named pipe';
-  if (info.isSocket()) return 'a socket';
-  if (info.isCharacterDevice() || info.isBlockDevice()) return 'a device';
-  return 'not a file';
+function documentTooLarge(size: number, maxBytes: number): ShoalError {
+  return new ShoalError(ErrorCode.DOCUMENT_TOO_LARGE, `the document has ${size} bytes, over the limit of ${maxBytes} bytes (maxBytes)`, {
+    details: { limit: 'maxBytes', size, max: maxBytes },
+  });
 }
 
 /** A file found in a folder, or a place that could not be read (a failure of its own in the run). */

@@ -1,4 +1,5 @@
 import { ErrorCode, serializeError, type ShoalError } from '../../adapters/protocol/errors.js';
+import { printableLines } from './printable.js';
 
 /**
  * Exit statuses and the one way an error reaches the user: `error [CODE]: message` on stderr.
@@ -40,8 +41,9 @@ export function exitCodeFor(error: ShoalError): ExitCode {
 /** `error [CODE]: message`, plus the underlying cause on its own line when it adds something. */
 export function formatError(error: ShoalError): string {
   const serialized = serializeError(error);
-  const lines = [`error [${serialized.code}]: ${serialized.message}`];
-  if (serialized.cause !== undefined && !serialized.message.includes(serialized.cause)) lines.push(`  cause: ${serialized.cause}`);
+  // A message may quote a file or key name: what a terminal would act on is escaped (printable.ts).
+  const lines = [`error [${serialized.code}]: ${printableLines(serialized.message)}`];
+  if (serialized.cause !== undefined && !serialized.message.includes(serialized.cause)) lines.push(`  cause: ${printableLines(serialized.cause)}`);
   return `${lines.join('\n')}\n${partialOutputNote(error)}`;
 }
 

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { PayloadStore } from '../../adapters/nats/payloads.js';
+import { PayloadStore, type ReadLimit } from '../../adapters/nats/payloads.js';
+import { S3Store, type S3SettingsInput } from '../../adapters/object-store/index.js';
+import { MAX_DOCUMENT_BYTES } from '../../adapters/protocol/limits.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { natsNames } from '../../adapters/protocol/subjects.js';
 import type { Logger } from '../../adapters/observability/logger.js';
@@ -41,6 +43,12 @@ export interface IngestRunsOptions {
   prefix: string;
   /** Folders `file://` references may point into. @default [] */
   fileRoots?: readonly string[];
+  /**
+   * The S3 settings of this gateway's jobs (SHOAL_S3_BUCKETS among them), or its S3 store: the
+   * same allow-list decides an ingest source's bucket as a job's target. Required, so no run
+   * reads S3 with defaults that allow every bucket.
+   */
+  s3: S3SettingsInput | S3Store;
   /** Credentials and S3 settings the configured indexes are opened with. */
   indexOptions?: IndexSinkOptions;
   /** A run fails after this long with no parse worker. @default 300000 */
@@ -73,7 +81,11 @@ export class IngestRuns implements IngestApi {
         ...(this.#options.runHeartbeatMs === undefined ? {} : { heartbeatMs: this.#options.runHeartbeatMs }),
       }).then((ingest) => ({
         ingest,
-        payloads: new PayloadStore(nc, { bucket: natsNames(this.#options.prefix).payloadBucket, fileRoots: this.#options.fileRoots ?? [] }),
+        payloads: new PayloadStore(nc, {
+          bucket: natsNames(this.#options.prefix).payloadBucket,
+          fileRoots: this.#options.fileRoots ?? [],
+          ...(this.#options.s3 instanceof S3Store ? { s3Store: this.#options.s3 } : { s3: this.#options.s3 }),
+        }),
       }));
       opening.catch(() => (this.#opened = null));
       this.#opened = opening;
@@ -93,8 +105,12 @@ export class IngestRuns implements IngestApi {
     const contentHash = runContentHash({ pipeline: request.definition, index: request.index.name, records: request.records, force: request.force, prune: request.prune });
     const stored = await ingest.status(runId);
     if (stored !== null && stored.content_hash === contentHash && stored.abandoned_at === undefined) return stored;
+    // Every reference is checked as a job's would be (S3 allow-list, this deployment's object
+    // stores, the file roots) before anything is queued: a refused one fails the request (422).
+    for (const record of request.records) if ('ref' in record) payloads.checkSource(record.ref);
     const expanded = await expandFolders(request.records, this.#options.fileRoots ?? [], MAX_RUN_SOURCES);
-    const sources = expanded.records.map((record) => pendingOf(record, payloads));
+    const limit = documentLimit(request.definition.stages.parse.maxBytes);
+    const sources = expanded.records.map((record) => pendingOf(record, payloads, limit));
     // One atomic decision between concurrent submissions of this id (KV create, run-lease.ts).
     const claim = await ingest.claim({ runId, definition: request.definition, index: request.index.name, total: sources.length, contentHash });
     if ('existing' in claim) return claim.existing;
@@ -157,7 +173,20 @@ function existingOrThrow(runId: string): never {
   throw new ShoalError(ErrorCode.INTERNAL, `the status of ingest run ${runId} vanished right after it was written`);
 }
 
-function pendingOf(record: IngestRecord, payloads: PayloadStore): PendingSource {
+/**
+ * What a run's source may weigh when the gateway reads it: the run's parse limit, never more than
+ * MAX_DOCUMENT_BYTES (a request's definition cannot make the gateway hold a larger file), refused
+ * DOCUMENT_TOO_LARGE from the size (fstat, object info) before it is read.
+ */
+function documentLimit(parseMaxBytes: number): ReadLimit {
+  const maxBytes = Math.min(parseMaxBytes, MAX_DOCUMENT_BYTES);
+  return {
+    maxBytes,
+    tooLarge: (size, ref) => new ShoalError(ErrorCode.DOCUMENT_TOO_LARGE, `${ref} has ${size} bytes, over the document limit of ${maxBytes} bytes`, { details: { limit: 'maxBytes', size, max: maxBytes } }),
+  };
+}
+
+function pendingOf(record: IngestRecord, payloads: PayloadStore, limit: ReadLimit): PendingSource {
   if ('text' in record) {
     const { id, text } = record;
     return { uri: id, load: async () => ({ source: { uri: id, id, text }, bytes: new TextEncoder().encode(text) }) };
@@ -167,7 +196,7 @@ function pendingOf(record: IngestRecord, payloads: PayloadStore): PendingSource 
     uri,
     load: async () => {
       // obj:// from the object store, file:// only inside the configured roots (PayloadStore checks).
-      const bytes = await payloads.get(record.ref);
+      const bytes = await payloads.get(record.ref, limit);
       return { source: { uri, bytes, ...(record.id === undefined ? {} : { id: record.id }) }, bytes };
     },
   };

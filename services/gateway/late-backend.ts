@@ -40,6 +40,8 @@ export class LateBackend {
       submit: (submission) => backend().jobs.submit(submission),
       status: (jobId) => backend().jobs.status(jobId),
       results: (jobId) => backend().jobs.results(jobId),
+      // Without it the ingest route's check of its models found nothing to call and let every model through.
+      checkModel: (primitive, model) => backend().jobs.checkModel(primitive, model),
     };
   }
 

@@ -4,6 +4,7 @@ import { connectNats, redacted } from '../../adapters/nats/connection.js';
 import { DISCOVERY_STALL_MS, NatsEngine } from '../../adapters/nats/engine-client.js';
 import { JobBacklog, registerBacklogMetrics } from '../../adapters/nats/backlog.js';
 import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { S3Store } from '../../adapters/object-store/index.js';
 import { servedModelGate } from '../../adapters/nats/model-gate.js';
 import { createLogger, type Logger } from '../../adapters/observability/logger.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
@@ -99,7 +100,9 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
   const servers = redacted(config.nats.servers);
   // The port opens before NATS is reached: probes answer (readiness says why not) while it connects.
   const late = new LateBackend(servers);
-  const ingest = new IngestRuns({ connection: () => late.require().nc, prefix: config.natsPrefix, fileRoots: config.jobs?.fileRoots ?? [], ...(config.indexOptions === undefined ? {} : { indexOptions: config.indexOptions }), ...(config.parseWorkerTimeoutMs === undefined ? {} : { parseWorkerTimeoutMs: config.parseWorkerTimeoutMs }), ...(config.runHeartbeatMs === undefined ? {} : { runHeartbeatMs: config.runHeartbeatMs }), logger, metrics });
+  // One S3 store, so one allow-list (SHOAL_S3_BUCKETS) decides a bucket for jobs and ingest runs alike.
+  const s3 = new S3Store(config.jobs?.s3 ?? {});
+  const ingest = new IngestRuns({ connection: () => late.require().nc, prefix: config.natsPrefix, fileRoots: config.jobs?.fileRoots ?? [], s3, ...(config.indexOptions === undefined ? {} : { indexOptions: config.indexOptions }), ...(config.parseWorkerTimeoutMs === undefined ? {} : { parseWorkerTimeoutMs: config.parseWorkerTimeoutMs }), ...(config.runHeartbeatMs === undefined ? {} : { runHeartbeatMs: config.runHeartbeatMs }), logger, metrics });
   const app = buildGatewayApp(
     {
       engine: late.engine,
@@ -143,7 +146,7 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
     try {
       // Jobs only for models some worker serves (or served): made-up names are refused with 404.
       // Index result targets may name the indexes this gateway serves (the results sink is given the same ones).
-      jobs = await JobsClient.open(connection, { topology: { prefix: config.natsPrefix }, ...config.jobs, indexNames: Object.keys(config.indexes ?? {}), modelGate: (topology) => servedModelGate({ topology, discover: () => client.workers(500, DISCOVERY_STALL_MS) }) });
+      jobs = await JobsClient.open(connection, { topology: { prefix: config.natsPrefix }, ...config.jobs, s3Store: s3, indexNames: Object.keys(config.indexes ?? {}), modelGate: (topology) => servedModelGate({ topology, discover: () => client.workers(500, DISCOVERY_STALL_MS) }) });
     } catch (error) {
       const shoal = toShoalError(error);
       throw new ShoalError(shoal.code, `cannot set up jobs on NATS JetStream (is JetStream enabled on the server?): ${shoal.message}`, { cause: error });
@@ -153,6 +156,7 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
   } catch (error) {
     await app.close();
     await engine?.close();
+    s3.close();
     if (ownsConnection) await nc?.close();
     throw error;
   }
@@ -168,6 +172,7 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
       } finally {
         await ingest.close().catch((error: unknown) => logger.warn({ err: String(error) }, 'stopping ingest runs failed'));
         await connected.close();
+        s3.close();
         if (ownsConnection) await connection.drain().catch(() => connection.close());
       }
       logger.info('gateway stopped');

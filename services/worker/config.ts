@@ -55,6 +55,14 @@ export const WorkerConfig = z.strictObject({
   fileRoots: z.array(z.string().min(1)).default([]),
   /** Also run parse tasks of `shoal ingest --nats` (SHOAL_PARSE): document parsing, OCR through this engine. @default false */
   parse: z.boolean().default(false),
+  /** Ceilings on what a parse task may ask for (SHOAL_PARSE_MAX_PAGES, SHOAL_PARSE_MAX_BYTES, SHOAL_PARSE_MAX_DPI; pipelines/documents/parse-limits.ts). */
+  parseLimits: z
+    .strictObject({
+      maxPages: z.number().int().positive().default(SETTINGS.parseMaxPages.default),
+      maxBytes: z.number().int().positive().default(SETTINGS.parseMaxBytes.default),
+      maxDpi: z.number().int().min(36).max(600).default(SETTINGS.parseMaxDpi.default),
+    })
+    .prefault({}),
   /** S3 for `s3://` payload references and result targets (AWS_* variables, SHOAL_S3_BUCKETS; never logged). */
   s3: S3Settings.prefault({}),
   /** When models are found in the model dirs (none named, no catalog), serve the built-in models too (`shoal dev`). @default false */
@@ -112,5 +120,10 @@ export function workerConfigFromEnv(env: NodeJS.ProcessEnv): Record<string, unkn
   put(out, 'fileRoots', splitDirs(envValue(env, 'fileRoots')));
   const parse = envValue(env, 'parseRole');
   put(out, 'parse', parse === undefined ? undefined : isTrueValue(parse));
+  const parseLimits: Record<string, unknown> = {};
+  put(parseLimits, 'maxPages', wholeNumber(envValue(env, 'parseMaxPages')));
+  put(parseLimits, 'maxBytes', wholeNumber(envValue(env, 'parseMaxBytes')));
+  put(parseLimits, 'maxDpi', wholeNumber(envValue(env, 'parseMaxDpi')));
+  if (Object.keys(parseLimits).length > 0) out.parseLimits = parseLimits;
   return out;
 }

@@ -9,8 +9,10 @@ import type { Logger } from '../../adapters/observability/logger.js';
 import type { Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
+import { builtinModelIds } from '../../adapters/sources/builtin-models.js';
 import type { DocumentSource } from '../../pipelines/documents/document.js';
 import { DocumentParser } from '../../pipelines/documents/parse.js';
+import { capParseSettings, type ParseLimits } from '../../pipelines/documents/parse-limits.js';
 
 /**
  * The parse role of `shoal worker --parse` (SHOAL_PARSE=1): parse tasks of `shoal ingest --nats`
@@ -34,6 +36,10 @@ export interface ParseRoleOptions {
   maxDeliver: number;
   retryDelayMs: number;
   logger: Logger;
+  /** This worker's ceilings on a task's limits (parse-limits.ts); defaults where absent. */
+  limits?: Partial<ParseLimits>;
+  /** Models this worker serves for extract: with the built-in ones, the OCR models a parse task may name. */
+  extractModels: readonly string[];
 }
 
 export class ParseRole implements Lifecycle {
@@ -41,11 +47,14 @@ export class ParseRole implements Lifecycle {
   readonly #parsers = new Map<string, DocumentParser>();
   readonly #stop = new AbortController();
   readonly #engine: Engine;
-
+  readonly #limits: Partial<ParseLimits>;
+  readonly #ocrModels: ReadonlySet<string>;
   readonly #deadLetters: ParseDeadLetters;
 
-  private constructor(engine: Engine, deadLetters: ParseDeadLetters, build: (parse: (input: ParseInput) => Promise<ParseAnswer>) => ParseTaskConsumer) {
+  private constructor(engine: Engine, limits: Partial<ParseLimits>, ocrModels: ReadonlySet<string>, deadLetters: ParseDeadLetters, build: (parse: (input: ParseInput) => Promise<ParseAnswer>) => ParseTaskConsumer) {
     this.#engine = engine;
+    this.#limits = limits;
+    this.#ocrModels = ocrModels;
     this.#deadLetters = deadLetters;
     this.#consumer = build((input) => this.#parse(input));
   }
@@ -57,6 +66,8 @@ export class ParseRole implements Lifecycle {
     const deadLetters = new ParseDeadLetters({ js, jsm: options.topology.jsm, names, status, logger: options.logger });
     const role = new ParseRole(
       options.engine,
+      options.limits ?? {},
+      new Set([...builtinModelIds(), ...options.extractModels]),
       deadLetters,
       (parse) =>
         new ParseTaskConsumer({
@@ -79,7 +90,9 @@ export class ParseRole implements Lifecycle {
     return role;
   }
 
-  #parser(settings: ParseInput['settings']): DocumentParser {
+  #parser(requested: ParseInput['settings']): DocumentParser {
+    // A task asks; this worker's ceilings decide (a request may not raise maxPages to 1,000,000).
+    const settings = capParseSettings(requested, this.#limits);
     const key = JSON.stringify(settings);
     let parser = this.#parsers.get(key);
     if (parser === undefined) {
@@ -96,6 +109,12 @@ export class ParseRole implements Lifecycle {
   }
 
   async #parse(input: ParseInput): Promise<ParseAnswer> {
+    // The engine would load (and download from the hub) whatever id a task names: a task comes
+    // from anyone who may publish parse tasks, so only a built-in or served OCR model is run.
+    const ocrModel = input.settings.ocrModel;
+    if (!this.#ocrModels.has(ocrModel)) {
+      return { ok: false, code: ErrorCode.MODEL_NOT_FOUND, reason: `OCR model "${ocrModel.slice(0, 200)}" is neither built in nor served for extract by this worker (${[...this.#ocrModels].join(', ')})` };
+    }
     const source: DocumentSource = input.inlineText
       ? { uri: input.source, text: Buffer.from(input.bytes.buffer, input.bytes.byteOffset, input.bytes.byteLength).toString('utf8') }
       : { uri: input.source, bytes: input.bytes, ...(input.name === undefined ? {} : { path: input.name }) };

@@ -207,7 +207,7 @@ export class ShoalWorker implements Lifecycle {
       consumer.start();
       deadLetters.start();
       const parse = config.parse
-        ? await ParseRole.start({ nc: connection, topology, engine: ready, payloads, workerId: config.workerId, ackWaitMs: config.consumer.ackWaitMs, maxDeliver: config.consumer.maxDeliver, retryDelayMs: config.retryDelayMs, logger })
+        ? await ParseRole.start({ nc: connection, topology, engine: ready, payloads, workerId: config.workerId, ackWaitMs: config.consumer.ackWaitMs, maxDeliver: config.consumer.maxDeliver, retryDelayMs: config.retryDelayMs, logger, limits: config.parseLimits, extractModels: routes.filter((route) => route.primitive === 'extract').map((route) => route.model) })
         : null;
       const worker = new ShoalWorker({ config, logger, engine: ready, routes, nc: connection, rpc, consumer, deadLetters, parse });
       worker.#state = 'running';

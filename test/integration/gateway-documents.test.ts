@@ -79,7 +79,7 @@ describe.skipIf(!natsServerAvailable())('gateway: POST /v1/search and POST /v1/i
     // The gateway's gate: jobs (and ingest runs) only for models some worker serves, for that operation.
     const discovery = new NatsEngine(nc, { prefix });
     const jobs = await JobsClient.open(nc, { topology: { prefix }, modelGate: (topology) => servedModelGate({ topology, discover: () => discovery.workers(500, DISCOVERY_STALL_MS) }) });
-    ingest = new IngestRuns({ connection: () => nc, prefix });
+    ingest = new IngestRuns({ connection: () => nc, s3: {}, prefix });
     engine = referenceEngine();
     app = buildGatewayApp(
       { engine, jobs, ingest, models: async () => [], metrics: new ShoalMetrics(), ready: async () => ({ ready: true }) },

@@ -71,7 +71,7 @@ describe.skipIf(!natsServerAvailable())('gateway: POST /v1/ingest with prune', (
     worker = await startTestWorker(server.url, prefix, { parse: true });
     nc = await testConnection(server.url);
     const jobs = await JobsClient.open(nc, { topology: { prefix } });
-    ingest = new IngestRuns({ connection: () => nc, prefix, fileRoots: [join(root, 'files')] });
+    ingest = new IngestRuns({ connection: () => nc, s3: {}, prefix, fileRoots: [join(root, 'files')] });
     engine = referenceEngine();
     app = buildGatewayApp(
       { engine, jobs, ingest, models: async () => [], metrics: new ShoalMetrics(), ready: async () => ({ ready: true }) },
@@ -144,14 +144,11 @@ describe.skipIf(!natsServerAvailable())('gateway: POST /v1/ingest with prune', (
         expect(response.statusCode, JSON.stringify(payload)).toBe(422);
         expect(response.json()).toMatchObject({ error: { code: 'INVALID_INPUT' } });
       }
-      // Outside the roots the folder is not even looked at: read as a file, it fails as any reference outside the roots does.
+      // Outside the roots the folder is not even looked at: the reference is refused with the request, as a job's would be (no run).
       const status = await app.inject({ method: 'POST', url: '/v1/ingest', payload: { index: 'docs', model: TINY_MEAN, sources: [{ ref: pathToFileURL(outside).href }], prune: true, job_id: 'prune-outside' } });
-      expect(status.statusCode, status.body).toBe(202);
-      await eventually(async () => {
-        const final = (await app.inject({ method: 'GET', url: '/v1/jobs/prune-outside' })).json();
-        expect(final).toMatchObject({ state: 'failed', documents: { total: 1, ok: 0, failed: 1 }, removed: 0 });
-        expect(final).toMatchObject({ failed: [{ source: pathToFileURL(outside).href, reason: expect.stringContaining('outside the allowed file roots') }] });
-      }, 60_000);
+      expect(status.statusCode, status.body).toBe(422);
+      expect(status.json()).toMatchObject({ error: { code: 'INVALID_INPUT', message: expect.stringContaining('outside the allowed file roots') } });
+      expect((await app.inject({ method: 'GET', url: '/v1/jobs/prune-outside' })).statusCode).toBe(404);
     } finally {
       await rm(outside, { recursive: true, force: true });
     }

@@ -13,7 +13,7 @@ import { NatsIngest } from '../../pipelines/documents/nats-ingest.js';
 import { buildGatewayApp } from '../../services/gateway/app.js';
 import { IngestRuns } from '../../services/gateway/ingest-runs.js';
 import { CLI_FROM_SOURCE } from '../helpers/cli-build.js';
-import { ScriptedEngine, TEST_SETTINGS } from '../helpers/gateway.js';
+import { MemoryJobs, ScriptedEngine, TEST_SETTINGS } from '../helpers/gateway.js';
 import { exited, INGEST_ENV } from '../helpers/ingest-nats.js';
 import { natsServerAvailable, NATS_SERVER_MISSING, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
 import { TINY_MEAN, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
@@ -137,9 +137,9 @@ describe.skipIf(!natsServerAvailable())(`ingest runs: heartbeat and content iden
 
     beforeAll(async () => {
       const prefix = uniquePrefix('runids');
-      runs = new IngestRuns({ connection: () => nc, prefix, runHeartbeatMs: HEARTBEAT_MS });
+      runs = new IngestRuns({ connection: () => nc, prefix, s3: {}, runHeartbeatMs: HEARTBEAT_MS });
       app = buildGatewayApp(
-        { engine: ScriptedEngine.failing(ErrorCode.UNAVAILABLE), jobs: null, ingest: runs, models: async () => [], metrics: new ShoalMetrics({ processMetrics: false }), ready: async () => ({ ready: true }) },
+        { engine: ScriptedEngine.failing(ErrorCode.UNAVAILABLE), jobs: new MemoryJobs(), ingest: runs, models: async () => [], metrics: new ShoalMetrics({ processMetrics: false }), ready: async () => ({ ready: true }) },
         { ...TEST_SETTINGS, natsPrefix: prefix, indexes: { notes: join(root, 'gw-index') } },
       );
     });

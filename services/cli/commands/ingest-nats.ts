@@ -8,6 +8,7 @@ import type { StoreHealth } from '../../../pipelines/documents/store-health.js';
 import { natsSettingsFromEnv, parseWorkerTimeoutFromEnv, runHeartbeatFromEnv, splitList } from '../../settings/environment.js';
 import { envValue } from '../../settings/table.js';
 import type { CliApp } from '../app.js';
+import { printable } from '../printable.js';
 
 /**
  * `shoal ingest --nats URL`: this process coordinates (reads the sources, publishes parse tasks,
@@ -51,7 +52,7 @@ export async function ingestOverNats(call: NatsIngestCall): Promise<IngestSummar
           onProgress: call.onProgress,
           health: call.health,
           // Not silenced by --quiet: without it a run with no parse worker waits with no word.
-          onWarning: (message) => app.io.stderr.write(`warning: ${message}\n`),
+          onWarning: (message) => app.io.stderr.write(`warning: ${printable(message)}\n`),
         },
         call.sources,
       );

@@ -3,6 +3,7 @@ import { pruneRemoved, type PruneRoot, type SelectionGlobs } from '../../../pipe
 import type { IngestSummary } from '../../../pipelines/documents/runner.js';
 import type { PendingSource } from '../../../pipelines/documents/sources.js';
 import type { CliApp } from '../app.js';
+import { printable } from '../printable.js';
 
 export { pruneRoots } from '../../../pipelines/documents/prune.js';
 
@@ -29,6 +30,6 @@ export async function pruneAfterRun(call: PruneCall): Promise<IngestSummary> {
     return { ...summary, removed: 0 };
   }
   const outcome = await pruneRemoved(call.sink, roots, { seen: call.sources.map((source) => source.uri), failed: summary.failed, globs: call.globs });
-  for (const skipped of outcome.skipped) app.io.stderr.write(`warning: --prune left ${skipped.root} alone: ${skipped.reason}\n`);
+  for (const skipped of outcome.skipped) app.io.stderr.write(`warning: --prune left ${printable(skipped.root)} alone: ${printable(skipped.reason)}\n`);
   return { ...summary, removed: outcome.removed.length };
 }

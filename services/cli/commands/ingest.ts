@@ -12,6 +12,7 @@ import { settleInterrupt, type SettledRun } from '../../../pipelines/documents/i
 import { DocumentParser } from '../../../pipelines/documents/parse.js';
 import { IngestRunner, type IngestSummary } from '../../../pipelines/documents/runner.js';
 import { fileSources, recordSources, type PendingSource } from '../../../pipelines/documents/sources.js';
+import { printable } from '../printable.js';
 import { StoreHealth, type DegradedPeriod } from '../../../pipelines/documents/store-health.js';
 import { s3SettingsFromEnv } from '../../settings/environment.js';
 import type { CliApp } from '../app.js';
@@ -109,7 +110,7 @@ async function collectSources(paths: readonly string[], flags: z.output<typeof I
 
 function nothingFound(files: readonly string[], fromStdin: boolean, selection: { include: readonly string[]; exclude: readonly string[] }): string {
   const globs = [...selection.include.map((glob) => `--include '${glob}'`), ...selection.exclude.map((glob) => `--exclude '${glob}'`)];
-  const where = files.length === 0 ? '' : `${globs.length === 0 ? 'no files in' : `no files selected by ${globs.join(' ')} in`} ${files.join(', ')}`;
+  const where = files.length === 0 ? '' : `${globs.length === 0 ? 'no files in' : `no files selected by ${globs.map(printable).join(' ')} in`} ${files.map(printable).join(', ')}`;
   const stdin = fromStdin ? 'no JSON Lines records on stdin' : '';
   return [where, stdin].filter((part) => part !== '').join(' and ');
 }
@@ -117,7 +118,7 @@ function nothingFound(files: readonly string[], fromStdin: boolean, selection: {
 /** How long a store failed, for the summary line (`open` while it still fails at the end). */
 function outageLine(period: DegradedPeriod): string {
   const seconds = ((period.until === null ? Date.now() : Date.parse(period.until)) - Date.parse(period.since)) / 1000;
-  return `  degraded: ${period.store} unavailable for ${seconds.toFixed(1)} s from ${period.since}${period.until === null ? ' (still failing)' : ''} (retried, nothing lost): ${period.reason}`;
+  return `  degraded: ${period.store} unavailable for ${seconds.toFixed(1)} s from ${period.since}${period.until === null ? ' (still failing)' : ''} (retried, nothing lost): ${printable(period.reason)}`;
 }
 
 /** Said first when the run was stopped: the counts below are what finished before the stop. */
@@ -138,7 +139,7 @@ function humanSummary(summary: IngestSummary, definition: PipelineDefinition, ta
     `${documents.total} documents: ${documents.ok} indexed, ${documents.failed} failed, ${documents.unchanged} unchanged; ` +
       `${summary.pages} pages (${summary.ocrPages} OCR), ${summary.chunks} chunks in ${summary.seconds.toFixed(1)} s ` +
       `→ ${redactUri(definition.stages.write.index)} (table ${table})`,
-    ...summary.failed.map((failure) => `  failed ${failure.source}: [${failure.code}] ${failure.reason}`),
+    ...summary.failed.map((failure) => `  failed ${printable(failure.source)}: [${printable(failure.code)}] ${printable(failure.reason)}`),
     ...(summary.removed === undefined ? [] : [`  removed ${summary.removed} documents no longer in their folder (--prune)`]),
     ...outages.map(outageLine),
   ];
@@ -208,7 +209,7 @@ export function registerIngest(program: Command, app: CliApp): void {
         // With a bar the mark is on it; otherwise one line per change (not silenced by --quiet: a run that waits must say why).
         if (progress.barsEnabled) return;
         const failing = health.failingStores().includes(store);
-        app.io.stderr.write(failing && degraded !== null ? `warning: degraded since ${degraded.since}: ${degraded.reason}\n` : `${store} answers again; ${degraded === null ? 'no store is failing' : degraded.reason}\n`);
+        app.io.stderr.write(failing && degraded !== null ? `warning: degraded since ${degraded.since}: ${printable(degraded.reason)}\n` : `${store} answers again; ${degraded === null ? 'no store is failing' : printable(degraded.reason)}\n`);
       });
       await checkIndexWritable(indexDir);
       const { sink, table } = openIndex(app, definition.stages.write.index, definition.stages.write.table, health.sinkObserver());

@@ -75,8 +75,10 @@ function checkModelNames(definition: PipelineDefinition): void {
 
 /** The encode (and extract, and a non-built-in OCR) models of the run must be served by some worker, for that operation. */
 async function checkServedModels(context: RouteContext, definition: PipelineDefinition): Promise<void> {
-  const check = context.deps.jobs?.checkModel?.bind(context.deps.jobs);
-  if (check === undefined) return;
+  const jobs = context.deps.jobs;
+  // Ingest runs need the jobs of NATS JetStream: a gateway without them has none to start.
+  if (jobs === null) throw new ShoalError(ErrorCode.UNAVAILABLE, 'document ingest needs NATS JetStream and parse workers, and this gateway runs without them');
+  const check = (primitive: 'encode' | 'extract', model: string): Promise<void> => jobs.checkModel(primitive, model);
   const { parse, encode, extract } = definition.stages;
   // The OCR model runs in the parse workers' own engine, which loads (and downloads from the hub)
   // whatever id it is given: only a built-in one, or one some worker serves for extract.
