@@ -119,6 +119,7 @@ const CALLS: readonly Call[] = [
   { route: '/v1/search', method: 'POST', url: '/v1/search', payload: { index: 'docs', query: 'pilot boat', k: 3 }, status: 200 },
   { route: '/v1/search', method: 'POST', url: '/v1/search', payload: { index: 'nope', query: 'pilot boat' }, status: 404 },
   { route: '/v1/ingest', method: 'POST', url: '/v1/ingest', payload: { index: 'docs', sources: [{ id: 'n1', text: 'The pilot boat leaves at dawn.' }] }, status: 202 },
+  { route: '/v1/ingest', method: 'POST', url: '/v1/ingest?wait=true', payload: { index: 'docs', sources: [{ id: 'n2', text: 'The harbour opens at six.' }] }, status: 200 },
   { route: '/v1/ingest', method: 'POST', url: '/v1/ingest', payload: { index: 'docs', sources: [] }, status: 422 },
   { route: '/v1/classify', method: 'POST', url: '/v1/classify', payload: { model: 'tiny-bert-mean', items: ['red running shoe'], labels: ['shoes', 'hats'] }, status: 200 },
   { route: '/v1/classify', method: 'POST', url: '/v1/classify', payload: { model: 'tiny-bert-mean', items: ['red running shoe'], labels: ['shoes', 'hats'], mode: 'job', job_id: 'oa-classify' }, status: 202 },

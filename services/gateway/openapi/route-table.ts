@@ -23,7 +23,7 @@ import { JobSubmission } from '../../../adapters/protocol/jobs.js';
 import { ExtractRequest, ScoreRequest, TokenizeRequest } from '../../../adapters/protocol/requests.js';
 import { ExtractResult, ScoreResult, TokenizeResult } from '../../../adapters/protocol/results.js';
 import { EncodeQuery, ExtractQuery } from '../routes/image-body.js';
-import { IngestBody } from '../routes/ingest.js';
+import { IngestBody, IngestQuery } from '../routes/ingest.js';
 import { EmbeddingsBody } from '../routes/openai.js';
 import { HttpEncodeRequest } from '../routes/primitives.js';
 import { SearchBody } from '../routes/search.js';
@@ -170,8 +170,10 @@ export const ROUTE_TABLE: readonly RouteDoc[] = Object.freeze<RouteDoc[]>([
     summary: 'Ingest documents into a configured index (a job)',
     access: 'token',
     body: IngestBody,
+    query: IngestQuery,
     responses: {
-      202: json(IngestAccepted, 'accepted; poll Location: /v1/jobs/{id}'),
+      200: json(IngestAccepted, 'with ?wait=true: the run finished within the wait'),
+      202: json(IngestAccepted, 'accepted (or still running after ?wait=true); poll Location: /v1/jobs/{id}'),
     },
     errors: [E.NOT_FOUND, E.JOB_CONFLICT, E.UNAVAILABLE, E.MODEL_NOT_FOUND, E.TIMEOUT, E.UNSUPPORTED_MEDIA_TYPE, E.INPUT_TOO_LARGE],
   },

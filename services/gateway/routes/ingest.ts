@@ -10,6 +10,7 @@ import { applyOverrides, parseDefinition, type PipelineDefinition } from '../../
 import { checkJobIdFree } from '../job-ids.js';
 import type { IngestApi, RouteContext } from '../context.js';
 import { INDEX_NAME, indexTarget } from '../index-sinks.js';
+import { isFinishedRun, waitForRun } from '../ingest-wait.js';
 import { OTHER_MODEL } from '../request-metrics.js';
 import { publicIngestStatus } from '../redact.js';
 
@@ -19,9 +20,10 @@ import { publicIngestStatus } from '../redact.js';
  * `file://` inside the gateway's file roots, `s3://` where supported), a built-in pipeline name or
  * a whole definition (its write target is ignored: the index is `index`, a name the operator
  * configured, never a path), optionally `model`, `force` and `prune` (a `file://` folder stands
- * for its files and is a prune root, services/gateway/ingest-folders.ts). The run is always asynchronous:
+ * for its files and is a prune root, services/gateway/ingest-folders.ts). The run is asynchronous:
  * 202 with the job id and `Location: /v1/jobs/<id>`, where its status (documents ok / failed /
- * unchanged, pages, chunks, first failures) is read. Parsing and encoding run on the workers.
+ * unchanged, pages, chunks, first failures) is read; with `?wait=true` the answer waits for the
+ * run to finish (200), within the request timeout. Parsing and encoding run on the workers.
  */
 
 const MAX_SOURCES = 10_000;
@@ -42,6 +44,12 @@ export const IngestBody = z.strictObject({
   prune: z.boolean().optional(),
   job_id: JobId.optional(),
 });
+
+/**
+ * `?wait=true`: answer once the run is over (200 with its final status), or 202 as without it when
+ * the gateway's request timeout comes first (ingest-wait.ts).
+ */
+export const IngestQuery = z.strictObject({ wait: z.enum(['true', 'false']).optional() });
 
 /** A definition object from a request: its mistakes are the caller's (422), not the gateway's configuration. */
 function requestDefinition(pipeline: Record<string, unknown>): PipelineDefinition {
@@ -97,6 +105,7 @@ function ingestOrUnavailable(ingest: IngestApi | null | undefined): IngestApi {
 export function registerIngestRoutes(app: FastifyInstance, context: RouteContext): void {
   app.post('/v1/ingest', async (request, reply) => {
     context.metrics.track(request, { primitive: 'job', model: OTHER_MODEL, lane: 'bulk' });
+    const { wait } = parseWith(IngestQuery, request.query ?? {}, 'ingest query string');
     const body = parseWith(IngestBody, request.body, 'ingest request');
     const target = indexTarget(context.settings.indexes, body.index);
     const ids = new Set<string>();
@@ -111,10 +120,11 @@ export function registerIngestRoutes(app: FastifyInstance, context: RouteContext
     await context.call(reply)(() => checkJobIdFree(context, body.job_id, 'ingest'));
     // A run whose models no worker serves would be accepted and fail later: refused now, as a job is.
     await context.call(reply)(() => checkServedModels(context, definition));
-    const status = await context.call(reply)(() =>
+    const started = await context.call(reply)(() =>
       ingest.start({ job_id: body.job_id, definition, index: { name: body.index, target }, records: body.sources, force: body.force === true, prune: body.prune === true }),
     );
+    const status = wait === 'true' ? await waitForRun(ingest, started, reply, context.settings.requestTimeoutMs) : started;
     const location = `/v1/jobs/${status.job_id}`;
-    return reply.code(202).header('location', location).send({ job_id: status.job_id, status: publicIngestStatus(status), links: { self: location } });
+    return reply.code(isFinishedRun(status) && wait === 'true' ? 200 : 202).header('location', location).send({ job_id: status.job_id, status: publicIngestStatus(status), links: { self: location } });
   });
 }
