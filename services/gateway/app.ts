@@ -148,7 +148,8 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
   app.addHook('preParsing', async (request) => checkBodyType(request));
   // A POST without a body (or a content type) reaches no schema as `undefined`: say what to send.
   app.addHook('preValidation', async (request) => {
-    if (request.method === 'POST' && request.body === undefined && request.routeOptions.url !== undefined) {
+    // A multipart upload (POST /v1/ingest) is read by its route, so its body is never parsed here.
+    if (request.method === 'POST' && request.body === undefined && request.routeOptions.url !== undefined && request.routeOptions.config.upload !== true) {
       throw new ShoalError(ErrorCode.INVALID_INPUT, 'the request body is empty: send a JSON object with Content-Type: application/json');
     }
   });

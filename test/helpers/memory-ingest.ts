@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
 import type { IngestRunStatus } from '../../adapters/protocol/ingest.js';
 import type { IngestApi, IngestStart } from '../../services/gateway/context.js';
@@ -9,6 +10,8 @@ import type { IngestApi, IngestStart } from '../../services/gateway/context.js';
  */
 export class MemoryIngest implements IngestApi {
   readonly started: IngestStart[] = [];
+  /** Uploaded files staged by name (what the object store would hold). */
+  readonly staged = new Map<string, Uint8Array>();
   readonly #runs = new Map<string, { status: IngestRunStatus; reads: number }>();
   readonly #finishAfterReads: number;
   #next = 1;
@@ -38,6 +41,11 @@ export class MemoryIngest implements IngestApi {
     };
     this.#runs.set(jobId, { status, reads: 0 });
     return status;
+  }
+
+  async stage(name: string, path: string): Promise<string> {
+    this.staged.set(name, new Uint8Array(await readFile(path)));
+    return `obj://shoal_payloads/${name}`;
   }
 
   async status(jobId: string): Promise<IngestRunStatus | null> {

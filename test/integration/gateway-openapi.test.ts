@@ -144,6 +144,13 @@ describe('GET /openapi.json', () => {
     expect(document.openapi).toBe('3.1.0');
     const result = await validate(structuredClone(document) as Parameters<typeof validate>[0]);
     expect(result.valid, result.valid ? '' : compileErrors(result)).toBe(true);
+    // The upload form of POST /v1/ingest: its files and the text fields of the JSON body.
+    const ingest = z
+      .looseObject({ requestBody: z.looseObject({ content: z.record(z.string(), z.looseObject({ schema: z.looseObject({ properties: z.record(z.string(), z.unknown()), required: z.array(z.string()) }) })) }) })
+      .parse(document.paths['/v1/ingest']?.post);
+    const upload = ingest.requestBody.content['multipart/form-data']?.schema;
+    expect(Object.keys(upload?.properties ?? {}).sort()).toEqual(['file', 'force', 'index', 'job_id', 'model', 'pipeline', 'prune', 'sources']);
+    expect(upload?.required.sort()).toEqual(['file', 'index']);
   });
 
   it('documents every route fastify registered, and no route that does not exist', () => {

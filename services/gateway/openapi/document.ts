@@ -55,11 +55,20 @@ function queryParameters(query: z.ZodObject | undefined): JsonObject[] {
   return Object.entries(properties).map(([name, property]) => ({ name, in: 'query', required: required.has(name), schema: property }));
 }
 
+/** A multipart form: its text fields, and `file` parts (one or more). */
+function formSchema(fields: z.ZodObject | undefined): JsonObject {
+  const schema = fields === undefined ? { type: 'object', properties: {} } : jsonSchema(fields, 'input');
+  const properties = (schema.properties ?? {}) as Record<string, unknown>;
+  const required = Array.isArray(schema.required) ? schema.required : [];
+  const file = { type: 'array', minItems: 1, items: { type: 'string', contentMediaType: 'application/octet-stream' } };
+  return { ...schema, properties: { ...properties, file }, required: [...required, 'file'], additionalProperties: false };
+}
+
 function requestBody(route: RouteDoc): JsonObject | undefined {
   if (route.body === undefined) return undefined;
   const content: JsonObject = { 'application/json': { schema: jsonSchema(route.body, 'input') } };
   for (const type of route.altBody?.contentTypes ?? []) {
-    content[type] = type === 'multipart/form-data' ? { schema: { type: 'object' } } : { schema: { type: 'string', contentMediaType: type } };
+    content[type] = type === 'multipart/form-data' ? { schema: formSchema(route.altBody?.form) } : { schema: { type: 'string', contentMediaType: type } };
   }
   return { required: true, content, ...(route.altBody === undefined ? {} : { description: `Or ${route.altBody.description}.` }) };
 }

@@ -24,6 +24,9 @@ import { ExtractRequest, ScoreRequest, TokenizeRequest } from '../../../adapters
 import { ExtractResult, ScoreResult, TokenizeResult } from '../../../adapters/protocol/results.js';
 import { EncodeQuery, ExtractQuery } from '../routes/image-body.js';
 import { IngestBody, IngestQuery } from '../routes/ingest.js';
+import { UploadFields } from '../routes/ingest-form.js';
+import { MAX_UPLOAD_FILES } from '../ingest-upload.js';
+import { MAX_DOCUMENT_BYTES } from '../../../adapters/protocol/limits.js';
 import { EmbeddingsBody } from '../routes/openai.js';
 import { HttpEncodeRequest } from '../routes/primitives.js';
 import { SearchBody } from '../routes/search.js';
@@ -57,7 +60,7 @@ export interface RouteDoc {
   access: RouteAccess;
   body?: z.ZodType;
   /** Another body type the route takes (a raw image, multipart upload), with its query fields. */
-  altBody?: { contentTypes: readonly string[]; query?: z.ZodObject; description: string };
+  altBody?: { contentTypes: readonly string[]; query?: z.ZodObject; description: string; /** A multipart form's text fields (its files are `file`). */ form?: z.ZodObject };
   query?: z.ZodObject;
   /** Success answers by status. */
   responses: Readonly<Record<number, RouteResponse>>;
@@ -170,6 +173,11 @@ export const ROUTE_TABLE: readonly RouteDoc[] = Object.freeze<RouteDoc[]>([
     summary: 'Ingest documents into a configured index (a job)',
     access: 'token',
     body: IngestBody,
+    altBody: {
+      contentTypes: ['multipart/form-data'],
+      form: UploadFields,
+      description: `an upload: one or more files (each up to ${MAX_DOCUMENT_BYTES} bytes, ${MAX_UPLOAD_FILES} at most) as \`file\` parts, the other fields as text (\`sources\` and a \`pipeline\` definition as JSON)`,
+    },
     query: IngestQuery,
     responses: {
       200: json(IngestAccepted, 'with ?wait=true: the run finished within the wait'),

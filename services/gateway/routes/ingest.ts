@@ -1,3 +1,4 @@
+import multipart from '@fastify/multipart';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { ErrorCode, isShoalError, ShoalError } from '../../../adapters/protocol/errors.js';
@@ -13,6 +14,7 @@ import { INDEX_NAME, indexTarget } from '../index-sinks.js';
 import { isFinishedRun, waitForRun } from '../ingest-wait.js';
 import { OTHER_MODEL } from '../request-metrics.js';
 import { publicIngestStatus } from '../redact.js';
+import { isUpload, uploadedBody } from './ingest-form.js';
 
 /**
  * POST /v1/ingest: documents into a configured index, as a job. The body names the sources
@@ -103,28 +105,33 @@ function ingestOrUnavailable(ingest: IngestApi | null | undefined): IngestApi {
 }
 
 export function registerIngestRoutes(app: FastifyInstance, context: RouteContext): void {
-  app.post('/v1/ingest', async (request, reply) => {
-    context.metrics.track(request, { primitive: 'job', model: OTHER_MODEL, lane: 'bulk' });
-    const { wait } = parseWith(IngestQuery, request.query ?? {}, 'ingest query string');
-    const body = parseWith(IngestBody, request.body, 'ingest request');
-    const target = indexTarget(context.settings.indexes, body.index);
-    const ids = new Set<string>();
-    for (const source of body.sources) {
-      const id = source.id ?? ('ref' in source ? source.ref : '');
-      if (ids.has(id)) throw new ShoalError(ErrorCode.INVALID_INPUT, `duplicate source ${JSON.stringify(id.slice(0, 200))}`);
-      ids.add(id);
-    }
-    const definition = applyOverrides(await definitionOf(body.pipeline), { model: body.model, index: body.index });
-    checkModelNames(definition);
-    const ingest = ingestOrUnavailable(context.deps.ingest);
-    await context.call(reply)(() => checkJobIdFree(context, body.job_id, 'ingest'));
-    // A run whose models no worker serves would be accepted and fail later: refused now, as a job is.
-    await context.call(reply)(() => checkServedModels(context, definition));
-    const started = await context.call(reply)(() =>
-      ingest.start({ job_id: body.job_id, definition, index: { name: body.index, target }, records: body.sources, force: body.force === true, prune: body.prune === true }),
-    );
-    const status = wait === 'true' ? await waitForRun(ingest, started, reply, context.settings.requestTimeoutMs) : started;
-    const location = `/v1/jobs/${status.job_id}`;
-    return reply.code(isFinishedRun(status) && wait === 'true' ? 200 : 202).header('location', location).send({ job_id: status.job_id, status: publicIngestStatus(status), links: { self: location } });
+  // The multipart parser in a scope of its own: every other route keeps refusing multipart (415).
+  app.register(async (scope) => {
+    await scope.register(multipart);
+    scope.post('/v1/ingest', { config: { upload: true } }, async (request, reply) => {
+      context.metrics.track(request, { primitive: 'job', model: OTHER_MODEL, lane: 'bulk' });
+      const { wait } = parseWith(IngestQuery, request.query ?? {}, 'ingest query string');
+      const raw = isUpload(request) ? await uploadedBody(request, reply, context, ingestOrUnavailable(context.deps.ingest)) : request.body;
+      const body = parseWith(IngestBody, raw, 'ingest request');
+      const target = indexTarget(context.settings.indexes, body.index);
+      const ids = new Set<string>();
+      for (const source of body.sources) {
+        const id = source.id ?? ('ref' in source ? source.ref : '');
+        if (ids.has(id)) throw new ShoalError(ErrorCode.INVALID_INPUT, `duplicate source ${JSON.stringify(id.slice(0, 200))}`);
+        ids.add(id);
+      }
+      const definition = applyOverrides(await definitionOf(body.pipeline), { model: body.model, index: body.index });
+      checkModelNames(definition);
+      const ingest = ingestOrUnavailable(context.deps.ingest);
+      await context.call(reply)(() => checkJobIdFree(context, body.job_id, 'ingest'));
+      // A run whose models no worker serves would be accepted and fail later: refused now, as a job is.
+      await context.call(reply)(() => checkServedModels(context, definition));
+      const started = await context.call(reply)(() =>
+        ingest.start({ job_id: body.job_id, definition, index: { name: body.index, target }, records: body.sources, force: body.force === true, prune: body.prune === true }),
+      );
+      const status = wait === 'true' ? await waitForRun(ingest, started, reply, context.settings.requestTimeoutMs) : started;
+      const location = `/v1/jobs/${status.job_id}`;
+      return reply.code(isFinishedRun(status) && wait === 'true' ? 200 : 202).header('location', location).send({ job_id: status.job_id, status: publicIngestStatus(status), links: { self: location } });
+    });
   });
 }
