@@ -149,7 +149,8 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
   // A POST without a body (or a content type) reaches no schema as `undefined`: say what to send.
   app.addHook('preValidation', async (request) => {
     // A multipart upload (POST /v1/ingest) is read by its route, so its body is never parsed here.
-    if (request.method === 'POST' && request.body === undefined && request.routeOptions.url !== undefined && request.routeOptions.config.upload !== true) {
+    const upload = request.routeOptions.config.upload === true && /^multipart\/form-data\b/i.test(request.headers['content-type'] ?? '');
+    if (request.method === 'POST' && request.body === undefined && request.routeOptions.url !== undefined && !upload) {
       throw new ShoalError(ErrorCode.INVALID_INPUT, 'the request body is empty: send a JSON object with Content-Type: application/json');
     }
   });

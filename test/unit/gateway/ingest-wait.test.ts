@@ -65,6 +65,10 @@ describe('POST /v1/ingest?wait=true', () => {
     const refused = await gw.inject({ method: 'POST', url: '/v1/ingest?wait=yes', payload: body });
     expect(refused.statusCode).toBe(422);
     expect(z.looseObject({ error: z.looseObject({ code: z.string(), message: z.string() }) }).parse(refused.json()).error.message).toContain('wait');
+    // A POST with no body at all is still told to send one (the upload route reads multipart itself).
+    const bodiless = await gw.inject({ method: 'POST', url: '/v1/ingest' });
+    expect(bodiless.statusCode).toBe(422);
+    expect(bodiless.json()).toMatchObject({ error: { code: 'INVALID_INPUT', message: expect.stringContaining('the request body is empty') } });
     expect(ingest.started).toHaveLength(2);
   });
 });
