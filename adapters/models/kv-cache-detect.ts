@@ -38,6 +38,10 @@ function describePast(input: GraphTensor, config: HfConfig | undefined, graph: s
 
 /** The past inputs of a graph file, with the dims to feed them empty ([] for a graph without a cache). */
 export async function detectPastInputs(graphPath: string, config: HfConfig | undefined): Promise<PastInput[]> {
-  const io = await readGraphIo(graphPath);
+  // A graph that cannot be read is the load's to report (MODEL_LOAD_FAILED for the request or job
+  // part that needs it), as before this detection existed: a worker must still start and serve its
+  // other models, and dead-letter the parts of this one.
+  const io = await readGraphIo(graphPath).catch((): null => null);
+  if (io === null) return [];
   return io.inputs.filter((input) => isPastInput(input.name)).map((input) => describePast(input, config, graphPath));
 }

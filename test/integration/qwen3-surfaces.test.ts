@@ -15,7 +15,7 @@ import { jsonl, parseJsonl, runShoal } from '../helpers/shoal-cli.js';
 
 /**
  * The two Qwen3 ONNX layouts of the kit through every entry point: the KV-cache embedder through
- * `shoal encode`, the causal-LM reranker's custom_instruction case through `shoal score
+ * `shoal encode`, /v1/encode and NATS request-reply, the causal-LM reranker's custom_instruction case through `shoal score
  * --instruction`, /v1/score and TEI /rerank (`instruction`), and NATS request-reply.
  */
 
@@ -40,11 +40,13 @@ describe.skipIf(embedder === null || reranker === null)(`Qwen3 layouts on every 
   const embed = embedder as ConformanceModel;
   const rerank = reranker as ConformanceModel;
   const { inputs, scores } = customInstruction(rerank);
+  const documentsCase = embed.cases.cases.find((c) => c.id === 'documents');
+  const texts = z.looseObject({ texts: z.array(z.string()) }).parse(documentsCase?.inputs).texts;
+  const embeddings = numberMatrix(z.looseObject({ embeddings: z.unknown() }).parse(documentsCase?.expected).embeddings, 'embeddings');
+  const Dense = z.looseObject({ dense: z.array(z.number()) });
 
   it('shoal encode: the KV-cache embedder reproduces the documents case', async () => {
-    const kase = embed.cases.cases.find((c) => c.id === 'documents');
-    const texts = z.looseObject({ texts: z.array(z.string()) }).parse(kase?.inputs).texts;
-    const expected = numberMatrix(z.looseObject({ embeddings: z.unknown() }).parse(kase?.expected).embeddings, 'embeddings');
+    const expected = embeddings;
     const run = await runShoal(['encode', '--model', embed.dir], { stdin: jsonl(texts.map((text, id) => ({ id, text }))) });
     expect(run.code, run.stderr).toBe(0);
     const lines = parseJsonl(run.stdout, z.looseObject({ id: z.number(), dense: z.array(z.number()) }));
@@ -70,6 +72,14 @@ describe.skipIf(embedder === null || reranker === null)(`Qwen3 layouts on every 
     afterAll(async () => {
       await app.close();
       await engine.close();
+    });
+
+    it('/v1/encode: the KV-cache embedder reproduces the documents case', async () => {
+      const response = await app.inject({ method: 'POST', url: '/v1/encode', payload: { model: embed.dir, items: texts } });
+      expect(response.statusCode, response.body).toBe(200);
+      const items = z.looseObject({ items: z.array(Dense) }).parse(response.json()).items;
+      expect(items).toHaveLength(texts.length);
+      items.forEach((item, i) => expectAllClose(item.dense, embeddings[i] ?? [], embed.atol, `item ${i}`));
     });
 
     it('/v1/score with instruction', async () => {
@@ -106,13 +116,20 @@ describe.skipIf(embedder === null || reranker === null)(`Qwen3 layouts on every 
     const prefix = uniquePrefix('qwen3');
     beforeAll(async () => {
       server = await startNatsServer();
-      worker = await startTestWorker(server.url, prefix, { engine: { modelDirs: [CONFORMANCE_DIR], threads: 1, memoryBudget: '2GiB' }, models: ['qwen3-reranker'] });
+      worker = await startTestWorker(server.url, prefix, { engine: { modelDirs: [CONFORMANCE_DIR], threads: 1, memoryBudget: '2GiB' }, models: ['qwen3-reranker', 'qwen3-kv-embed'] });
       nc = await testConnection(server.url);
     });
     afterAll(async () => {
       await worker?.drain();
       await nc?.close();
       await server?.stop();
+    });
+
+    it('request-reply encode: the KV-cache embedder reproduces the documents case', async () => {
+      const engine = new NatsEngine(nc, { prefix, timeoutMs: 60_000 });
+      const result = await engine.encode({ model: 'qwen3-kv-embed', items: texts.map((text, i) => ({ id: String(i), text })) });
+      expect(result.items).toHaveLength(texts.length);
+      result.items.forEach((item, i) => expectAllClose(item.dense ?? [], embeddings[i] ?? [], embed.atol, `item ${i}`));
     });
 
     it('request-reply score with instruction', async () => {
