@@ -229,6 +229,20 @@ export class PayloadStore {
     return `obj://${this.bucket}/${name}`;
   }
 
+  /**
+   * Stores a stream in this deployment's bucket under `name` (an upload, read from its temp file
+   * chunk by chunk, never whole in memory); returns its `obj://` reference.
+   */
+  async putStream(name: string, data: ReadableStream<Uint8Array>): Promise<string> {
+    const store = await this.#store(this.bucket);
+    try {
+      await store.put({ name }, data);
+    } catch (error) {
+      throw toNatsShoalError(error, `store ${name} in object store ${this.bucket}`);
+    }
+    return `obj://${this.bucket}/${name}`;
+  }
+
   /** Writes data at `<base>/<relative>` of a store URI (a result target); returns the full reference. */
   async write(base: string, relative: string, data: Uint8Array): Promise<string> {
     const obj = /^obj:\/\/([^/]+)\/?(.*)$/.exec(base);

@@ -14,6 +14,7 @@ import { MAX_PATH_PARAM_CHARS, fromFastifyError, sendError } from './errors.js';
 import { ModelFactsCache } from './model-facts.js';
 import { IndexOutages } from './index-outages.js';
 import { RequestMetrics } from './request-metrics.js';
+import { registerApiDocsRoutes } from './routes/api-docs.js';
 import { registerClassifyRoutes } from './routes/classify.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerIngestRoutes } from './routes/ingest.js';
@@ -82,6 +83,13 @@ class RoutePatterns {
   }
 }
 
+/** Every route fastify registered on a gateway app (HEAD included), for the test that /openapi.json covers them all. */
+const REGISTERED_ROUTES = new WeakMap<FastifyInstance, Array<{ method: string; url: string }>>();
+
+export function registeredRoutes(app: FastifyInstance): ReadonlyArray<{ method: string; url: string }> {
+  return REGISTERED_ROUTES.get(app) ?? [];
+}
+
 export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): FastifyInstance {
   const metrics = new RequestMetrics(deps.metrics);
   // One short line per failure, never a stack: a caller sending bad requests must not be able to
@@ -124,7 +132,12 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
   });
   let closing = false;
   const routes = new RoutePatterns();
-  app.addHook('onRoute', (route) => routes.add(route.method, route.url));
+  const registered: Array<{ method: string; url: string }> = [];
+  REGISTERED_ROUTES.set(app, registered);
+  app.addHook('onRoute', (route) => {
+    routes.add(route.method, route.url);
+    for (const method of typeof route.method === 'string' ? [route.method] : route.method) registered.push({ method, url: route.url });
+  });
 
   // First, so every answer carries it, a 401 or a 404 included.
   app.addHook('onRequest', async (request, reply) => {
@@ -135,7 +148,9 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
   app.addHook('preParsing', async (request) => checkBodyType(request));
   // A POST without a body (or a content type) reaches no schema as `undefined`: say what to send.
   app.addHook('preValidation', async (request) => {
-    if (request.method === 'POST' && request.body === undefined && request.routeOptions.url !== undefined) {
+    // A multipart upload (POST /v1/ingest) is read by its route, so its body is never parsed here.
+    const upload = request.routeOptions.config.upload === true && /^multipart\/form-data\b/i.test(request.headers['content-type'] ?? '');
+    if (request.method === 'POST' && request.body === undefined && request.routeOptions.url !== undefined && !upload) {
       throw new ShoalError(ErrorCode.INVALID_INPUT, 'the request body is empty: send a JSON object with Content-Type: application/json');
     }
   });
@@ -189,5 +204,6 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
   registerSearchRoutes(app, context);
   registerIngestRoutes(app, context);
   registerClassifyRoutes(app, context);
+  registerApiDocsRoutes(app, context);
   return app;
 }

@@ -108,6 +108,11 @@ export interface IngestStart {
 export interface IngestApi {
   start(request: IngestStart): Promise<IngestRunStatus>;
   status(jobId: string): Promise<IngestRunStatus | null>;
+  /**
+   * Stores an uploaded file (multipart POST /v1/ingest) where the run can read it, under `name`,
+   * and returns its reference (`obj://<p>_payloads/<name>`); absent: uploads answer UNAVAILABLE.
+   */
+  stage?(name: string, path: string): Promise<string>;
 }
 
 /** What every route file receives. */

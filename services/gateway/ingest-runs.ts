@@ -1,3 +1,5 @@
+import { createReadStream } from 'node:fs';
+import { Readable } from 'node:stream';
 import { randomUUID } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { PayloadStore, type ReadLimit } from '../../adapters/nats/payloads.js';
@@ -96,6 +98,13 @@ export class IngestRuns implements IngestApi {
   async status(jobId: string): Promise<IngestRunStatus | null> {
     const { ingest } = await this.#open();
     return ingest.status(jobId);
+  }
+
+  async stage(name: string, path: string): Promise<string> {
+    const { payloads } = await this.#open();
+    // Chunk by chunk from the temp file: an upload is never held whole in memory.
+    const chunks = createReadStream(path, { highWaterMark: 128 * 1024 });
+    return payloads.putStream(name, Readable.toWeb(chunks));
   }
 
   async start(request: IngestStart): Promise<IngestRunStatus> {

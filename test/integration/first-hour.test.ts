@@ -188,7 +188,7 @@ describe("a newcomer's first hour on the command line (offline, fixture models)"
 function readmeCurls(): Array<[string, unknown]> {
   const block = readmeBlocks('bash').find((text) => text.includes('curl -s localhost:8080')) ?? '';
   const joined = block.replace(/\\\n\s*/g, ' ');
-  return [...joined.matchAll(/curl -s localhost:8080(\S+) .*?-d '([^']*)'/g)].map((match) => [match[1] ?? '', JSON.parse(match[2] ?? 'null') as unknown]);
+  return [...joined.matchAll(/curl -s '?localhost:8080([^\s']+)'? .*?-d '([^']*)'/g)].map((match) => [match[1] ?? '', JSON.parse(match[2] ?? 'null') as unknown]);
 }
 
 describe.skipIf(!natsServerAvailable())(`shoal dev as the README runs it ${natsServerAvailable() ? '' : NATS_SERVER_MISSING}`, () => {
@@ -240,7 +240,7 @@ describe.skipIf(!natsServerAvailable())(`shoal dev as the README runs it ${natsS
 
   it("answers the README's curl examples", async () => {
     const curls = readmeCurls();
-    expect(curls.map(([path]) => path)).toEqual(['/v1/encode', '/v1/score', '/v1/embeddings', '/v1/ingest', '/v1/search']);
+    expect(curls.map(([path]) => path)).toEqual(['/v1/encode', '/v1/score', '/v1/embeddings', '/v1/ingest?wait=true', '/v1/search']);
     const post = async (path: string, body: unknown): Promise<unknown> =>
       (await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json();
     const answers = await Promise.all(curls.slice(0, 3).map(async ([path, body]) => (await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json()));
@@ -253,15 +253,11 @@ describe.skipIf(!natsServerAvailable())(`shoal dev as the README runs it ${natsS
     const openai = z.looseObject({ data: z.array(z.looseObject({ embedding: z.array(z.number()) })) }).parse(answers[2]);
     expect(openai.data[0]?.embedding.length).toBe(expected.items[0]?.dense?.length);
 
-    // Documents in, then search out: the ingest is a job; the search runs once it completed.
+    // Documents in, then search out, as written: the ingest waits for its run (?wait=true), so
+    // the search right after it finds the text with no poll loop.
     const [ingestPath, ingestBody] = curls[3] ?? ['', {}];
-    const { job_id: runId } = z.looseObject({ job_id: z.string() }).parse(await post(ingestPath, ingestBody));
-    let state = '';
-    for (let i = 0; i < 600 && !['completed', 'failed', 'partial'].includes(state); i++) {
-      state = z.looseObject({ state: z.string() }).parse(await (await fetch(`${base}/v1/jobs/${runId}`)).json()).state;
-      if (state !== 'completed') await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    expect(state).toBe('completed');
+    const ingested = z.looseObject({ status: z.looseObject({ state: z.string() }) }).parse(await post(ingestPath, ingestBody));
+    expect(ingested.status.state).toBe('completed');
     const [searchPath, searchBody] = curls[4] ?? ['', {}];
     const found = z.looseObject({ hits: z.array(z.looseObject({ rank: z.number(), id: z.string(), text: z.string() })) }).parse(await post(searchPath, searchBody));
     expect(found.hits[0]?.text).toContain('The pilot boat leaves at dawn.');

@@ -55,8 +55,8 @@ const Flag = z.enum(['true', 'false']).transform((value) => value === 'true');
 
 const Common = { model: z.string(), id: z.string().optional(), priority: Priority.optional() };
 
-const EncodeQuery = z.strictObject({ ...Common, output_types: CommaList.optional(), normalize: Flag.optional() });
-const ExtractQuery = z.strictObject({ ...Common, labels: CommaList.optional(), threshold: Decimal.optional(), top_k: Whole.optional() });
+export const EncodeQuery = z.strictObject({ ...Common, output_types: CommaList.optional(), normalize: Flag.optional() });
+export const ExtractQuery = z.strictObject({ ...Common, labels: CommaList.optional(), threshold: Decimal.optional(), top_k: Whole.optional() });
 
 /**
  * The wire request for a raw image body, or the JSON body unchanged. The result still goes

@@ -1,3 +1,4 @@
+import multipart from '@fastify/multipart';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { ErrorCode, isShoalError, ShoalError } from '../../../adapters/protocol/errors.js';
@@ -10,8 +11,10 @@ import { applyOverrides, parseDefinition, type PipelineDefinition } from '../../
 import { checkJobIdFree } from '../job-ids.js';
 import type { IngestApi, RouteContext } from '../context.js';
 import { INDEX_NAME, indexTarget } from '../index-sinks.js';
+import { isFinishedRun, waitForRun } from '../ingest-wait.js';
 import { OTHER_MODEL } from '../request-metrics.js';
 import { publicIngestStatus } from '../redact.js';
+import { isUpload, uploadedBody } from './ingest-form.js';
 
 /**
  * POST /v1/ingest: documents into a configured index, as a job. The body names the sources
@@ -19,15 +22,16 @@ import { publicIngestStatus } from '../redact.js';
  * `file://` inside the gateway's file roots, `s3://` where supported), a built-in pipeline name or
  * a whole definition (its write target is ignored: the index is `index`, a name the operator
  * configured, never a path), optionally `model`, `force` and `prune` (a `file://` folder stands
- * for its files and is a prune root, services/gateway/ingest-folders.ts). The run is always asynchronous:
+ * for its files and is a prune root, services/gateway/ingest-folders.ts). The run is asynchronous:
  * 202 with the job id and `Location: /v1/jobs/<id>`, where its status (documents ok / failed /
- * unchanged, pages, chunks, first failures) is read. Parsing and encoding run on the workers.
+ * unchanged, pages, chunks, first failures) is read; with `?wait=true` the answer waits for the
+ * run to finish (200), within the request timeout. Parsing and encoding run on the workers.
  */
 
 const MAX_SOURCES = 10_000;
 const RecordId = z.union([z.string().min(1).max(512), z.number().finite()]).transform(String);
 
-const IngestBody = z.strictObject({
+export const IngestBody = z.strictObject({
   index: z.string().regex(INDEX_NAME, 'an index name: letters, digits, _ or -, up to 64'),
   sources: z
     .array(z.union([z.strictObject({ id: RecordId, text: z.string().max(16 * 1024 * 1024) }), z.strictObject({ id: RecordId.optional(), ref: DataRef })]))
@@ -42,6 +46,12 @@ const IngestBody = z.strictObject({
   prune: z.boolean().optional(),
   job_id: JobId.optional(),
 });
+
+/**
+ * `?wait=true`: answer once the run is over (200 with its final status), or 202 as without it when
+ * the gateway's request timeout comes first (ingest-wait.ts).
+ */
+export const IngestQuery = z.strictObject({ wait: z.enum(['true', 'false']).optional() });
 
 /** A definition object from a request: its mistakes are the caller's (422), not the gateway's configuration. */
 function requestDefinition(pipeline: Record<string, unknown>): PipelineDefinition {
@@ -95,26 +105,33 @@ function ingestOrUnavailable(ingest: IngestApi | null | undefined): IngestApi {
 }
 
 export function registerIngestRoutes(app: FastifyInstance, context: RouteContext): void {
-  app.post('/v1/ingest', async (request, reply) => {
-    context.metrics.track(request, { primitive: 'job', model: OTHER_MODEL, lane: 'bulk' });
-    const body = parseWith(IngestBody, request.body, 'ingest request');
-    const target = indexTarget(context.settings.indexes, body.index);
-    const ids = new Set<string>();
-    for (const source of body.sources) {
-      const id = source.id ?? ('ref' in source ? source.ref : '');
-      if (ids.has(id)) throw new ShoalError(ErrorCode.INVALID_INPUT, `duplicate source ${JSON.stringify(id.slice(0, 200))}`);
-      ids.add(id);
-    }
-    const definition = applyOverrides(await definitionOf(body.pipeline), { model: body.model, index: body.index });
-    checkModelNames(definition);
-    const ingest = ingestOrUnavailable(context.deps.ingest);
-    await context.call(reply)(() => checkJobIdFree(context, body.job_id, 'ingest'));
-    // A run whose models no worker serves would be accepted and fail later: refused now, as a job is.
-    await context.call(reply)(() => checkServedModels(context, definition));
-    const status = await context.call(reply)(() =>
-      ingest.start({ job_id: body.job_id, definition, index: { name: body.index, target }, records: body.sources, force: body.force === true, prune: body.prune === true }),
-    );
-    const location = `/v1/jobs/${status.job_id}`;
-    return reply.code(202).header('location', location).send({ job_id: status.job_id, status: publicIngestStatus(status), links: { self: location } });
+  // The multipart parser in a scope of its own: every other route keeps refusing multipart (415).
+  app.register(async (scope) => {
+    await scope.register(multipart);
+    scope.post('/v1/ingest', { config: { upload: true } }, async (request, reply) => {
+      context.metrics.track(request, { primitive: 'job', model: OTHER_MODEL, lane: 'bulk' });
+      const { wait } = parseWith(IngestQuery, request.query ?? {}, 'ingest query string');
+      const raw = isUpload(request) ? await uploadedBody(request, reply, context, ingestOrUnavailable(context.deps.ingest)) : request.body;
+      const body = parseWith(IngestBody, raw, 'ingest request');
+      const target = indexTarget(context.settings.indexes, body.index);
+      const ids = new Set<string>();
+      for (const source of body.sources) {
+        const id = source.id ?? ('ref' in source ? source.ref : '');
+        if (ids.has(id)) throw new ShoalError(ErrorCode.INVALID_INPUT, `duplicate source ${JSON.stringify(id.slice(0, 200))}`);
+        ids.add(id);
+      }
+      const definition = applyOverrides(await definitionOf(body.pipeline), { model: body.model, index: body.index });
+      checkModelNames(definition);
+      const ingest = ingestOrUnavailable(context.deps.ingest);
+      await context.call(reply)(() => checkJobIdFree(context, body.job_id, 'ingest'));
+      // A run whose models no worker serves would be accepted and fail later: refused now, as a job is.
+      await context.call(reply)(() => checkServedModels(context, definition));
+      const started = await context.call(reply)(() =>
+        ingest.start({ job_id: body.job_id, definition, index: { name: body.index, target }, records: body.sources, force: body.force === true, prune: body.prune === true }),
+      );
+      const status = wait === 'true' ? await waitForRun(ingest, started, reply, context.settings.requestTimeoutMs) : started;
+      const location = `/v1/jobs/${status.job_id}`;
+      return reply.code(isFinishedRun(status) && wait === 'true' ? 200 : 202).header('location', location).send({ job_id: status.job_id, status: publicIngestStatus(status), links: { self: location } });
+    });
   });
 }

@@ -45,7 +45,7 @@ function addPrimitiveRoute<S extends Wire>(app: FastifyInstance, context: RouteC
  * the base64 of its packed values in the requested `dtype` (float32/float16 little-endian, one byte
  * per value otherwise): a quarter of the JSON for float32, a 32nd for binary.
  */
-const HttpEncodeRequest = EncodeRequest.extend({ encoding_format: z.enum(['float', 'base64']).optional() });
+export const HttpEncodeRequest = EncodeRequest.extend({ encoding_format: z.enum(['float', 'base64']).optional() });
 
 function withBase64Vectors(result: EncodeResult, dtype: EmbeddingDtype): object {
   return { ...result, items: result.items.map((item) => (item.dense === undefined ? item : { ...item, dense: valuesToBase64(item.dense, dtype) })) };

@@ -33,7 +33,7 @@ export const MAX_RERANK_CANDIDATES = 512;
 /** The largest `k` a reranked search may ask for: its candidates, max(4k, 50), stay within MAX_RERANK_CANDIDATES. */
 export const MAX_RERANK_K = Math.floor(MAX_RERANK_CANDIDATES / RERANK_CANDIDATES_PER_HIT);
 
-const SearchBody = z.strictObject({
+export const SearchBody = z.strictObject({
   // One message for "" and "   " alike (a .min(1) said it twice for "").
   query: z.string().max(MAX_QUERY_CHARS).refine((query) => query.trim() !== '', 'the query is empty'),
   index: z.string().regex(INDEX_NAME, 'an index name: letters, digits, _ or -, up to 64'),
