@@ -2,8 +2,6 @@ import { CommanderError } from 'commander';
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
 import { settleEarlyThreads } from '../../adapters/model-threads/early-threads.js';
 import { prepareOrtEnvironment } from '../../adapters/runtime/ort-environment.js';
-import { createLogger } from '../../adapters/observability/logger.js';
-import { logUnhandledRejections } from '../../adapters/observability/unhandled-rejections.js';
 import { configPathFrom, withConfigFile } from '../settings/config-file.js';
 import { envValue, SETTINGS } from '../settings/table.js';
 import { CliApp } from './app.js';
@@ -132,7 +130,14 @@ export async function main(argv: readonly string[]): Promise<number> {
     const command = commandWord(program, argv.slice(2));
     deadlineMs = stopDeadlineMs(command, env);
     // A server outlives one bad request: an unhandled rejection is logged, not the end of the process.
-    if (command !== null && SERVERS.has(command)) logUnhandledRejections(createLogger(command, envValue(env, 'logLevel')));
+    // Imported only for them: one-shot commands must not load pino (test/integration/cli-lazy-imports.test.ts).
+    if (command !== null && SERVERS.has(command)) {
+      const [{ createLogger }, { logUnhandledRejections }] = await Promise.all([
+        import('../../adapters/observability/logger.js'),
+        import('../../adapters/observability/unhandled-rejections.js'),
+      ]);
+      logUnhandledRejections(createLogger(command, envValue(env, 'logLevel')));
+    }
     await program.parseAsync([...argv]);
     return ExitCode.OK;
   } catch (error) {
