@@ -144,10 +144,12 @@ describe.skipIf(!natsServerAvailable())(`ingest runs: heartbeat and content iden
       );
     });
 
+    // close() lets the one admitted run end (it waits on parse workers that this test never starts,
+    // until the stop signal reaches it): seconds alone, more than 30 s on a loaded CI machine.
     afterAll(async () => {
       await app?.close();
       await runs?.close();
-    }, 30_000);
+    }, 120_000);
 
     const submit = (text: string, jobId: string) =>
       app.inject({ method: 'POST', url: '/v1/ingest', payload: { index: 'notes', model: TINY_MEAN, job_id: jobId, sources: [{ id: 'note', text }] } });
