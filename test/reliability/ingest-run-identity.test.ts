@@ -137,15 +137,16 @@ describe.skipIf(!natsServerAvailable())(`ingest runs: heartbeat and content iden
 
     beforeAll(async () => {
       const prefix = uniquePrefix('runids');
-      runs = new IngestRuns({ connection: () => nc, prefix, s3: {}, runHeartbeatMs: HEARTBEAT_MS });
+      runs = new IngestRuns({ connection: () => nc, prefix, s3: {}, runHeartbeatMs: HEARTBEAT_MS, parseWorkerTimeoutMs: 2_000 });
       app = buildGatewayApp(
         { engine: ScriptedEngine.failing(ErrorCode.UNAVAILABLE), jobs: new MemoryJobs(), ingest: runs, models: async () => [], metrics: new ShoalMetrics({ processMetrics: false }), ready: async () => ({ ready: true }) },
         { ...TEST_SETTINGS, natsPrefix: prefix, indexes: { notes: join(root, 'gw-index') } },
       );
     });
 
-    // close() lets the one admitted run end (it waits on parse workers that this test never starts,
-    // until the stop signal reaches it): seconds alone, more than 30 s on a loaded CI machine.
+    // close() waits for the one admitted run, which waits for parse workers this test never starts:
+    // the run's watchdog (parseWorkerTimeoutMs above) ends it. After ingest-access.test.ts in the
+    // same process the stop signal alone did not end that wait (close hung past 120 s; a known gap).
     afterAll(async () => {
       await app?.close();
       await runs?.close();
