@@ -53,6 +53,12 @@ export function toNatsShoalError(error: unknown, what: string): ShoalError {
   ) {
     return new ShoalError(ErrorCode.UNAVAILABLE, `${what}: the NATS connection is not usable (${reason})`, { cause: error });
   }
+  // The JetStream API had no responders: a server without JetStream, or one that restarted and has
+  // not brought JetStream back yet (seconds): worth retrying within a bound. The client does not
+  // export the class (JetStreamNotEnabled), only its name.
+  if (error instanceof Error && error.name === 'JetStreamNotEnabled') {
+    return new ShoalError(ErrorCode.UNAVAILABLE, `${what}: JetStream is not available on the server (not enabled, or still starting after a restart)`, { cause: error });
+  }
   if (error instanceof JetStreamApiError) {
     return new ShoalError(ErrorCode.UNAVAILABLE, `${what}: JetStream answered ${error.code}: ${reason}`, { cause: error, details: { jsCode: error.code } });
   }
