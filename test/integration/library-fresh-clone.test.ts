@@ -1,11 +1,12 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { search } from '../../services/library/documents.js';
+import { parsePack, projectWithPacked } from '../helpers/packed-project.js';
 import { FIXTURES_DIR, REPO_ROOT } from '../helpers/shared.js';
 
 /**
@@ -55,17 +56,9 @@ beforeAll(() => {
   symlinkSync(join(REPO_ROOT, 'node_modules'), join(clone, 'node_modules'));
   // No --ignore-scripts: prepack must build dist/.
   const output = execFileSync('npm', ['pack', '--json', '--pack-destination', work], { cwd: clone, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  const pack = z.array(z.looseObject({ filename: z.string(), files: z.array(z.looseObject({ path: z.string() })) })).parse(JSON.parse(output.slice(output.indexOf('['))));
-  packed = pack[0]?.files.map((file) => file.path) ?? [];
-
-  project = join(work, 'project');
-  const modules = join(project, 'node_modules');
-  mkdirSync(join(modules, 'shoal'), { recursive: true });
-  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'uses-shoal', private: true, type: 'module', dependencies: { shoal: `file:${pack[0]?.filename}` } }));
-  for (const name of readdirSync(join(REPO_ROOT, 'node_modules'))) {
-    if (name !== 'shoal' && name !== '.bin' && !name.startsWith('.')) symlinkSync(join(REPO_ROOT, 'node_modules', name), join(modules, name));
-  }
-  execFileSync('tar', ['-xzf', join(work, pack[0]?.filename ?? ''), '-C', join(modules, 'shoal'), '--strip-components=1']);
+  const pack = parsePack(output);
+  packed = pack.files;
+  project = projectWithPacked(work, pack.filename);
   let example = libraryExample();
   for (const [from, to] of SUBSTITUTES) {
     if (!example.includes(from)) throw new Error(`the docs/ingest.md example no longer contains ${from}`);

@@ -1,11 +1,12 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { readmeBlocks } from '../helpers/readme.js';
+import { parsePack, projectWithPacked } from '../helpers/packed-project.js';
 import { FIXTURES_DIR, REPO_ROOT } from '../helpers/shared.js';
 
 /**
@@ -47,17 +48,9 @@ beforeAll(() => {
   for (const path of ['package.json', 'README.md', 'bin', 'native', 'scripts']) cpSync(join(REPO_ROOT, path), join(stage, path), { recursive: true });
   rmSync(join(stage, 'native', 'build'), { recursive: true, force: true });
   const output = execFileSync('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', work], { cwd: stage, encoding: 'utf8' });
-  const pack = z.array(z.looseObject({ filename: z.string(), files: z.array(z.looseObject({ path: z.string() })) })).parse(JSON.parse(output));
-  packed = pack[0]?.files.map((file) => file.path) ?? [];
-
-  project = join(work, 'project');
-  const modules = join(project, 'node_modules');
-  mkdirSync(join(modules, 'shoal'), { recursive: true });
-  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'uses-shoal', private: true, type: 'module', dependencies: { shoal: `file:${pack[0]?.filename}` } }));
-  for (const name of readdirSync(join(REPO_ROOT, 'node_modules'))) {
-    if (name !== 'shoal' && name !== '.bin' && !name.startsWith('.')) symlinkSync(join(REPO_ROOT, 'node_modules', name), join(modules, name));
-  }
-  execFileSync('tar', ['-xzf', join(work, pack[0]?.filename ?? ''), '-C', join(modules, 'shoal'), '--strip-components=1']);
+  const pack = parsePack(output);
+  packed = pack.files;
+  project = projectWithPacked(work, pack.filename);
   let example = readmeBlocks('ts').find((block) => block.includes("from 'shoal'")) ?? '';
   for (const [from, to] of SUBSTITUTES) {
     if (!example.includes(from)) throw new Error(`the README example no longer contains ${from}`);
