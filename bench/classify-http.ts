@@ -3,13 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import { ShoalMetrics } from '../adapters/observability/metrics.js';
 import { ClassifyJobAccepted, ClassifyResult, ClassifyRunStatus, Classification } from '../adapters/protocol/classify.js';
 import { loadCatalog } from '../pipelines/inference/catalog.js';
 import { InferenceEngine } from '../pipelines/inference/engine.js';
-import { buildGatewayApp } from '../services/gateway/app.js';
 import { productText } from '../services/cli/commands/classify/products.js';
 import { BENCH_MODEL, DATA_DIR } from './lib/corpora.js';
+import { benchGateway } from './lib/gateway.js';
 import { printTable, writeResult, type Row } from './lib/report.js';
 
 /**
@@ -45,21 +44,7 @@ async function main(): Promise<void> {
   const catalogFile = join(work, 'catalog.json');
   writeFileSync(catalogFile, JSON.stringify({ models: { [MODEL]: { source: BENCH_MODEL } } }));
   const engine = new InferenceEngine({ catalog: await loadCatalog(catalogFile), preload: [MODEL] });
-  const app = buildGatewayApp(
-    { engine, jobs: null, models: async () => [], metrics: new ShoalMetrics({ processMetrics: false }), ready: async () => ({ ready: true }) },
-    {
-      apiTokens: [],
-      protectMetrics: false,
-      bodyLimitBytes: 64 * 1024 * 1024,
-      requestTimeoutMs: 600_000,
-      corsOrigins: [],
-      embedModel: null,
-      rerankModel: null,
-      natsPrefix: 'bench',
-      admission: { maxInFlightItemsPerModel: 100_000, maxQueueSeconds: 3600 },
-      classify: { syncItems: SYNC, resultsDir: join(work, 'results'), cacheDir: join(work, 'cache') },
-    },
-  );
+  const app = benchGateway(engine, { classify: { syncItems: SYNC, resultsDir: join(work, 'results'), cacheDir: join(work, 'cache') } });
   const taxonomy = readFileSync(join(DATA_DIR, 'taxonomy', 'shopify-categories.txt'), 'utf8');
   const items = products(PRODUCTS);
   const rows: Row[] = [];

@@ -3,12 +3,11 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import { ShoalMetrics } from '../adapters/observability/metrics.js';
 import { ScoreResult } from '../adapters/protocol/results.js';
 import { parseCatalog } from '../pipelines/inference/catalog.js';
 import { InferenceEngine } from '../pipelines/inference/engine.js';
-import { buildGatewayApp } from '../services/gateway/app.js';
 import { SHARED_DIR } from './lib/corpora.js';
+import { benchGateway } from './lib/gateway.js';
 import { printTable, writeResult, type Row } from './lib/report.js';
 
 /**
@@ -75,20 +74,7 @@ async function main(): Promise<void> {
     'reranker bench',
   );
   const engine = new InferenceEngine({ catalog, runtime: { cacheDir, ...threads } });
-  const app = buildGatewayApp(
-    { engine, jobs: null, models: async () => [], metrics: new ShoalMetrics({ processMetrics: false }), ready: async () => ({ ready: true }) },
-    {
-      apiTokens: [],
-      protectMetrics: false,
-      bodyLimitBytes: 64 * 1024 * 1024,
-      requestTimeoutMs: 600_000,
-      corsOrigins: [],
-      embedModel: null,
-      rerankModel: null,
-      natsPrefix: 'bench',
-      admission: { maxInFlightItemsPerModel: 100_000, maxQueueSeconds: 3600 },
-    },
-  );
+  const app = benchGateway(engine);
   const work = await requests();
   const timings: Record<string, number[]> = {};
   const record = (key: string, seconds: number): void => {
