@@ -84,6 +84,12 @@ export class ShoalMetrics {
     labelNames: ['primitive', 'model', 'outcome'] as const,
     registers: [this.registry],
   });
+  readonly documentsEnded = new Counter({
+    name: 'shoal_documents_total',
+    help: 'Document jobs a documents worker ended, by terminal state (committed, unchanged, failed); repeats answered from the ledger are not counted',
+    labelNames: ['state'] as const,
+    registers: [this.registry],
+  });
   readonly queuedItems = new Gauge({ name: 'shoal_queue_items', help: 'Items waiting in the scheduler', registers: [this.registry] });
   readonly requests = new Counter({
     name: 'shoal_requests_total',

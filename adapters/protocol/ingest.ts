@@ -138,6 +138,17 @@ export const IngestRunStatus = z.strictObject({
   /** When the coordinator last said it is alive, and how often it does (run-lease.ts). */
   heartbeat_at: Timestamp.optional(),
   heartbeat_ms: z.number().int().min(100).max(3_600_000).optional(),
+  /**
+   * A document-job run (docs/nats.md, "Document jobs"): how many documents its producer announced
+   * (`<prefix>.runs.open`, or its own count). The run is `completed`/`partial`/`failed` once that
+   * many documents ended; without it, it stays `running` and counts what ended.
+   */
+  expected: z.number().int().nonnegative().max(MAX_RUN_DOCUMENTS).optional(),
+  /**
+   * A document-job run: the ledger revision up to which ended documents are counted (workers add
+   * the ledger's later records with a compare-and-set write, so each document counts once).
+   */
+  counted_seq: z.number().int().nonnegative().optional(),
   /** Set when the run was found without a heartbeat for RUN_ABANDONED_AFTER_BEATS × heartbeat_ms: `failed`, error TIMEOUT. */
   abandoned_at: Timestamp.optional(),
   created_at: Timestamp,

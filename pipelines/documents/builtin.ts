@@ -1,3 +1,5 @@
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { loadDefinitionFile, parseDefinition, type PipelineDefinition } from './definition.js';
 
@@ -34,4 +36,27 @@ export async function resolvePipeline(nameOrFile: string | undefined): Promise<P
     throw new ShoalError(ErrorCode.CONFIG_INVALID, `no built-in pipeline ${JSON.stringify(key)} (built-in: ${builtinPipelineNames().join(', ')}; or give a .yaml/.json file)`);
   }
   return loadDefinitionFile(key);
+}
+
+/** Pipeline names a message may carry: nothing that walks a file system. */
+const PIPELINE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+const PIPELINE_EXTENSIONS = ['.yaml', '.yml', '.json'] as const;
+
+/**
+ * A pipeline by **name**, as a document job names it: a built-in one, or `NAME.yaml|.yml|.json`
+ * in `folder` (SHOAL_PIPELINES). A name is never a path, so a job cannot make a worker read a file
+ * outside that folder. NOT_FOUND names what is there.
+ */
+export async function pipelineByName(name: string, folder: string | null): Promise<PipelineDefinition> {
+  if (!PIPELINE_NAME.test(name)) throw new ShoalError(ErrorCode.INVALID_INPUT, `pipeline name ${JSON.stringify(name.slice(0, 80))} must be 1-64 characters of A-Z a-z 0-9 _ -`);
+  if (folder !== null) {
+    for (const extension of PIPELINE_EXTENSIONS) {
+      const path = join(folder, `${name}${extension}`);
+      const exists = await stat(path).then((found) => found.isFile(), () => false);
+      if (exists) return loadDefinitionFile(path);
+    }
+  }
+  const builtin = BUILTINS.get(name);
+  if (builtin !== undefined) return builtin();
+  throw new ShoalError(ErrorCode.NOT_FOUND, `no pipeline named ${JSON.stringify(name)} (built-in: ${builtinPipelineNames().join(', ')}${folder === null ? '; set SHOAL_PIPELINES to a folder of NAME.yaml files' : `; none of ${PIPELINE_EXTENSIONS.map((extension) => name + extension).join(', ')} in ${folder}`})`);
 }

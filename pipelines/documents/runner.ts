@@ -68,6 +68,22 @@ export interface IngestRunOptions {
   onEncoded?: (sources: readonly string[]) => Promise<void> | void;
   /** Called with the states of documents once their rows are committed. */
   onCommitted?: (states: readonly DocumentState[]) => Promise<void> | void;
+  /** Called with the states of documents just before their rows are committed (a document worker records its intent). */
+  beforeCommit?: (states: readonly DocumentState[]) => Promise<void> | void;
+  /** Called once per document as it ends: committed (after its commit), unchanged or failed. */
+  onOutcome?: (outcome: DocumentOutcome) => void;
+}
+
+/** How one document of a run ended (IngestRunOptions.onOutcome). */
+export interface DocumentOutcome {
+  source: string;
+  state: 'committed' | 'unchanged' | 'failed';
+  /** sha256 of its bytes; null when they could not be read. */
+  documentId: string | null;
+  chunks: number;
+  pages: number;
+  code?: string;
+  reason?: string;
 }
 
 /** Chunks per wave at most: one wave's texts go to the engine together (fewer when write.batchRows is smaller). */
@@ -91,7 +107,7 @@ const CONTENT_FAILURES: ReadonlySet<string> = new Set([ErrorCode.DOCUMENT_EMPTY,
 /** Failures of a request built from the document's own text: no retry or other document changes them. */
 const INPUT_FAILURES: ReadonlySet<string> = new Set([ErrorCode.INVALID_INPUT, ErrorCode.INPUT_TOO_LARGE, ErrorCode.DOCUMENT_TOO_LARGE]);
 
-type Prepared = { kind: 'ready'; document: ReadyDocument } | { kind: 'unchanged' } | { kind: 'failed'; failure: FailedDocument };
+type Prepared = { kind: 'ready'; document: ReadyDocument } | { kind: 'unchanged'; state: DocumentState } | { kind: 'failed'; failure: FailedDocument; documentId: string | null };
 
 function multivectorMetadata(multivector: PipelineDefinition['stages']['encode']['multivector'], tokenDimension: number | undefined): Record<string, string> {
   if (multivector === undefined) return {};
@@ -165,9 +181,11 @@ export class IngestRunner {
       const { rows, states, ocrPages } = buffered;
       buffered = { rows: [], states: [], ocrPages: 0 };
       const committing = performance.now();
+      await this.#options.beforeCommit?.(states);
       await this.#options.sink.commit(rows, states);
       this.#stage('write', committing);
       await this.#options.onCommitted?.(states);
+      for (const state of states) this.#options.onOutcome?.({ source: state.source, state: 'committed', documentId: state.document_id, chunks: state.chunks, pages: state.pages });
       this.#summary.documents.ok += states.length;
       this.#summary.chunks += rows.length;
       this.#summary.pages += states.reduce((sum, state) => sum + state.pages, 0);
@@ -274,10 +292,14 @@ export class IngestRunner {
         if (outcome.kind === 'unchanged') {
           this.#summary.documents.unchanged += 1;
           this.#progress.done += 1;
+          const { state } = outcome;
+          this.#options.onOutcome?.({ source: state.source, state: 'unchanged', documentId: state.document_id, chunks: state.chunks, pages: state.pages });
         } else if (outcome.kind === 'failed') {
           this.#summary.documents.failed += 1;
           this.#summary.failed.push(outcome.failure);
           this.#progress.done += 1;
+          const { failure } = outcome;
+          this.#options.onOutcome?.({ source: failure.source, state: 'failed', documentId: outcome.documentId, chunks: 0, pages: 0, code: failure.code, reason: failure.reason });
         } else {
           wave.push(outcome.document);
           chunks += outcome.document.chunks.length;
@@ -292,10 +314,10 @@ export class IngestRunner {
    * A document whose new content fails for good (emptied, damaged, encrypted, over the limit): its
    * rows from the earlier content are stale, and are removed once the run's writes are done.
    */
-  #failedContent(source: string, code: string, reason: string): Prepared {
-    if (!this.#states.has(source)) return { kind: 'failed', failure: { source, code, reason } };
+  #failedContent(source: string, code: string, reason: string, documentId: string | null): Prepared {
+    if (!this.#states.has(source)) return { kind: 'failed', failure: { source, code, reason }, documentId };
     this.#stale.push(source);
-    return { kind: 'failed', failure: { source, code, reason: `${reason}; the rows of its earlier content were removed` } };
+    return { kind: 'failed', failure: { source, code, reason: `${reason}; the rows of its earlier content were removed` }, documentId };
   }
 
   async #prepare(pending: PendingSource): Promise<Prepared> {
@@ -305,12 +327,12 @@ export class IngestRunner {
     } catch (error) {
       // Over the size limit is the document's own failure, as when the parser finds it; any other is a read failure.
       const shoal = toShoalError(error);
-      if (shoal.code === ErrorCode.DOCUMENT_TOO_LARGE) return this.#failedContent(pending.uri, shoal.code, shoal.message);
-      return { kind: 'failed', failure: { source: pending.uri, code: 'READ_FAILED', reason: shoal.message } };
+      if (shoal.code === ErrorCode.DOCUMENT_TOO_LARGE) return this.#failedContent(pending.uri, shoal.code, shoal.message, null);
+      return { kind: 'failed', failure: { source: pending.uri, code: 'READ_FAILED', reason: shoal.message }, documentId: null };
     }
     const documentId = contentHash(loaded.bytes);
     const state = this.#states.get(pending.uri);
-    if (this.#options.force !== true && state?.document_id === documentId && state.settings === this.#settings) return { kind: 'unchanged' };
+    if (this.#options.force !== true && state?.document_id === documentId && state.settings === this.#settings) return { kind: 'unchanged', state };
     let outcome: ParseOutcome;
     const parsing = performance.now();
     try {
@@ -324,8 +346,8 @@ export class IngestRunner {
     this.#stage('parse', parsing);
     if (!outcome.ok && outcome.code === ErrorCode.CANCELLED) throw new ShoalError(ErrorCode.CANCELLED, 'interrupted');
     if (!outcome.ok) {
-      if (CONTENT_FAILURES.has(outcome.code) && state !== undefined && state.document_id !== documentId) return this.#failedContent(pending.uri, outcome.code, outcome.reason);
-      return { kind: 'failed', failure: { source: pending.uri, code: outcome.code, reason: outcome.reason } };
+      if (CONTENT_FAILURES.has(outcome.code) && state !== undefined && state.document_id !== documentId) return this.#failedContent(pending.uri, outcome.code, outcome.reason, documentId);
+      return { kind: 'failed', failure: { source: pending.uri, code: outcome.code, reason: outcome.reason }, documentId };
     }
     const { pages } = outcome.document;
     const ocrPages = pages.filter((page) => page.ocr).length;
@@ -337,7 +359,7 @@ export class IngestRunner {
       // A text the tokenizer refuses fails its document alone; an engine outage still fails the run.
       const shoal = toShoalError(error);
       if (!INPUT_FAILURES.has(shoal.code)) throw error;
-      return { kind: 'failed', failure: { source: pending.uri, code: shoal.code, reason: `cannot be chunked: ${shoal.message}` } };
+      return { kind: 'failed', failure: { source: pending.uri, code: shoal.code, reason: `cannot be chunked: ${shoal.message}` }, documentId };
     }
     this.#stage('chunk', chunking);
     this.#progress.pages += pages.length;

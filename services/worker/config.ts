@@ -6,7 +6,7 @@ import { S3Settings } from '../../adapters/object-store/index.js';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { parseWith } from '../../adapters/protocol/validate.js';
 import { EngineSettings, engineSettingsFromEnv, wholeNumber } from '../settings/engine-settings.js';
-import { natsSettingsFromEnv, s3SettingsFromEnv, splitDirs, splitList } from '../settings/environment.js';
+import { namedIndexesFromEnv, natsSettingsFromEnv, s3SettingsFromEnv, splitDirs, splitList } from '../settings/environment.js';
 import { envValue, isTrueValue, SETTINGS } from '../settings/table.js';
 
 /**
@@ -55,6 +55,14 @@ export const WorkerConfig = z.strictObject({
   fileRoots: z.array(z.string().min(1)).default([]),
   /** Also run parse tasks of `shoal ingest --nats` (SHOAL_PARSE): document parsing, OCR through this engine. @default false */
   parse: z.boolean().default(false),
+  /** Run document jobs end to end (SHOAL_DOCUMENTS; pipelines/documents/document-jobs.ts). @default false */
+  documents: z.boolean().default(false),
+  /** Pipelines the documents role serves (SHOAL_DOCUMENT_PIPELINES). @default ['documents'] */
+  documentPipelines: z.array(z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'pipeline names are 1-64 characters of A-Z a-z 0-9 _ -')).min(1).max(64).default(['documents']),
+  /** Folder of pipeline files a document job may name (SHOAL_PIPELINES). @default none */
+  pipelinesDir: z.string().min(1).nullable().default(null),
+  /** Indexes a document job may name (SHOAL_INDEXES): name → folder or URI. @default none */
+  indexes: z.record(z.string(), z.string().min(1)).default({}),
   /** Ceilings on what a parse task may ask for (SHOAL_PARSE_MAX_PAGES, SHOAL_PARSE_MAX_BYTES, SHOAL_PARSE_MAX_DPI; pipelines/documents/parse-limits.ts). */
   parseLimits: z
     .strictObject({
@@ -118,6 +126,11 @@ export function workerConfigFromEnv(env: NodeJS.ProcessEnv): Record<string, unkn
   put(out, 'metricsPort', wholeNumber(envValue(env, 'metricsPort')));
   put(out, 'metricsHost', envValue(env, 'metricsHost'));
   put(out, 'fileRoots', splitDirs(envValue(env, 'fileRoots')));
+  const documents = envValue(env, 'documentsRole');
+  put(out, 'documents', documents === undefined ? undefined : isTrueValue(documents));
+  put(out, 'documentPipelines', splitList(envValue(env, 'documentPipelines')));
+  put(out, 'pipelinesDir', envValue(env, 'pipelinesDir'));
+  put(out, 'indexes', namedIndexesFromEnv(env));
   const parse = envValue(env, 'parseRole');
   put(out, 'parse', parse === undefined ? undefined : isTrueValue(parse));
   const parseLimits: Record<string, unknown> = {};

@@ -19,6 +19,7 @@ import type { EngineOptionsInput } from '../../pipelines/inference/engine-option
 import type { PoolHooks, PoolSnapshot } from '../../pipelines/inference/pool.js';
 import { poolMetrics, schedulerMetrics } from '../../pipelines/inference/telemetry.js';
 import type { WorkerConfig } from './config.js';
+import { DocumentsRole } from './documents-role.js';
 import { ParseRole } from './parse-role.js';
 import { routesFor, servedModels } from './served-models.js';
 import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
@@ -72,6 +73,7 @@ export class ShoalWorker implements Lifecycle {
   readonly #consumer: JobConsumer;
   readonly #deadLetters: DeadLetters;
   readonly #parse: ParseRole | null;
+  readonly #documents: DocumentsRole | null;
   #state: WorkerState = 'starting';
   #stopping: Promise<void> | null = null;
 
@@ -85,6 +87,7 @@ export class ShoalWorker implements Lifecycle {
     consumer: JobConsumer;
     deadLetters: DeadLetters;
     parse: ParseRole | null;
+    documents: DocumentsRole | null;
   }) {
     this.id = parts.config.workerId;
     this.#config = parts.config;
@@ -96,6 +99,7 @@ export class ShoalWorker implements Lifecycle {
     this.#consumer = parts.consumer;
     this.#deadLetters = parts.deadLetters;
     this.#parse = parts.parse;
+    this.#documents = parts.documents;
   }
 
   get state(): WorkerState {
@@ -116,13 +120,15 @@ export class ShoalWorker implements Lifecycle {
     });
     let nc: NatsConnection | null = null;
     try {
-      const selection = await servedModels(config.models, catalog, config.engine.modelDirs, config.serveBuiltins);
+      // A documents worker encodes through the model workers: it serves no model unless told to.
+      const documentsOnly = config.documents && config.models.length === 0;
+      const selection = documentsOnly ? { models: [], discovered: false } : await servedModels(config.models, catalog, config.engine.modelDirs, config.serveBuiltins);
       const skipUnusable = (model: string, error: unknown): void => {
         const shoal = toShoalError(error);
         logger.warn({ model, code: shoal.code, err: shoal.message }, `skipping ${model}: it cannot be used (${shoal.code}: ${shoal.message})`);
       };
       const routes = await routesFor(engine, selection.models, selection.discovered ? skipUnusable : undefined);
-      if (routes.length === 0) throw new ShoalError(ErrorCode.CONFIG_INVALID, `the worker serves no models: none of ${selection.models.join(', ')} can be used (see the warnings above)`);
+      if (routes.length === 0 && !documentsOnly) throw new ShoalError(ErrorCode.CONFIG_INVALID, `the worker serves no models: none of ${selection.models.join(', ')} can be used (see the warnings above)`);
       nc = await connectNats(config.nats, { logger, name: `shoal-worker ${config.workerId}`, ...(deps.signal === undefined ? {} : { signal: deps.signal }) });
       const connection = nc;
       const topology = await ensureTopology(connection, config.topology);
@@ -209,9 +215,10 @@ export class ShoalWorker implements Lifecycle {
       const parse = config.parse
         ? await ParseRole.start({ nc: connection, topology, engine: ready, payloads, workerId: config.workerId, ackWaitMs: config.consumer.ackWaitMs, maxDeliver: config.consumer.maxDeliver, retryDelayMs: config.retryDelayMs, logger, limits: config.parseLimits, extractModels: routes.filter((route) => route.primitive === 'extract').map((route) => route.model) })
         : null;
-      const worker = new ShoalWorker({ config, logger, engine: ready, routes, nc: connection, rpc, consumer, deadLetters, parse });
+      const documents = config.documents ? await DocumentsRole.start({ nc: connection, topology, config, engine: ready, payloads, logger, env: deps.env ?? process.env, metrics: deps.metrics }) : null;
+      const worker = new ShoalWorker({ config, logger, engine: ready, routes, nc: connection, rpc, consumer, deadLetters, parse, documents });
       worker.#state = 'running';
-      logger.info({ worker: config.workerId, routes: routes.map((r) => `${r.primitive}:${r.model}`), concurrency: config.concurrency, parse: config.parse }, 'worker started');
+      logger.info({ worker: config.workerId, routes: routes.map((r) => `${r.primitive}:${r.model}`), concurrency: config.concurrency, parse: config.parse, documents: config.documents }, 'worker started');
       return worker;
     } catch (error) {
       await rpc?.close().catch(() => undefined);
@@ -244,11 +251,14 @@ export class ShoalWorker implements Lifecycle {
       void this.#rpc.close();
       void this.#consumer.close();
       void this.#parse?.close();
+      void this.#documents?.close();
     };
     const deadline = setTimeout(force, timeoutMs);
     try {
-      const parse = this.#parse === null ? [] : [timeoutMs === 0 ? this.#parse.close() : this.#parse.drain()];
-      await Promise.all(timeoutMs === 0 ? [this.#rpc.close(), this.#consumer.close(), ...parse] : [this.#rpc.drain(), this.#consumer.drain(), ...parse]);
+      // Documents first: a batch in flight may wait on encode jobs this very worker serves.
+      if (this.#documents !== null) await (timeoutMs === 0 ? this.#documents.close() : this.#documents.drain());
+      const roles = this.#parse === null ? [] : [timeoutMs === 0 ? this.#parse.close() : this.#parse.drain()];
+      await Promise.all(timeoutMs === 0 ? [this.#rpc.close(), this.#consumer.close(), ...roles] : [this.#rpc.drain(), this.#consumer.drain(), ...roles]);
     } finally {
       clearTimeout(deadline);
     }

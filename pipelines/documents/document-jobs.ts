@@ -1,0 +1,471 @@
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { setMaxListeners } from 'node:events';
+import { headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
+import { jetstream, type JetStreamClient, type JsMsg } from '@nats-io/jetstream';
+import { deadSourceOf, publishDeadLetter } from '../../adapters/nats/dead-letter.js';
+import { DocumentLedger, type RunSeed } from '../../adapters/nats/documents/ledger.js';
+import { ensureDocumentTopology, type DocumentTopology } from '../../adapters/nats/documents/topology.js';
+import type { NatsEngine } from '../../adapters/nats/engine-client.js';
+import type { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { JobsEngine } from '../../adapters/nats/jobs-engine.js';
+import { withNatsRetry } from '../../adapters/nats/nats-retry.js';
+import type { PayloadStore } from '../../adapters/nats/payloads.js';
+import { priorDeliveries } from '../../adapters/nats/requeue.js';
+import { decodeJson } from '../../adapters/nats/rpc-wire.js';
+import type { Topology } from '../../adapters/nats/topology.js';
+import type { Logger } from '../../adapters/observability/logger.js';
+import { DocumentJob, RunOpen, documentMessageId, type DocumentEvent, type RunEvent } from '../../adapters/protocol/documents.js';
+import type { Engine } from '../../adapters/protocol/engine.js';
+import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
+import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
+import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
+import type { Sink } from '../../adapters/sinks/sink.js';
+import type { PipelineDefinition } from './definition.js';
+import { DocumentParser } from './parse.js';
+import { capParseSettings, type ParseLimits } from './parse-limits.js';
+import { IngestRunner, type DocumentOutcome } from './runner.js';
+import type { PendingSource } from './sources.js';
+
+/**
+ * The documents role of `shoal worker --documents` (SHOAL_DOCUMENTS=1): a worker that owns each
+ * document job end to end (docs/nats.md, "Document jobs"). It pulls jobs from the pipelines'
+ * durable consumers, reads each source, skips it when the index already holds the same content and
+ * settings, parses it here (parse threads; OCR through this worker's engine), chunks it, encodes
+ * the chunks through the encode model's jobs subject (model workers batch the chunks of many
+ * documents, of many document workers, into one token budget), commits the rows and the document's
+ * state, records how it ended in the ledger (once: ledger.ts), publishes its terminal event, counts
+ * it into the run's status, and only then acks. Killed at any point, the job is redelivered and
+ * redone: rows are upserts on deterministic ids, and the ledger answers a repeat with the first
+ * outcome, so the index and the events end the same.
+ *
+ * Jobs are taken in batches (the documents of a batch share engine requests, like a wave of an
+ * in-process run); two batches run at once, so one is parsed and chunked while the other is
+ * encoded.
+ */
+
+export interface DocumentJobsOptions {
+  nc: NatsConnection;
+  topology: Topology;
+  /** Pipelines this worker serves: one durable consumer each. */
+  pipelines: readonly string[];
+  /** A pipeline by name (built-in or the SHOAL_PIPELINES folder); NOT_FOUND/CONFIG_INVALID fail the document. */
+  resolvePipeline: (name: string) => Promise<PipelineDefinition>;
+  /** The sink of a configured index (SHOAL_INDEXES), opened once and kept; NOT_FOUND fails the document. */
+  openIndex: (name: string, table: string) => Sink;
+  /** Reads `s3://`, `obj://` and `file://` sources (file roots and S3 buckets as configured). */
+  payloads: PayloadStore;
+  /** Request-reply to model workers (token counts) and the jobs client (encode jobs). */
+  rpc: NatsEngine;
+  jobs: JobsClient;
+  /** This worker's own engine: OCR of scanned pages. */
+  engine: Engine;
+  workerId: string;
+  /** @default 60000 */
+  ackWaitMs?: number;
+  /** Deliveries after which a document that never finished fails (TIMEOUT) and is dead-lettered. @default 5 */
+  maxDeliver?: number;
+  /** Documents per batch. @default 64 */
+  batchDocuments?: number;
+  /** Batches at once. @default 2 */
+  batches?: number;
+  /** Ceilings on the pipelines' parse limits (SHOAL_PARSE_MAX_*). */
+  limits?: Partial<ParseLimits>;
+  logger?: Logger;
+  /** Counts ended documents by state (shoal_documents_total). */
+  onEnded?: (state: DocumentEvent['state']) => void;
+}
+
+const FETCH_EXPIRES_MS = 1000;
+const ERROR_PAUSE_MS = 500;
+/** How long a batch that failed on infrastructure (an index or the model workers unreachable) waits before its jobs come back. */
+const RETRY_DELAY_MS = 5000;
+const MAX_PARSERS = 4;
+
+interface Job {
+  msg: JsMsg;
+  job: DocumentJob;
+  /** The document's `source` in the index. */
+  source: string;
+}
+
+/** A job's `source` as the index stores it: a file's absolute path (as `shoal ingest` does), else the URI or the inline id. */
+export function indexSourceOf(job: DocumentJob): string {
+  if ('id' in job.source) return job.source.id;
+  const { uri } = job.source;
+  if (uri.startsWith('file://')) {
+    try {
+      return fileURLToPath(uri);
+    } catch {
+      return uri;
+    }
+  }
+  return uri;
+}
+
+export class DocumentJobs implements Lifecycle {
+  readonly #options: DocumentJobsOptions;
+  readonly #js: JetStreamClient;
+  readonly #topology: DocumentTopology;
+  readonly #ledger: DocumentLedger;
+  readonly #inFlight = new Set<Promise<void>>();
+  readonly #shutdown = new AbortController();
+  readonly #parsers = new Map<string, DocumentParser>();
+  readonly #definitions = new Map<string, Promise<PipelineDefinition>>();
+  #loops: Promise<void>[] = [];
+  #stopping = false;
+  #next = 0;
+
+  private constructor(options: DocumentJobsOptions, topology: DocumentTopology, ledger: DocumentLedger) {
+    this.#options = options;
+    this.#js = jetstream(options.nc);
+    this.#topology = topology;
+    this.#ledger = ledger;
+    setMaxListeners(0, this.#shutdown.signal);
+  }
+
+  static async start(options: DocumentJobsOptions): Promise<DocumentJobs> {
+    const topology = await ensureDocumentTopology(options.nc, options.topology, options.pipelines, { ackWaitMs: options.ackWaitMs ?? 60_000 });
+    const ledger = await DocumentLedger.open(options.nc, topology.ingest.bucket);
+    const jobs = new DocumentJobs(options, topology, ledger);
+    jobs.#loops = [jobs.#pullDocuments(), jobs.#pullAnnouncements()];
+    return jobs;
+  }
+
+  get inFlight(): number {
+    return this.#inFlight.size;
+  }
+
+  async #pullDocuments(): Promise<void> {
+    const { logger } = this.#options;
+    const batches = this.#options.batches ?? 2;
+    const size = this.#options.batchDocuments ?? 64;
+    const { pipelines } = this.#options;
+    let turn = 0;
+    while (!this.#stopping) {
+      if (this.#inFlight.size >= batches) {
+        await Promise.race(this.#inFlight);
+        continue;
+      }
+      const pipeline = pipelines[turn++ % pipelines.length];
+      if (pipeline === undefined) return;
+      try {
+        const consumer = await this.#js.consumers.get(this.#topology.names.stream, this.#topology.names.consumer(pipeline));
+        // Drained into an array first: slow work inside a fetch loop misses its heartbeats.
+        const messages: JsMsg[] = [];
+        for await (const msg of await consumer.fetch({ max_messages: size, expires: FETCH_EXPIRES_MS })) messages.push(msg);
+        if (messages.length > 0) this.#dispatch(messages);
+      } catch (error) {
+        if (this.#stopping) break;
+        logger?.warn({ err: String(error), pipeline }, 'pulling document jobs failed; retrying');
+        await new Promise((resolve) => setTimeout(resolve, ERROR_PAUSE_MS));
+      }
+    }
+  }
+
+  #dispatch(messages: JsMsg[]): void {
+    const ackWaitMs = this.#options.ackWaitMs ?? 60_000;
+    const keepAlive = setInterval(() => {
+      for (const msg of messages) msg.working();
+    }, Math.max(200, Math.floor(ackWaitMs / 3)));
+    const work = this.#batch(messages)
+      .catch((error: unknown) => {
+        // Only NATS failures while settling reach here: the jobs are redelivered after the ack wait.
+        this.#options.logger?.error({ err: String(error) }, 'handling document jobs failed');
+      })
+      .finally(() => {
+        clearInterval(keepAlive);
+        this.#inFlight.delete(work);
+      });
+    this.#inFlight.add(work);
+  }
+
+  /** Run announcements (`<prefix>.runs.open`): recorded in the run's status, which may end the run. */
+  async #pullAnnouncements(): Promise<void> {
+    const names = this.#topology.names;
+    while (!this.#stopping) {
+      try {
+        const consumer = await this.#js.consumers.get(names.runsStream, names.runsConsumer);
+        const messages: JsMsg[] = [];
+        for await (const msg of await consumer.fetch({ max_messages: 16, expires: 2 * FETCH_EXPIRES_MS })) messages.push(msg);
+        for (const msg of messages) await this.#announce(msg);
+      } catch (error) {
+        if (this.#stopping) break;
+        this.#options.logger?.warn({ err: String(error) }, 'pulling run announcements failed; retrying');
+        await new Promise((resolve) => setTimeout(resolve, ERROR_PAUSE_MS));
+      }
+    }
+  }
+
+  async #announce(msg: JsMsg): Promise<void> {
+    const decoded = decodeJson(msg.data);
+    const parsed = decoded.ok ? RunOpen.safeParse(decoded.value) : null;
+    if (parsed === null || !parsed.success) {
+      this.#options.logger?.warn({ seq: msg.seq }, 'dropping a run announcement that is not {v, run_id, expected}');
+      msg.term();
+      return;
+    }
+    const open = parsed.data;
+    const outcome = await this.#ledger.announce(open, { pipeline: open.pipeline ?? 'unknown', index: open.index ?? 'unknown' });
+    if (outcome.ended !== null) await this.#publishRunEvent(outcome.ended);
+    await msg.ackAck();
+  }
+
+  async #publishEvent(event: DocumentEvent): Promise<void> {
+    const names = this.#topology.names;
+    await withNatsRetry(`publish the event of ${event.run_id}/${event.doc}`, () => this.#js.publish(names.documentEvents(event.run_id), JSON.stringify(event), { msgID: documentMessageId(event.run_id, event.doc), expect: { streamName: names.eventsStream } }));
+  }
+
+  async #publishRunEvent(event: RunEvent): Promise<void> {
+    const names = this.#topology.names;
+    await withNatsRetry(`publish the end of run ${event.run_id}`, () => this.#js.publish(names.runEvents(event.run_id), JSON.stringify(event), { msgID: `run.${event.run_id}`, expect: { streamName: names.eventsStream } }));
+  }
+
+  /** A message that is no document job: dead-lettered with the reason (there is no run to tell). */
+  async #poison(msg: JsMsg, reason: string): Promise<void> {
+    const pipelineToken = msg.subject.split('.').at(-1) ?? 'unknown';
+    this.#options.logger?.warn({ seq: msg.seq, subject: msg.subject }, `dead-lettering a document job: ${reason}`);
+    await publishDeadLetter(
+      { js: this.#js, sourceStream: this.#topology.names.stream, deadLetterStream: this.#options.topology.names.deadLetterStream, what: 'document job' },
+      `${this.#options.topology.names.prefix}.dlq.documents.${pipelineToken}`,
+      deadSourceOf(msg),
+      { code: ErrorCode.INVALID_INPUT, message: reason },
+    );
+    msg.term();
+  }
+
+  /** Ends a document: ledger first (the outcome is decided once), then its event. Returns the outcome recorded. */
+  async #end(job: Job, outcome: Omit<DocumentEvent, 'v' | 'run_id' | 'doc' | 'worker' | 'finished_at' | 'metadata'>): Promise<DocumentEvent> {
+    const event: DocumentEvent = {
+      v: WIRE_VERSION,
+      run_id: job.job.run_id,
+      doc: job.job.doc,
+      ...outcome,
+      ...(outcome.code === undefined ? {} : { code: outcome.code.slice(0, 64) }),
+      ...(outcome.reason === undefined ? {} : { reason: outcome.reason.slice(0, 2048) }),
+      ...(job.job.metadata === undefined ? {} : { metadata: job.job.metadata }),
+      worker: this.#options.workerId.slice(0, 512),
+      finished_at: new Date().toISOString(),
+    };
+    const recorded = await withNatsRetry(`record the end of ${event.run_id}/${event.doc}`, () => this.#ledger.end(event));
+    await this.#publishEvent(recorded);
+    this.#options.onEnded?.(recorded.state);
+    return recorded;
+  }
+
+  async #batch(messages: JsMsg[]): Promise<void> {
+    const jobs: Job[] = [];
+    for (const msg of messages) {
+      const decoded = decodeJson(msg.data);
+      const parsed = decoded.ok ? DocumentJob.safeParse(decoded.value) : null;
+      if (parsed === null || !parsed.success) {
+        const problem = parsed === null ? 'not JSON' : parsed.error.issues.slice(0, 3).map((issue) => `${issue.path.join('.') || '(message)'}: ${issue.message}`).join('; ');
+        await this.#poison(msg, `not a document job (${problem})`);
+        continue;
+      }
+      jobs.push({ msg, job: parsed.data, source: indexSourceOf(parsed.data) });
+    }
+    const ended: Job[] = [];
+    const todo: Job[] = [];
+    for (const job of jobs) {
+      // Ended before (a redelivery after a lost ack, a job published twice): the same event again.
+      const first = await this.#ledger.ended(job.job.run_id, job.job.doc);
+      if (first !== null) {
+        await this.#publishEvent(first);
+        ended.push(job);
+        continue;
+      }
+      const deliveries = job.msg.info.deliveryCount + priorDeliveries(job.msg.headers);
+      const maxDeliver = this.#options.maxDeliver ?? 5;
+      if (deliveries > maxDeliver) {
+        // Every worker that took it died or stalled on it: a poison document must not circle for ever.
+        await this.#end(job, { source: job.source, document_id: null, state: 'failed', code: ErrorCode.TIMEOUT, reason: `delivered ${deliveries} times without finishing (each worker that took it died or stalled)`, chunks: 0, pages: 0 });
+        await publishDeadLetter(
+          { js: this.#js, sourceStream: this.#topology.names.stream, deadLetterStream: this.#options.topology.names.deadLetterStream, what: 'document job' },
+          this.#topology.names.deadLetter(job.job.pipeline),
+          deadSourceOf(job.msg),
+          { code: ErrorCode.TIMEOUT, message: `delivered ${deliveries} times without finishing` },
+        ).catch(() => undefined);
+        ended.push(job);
+        continue;
+      }
+      todo.push(job);
+    }
+    // One lane per pipeline and index: a run of the runner per lane.
+    const lanes = new Map<string, Job[]>();
+    const later: Job[] = [];
+    for (const job of todo) {
+      const key = `${job.job.pipeline}\u0000${job.job.index}`;
+      const lane = lanes.get(key) ?? [];
+      // The same source twice in one lane (two runs of one file): the second waits for a later batch, where it is unchanged.
+      if (lane.some((other) => other.source === job.source)) {
+        later.push(job);
+        continue;
+      }
+      lane.push(job);
+      lanes.set(key, lane);
+    }
+    for (const job of later) job.msg.nak(1000);
+    const results = await Promise.allSettled([...lanes.values()].map((lane) => this.#lane(lane)));
+    for (const result of results) if (result.status === 'fulfilled') ended.push(...result.value);
+    await this.#count(ended);
+    await Promise.all(ended.map((job) => job.msg.ackAck().catch((error: unknown) => this.#options.logger?.warn({ err: String(error), run: job.job.run_id, doc: job.job.doc }, 'ack of a document job failed; it will be redelivered and answered from the ledger'))));
+  }
+
+  /** Counts ended documents into their runs' status; a run that is over publishes its run event. */
+  async #count(ended: readonly Job[]): Promise<void> {
+    const runs = new Map<string, RunSeed>();
+    for (const { job } of ended) if (!runs.has(job.run_id)) runs.set(job.run_id, { pipeline: job.pipeline, index: job.index });
+    for (const [runId, seed] of runs) {
+      const outcome = await withNatsRetry(`count run ${runId}`, () => this.#ledger.count(runId, seed));
+      if (outcome.ended !== null) await this.#publishRunEvent(outcome.ended);
+    }
+  }
+
+  #definition(name: string): Promise<PipelineDefinition> {
+    let found = this.#definitions.get(name);
+    if (found === undefined) {
+      found = this.#options.resolvePipeline(name);
+      // A pipeline that failed to load is looked up again next time (its file may be fixed).
+      found.catch(() => this.#definitions.delete(name));
+      this.#definitions.set(name, found);
+    }
+    return found;
+  }
+
+  #parser(definition: PipelineDefinition): DocumentParser {
+    const settings = capParseSettings(definition.stages.parse, this.#options.limits ?? {});
+    const key = JSON.stringify(settings);
+    let parser = this.#parsers.get(key);
+    if (parser === undefined) {
+      if (this.#parsers.size >= MAX_PARSERS) {
+        const [oldestKey, oldest] = this.#parsers.entries().next().value ?? [];
+        if (oldestKey !== undefined) this.#parsers.delete(oldestKey);
+        void oldest?.close();
+      }
+      parser = new DocumentParser(this.#options.engine, { ...settings, signal: this.#shutdown.signal });
+      this.#parsers.set(key, parser);
+    }
+    return parser;
+  }
+
+  #pending(job: Job, definition: PipelineDefinition): PendingSource {
+    const { source } = job.job;
+    const maxBytes = capParseSettings(definition.stages.parse, this.#options.limits ?? {}).maxBytes;
+    if ('text' in source) {
+      return { uri: job.source, load: async () => ({ source: { uri: job.source, id: source.id, text: source.text }, bytes: new TextEncoder().encode(source.text) }) };
+    }
+    return {
+      uri: job.source,
+      load: async () => {
+        const bytes = await this.#options.payloads.get(source.uri, {
+          maxBytes,
+          tooLarge: (size, ref) => new ShoalError(ErrorCode.DOCUMENT_TOO_LARGE, `${ref} has ${size} bytes, over the pipeline's maxBytes of ${maxBytes}`),
+        });
+        // The name is a hint for the type (`.md` is Markdown), as for a file read in process.
+        const name = source.uri.split('/').at(-1);
+        return { source: { uri: job.source, bytes, ...(name === undefined || name === '' ? {} : { path: name }) }, bytes };
+      },
+    };
+  }
+
+  /** Runs one lane (one pipeline and index) through the runner; returns the jobs it ended. */
+  async #lane(lane: readonly Job[]): Promise<Job[]> {
+    const first = lane[0];
+    if (first === undefined) return [];
+    const { pipeline, index } = first.job;
+    let definition: PipelineDefinition;
+    let sink: Sink;
+    try {
+      definition = await this.#definition(pipeline);
+      sink = this.#options.openIndex(index, definition.stages.write.table);
+    } catch (error) {
+      // A name this worker does not know ends the documents (each says why), not the worker.
+      const shoal = toShoalError(error);
+      for (const job of lane) await this.#end(job, { source: job.source, document_id: null, state: 'failed', code: shoal.code, reason: shoal.message, chunks: 0, pages: 0 });
+      return [...lane];
+    }
+    const bySource = new Map(lane.map((job) => [job.source, job]));
+    const outcomes: DocumentOutcome[] = [];
+    // Redone after a kill: a document whose intent this run recorded and whose state the index now holds was committed by this run.
+    const redone = lane.filter((job) => job.msg.info.deliveryCount + priorDeliveries(job.msg.headers) > 1);
+    const intents = new Map(await Promise.all(redone.map(async (job) => [job.source, await this.#ledger.intent(job.job.run_id, job.job.doc)] as const)));
+    const runner = new IngestRunner({
+      definition,
+      engine: new JobsEngine(this.#options.rpc, this.#options.jobs, { jobPrefix: `d${randomBytes(8).toString('hex')}${(this.#next++).toString(36)}` }),
+      sink,
+      reader: this.#parser(definition),
+      tableMetadata: {},
+      beforeCommit: async (states) => {
+        await Promise.all(
+          states.map((state) => {
+            const job = bySource.get(state.source);
+            return job === undefined ? Promise.resolve() : withNatsRetry('record a commit intent', () => this.#ledger.putIntent(job.job.run_id, job.job.doc, { document_id: state.document_id, settings: state.settings }));
+          }),
+        );
+      },
+      onOutcome: (outcome) => outcomes.push(outcome),
+    });
+    try {
+      await runner.run(lane.map((job) => this.#pending(job, definition)));
+    } catch (error) {
+      const shoal = toShoalError(error);
+      if (shoal.code === ErrorCode.CONFIG_INVALID || shoal.code === ErrorCode.MODEL_NOT_FOUND) {
+        // The pipeline cannot run against this index (another model's table, a model no worker has): every document fails with why.
+        const done = new Set(outcomes.map((outcome) => outcome.source));
+        for (const job of lane) if (!done.has(job.source)) outcomes.push({ source: job.source, state: 'failed', documentId: null, chunks: 0, pages: 0, code: shoal.code, reason: shoal.message });
+      } else {
+        // Infrastructure (the index, the model workers, NATS): what ended is kept, the rest comes back later.
+        this.#options.logger?.warn({ code: shoal.code, err: shoal.message, pipeline, index }, 'a batch of documents stopped; their jobs are retried');
+        const done = new Set(outcomes.map((outcome) => outcome.source));
+        for (const job of lane) if (!done.has(job.source)) job.msg.nak(RETRY_DELAY_MS);
+      }
+    }
+    const ended: Job[] = [];
+    for (const outcome of outcomes) {
+      const job = bySource.get(outcome.source);
+      if (job === undefined) continue;
+      const intent = intents.get(job.source);
+      const committedBefore = outcome.state === 'unchanged' && intent !== null && intent !== undefined && intent.document_id === outcome.documentId && intent.settings === runner.settingsHash;
+      await this.#end(job, {
+        source: job.source,
+        document_id: outcome.documentId,
+        state: committedBefore ? 'committed' : outcome.state,
+        ...(outcome.code === undefined ? {} : { code: outcome.code }),
+        ...(outcome.reason === undefined ? {} : { reason: outcome.reason }),
+        chunks: outcome.chunks,
+        pages: outcome.pages,
+      });
+      ended.push(job);
+    }
+    return ended;
+  }
+
+  /** Stops pulling and finishes the batches in flight. */
+  async drain(): Promise<void> {
+    this.#stopping = true;
+    await Promise.all(this.#loops);
+    while (this.#inFlight.size > 0) await Promise.all([...this.#inFlight]);
+    await this.#closeParsers();
+  }
+
+  /** Stops at once: jobs not finished come back after the ack wait. */
+  async close(): Promise<void> {
+    this.#shutdown.abort();
+    this.#stopping = true;
+    await this.#closeParsers();
+  }
+
+  async #closeParsers(): Promise<void> {
+    const parsers = [...this.#parsers.values()];
+    this.#parsers.clear();
+    await Promise.all(parsers.map((parser) => parser.close()));
+  }
+}
+
+/** Headers a producer sets on a document job (exported for producers in TypeScript). */
+export function documentJobHeaders(job: Pick<DocumentJob, 'run_id' | 'doc'>): ReturnType<typeof natsHeaders> {
+  const h = natsHeaders();
+  h.set('Nats-Msg-Id', documentMessageId(job.run_id, job.doc));
+  return h;
+}

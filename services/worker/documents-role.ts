@@ -1,0 +1,109 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import { NatsEngine } from '../../adapters/nats/engine-client.js';
+import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import type { PayloadStore } from '../../adapters/nats/payloads.js';
+import type { Topology } from '../../adapters/nats/topology.js';
+import type { Logger } from '../../adapters/observability/logger.js';
+import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
+import type { Engine } from '../../adapters/protocol/engine.js';
+import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
+import { openSink } from '../../adapters/sinks/open.js';
+import type { Sink } from '../../adapters/sinks/sink.js';
+import { pipelineByName } from '../../pipelines/documents/builtin.js';
+import { DocumentJobs } from '../../pipelines/documents/document-jobs.js';
+import { s3SettingsFromEnv, sinkCredentialsFromEnv } from '../settings/environment.js';
+import type { WorkerConfig } from './config.js';
+
+/**
+ * Composes the documents role of `shoal worker --documents` (pipelines/documents/document-jobs.ts)
+ * from the worker's configuration: pipelines by name (built-in or SHOAL_PIPELINES), indexes by
+ * name (SHOAL_INDEXES, each opened once and kept), encode jobs and token counts through the model
+ * workers, OCR through this worker's engine.
+ */
+
+export interface DocumentsRoleOptions {
+  nc: NatsConnection;
+  topology: Topology;
+  config: WorkerConfig;
+  engine: Engine;
+  payloads: PayloadStore;
+  logger: Logger;
+  env: NodeJS.ProcessEnv;
+  metrics?: ShoalMetrics | undefined;
+}
+
+export class DocumentsRole implements Lifecycle {
+  readonly #jobs: DocumentJobs;
+  readonly #rpc: NatsEngine;
+  readonly #sinks: Map<string, Sink>;
+
+  private constructor(jobs: DocumentJobs, rpc: NatsEngine, sinks: Map<string, Sink>) {
+    this.#jobs = jobs;
+    this.#rpc = rpc;
+    this.#sinks = sinks;
+  }
+
+  static async start(options: DocumentsRoleOptions): Promise<DocumentsRole> {
+    const { config, nc, topology, logger } = options;
+    const rpc = new NatsEngine(nc, { prefix: topology.names.prefix, loadTimeoutMs: 30_000 });
+    const client = await JobsClient.open(nc, { topology: config.topology, fileRoots: config.fileRoots, s3: config.s3 });
+    const sinks = new Map<string, Sink>();
+    const credentials = sinkCredentialsFromEnv(options.env);
+    const s3 = s3SettingsFromEnv(options.env);
+    const openIndex = (name: string, table: string): Sink => {
+      const target = Object.hasOwn(config.indexes, name) ? config.indexes[name] : undefined;
+      if (target === undefined) {
+        const known = Object.keys(config.indexes);
+        throw new ShoalError(ErrorCode.NOT_FOUND, `no index named ${JSON.stringify(name)} on this worker (${known.length === 0 ? 'none configured: set SHOAL_INDEXES=name=dir' : `configured: ${known.join(', ')}`})`);
+      }
+      const key = `${name}\u0000${table}`;
+      let sink = sinks.get(key);
+      if (sink === undefined) {
+        sink = openSink(target, { table, credentials, s3 }).sink;
+        sinks.set(key, sink);
+      }
+      return sink;
+    };
+    const jobs = await DocumentJobs.start({
+      nc,
+      topology,
+      pipelines: config.documentPipelines,
+      resolvePipeline: (name) => pipelineByName(name, config.pipelinesDir),
+      openIndex,
+      payloads: options.payloads,
+      rpc,
+      jobs: client,
+      engine: options.engine,
+      workerId: config.workerId,
+      ackWaitMs: config.consumer.ackWaitMs,
+      maxDeliver: config.consumer.maxDeliver,
+      limits: config.parseLimits,
+      logger,
+      ...(options.metrics === undefined ? {} : { onEnded: (state: string) => options.metrics?.documentsEnded.inc({ state }) }),
+    });
+    logger.info({ pipelines: config.documentPipelines, indexes: Object.keys(config.indexes) }, 'documents role started');
+    return new DocumentsRole(jobs, rpc, sinks);
+  }
+
+  get inFlight(): number {
+    return this.#jobs.inFlight;
+  }
+
+  async drain(): Promise<void> {
+    await this.#jobs.drain();
+    await this.#closeRest();
+  }
+
+  async close(): Promise<void> {
+    await this.#jobs.close();
+    await this.#closeRest();
+  }
+
+  async #closeRest(): Promise<void> {
+    await this.#rpc.close();
+    const sinks = [...this.#sinks.values()];
+    this.#sinks.clear();
+    await Promise.all(sinks.map((sink) => sink.close().catch(() => undefined)));
+  }
+}
