@@ -27,8 +27,12 @@ const Hex64 = z.string().regex(/^[0-9a-f]{64}$/);
 export const MAX_INLINE_TEXT_CHARS = 8 * 1024 * 1024;
 
 export const DocumentJobSource = z.union([
-  /** `s3://bucket/key`, `obj://bucket/name` (this deployment's object store) or `file:///abs/path` inside the worker's file roots. */
-  z.strictObject({ uri: z.string().min(1).max(4096).regex(/^(s3|obj|file):\/\//, 'source.uri is s3://, obj:// or file:///') }),
+  /**
+   * `s3://bucket/key`, `obj://bucket/name` (this deployment's object store) or `file:///abs/path`
+   * inside the worker's file roots. `id`, when given, is the document's `source` in the index
+   * instead of the URI (a producer that uploaded a local file keeps its path as the source).
+   */
+  z.strictObject({ uri: z.string().min(1).max(4096).regex(/^(s3|obj|file):\/\//, 'source.uri is s3://, obj:// or file:///'), id: z.string().min(1).max(4096).optional() }),
   /** Inline text: its `id` is the document's `source` in the index. */
   z.strictObject({ id: z.string().min(1).max(512), text: z.string().max(MAX_INLINE_TEXT_CHARS) }),
 ]);

@@ -155,6 +155,7 @@ function briefLanceError(error: unknown): string {
 export class LanceDbSink implements Sink {
   readonly #dir: string;
   readonly #tableName: string;
+  #preparing: Promise<void> = Promise.resolve();
   readonly #vectorIndexMinRows: number;
   #db: lancedb.Connection | null = null;
   #chunks: lancedb.Table | null = null;
@@ -239,12 +240,28 @@ export class LanceDbSink implements Sink {
     return this.#spec;
   }
 
-  async prepare(spec: TableSpec): Promise<void> {
+  prepare(spec: TableSpec): Promise<void> {
+    // One at a time in this process (two batches of a documents worker share the sink), and a
+    // table another process created meanwhile is checked like one found at the start.
+    const next = this.#preparing.then(() => this.#prepare(spec));
+    this.#preparing = next.catch(() => undefined);
+    return next;
+  }
+
+  async #prepare(spec: TableSpec): Promise<void> {
     const existing = await this.describe();
     if (existing === null) {
       const db = await this.#connection(true);
       if (db === null) throw new ShoalError(ErrorCode.INTERNAL, `cannot open ${this.#dir}`);
-      this.#chunks = await db.createEmptyTable(this.#tableName, chunkSchema(spec), { mode: 'create', existOk: false });
+      try {
+        this.#chunks = await db.createEmptyTable(this.#tableName, chunkSchema(spec), { mode: 'create', existOk: false });
+      } catch (error) {
+        if (!/already exists/i.test(String(error))) throw error;
+        const created = await this.describe();
+        if (created === null) throw error;
+        checkSpec(created, spec, `table ${this.#tableName} in ${this.#dir}`);
+        return;
+      }
       this.#spec = Object.freeze({ ...spec, vectorType: vectorTypeOf(spec) });
       return;
     }

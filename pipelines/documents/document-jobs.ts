@@ -91,8 +91,9 @@ interface Job {
 
 /** A job's `source` as the index stores it: a file's absolute path (as `shoal ingest` does), else the URI or the inline id. */
 export function indexSourceOf(job: DocumentJob): string {
-  if ('id' in job.source) return job.source.id;
-  const { uri } = job.source;
+  if ('text' in job.source) return job.source.id;
+  const { uri, id } = job.source;
+  if (id !== undefined) return id;
   if (uri.startsWith('file://')) {
     try {
       return fileURLToPath(uri);
@@ -363,7 +364,7 @@ export class DocumentJobs implements Lifecycle {
           tooLarge: (size, ref) => new ShoalError(ErrorCode.DOCUMENT_TOO_LARGE, `${ref} has ${size} bytes, over the pipeline's maxBytes of ${maxBytes}`),
         });
         // The name is a hint for the type (`.md` is Markdown), as for a file read in process.
-        const name = source.uri.split('/').at(-1);
+        const name = (source.id ?? source.uri).split('/').at(-1);
         return { source: { uri: job.source, bytes, ...(name === undefined || name === '' ? {} : { path: name }) }, bytes };
       },
     };

@@ -29,6 +29,7 @@ const COMMANDS: ReadonlyArray<readonly [name: string, load: () => Promise<Regist
   ['gateway', async () => (await import('./commands/gateway.js')).registerGateway],
   ['dev', async () => (await import('./commands/dev.js')).registerDev],
   ['ingest', async () => (await import('./commands/ingest.js')).registerIngest],
+  ['runs', async () => (await import('./commands/runs.js')).registerRuns],
   ['search', async () => (await import('./commands/search.js')).registerSearch],
   ['pipelines', async () => (await import('./commands/pipelines.js')).registerPipelines],
   ['classify', async () => (await import('./commands/classify.js')).registerClassify],

@@ -14,7 +14,7 @@ import type { IngestSummary } from '../../../pipelines/documents/runner.js';
 import { addRecordSources, fileSources, recordSources, type PendingSource } from '../../../pipelines/documents/sources.js';
 import { printable } from '../printable.js';
 import { StoreHealth, type DegradedPeriod } from '../../../pipelines/documents/store-health.js';
-import { s3SettingsFromEnv } from '../../settings/environment.js';
+import { namedIndexesFromEnv, s3SettingsFromEnv } from '../../settings/environment.js';
 import type { CliApp } from '../app.js';
 import { INDEX_HELP, openIndex } from '../index-sink.js';
 import { parseFlags } from '../line-options.js';
@@ -48,6 +48,7 @@ const IngestFlags = z.strictObject({
   chunkOverlap: WholeNumberFlag(0, 4096).optional(),
   onError: z.enum(['skip', 'fail']).optional(),
   rejects: z.string().min(1).optional(),
+  detach: z.boolean().optional(),
 });
 
 /**
@@ -83,6 +84,9 @@ lines were rejected (the others are indexed; each rejected line is in the --reje
 selected, no record on stdin), 130/143 interrupted by Ctrl-C/SIGTERM (the summary, with --json
 "interrupted": true, counts what finished; the same command again continues), else 1 or 2 as for
 every command.`;
+
+export type IngestFlagValues = z.output<typeof IngestFlags>;
+export type { Rejected };
 
 async function collectSources(paths: readonly string[], flags: z.output<typeof IngestFlags>, app: CliApp, health: StoreHealth, maxBytes: number, ownIndex: string | null, rejects: RejectsFile | null): Promise<PendingSource[]> {
   const files = paths.filter((path) => path !== '-');
@@ -200,6 +204,7 @@ export function registerIngest(program: Command, app: CliApp): void {
     .option('--chunk-overlap <n>', 'tokens repeated between chunks, below the size (default: the pipeline\'s, or min(32, size/4) with --chunk-size)')
     .option('--on-error <mode>', 'stdin records: fail (default: a bad line stops the run before anything is indexed) or skip (bad lines go to --rejects, the others are indexed, exit 3)')
     .option('--rejects <file>', `with --on-error skip: the JSON Lines file of rejected lines (default: ./${DEFAULT_REJECTS_FILE}, replaced when a line is rejected)`)
+    .option('--detach', 'with --nats and --index NAME: publish the document jobs, print the run id and exit (follow it with `shoal runs watch RUN`)')
     .option('--json', 'print the summary as one JSON object on stdout')
     .addHelpText('after', EXAMPLE)
     .action(async (paths: string[], _options: unknown, self: Command) => {
@@ -209,6 +214,15 @@ export function registerIngest(program: Command, app: CliApp): void {
         throw new ShoalError(ErrorCode.INVALID_INPUT, `--chunk-overlap ${flags.chunkOverlap} must be smaller than --chunk-size ${flags.chunkSize}`);
       }
       const config = app.config(self);
+      // --nats with --index naming one of SHOAL_INDEXES: a producer of document jobs, not a coordinator.
+      const jobsIndex = flags.nats !== undefined && flags.index !== undefined && Object.hasOwn(namedIndexesFromEnv(app.io.env) ?? {}, flags.index) ? flags.index : null;
+      if (flags.detach === true && jobsIndex === null) {
+        throw new ShoalError(ErrorCode.INVALID_INPUT, '--detach publishes document jobs: give --nats URL and --index NAME, NAME one of SHOAL_INDEXES (the index the workers write)');
+      }
+      if (jobsIndex !== null) {
+        await (await import('./ingest-produce.js')).ingestAsJobs({ app, paths, flags, config, index: jobsIndex, collect: (maxBytes, health, rejects) => collectSources(paths, flags, app, health, maxBytes, null, rejects), summaries: { human: humanSummary, json: jsonSummary } });
+        return;
+      }
       const definition = applyOverrides(await resolvePipeline(flags.pipeline), {
         model: flags.model === undefined ? undefined : modelPathFromCwd(flags.model),
         ocr: flags.ocr,
