@@ -149,6 +149,11 @@ describe('docker-compose.yml against the code', () => {
       expect(env(service, 'NATS_URL')).toBe('nats://nats:4222');
     }
     expect([...users.values()].sort()).toEqual(['gateway', 'sink', 'worker', 'worker']);
+    // nats-server refuses a configuration naming a variable it cannot find: the nats service
+    // gets the password of every user nats.conf declares, those no compose service logs in as too.
+    const referenced = [...readFileSync(COMPOSE_NATS_CONF, 'utf8').matchAll(/password: \$([A-Z0-9_]+)/g)].map((m) => m[1]);
+    expect(referenced).toEqual(COMPONENTS.map((c) => passwordVariable(c)));
+    for (const variable of referenced) expect(interpolate(String(nats.environment?.[variable ?? ''] ?? '')), variable).not.toBe('');
   });
 
   it('runs read-only with writable caches, results and /tmp only', () => {

@@ -15,6 +15,7 @@ import { checkManifest, installedVersion, SCHEMA_PACKAGES, schemaProblems, VALID
 import { startKubeDiscovery, type KubeDiscovery } from './kube-discovery.js';
 import { envVariablesShoalReads } from './shoal-env.js';
 import { SETTINGS } from '../../services/settings/table.js';
+import { COMPONENTS } from '../../deploy/tools/nats-config.js';
 import { REPO_ROOT } from '../helpers/shared.js';
 
 /**
@@ -275,7 +276,8 @@ describe.skipIf(GO_MISSING !== null)(`Helm chart ${GO_MISSING ?? ''}`, () => {
           expect(container.ports?.[0]).toEqual({ name: 'metrics', containerPort: Number(env.get('SHOAL_METRICS_PORT')) });
           expect(env.get('SHOAL_METRICS_HOST')).toBe('0.0.0.0');
           expect(container.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'metrics' });
-          expect(env.get('SHOAL_MODELS')?.split(',').length).toBeGreaterThanOrEqual(1);
+          // A model pool names its models; a document worker (`worker --documents`) encodes through the pools'.
+          if (!container.args.includes('--documents')) expect(env.get('SHOAL_MODELS')?.split(',').length).toBeGreaterThanOrEqual(1);
         }
         if (role === 'sink') {
           // The sink listens on loopback by default: in a pod it must listen on every interface to be scraped.
@@ -323,15 +325,17 @@ describe.skipIf(GO_MISSING !== null)(`Helm chart ${GO_MISSING ?? ''}`, () => {
     const users = manifests.find((m) => m.metadata.name === 'shoal-nats') as unknown as { data: Record<string, string> };
     const auth = manifests.find((m) => m.metadata.name === 'shoal-nats-authorization') as unknown as { stringData: Record<string, string> };
     const conf = auth.stringData['shoal-authorization.conf'] ?? '';
-    for (const component of ['gateway', 'worker', 'sink']) {
+    expect(Object.keys(users.data).sort()).toEqual(COMPONENTS.map((c) => `${c}-password`).sort());
+    for (const component of COMPONENTS) {
       const password = Buffer.from(users.data[`${component}-password`] ?? '', 'base64').toString('utf8');
       expect(password).toMatch(/^[A-Za-z0-9]{32}$/);
       expect(conf).toMatch(new RegExp(`user: "${component}"\\n\\s+password: "${password}"\\n`));
     }
     expect(conf).toContain('"$JS.API.STREAM.MSG.DELETE.SHOAL_JOBS"');
-    // No user deletes a stream; only the gateway may purge, and the payload object store only.
-    expect(conf.match(/deny: \["\$JS\.API\.STREAM\.DELETE\.>", "\$JS\.API\.STREAM\.PURGE\.SHOAL_JOBS"/g)).toHaveLength(3);
-    expect(conf.match(/"\$JS\.API\.STREAM\.PURGE\.>"/g)).toHaveLength(2);
+    // No user deletes a stream; only the gateway may purge, and the payload object store only
+    // (the worker, sink and documents users are denied every purge).
+    expect(conf.match(/deny: \["\$JS\.API\.STREAM\.DELETE\.>", "\$JS\.API\.STREAM\.PURGE\.SHOAL_JOBS"/g)).toHaveLength(COMPONENTS.length);
+    expect(conf.match(/"\$JS\.API\.STREAM\.PURGE\.>"/g)).toHaveLength(COMPONENTS.length - 1);
     expect(conf.match(/allow: \[[^\]]*"\$JS\.API\.STREAM\.PURGE\.OBJ_shoal_payloads"/g)).toHaveLength(1);
   });
 

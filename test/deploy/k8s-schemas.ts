@@ -46,12 +46,14 @@ export const Container = z.strictObject({
     readOnlyRootFilesystem: z.literal(true),
     capabilities: z.strictObject({ drop: z.array(z.literal('ALL')) }),
   }),
-  volumeMounts: z.array(z.strictObject({ name: z.string(), mountPath: z.string().startsWith('/'), subPath: z.string().optional() })),
+  volumeMounts: z.array(z.strictObject({ name: z.string(), mountPath: z.string().startsWith('/'), subPath: z.string().optional(), readOnly: z.boolean().optional() })),
 });
 const Volume = z.strictObject({
   name: z.string(),
   emptyDir: z.strictObject({ sizeLimit: z.string().optional() }).optional(),
   persistentVolumeClaim: z.strictObject({ claimName: DnsName }).optional(),
+  // The document workers' pipeline files (documents.pipelinesConfigMap).
+  configMap: z.strictObject({ name: z.string().regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/).max(253) }).optional(),
   // A generic ephemeral volume: a PVC per pod, created and deleted with it.
   ephemeral: z
     .strictObject({

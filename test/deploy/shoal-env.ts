@@ -9,8 +9,8 @@ import { REPO_ROOT } from '../helpers/shared.js';
  */
 
 const SOURCE_DIRS = ['services', 'adapters', 'pipelines', 'bin'];
-/** Read by libraries or the runtime, not by Shoal's own code. */
-const EXTERNAL = new Set(['NODE_ENV', 'MALLOC_TRIM_THRESHOLD_']);
+/** Read by libraries or the runtime, not by Shoal's own code (AWS_REGION: the AWS SDK's region chain). */
+const EXTERNAL = new Set(['NODE_ENV', 'MALLOC_TRIM_THRESHOLD_', 'AWS_REGION']);
 
 function files(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { FREE_STORE_SHARES, STREAM_BYTES_CEILING } from '../../adapters/nats/stream-sizing.js';
+import { COMPONENTS } from '../../deploy/tools/nats-config.js';
 import { REPO_ROOT } from '../helpers/shared.js';
 
 /**
@@ -167,6 +168,8 @@ describe.skipIf(TERRAFORM === null)(`Terraform ${TERRAFORM === null ? 'skipped: 
     const main = readFileSync(join(MODULE, 'main.tf'), 'utf8');
     expect(main).toContain('yamldecode(file("${var.shoal_chart_path}/files/nats-permissions.yaml"))');
     expect(main).toContain('password = random_password.nats[c].result');
+    // Every user of the permission file, so the Secret has each <component>-password the chart reads.
+    expect(main).toContain(`nats_components  = [${COMPONENTS.map((c) => `"${c}"`).join(', ')}]`);
     const storeVariable = all.find((b) => b.kind === 'variable' && b.labels[0] === 'nats_store_size');
     const gib = Number(/^"(\d+)Gi"$/.exec(attribute(storeVariable?.body ?? '', 'default') ?? '')?.[1]);
     // Shoal sizes its three streams from the free store (a quarter each, at most the ceiling): a store of four ceilings gives them their full size.

@@ -60,11 +60,99 @@ ASCII ids are supported here (the chart fails on others: name the consumer yours
 {{- printf "%s_%s_%s" (include "shoal.prefixLower" .root) .primitive (include "shoal.modelToken" .model) -}}
 {{- end -}}
 
+{{/*
+Document workers (`shoal worker --documents`): the work-queue stream of document jobs, <UPPER>_DOCUMENTS,
+and the durable pull consumer of one pipeline (root, pipeline): <lower>_documents_<token>, the
+token escaped as a model token (a name of only A-Z a-z 0-9 - is unchanged; "_" becomes "_5F").
+The runs stream and its consumer carry `<prefix>.runs.open` to the document workers.
+*/}}
+{{- define "shoal.documentsStream" -}}{{ include "shoal.prefixUpper" . }}_DOCUMENTS{{- end -}}
+{{- define "shoal.documentsConsumer" -}}
+{{- printf "%s_documents_%s" (include "shoal.prefixLower" .root) (include "shoal.modelToken" .pipeline) -}}
+{{- end -}}
+{{- define "shoal.runsStream" -}}{{ include "shoal.prefixUpper" . }}_RUNS{{- end -}}
+{{- define "shoal.runsConsumer" -}}{{ include "shoal.prefixLower" . }}_runs{{- end -}}
+
+{{/* Validates documents.* (fails the install with a message that says what to change). */}}
+{{- define "shoal.checkDocuments" -}}
+{{- $d := .Values.documents -}}
+{{- if not $d.pipelines -}}
+{{- fail "documents.pipelines is empty: name at least one pipeline (the built-in one is `documents`)" -}}
+{{- end -}}
+{{- range $name := $d.pipelines -}}
+{{- if not (regexMatch "^[A-Za-z0-9_-]{1,64}$" $name) -}}
+{{- fail (printf "documents.pipelines: %q must be 1-64 characters of A-Z a-z 0-9 _ -" $name) -}}
+{{- end -}}
+{{- end -}}
+{{- if ne (len $d.pipelines) (len (uniq $d.pipelines)) -}}
+{{- fail "documents.pipelines lists a pipeline twice" -}}
+{{- end -}}
+{{- if le (int $d.terminationGracePeriodSeconds) (add (div (int $d.drainTimeoutMs) 1000) 10 | int) -}}
+{{- fail (printf "documents: terminationGracePeriodSeconds (%v) must exceed drainTimeoutMs/1000 + 10 (%v), or Kubernetes kills document workers mid-drain" $d.terminationGracePeriodSeconds (add (div (int $d.drainTimeoutMs) 1000) 10)) -}}
+{{- end -}}
+{{- if and (eq (int $d.replicas.min) 0) (not (and .Values.keda.enabled $d.keda.enabled)) -}}
+{{- fail "documents: replicas.min 0 needs KEDA (keda.enabled and documents.keda.enabled), or nothing wakes the document workers up" -}}
+{{- end -}}
+{{- if gt (int $d.replicas.min) (int $d.replicas.max) -}}
+{{- fail "documents: replicas.min > replicas.max" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Environment of a document worker (root): the role, its pipelines, its consumers' settings. */}}
+{{- define "shoal.documentsEnv" -}}
+{{- $d := .Values.documents -}}
+- name: SHOAL_DOCUMENTS
+  value: "1"
+- name: SHOAL_DOCUMENT_PIPELINES
+  value: {{ join "," $d.pipelines | quote }}
+{{- if $d.pipelinesConfigMap }}
+- name: SHOAL_PIPELINES
+  value: {{ $d.pipelinesMountPath | quote }}
+{{- end }}
+- name: SHOAL_ACK_WAIT_MS
+  value: {{ $d.ackWaitMs | quote }}
+- name: SHOAL_MAX_DELIVER
+  value: {{ $d.maxDeliver | quote }}
+{{- with $d.memoryBudget }}
+- name: SHOAL_MEMORY_BUDGET
+  value: {{ . | quote }}
+{{- end }}
+{{- if .Values.indexes }}
+{{ include "shoal.indexesEnv" . }}
+{{- end }}
+- name: SHOAL_CACHE_DIR
+  value: /var/cache/shoal
+- name: HF_HOME
+  value: /var/cache/huggingface
+{{- end -}}
+
+{{/* SHOAL_INDEXES (name=URI, comma-separated, by name) of the gateway, the sink and document workers; include it only when `indexes` is set. */}}
+{{- define "shoal.indexesEnv" -}}
+{{- $pairs := list -}}
+{{- range $name, $uri := .Values.indexes -}}{{- $pairs = append $pairs (printf "%s=%s" $name $uri) -}}{{- end -}}
+- name: SHOAL_INDEXES
+  value: {{ join "," $pairs | quote }}
+{{- end -}}
+
+{{/*
+The consumer bootstrap script (flags: the worker's own flags): starts a worker, waits until its
+/readyz says it takes work (after it created its consumers), stops it with SIGTERM.
+*/}}
+{{- define "shoal.bootstrapScript" -}}
+node /app/bin/shoal.js worker {{ .flags }} --metrics-port 9464 --metrics-host 127.0.0.1 & pid=$!
+until node -e "fetch('http://127.0.0.1:9464/readyz').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"; do
+  kill -0 $pid 2>/dev/null || exit 1
+  sleep 2
+done
+kill -TERM $pid
+wait $pid
+{{- end -}}
+
 {{- define "shoal.natsSecretName" -}}
 {{- .Values.nats.auth.existingSecret | default (printf "%s-nats" (include "shoal.fullname" .)) -}}
 {{- end -}}
 
-{{/* NATS connection env for one component (gateway, worker, sink). */}}
+{{/* NATS connection env for one component (gateway, worker, sink, documents): its own NATS user. */}}
 {{- define "shoal.natsEnv" -}}
 - name: NATS_URL
   value: {{ .root.Values.nats.url | quote }}

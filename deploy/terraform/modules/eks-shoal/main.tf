@@ -19,7 +19,7 @@ locals {
   # placeholders filled for the default subject prefix "shoal", as the chart's
   # nats-authorization template and deploy/tools/nats-config.ts do.
   nats_permissions = yamldecode(file("${var.shoal_chart_path}/files/nats-permissions.yaml"))
-  nats_components  = ["gateway", "worker", "sink"]
+  nats_components  = ["gateway", "worker", "sink", "documents"]
   nats_subjects = {
     for c in local.nats_components : c => {
       for kind in ["publish", "subscribe", "deny_publish"] : kind => [
@@ -356,7 +356,7 @@ resource "helm_release" "nats" {
       # 32 GiB or more gives them their full size, with the rest for the buckets and object store.
       jetstream = { enabled = true, fileStore = { pvc = { size = var.nats_store_size } } }
       monitor   = { enabled = true, port = 8222 }
-      # Shoal's three least-privilege users (the chart's Secret shoal-nats-users has their passwords).
+      # Shoal's least-privilege users (the chart's Secret shoal-nats-users has their passwords).
       merge = { authorization = { users = local.nats_users } }
     }
   })]
