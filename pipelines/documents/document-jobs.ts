@@ -69,7 +69,7 @@ export interface DocumentJobsOptions {
   batchDocuments?: number;
   /** Batches at once. @default 2 */
   batches?: number;
-  /** Ceilings on the pipelines' parse limits (SHOAL_PARSE_MAX_*). */
+  /** Ceilings on the pipelines' parse limits (SHOAL_PARSE_MAX_PAGES, SHOAL_PARSE_MAX_BYTES, SHOAL_PARSE_MAX_DPI). */
   limits?: Partial<ParseLimits>;
   logger?: Logger;
   /** Counts ended documents by state (shoal_documents_total). */

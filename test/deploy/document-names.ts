@@ -1,10 +1,10 @@
-import { modelToken, natsNames } from '../../adapters/protocol/subjects.js';
+import { documentNames as protocolNames } from '../../adapters/protocol/documents.js';
+import { natsNames } from '../../adapters/protocol/subjects.js';
 
 /**
  * The NATS names of the document workers' topology (`shoal worker --documents`) as the chart
  * and the permission file spell them, derived from the prefix forms Shoal's own code derives
- * (natsNames: `<UPPER>_JOBS`, `<lower>_jobs`) and its model-token escaping. The role is being
- * built beside the chart; once adapters/protocol names these, the tests should use its names.
+ * (adapters/protocol/documents.ts), in the shape the chart tests compare.
  */
 export interface DocumentNames {
   /** Work-queue stream of document jobs: `<prefix>.documents.>`. */
@@ -22,18 +22,16 @@ export interface DocumentNames {
 }
 
 export function documentNames(prefix: string): DocumentNames {
-  const names = natsNames(prefix);
-  const upper = names.jobsStream.slice(0, -'_JOBS'.length);
-  const lower = names.statusBucket.slice(0, -'_jobs'.length);
+  const names = protocolNames(natsNames(prefix));
   return {
-    stream: `${upper}_DOCUMENTS`,
-    subjects: `${prefix}.documents.>`,
-    consumer: (pipeline) => `${lower}_documents_${modelToken(pipeline)}`,
-    subject: (pipeline) => `${prefix}.documents.${modelToken(pipeline)}`,
-    runsStream: `${upper}_RUNS`,
-    runsConsumer: `${lower}_runs`,
-    runOpen: `${prefix}.runs.open`,
-    eventsStream: `${upper}_EVENTS`,
-    events: `${prefix}.events.>`,
+    stream: names.stream,
+    subjects: names.allSubjects(),
+    consumer: (pipeline) => names.consumer(pipeline),
+    subject: (pipeline) => names.subject(pipeline),
+    runsStream: names.runsStream,
+    runsConsumer: names.runsConsumer,
+    runOpen: names.runsOpen,
+    eventsStream: names.eventsStream,
+    events: names.allEvents(),
   };
 }

@@ -28,11 +28,6 @@ const PREFIX = 'acme.search-1';
 const PIPELINES = ['documents', 'legal_v2', 'Contracts-EU'];
 const INDEXES = { docs: 'postgres://shoal@pg.db.svc:5432/search?table=docs', wiki: 'qdrant://qdrant.db.svc:6333/wiki' };
 const MOUNT = '/etc/shoal/pipelines';
-/**
- * Variables of the document role that Shoal's sources do not read yet (the role is being built
- * beside this chart): once it lands, envVariablesShoalReads() finds them and this set can go.
- */
-const DOCUMENT_ROLE_ENV = new Set(['SHOAL_DOCUMENTS', 'SHOAL_DOCUMENT_PIPELINES', 'SHOAL_PIPELINES']);
 
 interface EnvVar {
   name: string;
@@ -216,7 +211,7 @@ describe.skipIf(GO_MISSING !== null)(`Helm chart: document workers ${GO_MISSING 
     expect((pod.terminationGracePeriodSeconds ?? 0) * 1000).toBeGreaterThan(Number(valueOf(container, 'SHOAL_DRAIN_TIMEOUT_MS')) + 10_000);
     // Every variable is one Shoal reads, but those of the role being built beside the chart.
     const known = envVariablesShoalReads();
-    expect((container?.env ?? []).map((e) => e.name).filter((n) => !known.has(n) && !DOCUMENT_ROLE_ENV.has(n))).toEqual([]);
+    expect((container?.env ?? []).map((e) => e.name).filter((n) => !known.has(n))).toEqual([]);
     // A headless metrics Service for the ServiceMonitor.
     const service = find<{ spec: { clusterIP: string; ports: unknown[] } }>(result, 'Service', 'shoal-documents-metrics');
     expect(service.spec).toMatchObject({ clusterIP: 'None', ports: [{ name: 'metrics', port: 9464, targetPort: 'metrics' }] });
