@@ -11,7 +11,7 @@ import type { CliApp } from '../app.js';
 import type { CliConfig } from '../config.js';
 import { printable } from '../printable.js';
 import { DEFAULT_REJECTS_FILE, RejectsFile } from '../rejects-file.js';
-import type { IngestFlagValues, Rejected } from './ingest.js';
+import type { IngestFlagValues, Rejected } from './ingest-flags.js';
 import { produceIngest } from './ingest-jobs.js';
 import { IngestBar } from './ingest-progress.js';
 

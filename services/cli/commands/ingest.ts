@@ -2,12 +2,11 @@ import { constants, existsSync, statSync } from 'node:fs';
 import { access } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Command } from 'commander';
-import { z } from 'zod';
 import { S3Store } from '../../../adapters/object-store/index.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { localIndexDir, redactUri } from '../../../adapters/sinks/open.js';
 import { resolvePipeline } from '../../../pipelines/documents/builtin.js';
-import { applyOverrides, modelPathFromCwd, TableName, type PipelineDefinition } from '../../../pipelines/documents/definition.js';
+import { applyOverrides, modelPathFromCwd, type PipelineDefinition } from '../../../pipelines/documents/definition.js';
 import { settleInterrupt, type SettledRun } from '../../../pipelines/documents/interrupted.js';
 import { ingestInProcess } from '../../../pipelines/documents/ingest-local.js';
 import type { IngestSummary } from '../../../pipelines/documents/runner.js';
@@ -19,7 +18,7 @@ import type { CliApp } from '../app.js';
 import { INDEX_HELP, openIndex } from '../index-sink.js';
 import { parseFlags } from '../line-options.js';
 import { DEFAULT_REJECTS_FILE, RejectsFile } from '../rejects-file.js';
-import { WholeNumberFlag } from '../../settings/flag-values.js';
+import { IngestFlags, type IngestFlagValues, type Rejected } from './ingest-flags.js';
 import { IngestBar } from './ingest-progress.js';
 
 /**
@@ -31,25 +30,6 @@ import { IngestBar } from './ingest-progress.js';
 
 const Collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value];
 
-const IngestFlags = z.strictObject({
-  pipeline: z.string().min(1).optional(),
-  model: z.string().min(1).optional(),
-  index: z.string().min(1).optional(),
-  table: TableName.optional(),
-  include: z.array(z.string().min(1)).optional(),
-  exclude: z.array(z.string().min(1)).optional(),
-  hidden: z.boolean().optional(),
-  ocr: z.enum(['auto', 'always', 'never']).optional(),
-  force: z.boolean().optional(),
-  prune: z.boolean().optional(),
-  nats: z.string().min(1).optional(),
-  json: z.boolean().optional(),
-  chunkSize: WholeNumberFlag(8, 8192).optional(),
-  chunkOverlap: WholeNumberFlag(0, 4096).optional(),
-  onError: z.enum(['skip', 'fail']).optional(),
-  rejects: z.string().min(1).optional(),
-  detach: z.boolean().optional(),
-});
 
 /**
  * A local index the run cannot write to is said before any document is parsed or encoded (the
@@ -85,10 +65,7 @@ selected, no record on stdin), 130/143 interrupted by Ctrl-C/SIGTERM (the summar
 "interrupted": true, counts what finished; the same command again continues), else 1 or 2 as for
 every command.`;
 
-export type IngestFlagValues = z.output<typeof IngestFlags>;
-export type { Rejected };
-
-async function collectSources(paths: readonly string[], flags: z.output<typeof IngestFlags>, app: CliApp, health: StoreHealth, maxBytes: number, ownIndex: string | null, rejects: RejectsFile | null): Promise<PendingSource[]> {
+async function collectSources(paths: readonly string[], flags: IngestFlagValues, app: CliApp, health: StoreHealth, maxBytes: number, ownIndex: string | null, rejects: RejectsFile | null): Promise<PendingSource[]> {
   const files = paths.filter((path) => path !== '-');
   const fromStdin = paths.includes('-') || (paths.length === 0 && app.io.stdin.isTTY !== true);
   if (paths.length === 0 && !fromStdin) {
@@ -133,11 +110,6 @@ function interruptedLine(summary: IngestSummary): string {
  * `table` is the one the rows went to (openIndex's answer): a table named in the URI
  * (`?table=T`, `chroma://host/COLLECTION`) wins over `--table`, which the definition holds.
  */
-/** Stdin lines left out by --on-error skip, and where they are. */
-interface Rejected {
-  count: number;
-  file: string | null;
-}
 
 function rejectedLine(rejected: Rejected): string[] {
   return rejected.count === 0 ? [] : [`  rejected ${rejected.count} stdin ${rejected.count === 1 ? 'line' : 'lines'} (--on-error skip), each with its line number and reason in ${printable(rejected.file ?? '')}`];
