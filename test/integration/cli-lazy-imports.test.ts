@@ -95,7 +95,7 @@ describe('shoal encode imports', () => {
   it('loads every command file for --help, which lists them all', async () => {
     const { run, commands } = await recordImports('help', ['--help']);
     expect(run.code).toBe(0);
-    const ALL = ['encode', 'score', 'extract', 'tokenize', 'models', 'worker', 'submit', 'sink', 'gateway', 'dev', 'ingest', 'search', 'pipelines', 'classify'];
+    const ALL = ['encode', 'score', 'extract', 'tokenize', 'models', 'worker', 'submit', 'sink', 'gateway', 'dev', 'ingest', 'runs', 'search', 'pipelines', 'classify'];
     const section = run.stdout.split('\nCommands:\n')[1]?.split('\n\n')[0] ?? '';
     const listed = section.split('\n').map((line) => /^ {2}([a-z]+) /.exec(line)?.[1]).filter((name) => name !== undefined && name !== 'help');
     expect(listed).toEqual(ALL);
