@@ -98,7 +98,17 @@ export class DocumentProducer {
    * status, which makes the run end once that many documents ended. Publishing again with the
    * same run id is deduplicated by message id within the window, and answered from the ledger after it.
    */
-  async publish(run: { runId: string; pipeline: string; index: string; sources: readonly PendingSource[]; metadata?: DocumentJob['metadata']; onPublished?: (count: number) => void }): Promise<ProducedRun> {
+  async publish(run: {
+    runId: string;
+    pipeline: string;
+    index: string;
+    sources: readonly PendingSource[];
+    /** Per source, a reference the workers read themselves (`obj://`, `s3://`, `file://` in shared roots): published as it is, not copied. */
+    references?: readonly (DocumentJobSource | null)[];
+    metadata?: DocumentJob['metadata'];
+    /** Recorded in the run's status: what its submission decided (a resubmission with other content is a conflict). */
+    contentHash?: string;
+  }): Promise<ProducedRun> {
     const runId = checkJobId(run.runId);
     const subject = this.#topology.names.subject(run.pipeline);
     let n = 0;
@@ -109,23 +119,22 @@ export class DocumentProducer {
       const doc = String(n);
       const at = n++;
       const task = (async () => {
-        const source = await this.#stage(runId, at, pending);
+        const source = run.references?.[at] ?? (await this.#stage(runId, at, pending));
         const job = parseWith(DocumentJob, { v: WIRE_VERSION, run_id: runId, doc, source, pipeline: run.pipeline, index: run.index, ...(run.metadata === undefined ? {} : { metadata: run.metadata }), submitted_at: new Date().toISOString() }, 'document job', ErrorCode.INVALID_INPUT);
         await withNatsRetry(`publish document ${doc} of run ${runId}`, () => this.#js.publish(subject, JSON.stringify(job), { msgID: documentMessageId(runId, doc), expect: { streamName: this.#topology.names.stream } }));
       })();
       inFlight.add(task);
       void task.finally(() => inFlight.delete(task)).catch(() => undefined);
       if (inFlight.size >= window) await Promise.race(inFlight);
-      run.onPublished?.(n);
     }
     await Promise.all(inFlight);
-    await this.announce(runId, n, run.pipeline, run.index);
+    await this.announce(runId, n, run.pipeline, run.index, run.contentHash);
     return { runId, pipeline: run.pipeline, index: run.index, documents: n };
   }
 
   /** Records how many documents the run has (the producer's own count); the run ends once that many ended. */
-  async announce(runId: string, expected: number, pipeline: string, index: string): Promise<IngestRunStatus> {
-    const outcome = await withNatsRetry(`announce run ${runId}`, () => this.#ledger.announce({ v: WIRE_VERSION, run_id: runId, expected, pipeline, index }, { pipeline, index }));
+  async announce(runId: string, expected: number, pipeline: string, index: string, contentHash?: string): Promise<IngestRunStatus> {
+    const outcome = await withNatsRetry(`announce run ${runId}`, () => this.#ledger.announce({ v: WIRE_VERSION, run_id: runId, expected, pipeline, index }, { pipeline, index, ...(contentHash === undefined ? {} : { contentHash }) }));
     // A run whose documents all ended before the announcement ends now: its end event is published here.
     if (outcome.ended !== null) {
       const ended = outcome.ended;

@@ -232,5 +232,7 @@ export function resolveGatewayConfig(flags: GatewayFlags = {}, env: NodeJS.Proce
     nats: natsSettings(c.nats, c['nats-creds'], env),
     parseWorkerTimeoutMs: parseWorkerTimeoutFromEnv(env),
     runHeartbeatMs: runHeartbeatFromEnv(env),
+    documentJobs: isTrue(envValue(env, 'documentJobs')) ?? false,
+    pipelinesDir: envValue(env, 'pipelinesDir') ?? null,
   });
 }

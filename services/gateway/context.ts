@@ -77,6 +77,13 @@ export interface GatewaySettings {
   indexes?: Readonly<Record<string, string>>;
   /** Credentials and S3 client settings the indexes are opened with (never logged). @default none */
   indexOptions?: IndexSinkOptions;
+  /**
+   * POST /v1/ingest publishes document jobs (SHOAL_DOCUMENT_JOBS): the run is the workers', any
+   * replica answers its status, and a gateway restart loses nothing. @default false: this gateway coordinates
+   */
+  documentJobs?: boolean;
+  /** The folder of pipeline files the documents workers share (SHOAL_PIPELINES), for checking names. @default none */
+  pipelinesDir?: string | null;
   /** POST /v1/classify: the sync limit and where jobs write their results. @default 256 items sync, results in the OS temp folder, no category cache */
   classify?: ClassifySettings;
 }
@@ -104,9 +111,19 @@ export interface IngestStart {
   prune?: boolean;
 }
 
+/** A run of document jobs (SHOAL_DOCUMENT_JOBS): names only, the workers resolve them. */
+export interface IngestJobsStart {
+  job_id?: string | undefined;
+  pipeline: string;
+  index: string;
+  records: readonly IngestRecord[];
+}
+
 /** Ingest runs in the background (over NATS), their status read back by id. */
 export interface IngestApi {
   start(request: IngestStart): Promise<IngestRunStatus>;
+  /** Publishes the run as document jobs; absent: this gateway cannot (answers UNAVAILABLE). */
+  startJobs?(request: IngestJobsStart): Promise<IngestRunStatus>;
   status(jobId: string): Promise<IngestRunStatus | null>;
   /**
    * Stores an uploaded file (multipart POST /v1/ingest) where the run can read it, under `name`,

@@ -17,7 +17,8 @@ import { pruneRemoved, type PruneRoot } from '../../pipelines/documents/prune.js
 import type { IngestSummary } from '../../pipelines/documents/runner.js';
 import type { PendingSource } from '../../pipelines/documents/sources.js';
 import { StoreHealth } from '../../pipelines/documents/store-health.js';
-import type { IngestApi, IngestRecord, IngestStart } from './context.js';
+import { DocumentProducer } from '../../pipelines/documents/document-producer.js';
+import type { IngestApi, IngestJobsStart, IngestRecord, IngestStart } from './context.js';
 import { openIndexSink, type IndexSinkOptions } from './index-sinks.js';
 import { expandFolders } from './ingest-folders.js';
 import { IngestStoreGauge } from './ingest-health.js';
@@ -67,6 +68,7 @@ export class IngestRuns implements IngestApi {
   readonly #stop = new AbortController();
   readonly #running = new Set<Promise<void>>();
   #opened: Promise<{ ingest: NatsIngest; payloads: PayloadStore }> | null = null;
+  #producer: Promise<DocumentProducer> | null = null;
   readonly #gauge: IngestStoreGauge;
 
   constructor(options: IngestRunsOptions) {
@@ -98,6 +100,40 @@ export class IngestRuns implements IngestApi {
   async status(jobId: string): Promise<IngestRunStatus | null> {
     const { ingest } = await this.#open();
     return ingest.status(jobId);
+  }
+
+  #documentProducer(): Promise<DocumentProducer> {
+    if (this.#producer === null) {
+      const opening = DocumentProducer.open(this.#options.connection(), { prefix: this.#options.prefix });
+      opening.catch(() => (this.#producer = null));
+      this.#producer = opening;
+    }
+    return this.#producer;
+  }
+
+  /**
+   * POST /v1/ingest with SHOAL_DOCUMENT_JOBS: the run is published as document jobs (one per
+   * source; folders walked here) and this gateway keeps nothing of it: any replica answers its
+   * status from the ledger, and a restart loses nothing. The run id names this content only
+   * (resubmitting it answers its status, other content is JOB_CONFLICT).
+   */
+  async startJobs(request: IngestJobsStart): Promise<IngestRunStatus> {
+    const { payloads } = await this.#open();
+    const producer = await this.#documentProducer();
+    const runId = checkJobId(request.job_id ?? randomUUID());
+    const contentHash = runContentHash({ jobs: true, pipeline: request.pipeline, index: request.index, records: request.records });
+    const stored = await producer.status(runId);
+    if (stored !== null) {
+      if (stored.content_hash === contentHash) return stored;
+      throw new ShoalError(ErrorCode.JOB_CONFLICT, `job id "${runId}" is already used by a different ingest run (pipeline "${stored.pipeline}", index "${stored.index}", ${stored.documents.total} documents); choose another job id`, { details: { job_id: runId, kind: 'ingest', state: stored.state } });
+    }
+    for (const record of request.records) if ('ref' in record) payloads.checkSource(record.ref);
+    const expanded = await expandFolders(request.records, this.#options.fileRoots ?? [], MAX_RUN_SOURCES);
+    const limit = documentLimit(MAX_DOCUMENT_BYTES);
+    // References the workers read themselves (obj://, s3://; file:// inside the shared roots) travel as they are.
+    const sources = expanded.records.map((record) => pendingOf(record, payloads, limit));
+    await producer.publish({ runId, pipeline: request.pipeline, index: request.index, sources, contentHash, references: expanded.records.map((record) => ('ref' in record ? { uri: record.ref, ...(record.id === undefined ? {} : { id: record.id }) } : null)) });
+    return (await producer.status(runId)) ?? existingOrThrow(runId);
   }
 
   async stage(name: string, path: string): Promise<string> {
@@ -172,6 +208,9 @@ export class IngestRuns implements IngestApi {
   async close(): Promise<void> {
     this.#stop.abort();
     await Promise.all([...this.#running]);
+    const producer = this.#producer;
+    this.#producer = null;
+    (await producer?.catch(() => null))?.close();
     const opened = this.#opened;
     this.#opened = null;
     if (opened !== null) await (await opened.catch(() => null))?.ingest.close();

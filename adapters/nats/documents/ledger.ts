@@ -47,6 +47,8 @@ const runKey = (run: string): string => `run.${checkJobId(run)}`;
 export interface RunSeed {
   pipeline: string;
   index: string;
+  /** What the producer's submission decided (runContentHash), kept in the status it creates. */
+  contentHash?: string;
 }
 
 export interface CountOutcome {
@@ -69,6 +71,7 @@ function emptyRun(runId: string, seed: RunSeed, now: string): IngestRunStatus {
     chunks: 0,
     failed: [],
     counted_seq: 0,
+    ...(seed.contentHash === undefined ? {} : { content_hash: seed.contentHash }),
     created_at: now,
     updated_at: now,
   };
@@ -246,8 +249,9 @@ export class DocumentLedger {
     for (let attempt = 0; attempt < MAX_COUNT_ATTEMPTS; attempt++) {
       const current = await this.run(open.run_id);
       const now = new Date().toISOString();
-      const base = current?.status ?? emptyRun(open.run_id, { pipeline: open.pipeline ?? seed.pipeline, index: open.index ?? seed.index }, now);
-      const next = settle({ ...base, expected: open.expected, updated_at: now });
+      const base = current?.status ?? emptyRun(open.run_id, { ...seed, pipeline: open.pipeline ?? seed.pipeline, index: open.index ?? seed.index }, now);
+      const hash = base.content_hash ?? seed.contentHash;
+      const next = settle({ ...base, expected: open.expected, ...(hash === undefined ? {} : { content_hash: hash }), updated_at: now });
       if (await this.#write(next, current?.revision ?? null)) {
         // Documents may have ended before the announcement: count them now.
         return this.count(open.run_id, seed);

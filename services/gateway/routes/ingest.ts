@@ -6,7 +6,9 @@ import { DataRef, JobId } from '../../../adapters/protocol/jobs.js';
 import { checkRemoteModelName } from '../../../adapters/protocol/model-names.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import { builtinModelIds } from '../../../adapters/sources/builtin-models.js';
-import { builtinPipelineNames, resolvePipeline } from '../../../pipelines/documents/builtin.js';
+import { builtinPipelineNames, pipelineByName, resolvePipeline } from '../../../pipelines/documents/builtin.js';
+import { RESOURCE_NAME } from '../../../adapters/protocol/documents.js';
+import type { IngestRunStatus } from '../../../adapters/protocol/ingest.js';
 import { applyOverrides, parseDefinition, type PipelineDefinition } from '../../../pipelines/documents/definition.js';
 import { checkJobIdFree } from '../job-ids.js';
 import type { IngestApi, RouteContext } from '../context.js';
@@ -99,6 +101,31 @@ async function checkServedModels(context: RouteContext, definition: PipelineDefi
   if (extract !== undefined) await check('extract', extract.model);
 }
 
+/**
+ * SHOAL_DOCUMENT_JOBS: the request becomes document jobs, which name a pipeline and an index and
+ * nothing else; what a job cannot carry is refused (422) with the way to get it. A pipeline this
+ * gateway can resolve (built-in, or its SHOAL_PIPELINES) has its models checked as a coordinated
+ * run's are; another name is the workers' to resolve (an unknown one fails each document, NOT_FOUND).
+ */
+async function startAsJobs(context: RouteContext, ingest: IngestApi, body: z.output<typeof IngestBody>): Promise<IngestRunStatus> {
+  if (ingest.startJobs === undefined) throw new ShoalError(ErrorCode.UNAVAILABLE, 'this gateway cannot publish document jobs');
+  const carried: [string, unknown][] = [['model', body.model], ['force', body.force], ['prune', body.prune]];
+  for (const [field, value] of carried) {
+    if (value !== undefined && value !== false) throw new ShoalError(ErrorCode.INVALID_INPUT, `"${field}" cannot travel with a document job (it names a pipeline and an index, nothing else): put it in a pipeline file of the workers' SHOAL_PIPELINES and name that pipeline`, { details: { field } });
+  }
+  const pipeline = body.pipeline ?? 'documents';
+  if (typeof pipeline !== 'string' || !RESOURCE_NAME.test(pipeline)) {
+    throw new ShoalError(ErrorCode.INVALID_INPUT, 'with document jobs, "pipeline" is a name the workers resolve (built-in, or NAME.yaml in SHOAL_PIPELINES), not a definition object', { details: { field: 'pipeline' } });
+  }
+  const known = await pipelineByName(pipeline, context.settings.pipelinesDir ?? null).catch(() => null);
+  if (known !== null) {
+    checkModelNames(known);
+    await checkServedModels(context, known);
+  }
+  await checkJobIdFree(context, body.job_id, 'ingest');
+  return ingest.startJobs({ job_id: body.job_id, pipeline, index: body.index, records: body.sources });
+}
+
 function ingestOrUnavailable(ingest: IngestApi | null | undefined): IngestApi {
   if (ingest === null || ingest === undefined) throw new ShoalError(ErrorCode.UNAVAILABLE, 'document ingest needs NATS JetStream and parse workers, and this gateway runs without them');
   return ingest;
@@ -120,9 +147,15 @@ export function registerIngestRoutes(app: FastifyInstance, context: RouteContext
         if (ids.has(id)) throw new ShoalError(ErrorCode.INVALID_INPUT, `duplicate source ${JSON.stringify(id.slice(0, 200))}`);
         ids.add(id);
       }
+      const ingest = ingestOrUnavailable(context.deps.ingest);
+      if (context.settings.documentJobs === true) {
+        const started = await context.call(reply)(() => startAsJobs(context, ingest, body));
+        const status = wait === 'true' ? await waitForRun(ingest, started, reply, context.settings.requestTimeoutMs) : started;
+        const location = `/v1/jobs/${status.job_id}`;
+        return reply.code(isFinishedRun(status) && wait === 'true' ? 200 : 202).header('location', location).send({ job_id: status.job_id, status: publicIngestStatus(status), links: { self: location } });
+      }
       const definition = applyOverrides(await definitionOf(body.pipeline), { model: body.model, index: body.index });
       checkModelNames(definition);
-      const ingest = ingestOrUnavailable(context.deps.ingest);
       await context.call(reply)(() => checkJobIdFree(context, body.job_id, 'ingest'));
       // A run whose models no worker serves would be accepted and fail later: refused now, as a job is.
       await context.call(reply)(() => checkServedModels(context, definition));
