@@ -1,4 +1,4 @@
-import { DeliverPolicy, jetstream, type JetStreamClient } from '@nats-io/jetstream';
+import { DeliverPolicy, jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { DocumentLedger } from '../../adapters/nats/documents/ledger.js';
 import { ensureDocumentTopology, type DocumentTopology } from '../../adapters/nats/documents/topology.js';
@@ -59,12 +59,14 @@ export interface FollowedRun {
 }
 
 export class DocumentProducer {
+  readonly #nc: NatsConnection;
   readonly #js: JetStreamClient;
   readonly #topology: DocumentTopology;
   readonly #ledger: DocumentLedger;
   readonly #payloads: PayloadStore;
 
   private constructor(nc: NatsConnection, topology: DocumentTopology, ledger: DocumentLedger, payloads: PayloadStore) {
+    this.#nc = nc;
     this.#js = jetstream(nc);
     this.#topology = topology;
     this.#ledger = ledger;
@@ -141,6 +143,19 @@ export class DocumentProducer {
       await withNatsRetry(`publish the end of run ${runId}`, () => this.#js.publish(this.#topology.names.runEvents(runId), JSON.stringify(ended), { msgID: `run.${runId}`, expect: { streamName: this.#topology.names.eventsStream } }));
     }
     return outcome.status;
+  }
+
+  /**
+   * Whether some documents worker serves `pipeline` now: its consumer exists and has a pull
+   * waiting or jobs delivered and not acked (what a worker's fetch loop leaves).
+   */
+  async hasWorker(pipeline: string): Promise<boolean> {
+    try {
+      const info = await (await jetstreamManager(this.#nc)).consumers.info(this.#topology.names.stream, this.#topology.names.consumer(pipeline));
+      return info.num_waiting > 0 || info.num_ack_pending > 0;
+    } catch {
+      return false;
+    }
   }
 
   /** The run's status (null: no such run, or expired). */

@@ -91,6 +91,28 @@ describe.skipIf(!natsServerAvailable())('document jobs through the CLI', () => {
     await new Promise((resolve) => worker.once('exit', resolve));
   }, 240_000);
 
+  it(natsServerAvailable() ? 'warns when no documents worker serves the pipeline, and Ctrl-C stops only the watching' : NATS_SERVER_MISSING, async () => {
+    const child = spawn(process.execPath, [SHOAL_BIN, 'ingest', '-', '--pipeline', 'nobody', '--nats', server.url, '--index', 'records', '--json'], {
+      cwd: tmpdir(),
+      env: { ...process.env, ...env(), SHOAL_FROM_SOURCE: CLI_FROM_SOURCE },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    children.push(child);
+    let stderr = '';
+    let stdout = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
+    child.stdin.end(jsonl([{ id: 'lonely', text: 'Nobody serves this pipeline.' }]));
+    const deadline = Date.now() + 30_000;
+    while (!stderr.includes('no documents worker serves pipeline nobody') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(stderr).toContain('start `shoal worker --documents --pipelines nobody`');
+    child.kill('SIGINT');
+    const code = await new Promise<number | null>((resolve) => child.once('exit', (exitCode) => resolve(exitCode)));
+    expect(code).toBe(130);
+    expect(stderr).toContain('only the watching stopped; the workers go on with run');
+    expect(JSON.parse(stdout.trim())).toMatchObject({ interrupted: true, documents: { total: 1, ok: 0, failed: 0, unchanged: 0 } });
+  }, 60_000);
+
   it(natsServerAvailable() ? 'survives SIGKILL of the documents worker: every document ends once, and the rows equal an undisturbed run' : NATS_SERVER_MISSING, async () => {
     const records = Array.from({ length: 300 }, (_, n) => ({ id: `rec-${n}`, text: `Record ${n}: ${['harbour pilots guide ships', 'tides follow the moon', 'dredging keeps channels deep', 'fish markets open at dawn'][n % 4]} in paragraph ${n}. `.repeat(1 + (n % 5)) }));
     const detached = await runShoal(['ingest', '-', '--pipeline', 'tiny', '--nats', server.url, '--index', 'records', '--detach', '--json'], { env: env(), stdin: jsonl(records) });

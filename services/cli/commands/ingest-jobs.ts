@@ -48,12 +48,33 @@ function asProgress(total: number, ended: number, pages: number, chunks: number)
   return { total, done: ended, read: ended, pages, ocrPages: 0, chunks };
 }
 
-async function follow(producer: DocumentProducer, app: CliApp, runId: string, expected: number | undefined, onProgress: (progress: IngestProgress) => void): Promise<FollowedRun> {
-  return producer.follow(runId, {
-    signal: app.io.signal,
-    ...(expected === undefined ? {} : { expected }),
-    onEvent: (_event, progress) => onProgress(asProgress(progress.total, progress.ended, progress.pages, progress.chunks)),
-  });
+/** How long a run may see no event before the producer checks that a documents worker is there. */
+const NO_WORKER_WARNING_MS = 5000;
+
+async function follow(producer: DocumentProducer, app: CliApp, runId: string, pipeline: string, expected: number | undefined, onProgress: (progress: IngestProgress) => void): Promise<FollowedRun> {
+  let lastEvent = Date.now();
+  let warned = false;
+  // Not silenced by --quiet: a run that waits for a worker that is not there must say why.
+  const check = setInterval(() => {
+    if (warned || Date.now() - lastEvent < NO_WORKER_WARNING_MS) return;
+    void producer.hasWorker(pipeline).then((present) => {
+      if (present || warned) return;
+      warned = true;
+      app.io.stderr.write(`warning: no documents worker serves pipeline ${pipeline}: the jobs wait in the queue (start \`shoal worker --documents --pipelines ${pipeline}\`); Ctrl-C stops the watching, not the run\n`);
+    });
+  }, 1000);
+  try {
+    return await producer.follow(runId, {
+      signal: app.io.signal,
+      ...(expected === undefined ? {} : { expected }),
+      onEvent: (_event, progress) => {
+        lastEvent = Date.now();
+        onProgress(asProgress(progress.total, progress.ended, progress.pages, progress.chunks));
+      },
+    });
+  } finally {
+    clearInterval(check);
+  }
 }
 
 /** Publishes the run; null when detached (the run id was printed), else how it ended. */
@@ -64,7 +85,7 @@ export async function produceIngest(call: ProduceCall): Promise<{ runId: string;
     if (!call.quiet || call.detach) app.io.stderr.write(`ingest run ${runId} over ${redacted(splitList(call.nats) ?? [call.nats])}: ${call.sources.length} document jobs on ${producer.names.subject(call.pipeline)} for \`shoal worker --documents\`\n`);
     const run = await producer.publish({ runId, pipeline: call.pipeline, index: call.index, sources: call.sources });
     if (call.detach) return { runId: run.runId, followed: null };
-    return { runId: run.runId, followed: await follow(producer, app, run.runId, run.documents, call.onProgress) };
+    return { runId: run.runId, followed: await follow(producer, app, run.runId, call.pipeline, run.documents, call.onProgress) };
   });
 }
 
@@ -73,7 +94,7 @@ export async function watchRun(app: CliApp, nats: string, runId: string, onProgr
   return withProducer(app, nats, async (producer) => {
     const status = await producer.status(runId);
     if (status === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no run ${runId} (never published, or its status expired after 7 days)`);
-    const followed = await follow(producer, app, runId, status.expected, onProgress);
+    const followed = await follow(producer, app, runId, status.pipeline, status.expected, onProgress);
     return { followed, pipeline: status.pipeline, index: status.index };
   });
 }

@@ -92,6 +92,7 @@ export async function ingestAsJobs(call: ProduceIngestCall): Promise<void> {
   } else {
     app.io.stdout.write(call.summaries.human(summary, definition, table, health.periods, interrupted, rejected));
   }
+  if (interrupted) app.io.stderr.write(`only the watching stopped; the workers go on with run ${runId} (follow it again: shoal runs watch ${runId})\n`);
   if (interrupted) throw new ShoalError(ErrorCode.CANCELLED, `interrupted: only the watching stopped; the workers go on with run ${runId} (shoal runs watch ${runId})`);
   if (summary.documents.failed > 0) {
     const { failed, total } = summary.documents;
