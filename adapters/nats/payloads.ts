@@ -1,5 +1,6 @@
 import { realpath } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
+import { Readable } from 'node:stream';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { Objm, type ObjectStore } from '@nats-io/obj';
@@ -8,7 +9,7 @@ import { S3Store, formatS3Uri, joinKey, parseS3Uri, type S3Location, type S3Sett
 import { ErrorCode, ShoalError, hasErrorCode, isShoalError } from '../protocol/errors.js';
 import { JS_CODES, isJsApiCode, toNatsShoalError } from './nats-errors.js';
 import { isDeploymentBucket } from '../protocol/subjects.js';
-import { readFileInRoots } from '../sources/checked-file.js';
+import { readFileInRoots, streamFileInRoots } from '../sources/checked-file.js';
 import { isInsideRoot } from '../sources/path-roots.js';
 import { writeFileAtomically } from '../runtime/atomic-write.js';
 
@@ -277,6 +278,75 @@ export class PayloadStore {
       throw new ShoalError(ErrorCode.UNAVAILABLE, `cannot write ${path}: ${String(error)}`, { cause: error });
     }
     return pathToFileURL(path).href;
+  }
+
+  /**
+   * Writes a stream of bytes as the one object `uri` names (an `obj://bucket/name`, `s3://bucket/key`
+   * or `file:///path` inside the roots), never holding it whole, so that a reader sees the old
+   * object or the whole new one; returns the reference. Writing it again writes it whole again.
+   */
+  async writeStream(uri: string, chunks: AsyncIterable<Uint8Array>): Promise<string> {
+    const parsed = parseRef(uri);
+    if (parsed.kind === 'obj') {
+      const store = await this.#store(parsed.bucket);
+      try {
+        await store.put({ name: parsed.name }, Readable.toWeb(Readable.from(chunks)));
+      } catch (error) {
+        throw toNatsShoalError(error, `write ${parsed.name} to object store ${parsed.bucket}`);
+      }
+      return uri;
+    }
+    if (parsed.kind === 's3') {
+      const s3 = this.#s3Store();
+      const location = s3.locate(uri);
+      await s3.writeStream(location, chunks, { contentType: location.key.endsWith('.jsonl') ? 'application/x-ndjson' : 'application/octet-stream' });
+      return formatS3Uri(location);
+    }
+    const path = await this.#checkWritePath(parsed.path);
+    try {
+      await writeFileAtomically(path, chunks);
+    } catch (error) {
+      if (isShoalError(error)) throw error;
+      throw new ShoalError(ErrorCode.UNAVAILABLE, `cannot write ${path}: ${String(error)}`, { cause: error });
+    }
+    return pathToFileURL(path).href;
+  }
+
+  /**
+   * The data a reference points at, as a stream (a result file sent on, never held whole); the
+   * same checks as get(). A missing object is INVALID_INPUT.
+   */
+  async openRead(ref: string, limit: ReadLimit = PAYLOAD_LIMIT): Promise<Readable> {
+    const parsed = parseRef(ref);
+    if (parsed.kind === 's3') {
+      const s3 = this.#s3Store();
+      try {
+        return (await s3.openRead(s3.locate(ref), limit.maxBytes)).body;
+      } catch (error) {
+        if (hasErrorCode(error, ErrorCode.NOT_FOUND)) throw new ShoalError(ErrorCode.INVALID_INPUT, `${ref} does not exist`, { cause: error });
+        throw error;
+      }
+    }
+    if (parsed.kind === 'file') {
+      const path = this.#checkFileName(parsed.path);
+      try {
+        return (await streamFileInRoots(path, { roots: this.#roots, maxBytes: limit.maxBytes, tooLarge: (size) => limit.tooLarge(size, path), outside: () => this.#outsideRoots(path) })).stream;
+      } catch (error) {
+        if (hasErrorCode(error, ErrorCode.NOT_FOUND)) throw new ShoalError(ErrorCode.INVALID_INPUT, isShoalError(error) ? error.message : `cannot read ${path}`, { cause: error });
+        throw error;
+      }
+    }
+    const store = await this.#store(parsed.bucket);
+    try {
+      const info = await store.info(parsed.name);
+      if (info !== null && info.size > limit.maxBytes) throw limit.tooLarge(info.size, ref);
+      const result = info === null ? null : await store.get(parsed.name);
+      if (result === null) throw new ShoalError(ErrorCode.INVALID_INPUT, `${ref} does not exist (expired or never stored)`);
+      return Readable.fromWeb(result.data);
+    } catch (error) {
+      if (isShoalError(error)) throw error;
+      throw toNatsShoalError(error, `read ${ref}`);
+    }
   }
 
   /**

@@ -9,7 +9,7 @@ import { withRetry, type RetryEvent, type RetryOptions } from './retry.js';
 import { s3Sdk } from './sdk.js';
 import { resolveS3Settings, type S3Settings, type S3SettingsInput } from './settings.js';
 import { folderPrefix, parseS3Uri, type S3Location } from './uri.js';
-import { writeObject, type WriteResult } from './write.js';
+import { writeObject, writeObjectStream, type WriteResult } from './write.js';
 
 /**
  * S3 as Shoal uses it: one client from the settings, the bucket allow-list, and the operations
@@ -108,6 +108,16 @@ export class S3Store {
       partConcurrency: this.settings.partConcurrency,
       ...(options.contentType === undefined ? {} : { contentType: options.contentType }),
       ...(options.onPart === undefined ? {} : { onPart: options.onPart }),
+    });
+  }
+
+  /** Writes a stream of bytes as one object, atomically, holding one part at most (writeObjectStream). */
+  async writeStream(location: S3Location, body: AsyncIterable<Uint8Array>, options: CallOptions & { contentType?: string } = {}): Promise<WriteResult> {
+    return writeObjectStream(await this.client(), location.bucket, location.key, body, {
+      ...this.#retry(options.signal),
+      partBytes: this.settings.partBytes,
+      partConcurrency: 1,
+      ...(options.contentType === undefined ? {} : { contentType: options.contentType }),
     });
   }
 

@@ -81,6 +81,67 @@ async function multipart(client: S3Client, bucket: string, key: string, body: Ui
 }
 
 /**
+ * Writes a stream of bytes atomically without holding it whole: up to `partBytes` are gathered;
+ * a stream that ends within them is one PutObject, a longer one a multipart upload whose parts go
+ * up one by one as they fill (memory: one part). Any failure aborts the upload.
+ */
+export async function writeObjectStream(client: S3Client, bucket: string, key: string, chunks: AsyncIterable<Uint8Array>, options: WriteOptions): Promise<WriteResult> {
+  const uri = `s3://${bucket}/${key}`;
+  const iterator = chunks[Symbol.asyncIterator]();
+  let pending: Uint8Array[] = [];
+  let pendingBytes = 0;
+  let ended = false;
+  /** The next part's bytes (up to partBytes; less only at the end of the stream). */
+  const fill = async (): Promise<Uint8Array> => {
+    while (!ended && pendingBytes < options.partBytes) {
+      const next = await iterator.next();
+      if (next.done === true) ended = true;
+      else if (next.value.byteLength > 0) {
+        pending.push(next.value);
+        pendingBytes += next.value.byteLength;
+      }
+    }
+    const joined = Buffer.concat(pending);
+    const part = joined.subarray(0, Math.min(options.partBytes, joined.byteLength));
+    const rest = joined.subarray(part.byteLength);
+    pending = rest.byteLength > 0 ? [rest] : [];
+    pendingBytes = rest.byteLength;
+    return part;
+  };
+  const first = await fill();
+  if (ended && pendingBytes === 0) return writeObject(client, bucket, key, first, options);
+  const { CreateMultipartUploadCommand, UploadPartCommand } = await s3Sdk();
+  const created = await withRetry(
+    `start a multipart upload of ${uri}`,
+    () => client.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key, ContentType: options.contentType }), { abortSignal: options.signal }),
+    options,
+  );
+  const uploadId = created.UploadId;
+  if (uploadId === undefined) throw new ShoalError(ErrorCode.UNAVAILABLE, `start a multipart upload of ${uri}: the server returned no upload id`);
+  const done: CompletedPart[] = [];
+  let size = 0;
+  try {
+    for (let part: Uint8Array = first; part.byteLength > 0; part = await fill()) {
+      const number = done.length + 1;
+      const body = part;
+      const answer = await withRetry(
+        `upload part ${number} of ${uri}`,
+        () => client.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId: uploadId, PartNumber: number, Body: body, ContentLength: body.byteLength }), { abortSignal: options.signal }),
+        options,
+      );
+      done.push({ PartNumber: number, ETag: answer.ETag });
+      size += body.byteLength;
+      options.onPart?.(number, 0);
+      if (options.signal?.aborted === true) throw new ShoalError(ErrorCode.CANCELLED, `write ${uri}: cancelled`);
+    }
+    return { parts: done.length, etag: await complete(client, bucket, key, uploadId, done, size, options) };
+  } catch (error) {
+    await abort(client, bucket, key, uploadId, options.budgetMs);
+    throw toS3Error(error, `write ${uri}`);
+  }
+}
+
+/**
  * Completes the upload. A Complete retried after its answer was lost finds the upload gone
  * (NoSuchUpload): the object is then checked to be there with the expected size. Not cancelled
  * by the signal: once the parts are up, finishing is cheaper than leaving the upload behind.

@@ -90,6 +90,18 @@ export class ShoalMetrics {
     labelNames: ['state'] as const,
     registers: [this.registry],
   });
+  readonly classifyChunks = new Counter({
+    name: 'shoal_classify_chunks_total',
+    help: 'Classification-job messages a classify worker handled, by outcome (counted: classified and counted, repeat: done before, failed: its run failed, retry: handed back)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly classifyCategoryMatrices = new Counter({
+    name: 'shoal_classify_category_matrices_total',
+    help: 'Category matrices a classify worker opened, by where they came from (built: embedded here and stored, store: the object store, cache: the local cache folder)',
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
   readonly queuedItems = new Gauge({ name: 'shoal_queue_items', help: 'Items waiting in the scheduler', registers: [this.registry] });
   readonly requests = new Counter({
     name: 'shoal_requests_total',

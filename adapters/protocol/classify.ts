@@ -29,36 +29,56 @@ export type ClassifyItem = z.output<typeof ClassifyItem>;
 
 const Top = z.number().int().min(1).max(MAX_CLASSIFY_CANDIDATES);
 
+/**
+ * How to classify, without the products: the model, the taxonomy (or labels) and every step's
+ * setting. A classification job's spec (classify-jobs.ts) is this, stored once per run.
+ */
+const METHOD_FIELDS = {
+  /** Taxonomy file text (Shopify `gid : A > B`, Google `id - A > B`, or one path per line). */
+  taxonomy: z.string().min(1).max(MAX_TAXONOMY_CHARS).optional(),
+  /** Or a flat list of labels. */
+  labels: z.array(z.string().min(1).max(DEFAULT_LIMITS.maxLabelChars)).min(1).max(DEFAULT_LIMITS.maxItemsPerRequest).optional(),
+  /** Keep taxonomy categories down to this depth. */
+  max_depth: z.number().int().min(1).max(64).optional(),
+  /** Categories returned per product: the best plus top_k − 1 alternatives. @default 5 */
+  top_k: z.number().int().min(1).max(MAX_CLASSIFY_TOP_K).optional(),
+  /** Candidates retrieved before rerank / image fusion / hierarchy vote. @default max(top_k, rerank top, 20 with hierarchy or image) */
+  candidates: Top.optional(),
+  /** Cross-encoder that reranks the best candidates (a model, or the model and how many). */
+  rerank: z.union([ModelRef, z.strictObject({ model: ModelRef, top: Top.optional() })]).optional(),
+  /** Keep the chosen path consistent: each level is the branch the candidates vote for. @default false */
+  hierarchy: z.boolean().optional(),
+  /** Below this score a product is marked needs_review. @default 0.5 */
+  threshold: z.number().min(-1e6).max(1e6).optional(),
+  /** CLIP-style model whose image–category similarity is fused with the text similarity (items with `image`). */
+  image_model: ModelRef.optional(),
+  /** Weight of the image similarity in the fused score. @default 0.3 */
+  image_weight: z.number().min(0).max(1).optional(),
+  /** Category text: `{path}`, `{name}`, `{id}`. @default '{path}' */
+  category_template: z.string().min(1).max(DEFAULT_LIMITS.maxLabelChars).optional(),
+  max_length: z.number().int().min(1).max(DEFAULT_LIMITS.maxSequenceLength).optional(),
+};
+
+const oneTaxonomy = { message: 'give taxonomy or labels (exactly one)', path: ['taxonomy'] };
+const hasOneTaxonomy = (request: { taxonomy?: string | undefined; labels?: readonly string[] | undefined }): boolean => (request.taxonomy === undefined) !== (request.labels === undefined);
+
+export const ClassifyMethod = z
+  .strictObject({
+    /** Dense embedding model for products and categories. */
+    model: ModelRef,
+    ...METHOD_FIELDS,
+  })
+  .refine(hasOneTaxonomy, oneTaxonomy);
+export type ClassifyMethod = z.output<typeof ClassifyMethod>;
+
 export const ClassifyRequest = z
   .strictObject({
     /** Dense embedding model for products and categories. */
     model: ModelRef,
     items: z.array(ClassifyItem).min(1, 'items must not be empty').max(DEFAULT_LIMITS.maxItemsPerRequest),
-    /** Taxonomy file text (Shopify `gid : A > B`, Google `id - A > B`, or one path per line). */
-    taxonomy: z.string().min(1).max(MAX_TAXONOMY_CHARS).optional(),
-    /** Or a flat list of labels. */
-    labels: z.array(z.string().min(1).max(DEFAULT_LIMITS.maxLabelChars)).min(1).max(DEFAULT_LIMITS.maxItemsPerRequest).optional(),
-    /** Keep taxonomy categories down to this depth. */
-    max_depth: z.number().int().min(1).max(64).optional(),
-    /** Categories returned per product: the best plus top_k − 1 alternatives. @default 5 */
-    top_k: z.number().int().min(1).max(MAX_CLASSIFY_TOP_K).optional(),
-    /** Candidates retrieved before rerank / image fusion / hierarchy vote. @default max(top_k, rerank top, 20 with hierarchy or image) */
-    candidates: Top.optional(),
-    /** Cross-encoder that reranks the best candidates (a model, or the model and how many). */
-    rerank: z.union([ModelRef, z.strictObject({ model: ModelRef, top: Top.optional() })]).optional(),
-    /** Keep the chosen path consistent: each level is the branch the candidates vote for. @default false */
-    hierarchy: z.boolean().optional(),
-    /** Below this score a product is marked needs_review. @default 0.5 */
-    threshold: z.number().min(-1e6).max(1e6).optional(),
-    /** CLIP-style model whose image–category similarity is fused with the text similarity (items with `image`). */
-    image_model: ModelRef.optional(),
-    /** Weight of the image similarity in the fused score. @default 0.3 */
-    image_weight: z.number().min(0).max(1).optional(),
-    /** Category text: `{path}`, `{name}`, `{id}`. @default '{path}' */
-    category_template: z.string().min(1).max(DEFAULT_LIMITS.maxLabelChars).optional(),
-    max_length: z.number().int().min(1).max(DEFAULT_LIMITS.maxSequenceLength).optional(),
+    ...METHOD_FIELDS,
   })
-  .refine((request) => (request.taxonomy === undefined) !== (request.labels === undefined), { message: 'give taxonomy or labels (exactly one)', path: ['taxonomy'] });
+  .refine(hasOneTaxonomy, oneTaxonomy);
 export type ClassifyRequest = z.input<typeof ClassifyRequest>;
 export type ParsedClassifyRequest = z.output<typeof ClassifyRequest>;
 
@@ -107,7 +127,7 @@ export type ClassifyRunState = z.infer<typeof ClassifyRunState>;
 
 const Count = z.number().int().nonnegative().max(1_000_000_000);
 
-/** What `GET /v1/jobs/:id` answers for a classification job (a `POST /v1/classify` run in the gateway). */
+/** What `GET /v1/jobs/:id` answers for a classification job (a `POST /v1/classify` run, in the gateway or as classify jobs). */
 export const ClassifyRunStatus = z.strictObject({
   job_id: JobId,
   kind: z.literal('classify'),
@@ -119,6 +139,11 @@ export const ClassifyRunStatus = z.strictObject({
   categories: Count.nullable(),
   /** Why the run failed; null otherwise. */
   error: z.strictObject({ code: z.string().min(1).max(64), message: z.string().max(2_048) }).nullable(),
+  /** Jobs run by the classify workers (SHOAL_CLASSIFY_JOBS): chunks of the catalog, null until the producer said how many. */
+  chunks: Count.nullable().optional(),
+  chunks_done: Count.optional(),
+  /** Jobs run by the classify workers: where the JSON Lines results are written (`obj://`, `s3://`, `file://`). */
+  result: z.string().max(4_096).optional(),
   created_at: z.string().max(64),
   updated_at: z.string().max(64),
 });

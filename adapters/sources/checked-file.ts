@@ -1,6 +1,7 @@
 import { constants, type Stats } from 'node:fs';
 import { open, readlink, realpath, stat, type FileHandle } from 'node:fs/promises';
 import { resolve } from 'node:path';
+import type { Readable } from 'node:stream';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { isInsideRoot } from './path-roots.js';
 
@@ -123,13 +124,8 @@ export async function readRegularFile(path: string, options: CheckedReadOptions)
   }
 }
 
-/**
- * A regular file inside `roots`: the name must be inside a root as written (nothing outside them
- * is even opened), and the file opened must really lie inside a root's real path; then it is
- * read from that descriptor. A missing file and one outside the roots are told apart only for
- * names inside the roots.
- */
-export async function readFileInRoots(path: string, options: RootedReadOptions): Promise<Uint8Array> {
+/** Opens `path` inside `roots` and checks the opened file (type, real place, size); the handle is the caller's to close. */
+async function openInRoots(path: string, options: RootedReadOptions): Promise<{ handle: FileHandle; absolute: string; size: number }> {
   const absolute = resolve(path);
   const written = options.roots.map((root) => resolve(root));
   const realRoots = await Promise.all(written.map(async (root) => realpath(root).catch(() => root)));
@@ -137,11 +133,40 @@ export async function readFileInRoots(path: string, options: RootedReadOptions):
   if (![...written, ...realRoots].some((root) => isInsideRoot(root, absolute))) throw options.outside();
   const handle = await openForReading(absolute);
   try {
-    return await readOpened(handle, absolute, options, async (info) => {
-      const real = await openedPath(handle, absolute, info);
-      if (real === null || !realRoots.some((root) => isInsideRoot(root, real))) throw options.outside();
-    });
+    const info = await handle.stat();
+    if (!info.isFile()) throw new ShoalError(ErrorCode.INVALID_INPUT, `${absolute} is not a regular file (${fileKind(info)})`);
+    const real = await openedPath(handle, absolute, info);
+    if (real === null || !realRoots.some((root) => isInsideRoot(root, real))) throw options.outside();
+    // Before any byte is read: a 400 MB (even sparse) file costs nothing to refuse.
+    if (info.size > options.maxBytes) throw options.tooLarge(info.size);
+    return { handle, absolute, size: info.size };
+  } catch (error) {
+    await handle.close();
+    throw error;
+  }
+}
+
+/**
+ * A regular file inside `roots`: the name must be inside a root as written (nothing outside them
+ * is even opened), and the file opened must really lie inside a root's real path; then it is
+ * read from that descriptor. A missing file and one outside the roots are told apart only for
+ * names inside the roots.
+ */
+export async function readFileInRoots(path: string, options: RootedReadOptions): Promise<Uint8Array> {
+  const { handle, size } = await openInRoots(path, options);
+  try {
+    return await readBounded(handle, size, options);
   } finally {
     await handle.close();
   }
+}
+
+/**
+ * The same checks as readFileInRoots, then the file as a stream from the descriptor opened (a
+ * large result file is sent on, never held whole). The stream closes the descriptor when it ends
+ * or is destroyed.
+ */
+export async function streamFileInRoots(path: string, options: RootedReadOptions): Promise<{ stream: Readable; size: number }> {
+  const { handle, size } = await openInRoots(path, options);
+  return { stream: handle.createReadStream({ autoClose: true }), size };
 }

@@ -38,12 +38,39 @@ export interface CategoryEmbedding {
   maxLength?: number | undefined;
 }
 
+/**
+ * A store of category matrices that many processes share (the classify workers' object store,
+ * pipelines/classify/category-store.ts): looked in after the local cache folder, filled after a
+ * build, so a taxonomy is embedded once for all of them. Two processes that both miss build the
+ * same matrix and store the same bytes: harmless.
+ */
+export interface SharedCategories {
+  /** Where the matrix lives, for logs (`obj://…/classify/categories/<key>`). */
+  where(key: string): string;
+  /** The matrix's float32 bytes and its description (JSON text), null when the store has none. */
+  get(key: string): Promise<{ matrix: Uint8Array; meta: string } | null>;
+  put(key: string, matrix: Uint8Array, meta: string): Promise<void>;
+}
+
+/** Where matrices are kept: a local folder (`classify/` beneath it), a shared store, both or neither. */
+export interface CategoryCache {
+  dir: string | null;
+  shared?: SharedCategories | null | undefined;
+  /** Told when the shared store could not take a matrix just built (the run goes on without it). */
+  onSharedError?: ((error: unknown) => void) | undefined;
+}
+
+/** Where a classifier's matrix came from. */
+export type CategorySource = 'built' | 'cache' | 'store';
+
 export interface CategoryIndex {
   /** Identifies the matrix (cache key): taxonomy + model + template + role + prompt. */
   readonly key: string;
   readonly matrix: PackedMatrix;
   /** Whether this call embedded the categories (false: loaded from the cache or memory). */
   readonly built: boolean;
+  /** Embedded by this call, read from the local cache folder, or from the shared store. */
+  readonly source: CategorySource;
   readonly seconds: number;
   /** The cache file, when a cache folder is in use. */
   readonly file: string | null;
@@ -154,6 +181,26 @@ const CacheMeta = z.strictObject({
 });
 type CacheMeta = z.infer<typeof CacheMeta>;
 
+/** A matrix from the shared store, checked against its description and the taxonomy's size. */
+function fromShared(found: { matrix: Uint8Array; meta: string }, rows: number): { matrix: PackedMatrix; meta: CacheMeta } | null {
+  let meta: CacheMeta;
+  try {
+    const parsed = CacheMeta.safeParse(JSON.parse(found.meta));
+    if (!parsed.success || parsed.data.rows !== rows) return null;
+    meta = parsed.data;
+  } catch {
+    return null; // Not a description Shoal wrote: built again below.
+  }
+  if (found.matrix.byteLength !== meta.rows * meta.dim * Float32Array.BYTES_PER_ELEMENT) return null;
+  const data = sharedMatrix(meta.rows, meta.dim);
+  new Uint8Array(data.buffer).set(found.matrix);
+  return { matrix: { rows: meta.rows, dim: meta.dim, data }, meta };
+}
+
+function matrixBytes(matrix: PackedMatrix): Uint8Array {
+  return new Uint8Array(matrix.data.buffer, matrix.data.byteOffset, matrix.data.byteLength);
+}
+
 async function readCached(file: string, rows: number): Promise<PackedMatrix | null> {
   let meta: CacheMeta;
   try {
@@ -188,33 +235,51 @@ async function readCached(file: string, rows: number): Promise<PackedMatrix | nu
 
 /** Writes the matrix, then its metadata, each through a temporary file: a reader never sees half a cache. */
 async function writeCached(file: string, matrix: PackedMatrix, meta: CacheMeta): Promise<void> {
-  await writeFileAtomically(`${file}.f32`, new Uint8Array(matrix.data.buffer, matrix.data.byteOffset, matrix.data.byteLength));
+  await writeFileAtomically(`${file}.f32`, matrixBytes(matrix));
   await writeFileAtomically(`${file}.json`, `${JSON.stringify(meta)}\n`);
 }
 
+async function keepLocally(file: string, cacheDir: string | null, matrix: PackedMatrix, meta: CacheMeta): Promise<void> {
+  try {
+    await makeDirectory(join(file, '..'));
+    await writeCached(file, matrix, meta);
+  } catch (error) {
+    await rm(`${file}.json`, { force: true });
+    throw new ShoalError(ErrorCode.INTERNAL, `cannot write the category cache under ${cacheDir ?? ''}: ${String(error)}`, { cause: error });
+  }
+}
+
 /**
- * The category matrix of `taxonomy` for `embedding`: from `cacheDir` when it holds one, else
- * embedded through `engine` (and written there). `cacheDir` null keeps it in memory only.
+ * The category matrix of `taxonomy` for `embedding`: from the local cache folder when it holds
+ * one, else from the shared store (and kept in the folder), else embedded through `engine` (and
+ * written to both). A string `cache` is the folder alone; null keeps the matrix in memory only.
  */
-export async function categoryIndex(engine: Engine, taxonomy: Taxonomy, embedding: CategoryEmbedding, cacheDir: string | null, call: CallOptions = {}, progress?: CategoryProgress): Promise<CategoryIndex> {
+export async function categoryIndex(engine: Engine, taxonomy: Taxonomy, embedding: CategoryEmbedding, cache: string | null | CategoryCache, call: CallOptions = {}, progress?: CategoryProgress): Promise<CategoryIndex> {
   const started = performance.now();
-  // Only a cache on disk outlives the model it was made with; in memory the name is enough.
-  const fingerprint = cacheDir === null ? '' : await modelFingerprint(engine, embedding, call);
+  const { dir: cacheDir, shared = null, onSharedError } = cache === null || typeof cache === 'string' ? { dir: cache, shared: null, onSharedError: undefined } : cache;
+  // Only a cache outside this call outlives the model it was made with; in memory the name is enough.
+  const fingerprint = cacheDir === null && shared === null ? '' : await modelFingerprint(engine, embedding, call);
   const key = categoryKey(taxonomy, embedding, fingerprint);
   const file = cacheDir === null ? null : join(cacheDir, 'classify', key);
+  const seconds = (): number => (performance.now() - started) / 1000;
   if (file !== null) {
     const cached = await readCached(file, taxonomy.categories.length);
-    if (cached !== null) return { key, matrix: cached, built: false, seconds: (performance.now() - started) / 1000, file };
+    if (cached !== null) return { key, matrix: cached, built: false, source: 'cache', seconds: seconds(), file };
   }
-  const matrix = await embed(engine, taxonomy, embedding, call, progress);
-  if (file !== null) {
-    try {
-      await makeDirectory(join(file, '..'));
-      await writeCached(file, matrix, { v: CACHE_VERSION, rows: matrix.rows, dim: matrix.dim, model: embedding.model, taxonomy: taxonomy.hash });
-    } catch (error) {
-      await rm(`${file}.json`, { force: true });
-      throw new ShoalError(ErrorCode.INTERNAL, `cannot write the category cache under ${cacheDir}: ${String(error)}`, { cause: error });
+  if (shared !== null) {
+    const found = await shared.get(key);
+    const stored = found === null ? null : fromShared(found, taxonomy.categories.length);
+    if (stored !== null) {
+      if (file !== null) await keepLocally(file, cacheDir, stored.matrix, stored.meta);
+      return { key, matrix: stored.matrix, built: false, source: 'store', seconds: seconds(), file };
     }
   }
-  return { key, matrix, built: true, seconds: (performance.now() - started) / 1000, file };
+  const matrix = await embed(engine, taxonomy, embedding, call, progress);
+  const meta: CacheMeta = { v: CACHE_VERSION, rows: matrix.rows, dim: matrix.dim, model: embedding.model, taxonomy: taxonomy.hash };
+  if (file !== null) await keepLocally(file, cacheDir, matrix, meta);
+  if (shared !== null) {
+    // The matrix is built and in use: a store that cannot take it costs the next process a build, not this run.
+    await shared.put(key, matrixBytes(matrix), `${JSON.stringify(meta)}\n`).catch((error: unknown) => onSharedError?.(error));
+  }
+  return { key, matrix, built: true, source: 'built', seconds: seconds(), file };
 }

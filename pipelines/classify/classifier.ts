@@ -4,7 +4,7 @@ import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { Item } from '../../adapters/protocol/requests.js';
 import type { Taxonomy } from '../../adapters/taxonomy/index.js';
-import { categoryIndex, categoryText, type CategoryIndex, type CategoryProgress } from './category-index.js';
+import { categoryIndex, categoryText, type CategoryIndex, type CategoryProgress, type CategorySource } from './category-index.js';
 import { hierarchyChoice, type Scored } from './hierarchy.js';
 import { normalizeRow, rowDot } from './matrix.js';
 import { resolveClassifierOptions, type ClassifierOptions, type ClassifierOptionsInput } from './options.js';
@@ -28,6 +28,8 @@ function round(score: number): number {
 export interface CategoryStats {
   /** True when this classifier embedded the categories (false: cache). */
   built: boolean;
+  /** Where the (text) matrix came from: embedded here, the local cache folder or the shared store. */
+  source: CategorySource;
   seconds: number;
   categories: number;
   file: string | null;
@@ -62,14 +64,15 @@ export class TaxonomyClassifier {
   static async open(engine: Engine, taxonomy: Taxonomy, input: ClassifierOptionsInput, call: CallOptions = {}, progress?: CategoryProgress): Promise<TaxonomyClassifier> {
     const options = resolveClassifierOptions(input);
     const embedding = { template: options.categoryTemplate, role: options.categoryRole, maxLength: options.maxLength };
-    const text = await categoryIndex(engine, taxonomy, { ...embedding, model: options.model }, options.cacheDir, call, progress);
-    const image = options.imageModel === null ? null : await categoryIndex(engine, taxonomy, { ...embedding, model: options.imageModel }, options.cacheDir, call, progress);
+    const cache = { dir: options.cacheDir, shared: options.sharedCategories };
+    const text = await categoryIndex(engine, taxonomy, { ...embedding, model: options.model }, cache, call, progress);
+    const image = options.imageModel === null ? null : await categoryIndex(engine, taxonomy, { ...embedding, model: options.imageModel }, cache, call, progress);
     return new TaxonomyClassifier(engine, taxonomy, options, text, image);
   }
 
   /** How the category matrix was obtained (cache or embedding), for progress lines and tests. */
   get categoryStats(): CategoryStats {
-    return { built: this.#text.built || (this.#image?.built ?? false), seconds: this.#text.seconds + (this.#image?.seconds ?? 0), categories: this.#text.matrix.rows, file: this.#text.file };
+    return { built: this.#text.built || (this.#image?.built ?? false), source: this.#text.source, seconds: this.#text.seconds + (this.#image?.seconds ?? 0), categories: this.#text.matrix.rows, file: this.#text.file };
   }
 
   async #encode(model: string, dim: number, items: readonly Item[], options: ClassifierOptions, call: CallOptions): Promise<Float32Array<ArrayBuffer>> {

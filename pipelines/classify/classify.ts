@@ -1,4 +1,4 @@
-import { ClassifyRequest, type ClassifyResult, type ParsedClassifyRequest } from '../../adapters/protocol/classify.js';
+import { ClassifyRequest, type ClassifyMethod, type ClassifyResult } from '../../adapters/protocol/classify.js';
 import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
 import { parseWith } from '../../adapters/protocol/validate.js';
 import { labelsTaxonomy, parseTaxonomy, type Taxonomy } from '../../adapters/taxonomy/index.js';
@@ -23,7 +23,7 @@ export function requestTaxonomy(request: { taxonomy?: string | undefined; labels
 }
 
 /** A request's method settings (model, candidates, rerank, hierarchy…) as classifier options: one mapping for the API and the gateway. */
-export function requestClassifierOptions(request: ParsedClassifyRequest, cacheDir: string | null = null): ClassifierOptionsInput {
+export function requestClassifierOptions(request: ClassifyMethod, cacheDir: string | null = null): ClassifierOptionsInput {
   const rerank = typeof request.rerank === 'string' ? { model: request.rerank } : request.rerank;
   return {
     model: request.model,

@@ -1,4 +1,5 @@
 import type { Role } from '../../adapters/protocol/requests.js';
+import type { SharedCategories } from './category-index.js';
 
 /**
  * What a classifier does, every step configurable; `resolveClassifierOptions` fills the
@@ -33,6 +34,8 @@ export interface ClassifierOptionsInput {
   maxLength?: number | undefined;
   /** Folder of the category cache (`classify/` beneath it); null: memory only. @default null */
   cacheDir?: string | null | undefined;
+  /** A store of category matrices shared with other processes (the classify workers' object store), after the folder. @default none */
+  sharedCategories?: SharedCategories | null | undefined;
 }
 
 export interface ClassifierOptions {
@@ -50,6 +53,7 @@ export interface ClassifierOptions {
   readonly imageWeight: number;
   readonly maxLength: number | undefined;
   readonly cacheDir: string | null;
+  readonly sharedCategories: SharedCategories | null;
 }
 
 export const DEFAULT_TOP_K = 5;
@@ -79,5 +83,6 @@ export function resolveClassifierOptions(input: ClassifierOptionsInput): Classif
     imageWeight: input.imageWeight ?? DEFAULT_IMAGE_WEIGHT,
     maxLength: input.maxLength,
     cacheDir: input.cacheDir ?? null,
+    sharedCategories: input.sharedCategories ?? null,
   });
 }

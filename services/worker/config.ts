@@ -57,6 +57,8 @@ export const WorkerConfig = z.strictObject({
   parse: z.boolean().default(false),
   /** Run document jobs end to end (SHOAL_DOCUMENTS; pipelines/documents/document-jobs.ts). @default false */
   documents: z.boolean().default(false),
+  /** Run classification jobs (SHOAL_CLASSIFY; pipelines/classify/classify-jobs.ts). @default false */
+  classify: z.boolean().default(false),
   /** Pipelines the documents role serves (SHOAL_DOCUMENT_PIPELINES). @default ['documents'] */
   documentPipelines: z.array(z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'pipeline names are 1-64 characters of A-Z a-z 0-9 _ -')).min(1).max(64).default(['documents']),
   /** Folder of pipeline files a document job may name (SHOAL_PIPELINES). @default none */
@@ -128,6 +130,8 @@ export function workerConfigFromEnv(env: NodeJS.ProcessEnv): Record<string, unkn
   put(out, 'fileRoots', splitDirs(envValue(env, 'fileRoots')));
   const documents = envValue(env, 'documentsRole');
   put(out, 'documents', documents === undefined ? undefined : isTrueValue(documents));
+  const classify = envValue(env, 'classifyRole');
+  put(out, 'classify', classify === undefined ? undefined : isTrueValue(classify));
   put(out, 'documentPipelines', splitList(envValue(env, 'documentPipelines')));
   put(out, 'pipelinesDir', envValue(env, 'pipelinesDir'));
   put(out, 'indexes', namedIndexesFromEnv(env));

@@ -19,6 +19,7 @@ import type { EngineOptionsInput } from '../../pipelines/inference/engine-option
 import type { PoolHooks, PoolSnapshot } from '../../pipelines/inference/pool.js';
 import { poolMetrics, schedulerMetrics } from '../../pipelines/inference/telemetry.js';
 import type { WorkerConfig } from './config.js';
+import { ClassifyRole } from './classify-role.js';
 import { DocumentsRole } from './documents-role.js';
 import { ParseRole } from './parse-role.js';
 import { routesFor, servedModels } from './served-models.js';
@@ -74,6 +75,7 @@ export class ShoalWorker implements Lifecycle {
   readonly #deadLetters: DeadLetters;
   readonly #parse: ParseRole | null;
   readonly #documents: DocumentsRole | null;
+  readonly #classify: ClassifyRole | null;
   #state: WorkerState = 'starting';
   #stopping: Promise<void> | null = null;
 
@@ -88,6 +90,7 @@ export class ShoalWorker implements Lifecycle {
     deadLetters: DeadLetters;
     parse: ParseRole | null;
     documents: DocumentsRole | null;
+    classify: ClassifyRole | null;
   }) {
     this.id = parts.config.workerId;
     this.#config = parts.config;
@@ -100,6 +103,7 @@ export class ShoalWorker implements Lifecycle {
     this.#deadLetters = parts.deadLetters;
     this.#parse = parts.parse;
     this.#documents = parts.documents;
+    this.#classify = parts.classify;
   }
 
   get state(): WorkerState {
@@ -120,15 +124,15 @@ export class ShoalWorker implements Lifecycle {
     });
     let nc: NatsConnection | null = null;
     try {
-      // A documents worker encodes through the model workers: it serves no model unless told to.
-      const documentsOnly = config.documents && config.models.length === 0;
-      const selection = documentsOnly ? { models: [], discovered: false } : await servedModels(config.models, catalog, config.engine.modelDirs, config.serveBuiltins);
+      // A documents or classify worker encodes through the model workers: it serves no model unless told to.
+      const roleOnly = (config.documents || config.classify) && config.models.length === 0;
+      const selection = roleOnly ? { models: [], discovered: false } : await servedModels(config.models, catalog, config.engine.modelDirs, config.serveBuiltins);
       const skipUnusable = (model: string, error: unknown): void => {
         const shoal = toShoalError(error);
         logger.warn({ model, code: shoal.code, err: shoal.message }, `skipping ${model}: it cannot be used (${shoal.code}: ${shoal.message})`);
       };
       const routes = await routesFor(engine, selection.models, selection.discovered ? skipUnusable : undefined);
-      if (routes.length === 0 && !documentsOnly) throw new ShoalError(ErrorCode.CONFIG_INVALID, `the worker serves no models: none of ${selection.models.join(', ')} can be used (see the warnings above)`);
+      if (routes.length === 0 && !roleOnly) throw new ShoalError(ErrorCode.CONFIG_INVALID, `the worker serves no models: none of ${selection.models.join(', ')} can be used (see the warnings above)`);
       nc = await connectNats(config.nats, { logger, name: `shoal-worker ${config.workerId}`, ...(deps.signal === undefined ? {} : { signal: deps.signal }) });
       const connection = nc;
       const topology = await ensureTopology(connection, config.topology);
@@ -216,9 +220,10 @@ export class ShoalWorker implements Lifecycle {
         ? await ParseRole.start({ nc: connection, topology, engine: ready, payloads, workerId: config.workerId, ackWaitMs: config.consumer.ackWaitMs, maxDeliver: config.consumer.maxDeliver, retryDelayMs: config.retryDelayMs, logger, limits: config.parseLimits, extractModels: routes.filter((route) => route.primitive === 'extract').map((route) => route.model) })
         : null;
       const documents = config.documents ? await DocumentsRole.start({ nc: connection, topology, config, engine: ready, payloads, logger, env: deps.env ?? process.env, metrics: deps.metrics }) : null;
-      const worker = new ShoalWorker({ config, logger, engine: ready, routes, nc: connection, rpc, consumer, deadLetters, parse, documents });
+      const classify = config.classify ? await ClassifyRole.start({ nc: connection, topology, config, payloads, logger, env: deps.env ?? process.env, metrics: deps.metrics }) : null;
+      const worker = new ShoalWorker({ config, logger, engine: ready, routes, nc: connection, rpc, consumer, deadLetters, parse, documents, classify });
       worker.#state = 'running';
-      logger.info({ worker: config.workerId, routes: routes.map((r) => `${r.primitive}:${r.model}`), concurrency: config.concurrency, parse: config.parse, documents: config.documents }, 'worker started');
+      logger.info({ worker: config.workerId, routes: routes.map((r) => `${r.primitive}:${r.model}`), concurrency: config.concurrency, parse: config.parse, documents: config.documents, classify: config.classify }, 'worker started');
       return worker;
     } catch (error) {
       await rpc?.close().catch(() => undefined);
@@ -252,13 +257,15 @@ export class ShoalWorker implements Lifecycle {
       void this.#consumer.close();
       void this.#parse?.close();
       void this.#documents?.close();
+      void this.#classify?.close();
     };
     const deadline = setTimeout(force, timeoutMs);
     try {
-      // Documents first: a batch in flight may wait on encode jobs this very worker serves.
-      if (this.#documents !== null) await (timeoutMs === 0 ? this.#documents.close() : this.#documents.drain());
-      const roles = this.#parse === null ? [] : [timeoutMs === 0 ? this.#parse.close() : this.#parse.drain()];
-      await Promise.all(timeoutMs === 0 ? [this.#rpc.close(), this.#consumer.close(), ...roles] : [this.#rpc.drain(), this.#consumer.drain(), ...roles]);
+      // Documents and classification first: a batch or chunk in flight may wait on encode jobs this very worker serves.
+      const roles = [this.#documents, this.#classify].filter((role) => role !== null);
+      await Promise.all(roles.map((role) => (timeoutMs === 0 ? role.close() : role.drain())));
+      const parse = this.#parse === null ? [] : [timeoutMs === 0 ? this.#parse.close() : this.#parse.drain()];
+      await Promise.all(timeoutMs === 0 ? [this.#rpc.close(), this.#consumer.close(), ...parse] : [this.#rpc.drain(), this.#consumer.drain(), ...parse]);
     } finally {
       clearTimeout(deadline);
     }

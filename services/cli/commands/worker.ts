@@ -26,6 +26,7 @@ const WorkerFlags = z.strictObject({
   metricsHost: z.string().min(1).optional(),
   parse: z.boolean().optional(),
   documents: z.boolean().optional(),
+  classify: z.boolean().optional(),
   pipelines: CommaListFlag.optional(),
 });
 
@@ -33,14 +34,15 @@ const EXAMPLE = `
 Environment (flags win): NATS_URL, NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_CREDS, NATS_TLS_CA,
   NATS_TLS_CERT, NATS_TLS_KEY, SHOAL_MODELS, SHOAL_PRELOAD, SHOAL_SUBJECT_PREFIX, SHOAL_CONCURRENCY,
   SHOAL_ACK_WAIT_MS, SHOAL_MAX_DELIVER, SHOAL_MEMORY_BUDGET, SHOAL_DRAIN_TIMEOUT_MS, SHOAL_WORKER_ID,
-  SHOAL_FILE_ROOTS, SHOAL_PARSE, SHOAL_DOCUMENTS, SHOAL_DOCUMENT_PIPELINES, SHOAL_PIPELINES, SHOAL_INDEXES,
+  SHOAL_FILE_ROOTS, SHOAL_PARSE, SHOAL_DOCUMENTS, SHOAL_CLASSIFY, SHOAL_DOCUMENT_PIPELINES, SHOAL_PIPELINES, SHOAL_INDEXES,
   SHOAL_METRICS_PORT, SHOAL_METRICS_HOST, SHOAL_IMAGE_ROOTS (":"-separated), SHOAL_IMAGE_HOSTS, SHOAL_LOG_LEVEL.
 
 Examples:
   $ shoal worker --models sentence-transformers/all-MiniLM-L6-v2 --nats nats://nats:4222
   $ SHOAL_MODEL_DIR=/models shoal worker --preload BAAI/bge-small-en-v1.5 --concurrency 16
   $ shoal worker --models BAAI/bge-small-en-v1.5 --metrics-port 9464   # Prometheus scrapes :9464/metrics
-  $ SHOAL_INDEXES=docs=/srv/index shoal worker --documents              # document jobs end to end (no model of its own)`;
+  $ SHOAL_INDEXES=docs=/srv/index shoal worker --documents              # document jobs end to end (no model of its own)
+  $ shoal worker --classify                                              # classification jobs (no model of its own)`;
 
 
 function collect(value: string, previous: string[] | undefined): string[] {
@@ -66,6 +68,7 @@ export function registerWorker(program: Command, app: CliApp): void {
     .option('--metrics-host <host>', 'address of the metrics port (env SHOAL_METRICS_HOST; default 127.0.0.1; 0.0.0.0 for a scraper on another host)')
     .option('--parse', 'also parse documents for `shoal ingest --nats` (env SHOAL_PARSE=1)')
     .option('--documents', 'run document jobs end to end (env SHOAL_DOCUMENTS=1); serves no model unless --models names some')
+    .option('--classify', 'run classification jobs (env SHOAL_CLASSIFY=1; `shoal classify --nats`, POST /v1/classify with SHOAL_CLASSIFY_JOBS); serves no model unless --models names some')
     .option('--pipelines <names>', 'pipelines the --documents role serves, comma-separated (env SHOAL_DOCUMENT_PIPELINES; default documents)')
     .addHelpText('after', EXAMPLE)
     .action(async (_options: unknown, self: Command) => {
@@ -90,6 +93,7 @@ export function registerWorker(program: Command, app: CliApp): void {
         metricsHost: flags.metricsHost,
         parse: flags.parse,
         documents: flags.documents,
+        classify: flags.classify,
         documentPipelines: flags.pipelines,
       };
       // The worker (NATS, pino, prom-client) is loaded when it runs, not when the command tree is built.
