@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { DEFAULT_LIMITS } from './limits.js';
-import { JobId } from './jobs.js';
+import { DataRef, JobId } from './jobs.js';
 import { ImageSource, ItemId, ModelRef } from './requests.js';
 
 /**
@@ -119,6 +119,12 @@ export const ClassifyHttpRequest = ClassifyRequest.safeExtend({
   mode: ClassifyMode.optional(),
   /** Client-chosen job id: the same id with the same content is the same run; with other content, 409 JOB_CONFLICT. */
   job_id: JobId.optional(),
+  /**
+   * Where a job's JSON Lines results are written (`obj://`, `s3://`, `file://` inside the workers'
+   * file roots): only for jobs run by the classify workers (SHOAL_CLASSIFY_JOBS). @default the
+   * object store, read back with GET /v1/jobs/<id>/results
+   */
+  result: DataRef.optional(),
 });
 export type ParsedClassifyHttpRequest = z.output<typeof ClassifyHttpRequest>;
 

@@ -233,6 +233,7 @@ export function resolveGatewayConfig(flags: GatewayFlags = {}, env: NodeJS.Proce
     parseWorkerTimeoutMs: parseWorkerTimeoutFromEnv(env),
     runHeartbeatMs: runHeartbeatFromEnv(env),
     documentJobs: isTrue(envValue(env, 'documentJobs')) ?? false,
+    classifyJobs: isTrue(envValue(env, 'classifyJobs')) ?? false,
     pipelinesDir: envValue(env, 'pipelinesDir') ?? null,
   });
 }

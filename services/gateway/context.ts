@@ -1,5 +1,7 @@
 import type { Logger } from '../../adapters/observability/logger.js';
 import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
+import type { Readable } from 'node:stream';
+import type { ClassifyRunStatus, ParsedClassifyRequest } from '../../adapters/protocol/classify.js';
 import type { Engine } from '../../adapters/protocol/engine.js';
 import type { IngestRunStatus } from '../../adapters/protocol/ingest.js';
 import type { JobsApi } from '../../adapters/protocol/jobs.js';
@@ -46,6 +48,12 @@ export interface GatewayDeps {
   ready(): Promise<ReadyReport>;
   /** Ingest runs (POST /v1/ingest, and their status under GET /v1/jobs/:id); absent: POST /v1/ingest answers UNAVAILABLE. */
   ingest?: IngestApi | null;
+  /**
+   * Classification jobs run by the classify workers: their status and results under
+   * /v1/jobs/:id on every replica; POST /v1/classify publishes them when `classifyJobs` is set.
+   * Absent: only this gateway's own classification jobs are known.
+   */
+  classifyJobs?: ClassifyJobsApi | null;
   logger?: Logger;
 }
 
@@ -82,6 +90,12 @@ export interface GatewaySettings {
    * replica answers its status, and a gateway restart loses nothing. @default false: this gateway coordinates
    */
   documentJobs?: boolean;
+  /**
+   * A POST /v1/classify job is published as classification jobs for `shoal worker --classify`
+   * (SHOAL_CLASSIFY_JOBS): any replica answers its status and results, and a gateway restart
+   * loses nothing. @default false: the job runs in this gateway (classify-runs.ts)
+   */
+  classifyJobs?: boolean;
   /** The folder of pipeline files the documents workers share (SHOAL_PIPELINES), for checking names. @default none */
   pipelinesDir?: string | null;
   /** POST /v1/classify: the sync limit and where jobs write their results. @default 256 items sync, results in the OS temp folder, no category cache */
@@ -130,6 +144,15 @@ export interface IngestApi {
    * and returns its reference (`obj://<p>_payloads/<name>`); absent: uploads answer UNAVAILABLE.
    */
   stage?(name: string, path: string): Promise<string>;
+}
+
+/** Classification jobs of the classify workers (classify-jobs.ts), by id from any replica. */
+export interface ClassifyJobsApi {
+  /** Publishes the run (or answers the run this id already names with the same content); JOB_CONFLICT for other content. */
+  submit(request: ParsedClassifyRequest, jobId: string | undefined, result: string | undefined): Promise<ClassifyRunStatus>;
+  status(jobId: string): Promise<ClassifyRunStatus | null>;
+  /** A finished run's results (JSON Lines, catalog order) from its target; UNAVAILABLE while it runs; null: no such run. */
+  results(jobId: string): Promise<{ status: ClassifyRunStatus; stream: Readable } | null>;
 }
 
 /** What every route file receives. */

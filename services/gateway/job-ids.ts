@@ -4,7 +4,7 @@ import type { RouteContext } from './context.js';
 /**
  * One namespace of job ids for the three kinds of job the gateway answers under /v1/jobs/:id:
  * primitive jobs (JetStream KV), ingest runs (their own KV) and classification jobs (in this
- * gateway). Each store checks only its own ids, so without this an ingest run could take an encode
+ * gateway, or the classify workers' in KV). Each store checks only its own ids, so without this an ingest run could take an encode
  * job's id and hide it from GET /v1/jobs/:id, whose lookup tries classify, then jobs, then ingest.
  * Two submissions of different kinds racing with one new id can still both pass; the ids a caller
  * chooses are meant to be unique, and this check is for the mistake, not the race.
@@ -28,8 +28,9 @@ async function holds(lookup: () => Promise<unknown>): Promise<boolean> {
 
 /** The kind of job (other than `kind`) that already holds `id`, or null. */
 async function heldByOtherKind(context: RouteContext, id: string, kind: JobKind): Promise<JobKind | null> {
-  const { jobs, ingest } = context.deps;
+  const { jobs, ingest, classifyJobs } = context.deps;
   if (kind !== 'classify' && context.classifyRuns.status(id) !== null) return 'classify';
+  if (kind !== 'classify' && classifyJobs !== null && classifyJobs !== undefined && (await holds(() => classifyJobs.status(id)))) return 'classify';
   if (kind !== 'job' && jobs !== null && (await holds(() => jobs.status(id)))) return 'job';
   if (kind !== 'ingest' && ingest !== null && ingest !== undefined && (await holds(() => ingest.status(id)))) return 'ingest';
   return null;

@@ -12,6 +12,7 @@ import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/err
 import { buildGatewayApp } from './app.js';
 import type { ModelCard, ReadyReport } from './context.js';
 import type { GatewayConfig } from './config.js';
+import { ClassifyJobRuns } from './classify-jobs.js';
 import { IngestRuns } from './ingest-runs.js';
 import { LateBackend } from './late-backend.js';
 import { cachedModelList } from './worker-models.js';
@@ -103,6 +104,8 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
   // One S3 store, so one allow-list (SHOAL_S3_BUCKETS) decides a bucket for jobs and ingest runs alike.
   const s3 = new S3Store(config.jobs?.s3 ?? {});
   const ingest = new IngestRuns({ connection: () => late.require().nc, prefix: config.natsPrefix, fileRoots: config.jobs?.fileRoots ?? [], s3, ...(config.indexOptions === undefined ? {} : { indexOptions: config.indexOptions }), ...(config.parseWorkerTimeoutMs === undefined ? {} : { parseWorkerTimeoutMs: config.parseWorkerTimeoutMs }), ...(config.runHeartbeatMs === undefined ? {} : { runHeartbeatMs: config.runHeartbeatMs }), logger, metrics });
+  // Classification jobs of the classify workers, read by id on every replica (SHOAL_CLASSIFY_JOBS).
+  const classifyJobs = config.classifyJobs === true ? new ClassifyJobRuns({ connection: () => late.require().nc, prefix: config.natsPrefix, fileRoots: config.jobs?.fileRoots ?? [], s3 }) : null;
   const app = buildGatewayApp(
     {
       engine: late.engine,
@@ -112,6 +115,7 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
       metrics,
       ready: async () => (late.attached === null ? late.notConnected() : natsReady(late.attached.nc)),
       ingest,
+      classifyJobs,
       logger,
     },
     config,
@@ -171,6 +175,7 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
         await closeHttp(app, config.shutdownTimeoutMs, logger);
       } finally {
         await ingest.close().catch((error: unknown) => logger.warn({ err: String(error) }, 'stopping ingest runs failed'));
+        await classifyJobs?.close();
         await connected.close();
         s3.close();
         if (ownsConnection) await connection.drain().catch(() => connection.close());

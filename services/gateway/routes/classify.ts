@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { ClassifyHttpRequest, type ClassifyJobAccepted } from '../../../adapters/protocol/classify.js';
+import { ClassifyHttpRequest, type ClassifyJobAccepted, type ClassifyRunStatus, type ParsedClassifyRequest } from '../../../adapters/protocol/classify.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import { RetryingEngine } from '../../../adapters/nats/retrying-engine.js';
@@ -16,8 +16,9 @@ import { OTHER_MODEL } from '../request-metrics.js';
  * same taxonomy and model embeds only its products; a build no request waits for any more is
  * aborted (kept-classifiers.ts). Above the sync limits (items, or taxonomy categories), or with
  * `mode: "job"`, or a `job_id`, the request becomes a job: 202 with its id and `Location: /v1/jobs/<id>`,
- * classified in the background by ClassifyRuns (classify-runs.ts), its status and JSON Lines
- * results read under /v1/jobs/:id. `mode: "sync"` keeps the old contract: 413 above the limit.
+ * classified in the background by ClassifyRuns (classify-runs.ts), or, with SHOAL_CLASSIFY_JOBS,
+ * published as classification jobs for the classify workers (classify-jobs.ts, optionally to a
+ * `result` target), its status and JSON Lines results read under /v1/jobs/:id. `mode: "sync"` keeps the old contract: 413 above the limit.
  */
 
 /** Products per synchronous request, unless the gateway's settings say otherwise (SHOAL_CLASSIFY_SYNC_ITEMS). */
@@ -34,6 +35,32 @@ const BUILD_RETRY_FOR_MS = 30_000;
  */
 export const MAX_SYNC_TAXONOMY_CATEGORIES = 2_048;
 
+/** The models a run names must be served by some worker (as a job's are checked): refused now, not after the 202. */
+async function checkServedModels(context: RouteContext, request: ParsedClassifyRequest): Promise<void> {
+  const jobs = context.deps.jobs;
+  if (jobs === null) throw new ShoalError(ErrorCode.UNAVAILABLE, 'classification jobs need NATS JetStream, and this gateway runs without it');
+  await jobs.checkModel('encode', request.model);
+  if (request.image_model !== undefined) await jobs.checkModel('encode', request.image_model);
+  const rerank = typeof request.rerank === 'string' ? request.rerank : request.rerank?.model;
+  if (rerank !== undefined) await jobs.checkModel('score', rerank);
+}
+
+/** SHOAL_CLASSIFY_JOBS: published for the classify workers (classify-jobs.ts); any replica answers it from here on. */
+async function submitAsJobs(context: RouteContext, request: ParsedClassifyRequest, jobId: string | undefined, result: string | undefined): Promise<ClassifyRunStatus> {
+  const classifyJobs = context.deps.classifyJobs;
+  if (classifyJobs === null || classifyJobs === undefined) throw new ShoalError(ErrorCode.UNAVAILABLE, 'this gateway cannot publish classification jobs (it runs without NATS JetStream)');
+  await checkServedModels(context, request);
+  return classifyJobs.submit(request, jobId, result);
+}
+
+/** Without SHOAL_CLASSIFY_JOBS: run in this gateway's process (classify-runs.ts), results read back from it only. */
+function inGateway(context: RouteContext, request: ParsedClassifyRequest, jobId: string | undefined, result: string | undefined): ClassifyRunStatus {
+  if (result !== undefined) {
+    throw new ShoalError(ErrorCode.INVALID_INPUT, '"result" targets are written by the classify workers: this gateway runs classification jobs itself (SHOAL_CLASSIFY_JOBS is off); leave "result" out and read GET /v1/jobs/<id>/results', { details: { field: 'result' } });
+  }
+  return context.classifyRuns.submit(request, jobId);
+}
+
 export function registerClassifyRoutes(app: FastifyInstance, context: RouteContext): void {
   const kept = new KeptClassifiers({ engine: new RetryingEngine(context.deps.engine, BUILD_RETRY_FOR_MS), keep: KEPT_CLASSIFIERS });
   app.addHook('onClose', async () => kept.close());
@@ -41,7 +68,7 @@ export function registerClassifyRoutes(app: FastifyInstance, context: RouteConte
   app.post('/v1/classify', async (request, reply) => {
     // The category and product embeddings run in the bulk lane (pipelines/classify), sync or job.
     context.metrics.track(request, { primitive: 'classify', model: OTHER_MODEL, lane: 'bulk' });
-    const { mode = 'auto', job_id: jobId, ...parsed } = parseWith(ClassifyHttpRequest, request.body, 'classify request');
+    const { mode = 'auto', job_id: jobId, result, ...parsed } = parseWith(ClassifyHttpRequest, request.body, 'classify request');
     const syncLimit = context.settings.classify?.syncItems ?? MAX_SYNC_CLASSIFY_ITEMS;
     if (mode === 'sync' && jobId !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, 'job_id names a job: leave it out with mode "sync", or use mode "job"');
     // Parsed here (not in the job, which parses its own) to know its size before choosing sync.
@@ -50,9 +77,10 @@ export function registerClassifyRoutes(app: FastifyInstance, context: RouteConte
     const asJob = mode === 'job' || (mode === 'auto' && (jobId !== undefined || parsed.items.length > syncLimit || taxonomyTooLarge));
     // A job is accepted before its model is loaded: its name becomes a label only once a sync request proved it.
     context.metrics.track(request, { primitive: 'classify', model: parsed.model, lane: 'bulk', admit: !asJob });
+    if (result !== undefined && !asJob) throw new ShoalError(ErrorCode.INVALID_INPUT, '"result" names where a job\'s results go: give mode "job" (or leave mode out above the sync limit)', { details: { field: 'result' } });
     if (asJob) {
       await context.call(reply)(() => checkJobIdFree(context, jobId, 'classify'));
-      const status = context.classifyRuns.submit(parsed, jobId);
+      const status = context.settings.classifyJobs === true ? await context.call(reply)(() => submitAsJobs(context, parsed, jobId, result)) : inGateway(context, parsed, jobId, result);
       const location = `/v1/jobs/${status.job_id}`;
       const accepted: ClassifyJobAccepted = { job_id: status.job_id, status_url: location, results_url: `${location}/results`, status };
       return reply.code(202).header('location', location).send(accepted);

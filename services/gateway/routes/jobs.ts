@@ -17,7 +17,8 @@ import { OTHER_MODEL } from '../request-metrics.js';
  * the job id, its first status and a Location. GET /v1/jobs/:id answers the status from the
  * status bucket (state, part and item counts, first errors) plus where the results are;
  * GET /v1/jobs/:id/results streams a finished job's results as JSON Lines. Classification jobs
- * (POST /v1/classify, run inside this gateway) and ingest runs answer under the same paths.
+ * (POST /v1/classify, run inside this gateway or by the classify workers) and ingest runs answer
+ * under the same paths.
  */
 
 /** Where a job's results can be read, for clients that did not choose the target themselves. */
@@ -102,6 +103,12 @@ export function registerJobRoutes(app: FastifyInstance, context: RouteContext): 
       context.metrics.track(request, { primitive: 'job_read', model: classifyRun.model, lane: 'bulk', admit: false });
       return { ...classifyRun, links: { self: `/v1/jobs/${id}`, results: `/v1/jobs/${id}/results` } };
     }
+    // A classification job of the classify workers: its status in KV, the same from every replica.
+    const classifyJob = await context.call(reply)(async () => (await context.deps.classifyJobs?.status(id).catch(() => null)) ?? null);
+    if (classifyJob !== null) {
+      context.metrics.track(request, { primitive: 'job_read', model: classifyJob.model, lane: 'bulk', admit: false });
+      return { ...classifyJob, links: { self: `/v1/jobs/${id}`, results: `/v1/jobs/${id}/results` } };
+    }
     const jobs = jobsOrUnavailable(context.deps.jobs);
     const status = await context.call(reply)(() => jobs.status(id));
     // An ingest run (POST /v1/ingest) is a job too, its status kept by the ingest runs.
@@ -120,6 +127,13 @@ export function registerJobRoutes(app: FastifyInstance, context: RouteContext): 
     if (classified !== null) {
       context.metrics.track(request, { primitive: 'job_read', model: classified.status.model, lane: 'bulk', admit: false });
       return reply.type('application/x-ndjson').header('shoal-job-state', classified.status.state).send(classified.stream);
+    }
+    // A classification job of the classify workers: streamed from its result target.
+    const classifyJobs = context.deps.classifyJobs;
+    const fromWorkers = classifyJobs === null || classifyJobs === undefined ? null : await context.call(reply)(() => classifyJobs.results(id));
+    if (fromWorkers !== null) {
+      context.metrics.track(request, { primitive: 'job_read', model: fromWorkers.status.model, lane: 'bulk', admit: false });
+      return reply.type('application/x-ndjson').header('shoal-job-state', fromWorkers.status.state).send(fromWorkers.stream);
     }
     const jobs = jobsOrUnavailable(context.deps.jobs);
     const status = await context.call(reply)(() => jobs.status(id));
