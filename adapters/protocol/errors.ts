@@ -124,7 +124,8 @@ export interface SerializedError {
   cause?: string;
 }
 
-function isErrorCode(value: string): value is ErrorCode {
+/** Whether a code read from the wire (a status, an event) is one of ours. */
+export function isErrorCode(value: string): value is ErrorCode {
   return Object.hasOwn(ErrorCode, value);
 }
 

@@ -171,6 +171,17 @@ export class ClassifyProducer {
     return JSON.stringify({ ...base, items_ref: ref });
   }
 
+  /**
+   * Fails a run its producer could not publish whole (a bad line mid-catalog): without its end it
+   * could never complete, and its status says why instead of `running` for good.
+   */
+  async abandon(runId: string, error: { code: string; message: string }): Promise<void> {
+    const found = await this.#ledger.get(checkJobId(runId));
+    if (found === null) return;
+    const { record } = found;
+    await this.#ledger.fail(runId, error, { model: record.model, specRef: record.spec_ref, result: record.result });
+  }
+
   /** The run's status as the workers keep it (null: no such run, or expired). */
   async status(runId: string): Promise<ClassifyJobRecord | null> {
     return (await this.#ledger.get(checkJobId(runId)))?.record ?? null;

@@ -11,16 +11,18 @@ import { DATA_DIR, sharedAvailable } from '../helpers/shared.js';
 import { parseJsonl, runShoal } from '../helpers/shoal-cli.js';
 
 /**
- * `shoal classify --nats`: the products (and the categories) are embedded by a worker process's
- * engine through JetStream jobs, retrieval runs in the CLI; the output must be identical, line for
- * line, to the in-process run on the same products, taxonomy and model (and with a rerank).
+ * `shoal classify --nats --coordinate`: the products (and the categories) are embedded by a worker
+ * process's engine through JetStream jobs, retrieval runs in the CLI; the output must be
+ * identical, line for line, to the in-process run on the same products, taxonomy and model (and
+ * with a rerank). Classification jobs (`--nats` alone) are tested by classify-jobs-cli.test.ts;
+ * both refuse a model no worker serves at once.
  */
 
 const PRODUCTS = join(DATA_DIR, 'products', 'flipkart-1050.jsonl');
 const GOOGLE = join(DATA_DIR, 'taxonomy', 'google-taxonomy-with-ids.en-US.txt');
 const available = natsServerAvailable() && sharedAvailable(PRODUCTS) && sharedAvailable(GOOGLE);
 
-describe.skipIf(!available)(`shoal classify --nats ${natsServerAvailable() ? '' : NATS_SERVER_MISSING}`, () => {
+describe.skipIf(!available)(`shoal classify --nats --coordinate ${natsServerAvailable() ? '' : NATS_SERVER_MISSING}`, () => {
   let server: NatsServerHandle;
   let worker: ShoalWorker;
   const prefix = uniquePrefix('classify');
@@ -84,7 +86,7 @@ describe.skipIf(!available)(`shoal classify --nats ${natsServerAvailable() ? '' 
       ['rerank', ['--rerank-model', TINY_CROSS, '--rerank-top', '8']],
     ] as const) {
       const local = await classify(`${name}-local`, extra, 'cache-local');
-      const remote = await classify(`${name}-nats`, [...extra, '--nats', server.url, '--prefix', prefix, '--part-items', '16'], 'cache-nats');
+      const remote = await classify(`${name}-nats`, [...extra, '--nats', server.url, '--coordinate', '--prefix', prefix, '--part-items', '16'], 'cache-nats');
       expect(local).toHaveLength(120);
       expectSameClassifications(remote, local);
       for (const line of local) {
@@ -94,14 +96,16 @@ describe.skipIf(!available)(`shoal classify --nats ${natsServerAvailable() ? '' 
     }
   }, 240_000);
 
-  it('refuses at once a model no worker serves (it waited an hour for a worker)', async () => {
-    const started = Date.now();
-    const run = await runShoal(['classify', catalog, '--taxonomy', GOOGLE, '--model', 'no-such-encoder', '--nats', server.url, '--prefix', prefix], {
-      env: { SHOAL_MODEL_DIR: FIXTURE_MODELS_DIR, SHOAL_CACHE_DIR: join(dir, 'cache-missing') },
-    });
-    expect(run.stderr).toContain('no worker serves model "no-such-encoder"');
-    expect(run.stderr).toContain(TINY_MEAN);
-    expect(run.code).not.toBe(0);
-    expect(Date.now() - started).toBeLessThan(30_000);
-  }, 60_000);
+  it('refuses at once a model no worker serves (it waited an hour for a worker), coordinating or as classification jobs', async () => {
+    for (const mode of [['--coordinate'], []]) {
+      const started = Date.now();
+      const run = await runShoal(['classify', catalog, '--taxonomy', GOOGLE, '--model', 'no-such-encoder', '--nats', server.url, '--prefix', prefix, ...mode], {
+        env: { SHOAL_MODEL_DIR: FIXTURE_MODELS_DIR, SHOAL_CACHE_DIR: join(dir, 'cache-missing') },
+      });
+      expect(run.stderr).toContain('no worker serves model "no-such-encoder"');
+      expect(run.stderr).toContain(TINY_MEAN);
+      expect(run.code).not.toBe(0);
+      expect(Date.now() - started).toBeLessThan(30_000);
+    }
+  }, 90_000);
 });

@@ -1,8 +1,11 @@
+import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { Engine } from '../../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError, toShoalError } from '../../../adapters/protocol/errors.js';
 import { ModelRef } from '../../../adapters/protocol/requests.js';
+import { DataRef } from '../../../adapters/protocol/jobs.js';
+import type { ClassifyMethod } from '../../../adapters/protocol/classify.js';
 import { loadTaxonomyFile } from '../../../adapters/taxonomy/index.js';
 import { Evaluator, TaxonomyClassifier } from '../../../pipelines/classify/index.js';
 import { natsSettingsFromEnv, shoalCacheDirFromEnv } from '../../settings/environment.js';
@@ -18,8 +21,9 @@ import { runClassify } from './classify/run.js';
 
 /**
  * `shoal classify CATALOG --taxonomy FILE`: every product of a CSV or JSON Lines catalog into a
- * taxonomy, one JSON line per product, in process or with --nats through JetStream jobs
- * (workers embed, the client retrieves), resumable, with an evaluation against a gold column.
+ * taxonomy, one JSON line per product, in process (resumable), or with --nats as classification
+ * jobs run by `shoal worker --classify` (classify/jobs-mode.ts; --coordinate: the workers only
+ * embed, this process retrieves), with an evaluation against a gold column.
  */
 
 const DEFAULT_MODEL = 'sentence-transformers/all-MiniLM-L6-v2';
@@ -61,6 +65,9 @@ const ClassifyFlags = z.strictObject({
   nats: CommaListFlag.optional(),
   prefix: z.string().min(1).optional(),
   partItems: PositiveIntFlag(100_000).optional(),
+  coordinate: z.boolean().optional(),
+  detach: z.boolean().optional(),
+  result: DataRef.optional(),
 });
 type ClassifyFlags = z.output<typeof ClassifyFlags>;
 
@@ -73,13 +80,19 @@ Examples:
   $ shoal classify products.csv --taxonomy shopify-categories.txt --out classified.jsonl
   $ shoal classify products.jsonl --taxonomy google-taxonomy.txt --rerank-model cross-encoder/ms-marco-MiniLM-L6-v2 --top-k 3
   $ shoal classify products.jsonl --taxonomy tree.txt --gold category --json --out result.jsonl
-  $ shoal classify products.jsonl --taxonomy tree.txt --nats nats://127.0.0.1:4222 --out result.jsonl
+  $ shoal classify products.jsonl --taxonomy tree.txt --nats nats://127.0.0.1:4222 --out result.jsonl   (classification jobs)
+  $ shoal classify products.jsonl --taxonomy tree.txt --nats nats://127.0.0.1:4222 --detach            (prints the run id)
   $ shoal classify products.jsonl --taxonomy tree.txt --out result.jsonl --resume    (after an interrupt)
 
 The product text is --fields (default ${DEFAULT_FIELDS.join(',')}) joined by newlines, or --template.
 A field that none of the first ${FIELD_CHECK_RECORDS} records has is refused before anything runs
 (a misspelt field would put every product into one category). A product whose named fields are
 all missing or empty is not classified: its line is {"id", "error": {"code", "message"}}.
+
+With --nats the catalog is published as classification jobs for \`shoal worker --classify\`
+processes (no process coordinates the run; the category matrix is built once and kept in the
+object store); this command follows the run and writes its results. --coordinate keeps the older
+way: only the embeddings go to the workers, the rest runs here.
 
 The category embeddings are cached under $SHOAL_CACHE_DIR/classify (one file per taxonomy,
 model, model weights and template) and reused by later runs. With --gold FIELD the evaluation is printed on
@@ -114,6 +127,36 @@ async function openEngine(app: CliApp, flags: ClassifyFlags): Promise<{ engine: 
   }
 }
 
+/** Flags that belong to one way of running --nats only: a mistake to say, not to ignore. */
+function checkJobFlags(flags: ClassifyFlags, asJobs: boolean): void {
+  const hint = 'the run goes on in the classify workers';
+  if (!asJobs) {
+    if (flags.detach === true) throw new ShoalError(ErrorCode.INVALID_INPUT, '--detach publishes classification jobs: give --nats URL (without --coordinate)');
+    if (flags.result !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--result names where the classify workers write the results: give --nats URL (without --coordinate)');
+    return;
+  }
+  if (flags.partItems !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--part-items sizes the encode jobs of --nats --coordinate: give --coordinate too, or leave --part-items out (classification jobs are chunks of --chunk-lines products)');
+  if (flags.resume === true) throw new ShoalError(ErrorCode.INVALID_INPUT, `--resume continues an output written here: with --nats ${hint} whatever happens to this process (--detach, then its results), or give --coordinate`);
+  if (flags.imageField !== undefined || flags.imageModel !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--image-field names images on this machine, which the classify workers cannot read: give --coordinate too (the images are embedded through this process), or classify in process');
+  if (flags.detach === true && (flags.out !== undefined || flags.gold !== undefined)) throw new ShoalError(ErrorCode.INVALID_INPUT, `--detach prints the run id and writes no lines (${hint}): leave --out and --gold out`);
+}
+
+/** The method of a classification job: the taxonomy file's text and every setting, as POST /v1/classify takes them. */
+async function jobRequest(flags: ClassifyFlags): Promise<ClassifyMethod> {
+  return {
+    model: flags.model,
+    taxonomy: await readFile(flags.taxonomy, 'utf8'),
+    ...(flags.maxDepth === undefined ? {} : { max_depth: flags.maxDepth }),
+    ...(flags.topK === undefined ? {} : { top_k: flags.topK }),
+    ...(flags.candidates === undefined ? {} : { candidates: flags.candidates }),
+    ...(flags.rerankModel === undefined ? {} : { rerank: flags.rerankTop === undefined ? flags.rerankModel : { model: flags.rerankModel, top: flags.rerankTop } }),
+    ...(flags.hierarchy === undefined ? {} : { hierarchy: flags.hierarchy }),
+    ...(flags.threshold === undefined ? {} : { threshold: flags.threshold }),
+    ...(flags.categoryTemplate === undefined ? {} : { category_template: flags.categoryTemplate }),
+    ...(flags.maxLength === undefined ? {} : { max_length: flags.maxLength }),
+  };
+}
+
 export function registerClassify(program: Command, app: CliApp): void {
   const command = program
     .command('classify')
@@ -142,9 +185,12 @@ export function registerClassify(program: Command, app: CliApp): void {
     .option('--resume', 'continue the FILE.partial of an interrupted run after its last complete line')
     .option('--gold <field>', 'field with the true category (id or path): print accuracy per level, exact and hierarchical P/R/F1')
     .option('--json', 'with --gold: the evaluation as one JSON object')
-    .option('--nats <urls>', 'fan the products out as JetStream jobs to shoal workers (NATS URLs, comma-separated)')
+    .option('--nats <urls>', 'publish the catalog as classification jobs for `shoal worker --classify` (NATS URLs, comma-separated)')
     .option('--prefix <prefix>', 'with --nats: subject prefix (env SHOAL_SUBJECT_PREFIX; default shoal)')
-    .option('--part-items <n>', 'with --nats: products per job part (default 64)');
+    .option('--detach', 'with --nats: publish the run, print its id and exit (its status: GET /v1/jobs/RUN on a gateway with SHOAL_CLASSIFY_JOBS=1)')
+    .option('--result <uri>', 'with --nats: where the workers write the JSON Lines results (obj://, s3:// or file:// inside their SHOAL_FILE_ROOTS; default: the object store)')
+    .option('--coordinate', 'with --nats: classify here, only the embeddings go to the workers as encode jobs (no classify worker needed)')
+    .option('--part-items <n>', 'with --nats --coordinate: products per job part (default 64)');
   addImageOptions(command);
   command.addHelpText('after', EXAMPLE);
   command.action(async (catalog: string, _options: unknown, self: Command) => {
@@ -155,6 +201,10 @@ export function registerClassify(program: Command, app: CliApp): void {
     if (flags.rerankTop !== undefined && flags.rerankModel === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--rerank-top needs --rerank-model (a cross-encoder)');
     if (flags.prefix !== undefined && flags.nats === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--prefix is the subject prefix of --nats: give --nats URL too, or leave --prefix out');
     if (flags.partItems !== undefined && flags.nats === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--part-items sizes the job parts of --nats: give --nats URL too, or leave --part-items out');
+    if (flags.coordinate === true && flags.nats === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--coordinate runs --nats the older way: give --nats URL too, or leave --coordinate out');
+    // --nats alone: classification jobs, run by the classify workers (classify/jobs-mode.ts).
+    const asJobs = flags.nats !== undefined && flags.coordinate !== true;
+    checkJobFlags(flags, asJobs);
     if (flags.json === true && flags.gold === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--json prints the --gold evaluation: give --gold FIELD');
     if (flags.fields !== undefined && flags.fields.length === 0) throw new ShoalError(ErrorCode.INVALID_INPUT, '--fields names no field; give the product fields to embed, comma-separated (e.g. --fields title,description)');
     if (flags.fields !== undefined && flags.template !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--fields and --template both say how the product text is built; give one');
@@ -236,8 +286,40 @@ export function registerClassify(program: Command, app: CliApp): void {
         await classifier.close();
       }
     };
+    let detached = false;
     try {
-      if (flags.nats === undefined) {
+      if (asJobs) {
+        const started = performance.now();
+        const done = await (await import('./classify/jobs-mode.js')).classifyAsJobs({
+          app,
+          nats: flags.nats ?? [],
+          prefix: flags.prefix ?? envValue(app.io.env, 'subjectPrefix'),
+          request: await jobRequest(flags),
+          models: { encode: [flags.model], score: flags.rerankModel === undefined ? [] : [flags.rerankModel] },
+          products,
+          taxonomy,
+          fields: textSpec.fields,
+          template: textSpec.template,
+          idField: flags.idField,
+          goldField: flags.gold,
+          evaluator,
+          result: flags.result,
+          chunkItems: config.chunkLines,
+          detach: flags.detach === true,
+          sink,
+          barsEnabled: progress.barsEnabled,
+          log,
+          warn: (message) => log(`warning: ${message}`),
+        });
+        detached = done === null;
+        if (done !== null) {
+          outcome.lines = done.lines;
+          outcome.failed = done.failed;
+          const seconds = (performance.now() - started) / 1000;
+          const classified = done.lines - done.failed;
+          log(`classified ${classified} products in ${seconds.toFixed(1)} s (${(seconds > 0 ? classified / seconds : 0).toFixed(1)} products/s)${done.failed > 0 ? `, ${done.failed} without text (error lines)` : ''}`);
+        }
+      } else if (flags.nats === undefined) {
         await app.withEngine(config, progress, body, { images: imagePolicyFromFlags(flags) });
       } else {
         const remote = await openEngine(app, flags);
@@ -260,6 +342,7 @@ export function registerClassify(program: Command, app: CliApp): void {
       await products.return(undefined);
       if (source.name !== 'stdin') source.stream.destroy();
     }
+    if (detached) return;
     const { failed, lines } = outcome;
     const classified = lines - failed;
     if (evaluator !== null && (classified > 0 || failed === 0)) {

@@ -24,7 +24,7 @@ const ResultLine = z.object({ category: z.object({ id: z.string() }) });
 const ErrorLine = z.object({ error: z.object({ code: z.string() }) });
 
 /** Products without text reported one by one on stderr; the rest are only counted. */
-const NO_TEXT_WARNINGS = 5;
+export const NO_TEXT_WARNINGS = 5;
 
 export interface ClassifyRunOptions {
   /** The catalog's records, in chunks (products.ts: readProducts, readCheckedProducts). */
@@ -66,18 +66,18 @@ export interface ClassifyRunSummary {
   seconds: number;
 }
 
-function productId(record: ProductRecord, idField: string): string | number {
+export function productId(record: ProductRecord, idField: string): string | number {
   const value = record.fields[idField];
   if (typeof value === 'string' && value.length > 0) return value;
   if (typeof value === 'number' && Number.isFinite(value)) return value;
   return record.number;
 }
 
-function textSpec(options: ClassifyRunOptions): ProductTextSpec {
+function textSpec(options: Pick<ClassifyRunOptions, 'fields' | 'template'>): ProductTextSpec {
   return { fields: options.fields, template: options.template };
 }
 
-function toItem(record: ProductRecord, options: ClassifyRunOptions): ClassifyItem {
+export function toItem(record: ProductRecord, options: Pick<ClassifyRunOptions, 'fields' | 'template' | 'idField' | 'imageField'>): ClassifyItem {
   const text = productText(record.fields, options.fields, options.template);
   const image = options.imageField === undefined ? '' : fieldText(record.fields[options.imageField]).trim();
   return { id: productId(record, options.idField), text, ...(image.length > 0 ? { image } : {}) };
@@ -96,13 +96,13 @@ function idHint(records: readonly ProductRecord[], options: ClassifyRunOptions):
 }
 
 /** Gold values seen and those naming no category of the taxonomy (they count as misses at every level). */
-interface GoldSeen {
+export interface GoldSeen {
   values: number;
   unknown: number;
   example: string;
 }
 
-function gold(record: ProductRecord, options: ClassifyRunOptions, goldSeen: GoldSeen): string[] | null {
+export function gold(record: ProductRecord, options: Pick<ClassifyRunOptions, 'goldField' | 'taxonomy'>, goldSeen: GoldSeen): string[] | null {
   if (options.goldField === undefined) return null;
   const value = fieldText(record.fields[options.goldField]);
   if (value.trim() === '') return null;
@@ -115,12 +115,16 @@ function gold(record: ProductRecord, options: ClassifyRunOptions, goldSeen: Gold
   return path;
 }
 
-/** The output line of a product without text: its id and an error instead of a category. */
-function noTextLine(record: ProductRecord, options: ClassifyRunOptions): string {
+/** The output line of a product without text, as an object: its id and an error instead of a category. */
+export function noTextError(record: ProductRecord, options: Pick<ClassifyRunOptions, 'fields' | 'template' | 'idField'>): { id: string | number; error: { code: ErrorCode; message: string } } {
   const names = textFieldNames(textSpec(options));
   const source = options.template === undefined ? `--fields ${names.join(',')}` : `the fields of --template (${names.join(', ')})`;
   const message = `no text to classify: ${source} ${names.length === 1 ? 'is' : 'are'} missing or empty in record ${record.number}`;
-  return JSON.stringify({ id: productId(record, options.idField), error: { code: ErrorCode.INVALID_INPUT, message } });
+  return { id: productId(record, options.idField), error: { code: ErrorCode.INVALID_INPUT, message } };
+}
+
+function noTextLine(record: ProductRecord, options: ClassifyRunOptions): string {
+  return JSON.stringify(noTextError(record, options));
 }
 
 /** Predicted paths of the resumed output's lines, one at a time (bounded memory); null for a product that had no text. */
