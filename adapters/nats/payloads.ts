@@ -281,6 +281,17 @@ export class PayloadStore {
   }
 
   /**
+   * Checks, before any work, that this process may write the one object `uri` names (a
+   * classification run's results): an `obj://` bucket that exists, an allowed `s3://` bucket, a
+   * `file://` path inside the roots (links resolved). Refusals are INVALID_INPUT.
+   */
+  async checkWriteTarget(uri: string): Promise<void> {
+    const parsed = parseRef(uri);
+    if (parsed.kind === 'file') await this.#checkWritePath(parsed.path);
+    else await this.checkTarget(uri);
+  }
+
+  /**
    * Writes a stream of bytes as the one object `uri` names (an `obj://bucket/name`, `s3://bucket/key`
    * or `file:///path` inside the roots), never holding it whole, so that a reader sees the old
    * object or the whole new one; returns the reference. Writing it again writes it whole again.

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ClassifyItem, ClassifyMethod, type ClassifyRunStatus } from './classify.js';
+import { ClassifyItem, ClassifyMethod, ClassifyResultTarget, type ClassifyRunStatus } from './classify.js';
 import { DEFAULT_LIMITS } from './limits.js';
 import { DataRef, JobId, WIRE_VERSION } from './jobs.js';
 import { ItemId } from './requests.js';
@@ -39,7 +39,7 @@ export const ClassifyJobSpec = z.strictObject({
   v: z.literal(WIRE_VERSION),
   request: ClassifyMethod,
   /** One JSON Lines object: `obj://bucket/name`, `s3://bucket/key` or `file:///abs/path` inside the workers' file roots. */
-  result: DataRef.optional(),
+  result: ClassifyResultTarget.optional(),
   created_at: Timestamp,
 });
 export type ClassifyJobSpec = z.output<typeof ClassifyJobSpec>;

@@ -113,6 +113,14 @@ export type ClassifyResult = z.infer<typeof ClassifyResult>;
 export const ClassifyMode = z.enum(['auto', 'sync', 'job']);
 export type ClassifyMode = z.infer<typeof ClassifyMode>;
 
+/**
+ * Where a classification job's results go: one object, `obj://bucket/name`, `s3://bucket/key` or
+ * `file:///path/file.jsonl` (not a folder or a bare bucket: the results are one JSON Lines object).
+ */
+export const ClassifyResultTarget = DataRef.refine((uri) => !uri.endsWith('/') && !/^(obj|s3):\/\/[^/]+$/.test(uri), {
+  message: 'a result target names one object: obj://bucket/name, s3://bucket/key or file:///path/results.jsonl',
+});
+
 /** The HTTP body: a classify request plus how to run it; a `job_id` implies the job form (idempotent resubmission). */
 export const ClassifyHttpRequest = ClassifyRequest.safeExtend({
   /** @default 'auto' */
@@ -124,7 +132,7 @@ export const ClassifyHttpRequest = ClassifyRequest.safeExtend({
    * file roots): only for jobs run by the classify workers (SHOAL_CLASSIFY_JOBS). @default the
    * object store, read back with GET /v1/jobs/<id>/results
    */
-  result: DataRef.optional(),
+  result: ClassifyResultTarget.optional(),
 });
 export type ParsedClassifyHttpRequest = z.output<typeof ClassifyHttpRequest>;
 

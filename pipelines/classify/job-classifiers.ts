@@ -79,6 +79,8 @@ export class JobClassifiers {
   async #readSpec(ref: string): Promise<RunSpec> {
     const value = await withNatsRetry(`read the classification spec ${ref}`, () => getJson(this.#options.payloads, ref));
     const spec = parseWith(ClassifyJobSpec, value, `classification spec ${ref}`);
+    // A target this worker could not write fails the run at its first chunk, not after the last one.
+    if (spec.result !== undefined) await this.#options.payloads.checkWriteTarget(spec.result);
     const taxonomy = requestTaxonomy(spec.request);
     const input = { ...requestClassifierOptions(spec.request, this.#options.cacheDir), sharedCategories: this.#options.shared };
     return { spec, taxonomy, options: resolveClassifierOptions(input), input };

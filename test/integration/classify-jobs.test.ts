@@ -26,7 +26,7 @@ import { DATA_DIR, sharedAvailable } from '../helpers/shared.js';
  * classification of the same products, in catalog order; a second classify worker with an empty
  * cache folder reads the category matrix from the object store instead of embedding the taxonomy
  * again; a chunk published twice under other message ids is counted once; a spec whose taxonomy
- * cannot be read fails the run with why.
+ * cannot be read, or whose result target the workers may not write, fails the run with why.
  */
 
 const PRODUCTS = join(DATA_DIR, 'products', 'flipkart-1050.jsonl');
@@ -123,7 +123,7 @@ describe.skipIf(!available)(`classification jobs ${natsServerAvailable() ? '' : 
     expect(matrices).not.toContain('source="built"');
   }, 240_000);
 
-  it('counts a chunk published twice once, and fails a run whose taxonomy cannot be read', async () => {
+  it('counts a chunk published twice once, and fails a run whose taxonomy cannot be read or whose target the workers may not write', async () => {
     const names = classifyJobNames(natsNames(prefix));
     const js = jetstream(nc);
     const published = await producer.publish({ runId: 'run-dup', request: { model: TINY_MEAN, labels: ['shoes', 'phones', 'kitchen'] }, items: items.slice(0, 40), chunkItems: 16 });
@@ -140,5 +140,11 @@ describe.skipIf(!available)(`classification jobs ${natsServerAvailable() ? '' : 
     const failed = await producer.follow('run-bad');
     expect(failed?.state).toBe('failed');
     expect(failed?.error?.code).toBe('INVALID_INPUT');
+
+    // A target the workers may not write (no file roots here) fails the run at its first chunk, not after its last.
+    await producer.publish({ runId: 'run-target', request: { model: TINY_MEAN, labels: ['a', 'b'] }, items: items.slice(0, 3), result: `file://${join(dir, 'out.jsonl')}` });
+    const refused = await producer.follow('run-target');
+    expect(refused).toMatchObject({ state: 'failed', items_done: 0, error: { code: 'INVALID_INPUT' } });
+    expect(refused?.error?.message).toContain('file references are turned off on this worker');
   }, 120_000);
 });

@@ -151,6 +151,9 @@ describe.skipIf(!natsServerAvailable())('gateway: POST /v1/classify as classific
     const outside = await app.inject({ method: 'POST', url: '/v1/classify', payload: { model: TINY_MEAN, labels: ['a', 'b'], items: ['x'], mode: 'job', result: pathToFileURL(join(root, 'elsewhere.jsonl')).href } });
     expect(outside.statusCode).toBe(422);
     expect(ErrorBody.parse(outside.json()).error.message).toContain('outside the allowed file roots');
+    const bareBucket = await app.inject({ method: 'POST', url: '/v1/classify', payload: { model: TINY_MEAN, labels: ['a', 'b'], items: ['x'], mode: 'job', result: 'obj://shoal_payloads' } });
+    expect(bareBucket.statusCode).toBe(422);
+    expect(ErrorBody.parse(bareBucket.json()).error.message).toContain('a result target names one object');
     const syncTarget = await app.inject({ method: 'POST', url: '/v1/classify', payload: { model: TINY_MEAN, labels: ['a', 'b'], items: ['x'], mode: 'sync', result: target } });
     expect(syncTarget.statusCode).toBe(422);
   }, 120_000);

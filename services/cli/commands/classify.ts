@@ -4,8 +4,7 @@ import { z } from 'zod';
 import type { Engine } from '../../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError, toShoalError } from '../../../adapters/protocol/errors.js';
 import { ModelRef } from '../../../adapters/protocol/requests.js';
-import { DataRef } from '../../../adapters/protocol/jobs.js';
-import type { ClassifyMethod } from '../../../adapters/protocol/classify.js';
+import { ClassifyResultTarget, type ClassifyMethod } from '../../../adapters/protocol/classify.js';
 import { loadTaxonomyFile } from '../../../adapters/taxonomy/index.js';
 import { Evaluator, TaxonomyClassifier } from '../../../pipelines/classify/index.js';
 import { natsSettingsFromEnv, shoalCacheDirFromEnv } from '../../settings/environment.js';
@@ -67,7 +66,7 @@ const ClassifyFlags = z.strictObject({
   partItems: PositiveIntFlag(100_000).optional(),
   coordinate: z.boolean().optional(),
   detach: z.boolean().optional(),
-  result: DataRef.optional(),
+  result: ClassifyResultTarget.optional(),
 });
 type ClassifyFlags = z.output<typeof ClassifyFlags>;
 
