@@ -6,6 +6,8 @@ import { jetstream } from '@nats-io/jetstream';
 import { Objm } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ClassifyLedger } from '../../adapters/nats/classify/ledger.js';
+import { ingestNames } from '../../adapters/nats/ingest-store.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { Classification, type ClassifyItem } from '../../adapters/protocol/classify.js';
 import { classifyJobNames } from '../../adapters/protocol/classify-jobs.js';
@@ -147,4 +149,25 @@ describe.skipIf(!available)(`classification jobs ${natsServerAvailable() ? '' : 
     expect(refused).toMatchObject({ state: 'failed', items_done: 0, error: { code: 'INVALID_INPUT' } });
     expect(refused?.error?.message).toContain('file references are turned off on this worker');
   }, 120_000);
+
+  it('counts each chunk once however many workers count it at once; exactly one write starts the assembly', async () => {
+    const ledger = await ClassifyLedger.open(nc, ingestNames(natsNames(prefix)).bucket);
+    const seed = { model: TINY_MEAN, specRef: 'obj://x/spec.json', result: 'obj://x/results.jsonl' };
+    const end = { v: 1 as const, run_id: 'run-race', spec_ref: seed.specRef, chunks: 40, items: 400, submitted_at: new Date().toISOString() };
+    // Each of 40 chunks counted by three "workers" at once, the end recorded in the middle of it all.
+    const counts = Array.from({ length: 120 }, (_, n) => ledger.countChunk('run-race', n % 40, 10, seed, 7));
+    const announced = ledger.announce(end, seed);
+    const outcomes = await Promise.all(counts);
+    const announcement = await announced;
+    expect(outcomes.filter((outcome) => outcome.counted)).toHaveLength(40);
+    const stored = await ledger.get('run-race');
+    expect(stored?.record).toMatchObject({ state: 'assembling', chunks: 40, chunks_done: 40, items: 400, items_done: 400, categories: 7 });
+    // The write that moved the run to `assembling` is the one whose writer assembles: there is one.
+    const starters = outcomes.filter((outcome) => outcome.counted && outcome.record.state === 'assembling').length + (announcement.state === 'assembling' ? 1 : 0);
+    expect(starters).toBe(1);
+    expect((await ledger.complete('run-race', seed)).state).toBe('completed');
+    // Late repeats change nothing.
+    expect((await ledger.countChunk('run-race', 3, 10, seed, 7)).counted).toBe(false);
+    expect((await ledger.get('run-race'))?.record).toMatchObject({ state: 'completed', chunks_done: 40, items_done: 400 });
+  }, 60_000);
 });
