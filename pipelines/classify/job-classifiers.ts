@@ -47,7 +47,8 @@ export interface JobClassifiersOptions {
   onOpened?: (source: CategorySource, categories: number, seconds: number, where: string) => void;
 }
 
-const KEPT_SPECS = 32;
+/** Specs kept parsed (a taxonomy text is up to 8 MiB, and its parsed tree as much again). */
+const KEPT_SPECS = 8;
 
 export class JobClassifiers {
   readonly #options: JobClassifiersOptions;

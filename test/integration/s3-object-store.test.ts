@@ -81,6 +81,28 @@ describe('S3 object store (s3rver)', () => {
     expect(sha(back)).toBe(sha(body));
   });
 
+  it('writes a stream without holding it: a short one as one put, a long one in parts as they fill, read back byte-identical', async () => {
+    const body = bytes(11 * MIB + 12_345, 7);
+    // Pieces of odd sizes, as a results file's chunks come.
+    async function* pieces(data: Buffer): AsyncGenerator<Uint8Array> {
+      for (let at = 0, size = 333_333; at < data.byteLength; at += size, size = (size * 7) % 900_001 || 1) yield data.subarray(at, at + size);
+    }
+    const long = await store.writeStream({ bucket: BUCKET, key: 'stream/long.bin' }, pieces(body));
+    expect(long.parts).toBe(3);
+    expect(sha(await store.read({ bucket: BUCKET, key: 'stream/long.bin' }, 64 * MIB))).toBe(sha(body));
+    const short = bytes(70_000, 8);
+    const one = await store.writeStream({ bucket: BUCKET, key: 'stream/short.bin' }, pieces(short));
+    expect(one.parts).toBe(1);
+    expect(sha(await store.read({ bucket: BUCKET, key: 'stream/short.bin' }, MIB))).toBe(sha(short));
+    // A stream that fails midway leaves no object under the key.
+    async function* failing(): AsyncGenerator<Uint8Array> {
+      yield bytes(6 * MIB, 9);
+      throw new Error('the source went away');
+    }
+    await expect(store.writeStream({ bucket: BUCKET, key: 'stream/failed.bin' }, failing())).rejects.toThrow(/went away/);
+    expect(await store.readIfExists({ bucket: BUCKET, key: 'stream/failed.bin' }, 64 * MIB)).toBeNull();
+  });
+
   it('an interrupted multipart upload leaves no object under the key', async () => {
     const body = bytes(11 * MIB, 3);
     const controller = new AbortController();
