@@ -152,6 +152,14 @@ describe.skipIf(!available)(`classification jobs through the CLI ${natsServerAva
     expect(resume.stderr).toContain('--resume continues an output written here');
     const detachOut = await runShoal(['classify', catalog, '--taxonomy', GOOGLE, '--nats', server.url, '--detach', '--out', join(dir, 'y.jsonl')], { env: env('cache-cli') });
     expect(detachOut.code).toBe(2);
+    // A bad line mid-catalog stops the publishing (exit 2) and fails the run: its chunks could never make a whole.
+    const broken = join(dir, 'broken.jsonl');
+    writeFileSync(broken, `${readFileSync(catalog, 'utf8').split('\n').slice(0, 60).join('\n')}\n{not json\n`);
+    const bad = await runShoal(['classify', broken, '--taxonomy', GOOGLE, '--model', TINY_MEAN, '--nats', server.url, '--chunk-lines', '16', '--no-progress'], { env: env('cache-cli') });
+    expect(bad.code, bad.stderr).toBe(2);
+    expect(bad.stderr).toContain('not valid JSON');
+    const badRun = /classify run ([0-9a-f-]{36})/.exec(bad.stderr)?.[1] ?? '';
+    expect(await producer.follow(badRun)).toMatchObject({ state: 'failed', error: { code: 'INVALID_INPUT' } });
     const detachLocal = await runShoal(['classify', catalog, '--taxonomy', GOOGLE, '--detach'], { env: env('cache-cli') });
     expect(detachLocal.code).toBe(2);
     expect(detachLocal.stderr).toContain('--detach publishes classification jobs');

@@ -8,7 +8,7 @@ import { JobsClient } from '../../../../adapters/nats/jobs-client.js';
 import { servedModelGate } from '../../../../adapters/nats/model-gate.js';
 import type { ClassifyMethod } from '../../../../adapters/protocol/classify.js';
 import type { ClassifyChunkItem, ClassifyJobRecord } from '../../../../adapters/protocol/classify-jobs.js';
-import { ErrorCode, isErrorCode, ShoalError } from '../../../../adapters/protocol/errors.js';
+import { ErrorCode, isErrorCode, ShoalError, toShoalError } from '../../../../adapters/protocol/errors.js';
 import type { Taxonomy } from '../../../../adapters/taxonomy/index.js';
 import type { Evaluator } from '../../../../pipelines/classify/index.js';
 import { ClassifyProducer } from '../../../../pipelines/classify/classify-producer.js';
@@ -111,6 +111,8 @@ async function produceAndFollow(call: ClassifyJobsCall, producer: ClassifyProduc
   const options = { ...spec, idField: call.idField, imageField: undefined, goldField: call.goldField, taxonomy: call.taxonomy };
   async function* items(): AsyncGenerator<ClassifyChunkItem> {
     for await (const records of call.products) {
+      // Ctrl-C while publishing: the run could never be whole, so it is failed below with why.
+      if (app.io.signal.aborted) throw new ShoalError(ErrorCode.CANCELLED, 'interrupted while publishing the catalog');
       for (const record of records) {
         if (call.evaluator !== null) truths.push(gold(record, options, goldSeen));
         if (hasProductText(record.fields, spec)) {
@@ -130,9 +132,9 @@ async function produceAndFollow(call: ClassifyJobsCall, producer: ClassifyProduc
   try {
     published = await producer.publish({ runId, request: call.request, items: items(), chunkItems: call.chunkItems, ...(call.result === undefined ? {} : { result: call.result }) });
   } catch (error) {
-    // A bad line mid-catalog: the chunks published so far can never make a whole run.
-    const reason = error instanceof Error ? error.message : String(error);
-    await producer.abandon(runId, { code: ErrorCode.INVALID_INPUT, message: `the producer stopped before the end of the catalog: ${reason}` }).catch(() => undefined);
+    // A bad line mid-catalog, or Ctrl-C: the chunks published so far can never make a whole run.
+    const shoal = toShoalError(error);
+    await producer.abandon(runId, { code: shoal.code === ErrorCode.CANCELLED ? ErrorCode.CANCELLED : ErrorCode.INVALID_INPUT, message: `the producer stopped before the end of the catalog: ${shoal.message}` }).catch(() => undefined);
     throw error;
   }
   call.log(`classify run ${runId}: ${published.items} products in ${published.chunks} chunks published; results go to ${published.result}`);
