@@ -1,6 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import { jetstream, type JetStreamClient, type JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
+import type { z } from 'zod';
 import { ClassifyLedger, chunkCounted, type ClassifyRunSeed } from '../../adapters/nats/classify/ledger.js';
 import { ensureClassifyTopology, type ClassifyTopology } from '../../adapters/nats/classify/topology.js';
 import { deadSourceOf, publishDeadLetter } from '../../adapters/nats/dead-letter.js';
@@ -170,7 +171,8 @@ export class ClassifyJobs implements Lifecycle {
       if (parsed === null || !parsed.success) return this.#poison(msg, `not a classification run end (${problems(parsed)})`);
       return this.#end(msg, parsed.data);
     }
-    const parsed = msg.subject === names.chunks && decoded.ok ? ClassifyChunk.safeParse(decoded.value) : null;
+    if (msg.subject !== names.chunks) return this.#poison(msg, `a message on ${msg.subject}, which is neither ${names.chunks} nor ${names.end}`);
+    const parsed = decoded.ok ? ClassifyChunk.safeParse(decoded.value) : null;
     if (parsed === null || !parsed.success) return this.#poison(msg, `not a classification chunk (${problems(parsed)})`);
     return this.#chunk(msg, parsed.data);
   }
@@ -304,7 +306,8 @@ function recordSeed(record: ClassifyJobRecord): ClassifyRunSeed {
   return { model: record.model, specRef: record.spec_ref, result: record.result };
 }
 
-function problems(parsed: { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } } | { success: true } | null): string {
+/** Why a message is not what its subject says (the first three issues), for its dead letter. */
+function problems(parsed: { success: true } | { success: false; error: z.ZodError } | null): string {
   if (parsed === null) return 'not JSON';
   if (parsed.success) return '';
   return parsed.error.issues

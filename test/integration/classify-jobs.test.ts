@@ -18,7 +18,7 @@ import { ClassifyProducer } from '../../pipelines/classify/classify-producer.js'
 import type { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { resolveWorkerConfig } from '../../services/worker/config.js';
 import { ShoalWorker } from '../../services/worker/worker.js';
-import { NATS_SERVER_MISSING, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
+import { eventually, NATS_SERVER_MISSING, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
 import { TINY_MEAN, quietLogger, referenceEngine, startTestWorker, testConnection, testWorkerConfig, uniquePrefix } from '../helpers/nats-worker.js';
 import { DATA_DIR, sharedAvailable } from '../helpers/shared.js';
 
@@ -125,7 +125,7 @@ describe.skipIf(!available)(`classification jobs ${natsServerAvailable() ? '' : 
     expect(matrices).not.toContain('source="built"');
   }, 240_000);
 
-  it('counts a chunk published twice once, and fails a run whose taxonomy cannot be read or whose target the workers may not write', async () => {
+  it('counts a chunk published twice once, dead-letters a message that is no chunk, and fails a run whose taxonomy cannot be read or whose target the workers may not write', async () => {
     const names = classifyJobNames(natsNames(prefix));
     const js = jetstream(nc);
     const published = await producer.publish({ runId: 'run-dup', request: { model: TINY_MEAN, labels: ['shoes', 'phones', 'kitchen'] }, items: items.slice(0, 40), chunkItems: 16 });
@@ -137,6 +137,16 @@ describe.skipIf(!available)(`classification jobs ${natsServerAvailable() ? '' : 
     const lines = (await text(await producer.results(record))).split('\n').filter((line) => line !== '');
     expect(lines.map((line) => (JSON.parse(line) as { id: string }).id)).toEqual(items.slice(0, 40).map((item) => item.id));
     expect(published.chunks).toBe(3);
+
+    // A message that is no chunk is dead-lettered once, with why.
+    await js.publish(names.chunks, JSON.stringify({ v: 1, run_id: 'run-poison', chunk: 0 }));
+    const dlq = natsNames(prefix).deadLetterStream;
+    await eventually(async () => {
+      const info = await (await js.streams.get(dlq)).info(false, { subjects_filter: names.deadLetter });
+      expect(info.state.messages).toBe(1);
+    }, 30_000);
+    const dead = await (await js.streams.get(dlq)).getMessage({ last_by_subj: names.deadLetter });
+    expect(dead?.header.get('Shoal-Dead-Reason')).toContain('not a classification chunk');
 
     await producer.publish({ runId: 'run-bad', request: { model: TINY_MEAN, taxonomy: 'id,path\n1,Shoes' }, items: items.slice(0, 3) });
     const failed = await producer.follow('run-bad');
