@@ -290,6 +290,12 @@ export class DocumentJobs implements Lifecycle {
         ended.push(job);
         continue;
       }
+      // A consumer serves one pipeline (and permissions may be granted per subject): a job naming another is refused, not run as that one.
+      if (job.msg.subject !== this.#topology.names.subject(job.job.pipeline)) {
+        await this.#end(job, { source: job.source, document_id: null, state: 'failed', code: ErrorCode.INVALID_INPUT, reason: `published on ${job.msg.subject} but names pipeline ${JSON.stringify(job.job.pipeline)} (publish it on ${this.#topology.names.subject(job.job.pipeline)})`, chunks: 0, pages: 0 });
+        ended.push(job);
+        continue;
+      }
       todo.push(job);
     }
     // One lane per pipeline and index: a run of the runner per lane.
