@@ -64,12 +64,14 @@ ASCII ids are supported here (the chart fails on others: name the consumer yours
 {{- .Values.nats.auth.existingSecret | default (printf "%s-nats" (include "shoal.fullname" .)) -}}
 {{- end -}}
 
-{{/* NATS connection env for one component (gateway, worker, sink). */}}
+{{/* NATS connection env for one component (gateway, worker, sink; the consumer bootstrap Job as a worker). */}}
 {{- define "shoal.natsEnv" -}}
 - name: NATS_URL
   value: {{ .root.Values.nats.url | quote }}
 - name: SHOAL_SUBJECT_PREFIX
   value: {{ .root.Values.nats.subjectPrefix | quote }}
+- name: SHOAL_STREAM_REPLICAS
+  value: {{ .root.Values.nats.streamReplicas | default 1 | quote }}
 {{- if .root.Values.nats.auth.enabled }}
 - name: NATS_USER
   value: {{ .component | quote }}
