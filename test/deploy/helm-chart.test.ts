@@ -422,7 +422,7 @@ describe.skipIf(GO_MISSING !== null)(`Helm chart ${GO_MISSING ?? ''}`, () => {
     }
   });
 
-  it('nats.streamReplicas sets SHOAL_STREAM_REPLICAS on every Shoal container (1 by default); the schema allows 1 to 5', () => {
+  it('nats.streamReplicas sets SHOAL_STREAM_REPLICAS on every Shoal container (1 by default, 3 on AWS); the schema allows 1 to 5', () => {
     const replicasOf = (result: Rendered): Map<string, string | undefined> => {
       const out = new Map<string, string | undefined>();
       for (const workload of [...byKind(result.manifests, 'Deployment'), ...byKind(result.manifests, 'Job')]) {
@@ -431,10 +431,12 @@ describe.skipIf(GO_MISSING !== null)(`Helm chart ${GO_MISSING ?? ''}`, () => {
       }
       return out;
     };
+    // The AWS overlay runs a 3-server NATS cluster (Terraform's NATS release) and replicates on all three.
+    const expected: Record<string, string> = { default: '1', laptop: '1', aws: '3' };
     for (const name of each) {
       const values = [...replicasOf(rendered.get(name) ?? { text: '', manifests: [], values: {} }).values()];
       expect(values.length, name).toBeGreaterThan(0);
-      expect(new Set(values), name).toEqual(new Set(['1']));
+      expect(new Set(values), name).toEqual(new Set([expected[name]]));
     }
     const overlay = join(mkdtempSync(join(tmpdir(), 'shoal-overlay-')), 'replicas.yaml');
     writeFileSync(overlay, stringify({ nats: { streamReplicas: 3 } }));
