@@ -5,8 +5,7 @@ import { ErrorCode, ShoalError, toShoalError } from '../../../adapters/protocol/
 import { ModelRef } from '../../../adapters/protocol/requests.js';
 import { loadTaxonomyFile } from '../../../adapters/taxonomy/index.js';
 import { Evaluator, TaxonomyClassifier } from '../../../pipelines/classify/index.js';
-import { natsSettingsFromEnv, shoalCacheDirFromEnv } from '../../settings/environment.js';
-import { envValue } from '../../settings/table.js';
+import { natsSettingsFromEnv, shoalCacheDirFromEnv, topologySettingsFromEnv } from '../../settings/environment.js';
 import type { CliApp } from '../app.js';
 import { openSink, openSource } from '../jsonl.js';
 import { addImageOptions, CommaListFlag, ImageFlags, imagePolicyFromFlags, parseFlags, PositiveIntFlag } from '../line-options.js';
@@ -99,10 +98,9 @@ async function openEngine(app: CliApp, flags: ClassifyFlags): Promise<{ engine: 
   const env = natsSettingsFromEnv(app.io.env);
   const nc = await connectNats({ ...env, ...(flags.nats === undefined ? {} : { servers: flags.nats }), retryFirstConnect: false, name: 'shoal classify' });
   try {
-    const prefix = flags.prefix ?? envValue(app.io.env, 'subjectPrefix');
-    const topology = prefix === undefined ? {} : { prefix };
+    const topology = topologySettingsFromEnv(app.io.env, flags.prefix);
     // A model no worker serves (or served) is refused at once, as shoal submit does, instead of a job that waits an hour.
-    const discovery = new NatsEngine(nc, topology);
+    const discovery = new NatsEngine(nc, { prefix: topology.prefix });
     const jobs = await JobsClient.open(nc, { topology, modelGate: (t) => servedModelGate({ topology: t, discover: () => discovery.workers(500, DISCOVERY_STALL_MS) }) });
     await jobs.checkModel('encode', flags.model);
     if (flags.imageModel !== undefined) await jobs.checkModel('encode', flags.imageModel);
