@@ -270,7 +270,8 @@ export class DocumentJobs implements Lifecycle {
     const todo: Job[] = [];
     for (const job of jobs) {
       // Ended before (a redelivery after a lost ack, a job published twice): the same event again.
-      const first = await this.#ledger.ended(job.job.run_id, job.job.doc);
+      // Retried through a broker restart or a leader election: a failed read would cost the batch an ack wait.
+      const first = await withNatsRetry(`read the end of ${job.job.run_id}/${job.job.doc}`, () => this.#ledger.ended(job.job.run_id, job.job.doc));
       if (first !== null) {
         await this.#publishEvent(first);
         ended.push(job);
@@ -396,7 +397,7 @@ export class DocumentJobs implements Lifecycle {
     const outcomes: DocumentOutcome[] = [];
     // Redone after a kill: a document whose intent this run recorded and whose state the index now holds was committed by this run.
     const redone = lane.filter((job) => job.msg.info.deliveryCount + priorDeliveries(job.msg.headers) > 1);
-    const intents = new Map(await Promise.all(redone.map(async (job) => [job.source, await this.#ledger.intent(job.job.run_id, job.job.doc)] as const)));
+    const intents = new Map(await Promise.all(redone.map(async (job) => [job.source, await withNatsRetry(`read the intent of ${job.job.run_id}/${job.job.doc}`, () => this.#ledger.intent(job.job.run_id, job.job.doc))] as const)));
     const runner = new IngestRunner({
       definition,
       engine: new JobsEngine(this.#options.rpc, this.#options.jobs, { jobPrefix: `d${randomBytes(8).toString('hex')}${(this.#next++).toString(36)}` }),

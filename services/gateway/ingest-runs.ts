@@ -107,7 +107,7 @@ export class IngestRuns implements IngestApi {
 
   #documentProducer(): Promise<DocumentProducer> {
     if (this.#producer === null) {
-      const opening = DocumentProducer.open(this.#options.connection(), { prefix: this.#options.prefix });
+      const opening = DocumentProducer.open(this.#options.connection(), { prefix: this.#options.prefix, ...(this.#options.replicas === undefined ? {} : { replicas: this.#options.replicas }) });
       opening.catch(() => (this.#producer = null));
       this.#producer = opening;
     }

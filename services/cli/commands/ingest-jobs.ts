@@ -4,8 +4,7 @@ import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { DocumentProducer, type FollowedRun } from '../../../pipelines/documents/document-producer.js';
 import type { IngestProgress } from '../../../pipelines/documents/runner.js';
 import type { PendingSource } from '../../../pipelines/documents/sources.js';
-import { natsSettingsFromEnv, splitList } from '../../settings/environment.js';
-import { envValue } from '../../settings/table.js';
+import { natsSettingsFromEnv, splitList, topologySettingsFromEnv } from '../../settings/environment.js';
 import type { CliApp } from '../app.js';
 
 /**
@@ -31,8 +30,7 @@ async function withProducer<T>(app: CliApp, nats: string, use: (producer: Docume
   const servers = splitList(nats) ?? [nats];
   const nc = await connectNats({ ...natsSettingsFromEnv(app.io.env), servers, retryFirstConnect: false, name: 'shoal ingest' });
   try {
-    const prefix = envValue(app.io.env, 'subjectPrefix');
-    const producer = await DocumentProducer.open(nc, prefix === undefined ? {} : { prefix });
+    const producer = await DocumentProducer.open(nc, topologySettingsFromEnv(app.io.env));
     try {
       return await use(producer);
     } finally {
