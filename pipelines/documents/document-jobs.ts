@@ -447,6 +447,7 @@ export class DocumentJobs implements Lifecycle {
         ...(outcome.reason === undefined ? {} : { reason: outcome.reason }),
         chunks: outcome.chunks,
         pages: outcome.pages,
+        ...(outcome.ocrPages === undefined ? {} : { ocr_pages: outcome.ocrPages }),
       });
       ended.push(job);
     }

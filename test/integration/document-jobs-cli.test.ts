@@ -76,6 +76,9 @@ describe.skipIf(!natsServerAvailable())('document jobs through the CLI', () => {
     const reference = IngestJsonSummary.parse(JSON.parse(inProcess.stdout.trim().split('\n').at(-1) ?? '{}'));
     expect(summary.documents).toEqual(reference.documents);
     expect(summary.chunks).toBe(reference.chunks);
+    expect(summary.pages).toBe(reference.pages);
+    expect(summary.ocr_pages).toBe(reference.ocr_pages);
+    expect(summary.ocr_pages).toBeGreaterThan(0);
     expect(summary.failed.map((failure) => [failure.source, failure.code])).toEqual(reference.failed.map((failure) => [failure.source, failure.code]));
     expect(line.run_id).toMatch(/^[0-9a-f-]{36}$/);
     expectSameRows(await readRows(local), await readRows(join(root, 'docs')));

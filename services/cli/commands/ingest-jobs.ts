@@ -42,8 +42,8 @@ async function withProducer<T>(app: CliApp, nats: string, use: (producer: Docume
 }
 
 /** Progress of a followed run, in the in-process bar's terms (read = ended: there is no intake here). */
-function asProgress(total: number, ended: number, pages: number, chunks: number): IngestProgress {
-  return { total, done: ended, read: ended, pages, ocrPages: 0, chunks };
+function asProgress(total: number, ended: number, pages: number, ocrPages: number, chunks: number): IngestProgress {
+  return { total, done: ended, read: ended, pages, ocrPages, chunks };
 }
 
 /** How long a run may see no event before the producer checks that a documents worker is there. */
@@ -67,7 +67,7 @@ async function follow(producer: DocumentProducer, app: CliApp, runId: string, pi
       ...(expected === undefined ? {} : { expected }),
       onEvent: (_event, progress) => {
         lastEvent = Date.now();
-        onProgress(asProgress(progress.total, progress.ended, progress.pages, progress.chunks));
+        onProgress(asProgress(progress.total, progress.ended, progress.pages, progress.ocrPages, progress.chunks));
       },
     });
   } finally {
