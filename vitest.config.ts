@@ -54,7 +54,8 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'outages-and-documents',
-          include: [...OUTAGES, ...DOCUMENTS],
+          // test/cluster: a 3-server JetStream cluster with workers as child processes (document-jobs-cluster.test.ts).
+          include: [...OUTAGES, ...DOCUMENTS, 'test/cluster/**/*.test.ts'],
           fileParallelism: false,
         },
       },

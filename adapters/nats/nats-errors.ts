@@ -7,10 +7,14 @@ import { ErrorCode, ShoalError, isShoalError } from '../protocol/errors.js';
  * classes or messages. `what` says what was being done ("publish job part", "request encode").
  */
 
-/** JetStream API codes this package reacts to (the client's own table lacks "stream name in use"). */
+/** JetStream API codes this package reacts to (the client's own table lacks "stream name in use" and the placement answers). */
 export const JS_CODES = Object.freeze({
   ...JetStreamApiCodes,
   StreamNameInUse: 10058,
+  /** "no suitable peers for placement": too few servers for the replicas (or, with "insufficient storage", no room). */
+  NoPeers: 10005,
+  /** "replicas > 1 not supported in non-clustered mode". */
+  ReplicasNotSupported: 10074,
 });
 
 export function jsApiCode(error: unknown): number | null {

@@ -29,9 +29,14 @@ const MIB = 1024 ** 2;
 
 /** JetStream's "does not fit" answers: the store (file or memory) of the server or the account. */
 const NO_ROOM_CODES: readonly number[] = [10047, 10028];
-
+/**
+ * A clustered server (2.10 and later) places a stream before it reserves anything, and refuses one
+ * no group of servers has room for as "no suitable peers for placement, insufficient storage";
+ * the same code without that reason is another placement problem (more replicas than servers).
+ */
 export function isNoRoom(error: unknown): boolean {
   const code = jsApiCode(error);
+  if (code === JS_CODES.NoPeers) return error instanceof Error && error.message.includes('insufficient storage');
   return code !== null && NO_ROOM_CODES.includes(code);
 }
 

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { natsNames, type NatsNames, type Primitive } from '../protocol/subjects.js';
 import { parseWith } from '../protocol/validate.js';
-import { JS_CODES, isJsApiCode, toNatsShoalError } from './nats-errors.js';
+import { JS_CODES, isJsApiCode, jsApiCode, toNatsShoalError } from './nats-errors.js';
 import { STREAM_BYTES_CEILING, createAutoSized, explicitSizeRefused, isNoRoom } from './stream-sizing.js';
 
 /**
@@ -73,6 +73,47 @@ export const ConsumerSettings = z.strictObject({
 });
 export type ConsumerSettings = z.output<typeof ConsumerSettings>;
 export type ConsumerSettingsInput = z.input<typeof ConsumerSettings>;
+
+/**
+ * The oldest nats-server Shoal replicates streams on (replicas > 1). Before 2.9.21 a clustered
+ * stream let two compare-and-set writes of one key made at once both succeed (the server checked
+ * the expected revision before either was applied; nats-server issue 4320), so job status updates
+ * made by concurrent parts were lost and such jobs never completed; and before 2.9.15 a clustered
+ * server restarted after a crash could panic replaying a stream update it had no store for.
+ */
+export const MIN_REPLICATED_SERVER = '2.9.21';
+
+function olderThan(version: string, minimum: string): boolean {
+  const parse = (text: string): number[] | null => /^v?(\d+)\.(\d+)\.(\d+)/.exec(text)?.slice(1, 4).map(Number) ?? null;
+  const have = parse(version);
+  const need = parse(minimum);
+  if (have === null || need === null) return false;
+  for (let i = 0; i < 3; i++) if ((have[i] ?? 0) !== (need[i] ?? 0)) return (have[i] ?? 0) < (need[i] ?? 0);
+  return false;
+}
+
+/** Refuses replicated streams on a server too old to keep them consistent (MIN_REPLICATED_SERVER); ensureTopology calls it. */
+export function checkReplicatedServer(version: string | undefined, replicas: number): void {
+  if (replicas <= 1 || version === undefined || !olderThan(version, MIN_REPLICATED_SERVER)) return;
+  throw new ShoalError(
+    ErrorCode.CONFIG_INVALID,
+    `${replicas} stream replicas (topology setting replicas, SHOAL_STREAM_REPLICAS) need nats-server ${MIN_REPLICATED_SERVER} or newer, and this server is ${version}: ` +
+      'older clustered servers let two concurrent updates of one job status both succeed, so job progress is lost and jobs never complete. Upgrade the NATS servers, or use 1 replica',
+    { details: { serverVersion: version, replicas } },
+  );
+}
+
+/**
+ * The JetStream answer behind a failure (the error or one of its causes) that says the replicas
+ * cannot be placed: more than the cluster's servers, or any on a server that is not clustered.
+ */
+function replicasRefusal(error: unknown): string | null {
+  for (let current: unknown = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
+    const code = jsApiCode(current);
+    if (code === JS_CODES.ReplicasNotSupported || (code === JS_CODES.NoPeers && !isNoRoom(current))) return current.message;
+  }
+  return null;
+}
 
 export function resolveTopologySettings(input: TopologySettingsInput = {}): TopologySettings {
   return Object.freeze(parseWith(TopologySettings, input, 'NATS topology settings', ErrorCode.CONFIG_INVALID));
@@ -181,6 +222,7 @@ export function reservingStreams(names: NatsNames): readonly string[] {
 
 export async function ensureTopology(nc: NatsConnection, input: TopologySettingsInput | TopologySettings = {}): Promise<Topology> {
   const settings = resolveTopologySettings(input);
+  checkReplicatedServer(nc.info?.version, settings.replicas);
   const names = natsNames(settings.prefix);
   const jsm = await jetstreamManager(nc).catch((error: unknown) => {
     throw toNatsShoalError(error, 'JetStream is not available on this NATS server (start it with -js)');
@@ -251,6 +293,14 @@ export async function ensureTopology(nc: NatsConnection, input: TopologySettings
     await objm.create(names.payloadBucket, { ttl: settings.payloadMaxAgeSeconds * SECOND_NS, storage, replicas: settings.replicas });
     await ensureMaxAge(jsm, `OBJ_${names.payloadBucket}`, settings.payloadMaxAgeSeconds * SECOND_NS);
   } catch (error) {
+    const refusal = replicasRefusal(error);
+    if (refusal !== null) {
+      throw new ShoalError(
+        ErrorCode.CONFIG_INVALID,
+        `NATS JetStream cannot place ${settings.replicas} replicas of Shoal's streams (${refusal}): the topology setting replicas (SHOAL_STREAM_REPLICAS) must not exceed the number of JetStream servers in the cluster (all of them up), and is 1 on a server that is not clustered`,
+        { cause: error, details: { replicas: settings.replicas } },
+      );
+    }
     throw toNatsShoalError(error, 'set up the NATS topology');
   }
   return Object.freeze({ names, settings, jsm, streamBytes });

@@ -73,6 +73,8 @@ export const DocumentEvent = z.strictObject({
   reason: z.string().max(2048).optional(),
   chunks: Count,
   pages: Count,
+  /** Pages read by OCR (scanned pages, images). */
+  ocr_pages: Count.optional(),
   metadata: Metadata.optional(),
   worker: z.string().max(512),
   finished_at: Timestamp,

@@ -11,7 +11,7 @@ import type { JobsClient } from '../../adapters/nats/jobs-client.js';
 import { JobsEngine } from '../../adapters/nats/jobs-engine.js';
 import { withNatsRetry } from '../../adapters/nats/nats-retry.js';
 import type { PayloadStore } from '../../adapters/nats/payloads.js';
-import { priorDeliveries } from '../../adapters/nats/requeue.js';
+import { handBack, priorDeliveries } from '../../adapters/nats/requeue.js';
 import { decodeJson } from '../../adapters/nats/rpc-wire.js';
 import type { Topology } from '../../adapters/nats/topology.js';
 import type { Logger } from '../../adapters/observability/logger.js';
@@ -110,6 +110,8 @@ export class DocumentJobs implements Lifecycle {
   readonly #topology: DocumentTopology;
   readonly #ledger: DocumentLedger;
   readonly #inFlight = new Set<Promise<void>>();
+  /** Jobs of the batches in flight, handed back to the queue by close() (a scale-down uses no delivery of theirs). */
+  readonly #held = new Set<JsMsg>();
   readonly #shutdown = new AbortController();
   readonly #parsers = new Map<string, DocumentParser>();
   readonly #definitions = new Map<string, Promise<PipelineDefinition>>();
@@ -167,8 +169,9 @@ export class DocumentJobs implements Lifecycle {
   #dispatch(messages: JsMsg[]): void {
     const ackWaitMs = this.#options.ackWaitMs ?? 60_000;
     const keepAlive = setInterval(() => {
-      for (const msg of messages) msg.working();
+      for (const msg of messages) if (this.#held.has(msg)) msg.working();
     }, Math.max(200, Math.floor(ackWaitMs / 3)));
+    for (const msg of messages) this.#held.add(msg);
     const work = this.#batch(messages)
       .catch((error: unknown) => {
         // Only NATS failures while settling reach here: the jobs are redelivered after the ack wait.
@@ -176,6 +179,7 @@ export class DocumentJobs implements Lifecycle {
       })
       .finally(() => {
         clearInterval(keepAlive);
+        for (const msg of messages) this.#held.delete(msg);
         this.#inFlight.delete(work);
       });
     this.#inFlight.add(work);
@@ -270,7 +274,8 @@ export class DocumentJobs implements Lifecycle {
     const todo: Job[] = [];
     for (const job of jobs) {
       // Ended before (a redelivery after a lost ack, a job published twice): the same event again.
-      const first = await this.#ledger.ended(job.job.run_id, job.job.doc);
+      // Retried through a broker restart or a leader election: a failed read would cost the batch an ack wait.
+      const first = await withNatsRetry(`read the end of ${job.job.run_id}/${job.job.doc}`, () => this.#ledger.ended(job.job.run_id, job.job.doc));
       if (first !== null) {
         await this.#publishEvent(first);
         ended.push(job);
@@ -287,6 +292,12 @@ export class DocumentJobs implements Lifecycle {
           deadSourceOf(job.msg),
           { code: ErrorCode.TIMEOUT, message: `delivered ${deliveries} times without finishing` },
         ).catch(() => undefined);
+        ended.push(job);
+        continue;
+      }
+      // A consumer serves one pipeline (and permissions may be granted per subject): a job naming another is refused, not run as that one.
+      if (job.msg.subject !== this.#topology.names.subject(job.job.pipeline)) {
+        await this.#end(job, { source: job.source, document_id: null, state: 'failed', code: ErrorCode.INVALID_INPUT, reason: `published on ${job.msg.subject} but names pipeline ${JSON.stringify(job.job.pipeline)} (publish it on ${this.#topology.names.subject(job.job.pipeline)})`, chunks: 0, pages: 0 });
         ended.push(job);
         continue;
       }
@@ -390,7 +401,7 @@ export class DocumentJobs implements Lifecycle {
     const outcomes: DocumentOutcome[] = [];
     // Redone after a kill: a document whose intent this run recorded and whose state the index now holds was committed by this run.
     const redone = lane.filter((job) => job.msg.info.deliveryCount + priorDeliveries(job.msg.headers) > 1);
-    const intents = new Map(await Promise.all(redone.map(async (job) => [job.source, await this.#ledger.intent(job.job.run_id, job.job.doc)] as const)));
+    const intents = new Map(await Promise.all(redone.map(async (job) => [job.source, await withNatsRetry(`read the intent of ${job.job.run_id}/${job.job.doc}`, () => this.#ledger.intent(job.job.run_id, job.job.doc))] as const)));
     const runner = new IngestRunner({
       definition,
       engine: new JobsEngine(this.#options.rpc, this.#options.jobs, { jobPrefix: `d${randomBytes(8).toString('hex')}${(this.#next++).toString(36)}` }),
@@ -436,6 +447,7 @@ export class DocumentJobs implements Lifecycle {
         ...(outcome.reason === undefined ? {} : { reason: outcome.reason }),
         chunks: outcome.chunks,
         pages: outcome.pages,
+        ...(outcome.ocrPages === undefined ? {} : { ocr_pages: outcome.ocrPages }),
       });
       ended.push(job);
     }
@@ -450,10 +462,22 @@ export class DocumentJobs implements Lifecycle {
     await this.#closeParsers();
   }
 
-  /** Stops at once: jobs not finished come back after the ack wait. */
+  /**
+   * Stops at once: the jobs of the batches in flight are handed back to the queue (a fresh copy
+   * published, then the delivery acked: requeue.ts), so another worker takes them now and a
+   * scale-down uses none of their deliveries. A batch that still finishes one meanwhile is answered
+   * from the ledger when the copy comes (the same event, counted once).
+   */
   async close(): Promise<void> {
     this.#shutdown.abort();
     this.#stopping = true;
+    const held = [...this.#held];
+    this.#held.clear();
+    await Promise.all(
+      held.map((msg) =>
+        handBack(msg, { js: this.#js, stream: this.#topology.names.stream, fallbackId: `${msg.subject}.${msg.seq}`, what: 'document job', log: { seq: msg.seq }, logger: this.#options.logger }).catch(() => undefined),
+      ),
+    );
     await this.#closeParsers();
   }
 

@@ -41,6 +41,7 @@ export interface FollowProgress {
   failed: number;
   unchanged: number;
   pages: number;
+  ocrPages: number;
   chunks: number;
 }
 
@@ -171,7 +172,7 @@ export class DocumentProducer {
     checkJobId(runId);
     const started = performance.now();
     const byDoc = new Map<string, DocumentEvent>();
-    const progress: FollowProgress = { total: options.expected ?? 0, ended: 0, ok: 0, failed: 0, unchanged: 0, pages: 0, chunks: 0 };
+    const progress: FollowProgress = { total: options.expected ?? 0, ended: 0, ok: 0, failed: 0, unchanged: 0, pages: 0, ocrPages: 0, chunks: 0 };
     let end: RunEvent | null = null;
     const consumer = await this.#js.consumers.get(this.#topology.names.eventsStream, { filter_subjects: `${this.#topology.names.allEvents().slice(0, -1)}*.${runId}`, deliver_policy: DeliverPolicy.All });
     const messages = await consumer.consume();
@@ -199,6 +200,7 @@ export class DocumentProducer {
               else if (event.state === 'unchanged') progress.unchanged += 1;
               else progress.failed += 1;
               progress.pages += event.pages;
+              progress.ocrPages += event.ocr_pages ?? 0;
               progress.chunks += event.chunks;
               progress.total = Math.max(progress.total, progress.ended);
               options.onEvent?.(event, { ...progress });
@@ -217,7 +219,7 @@ export class DocumentProducer {
       documents: { total: progress.total, ok: progress.ok, failed: progress.failed, unchanged: progress.unchanged },
       failed,
       pages: progress.pages,
-      ocrPages: 0,
+      ocrPages: progress.ocrPages,
       chunks: progress.chunks,
       seconds: (performance.now() - started) / 1000,
     };

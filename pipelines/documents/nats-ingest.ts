@@ -35,6 +35,11 @@ import type { PendingSource } from './sources.js';
 export interface NatsIngestOptions {
   /** Subject prefix. @default 'shoal' */
   prefix?: string;
+  /**
+   * Replicas of the streams, KV buckets and object store created when missing (clustered
+   * JetStream; at most the number of servers). @default 1
+   */
+  replicas?: number;
   /** Parse consumer settings (ack wait, deliveries). */
   parse?: ParseConsumerSettings;
   /** Chunks per encode job part. @default 64 */
@@ -118,7 +123,7 @@ export class NatsIngest {
 
   /** Sets up the jobs and ingest topology (idempotent). The connection stays the caller's. */
   static async open(nc: NatsConnection, options: NatsIngestOptions = {}): Promise<NatsIngest> {
-    const topologyInput = { prefix: options.prefix ?? 'shoal' };
+    const topologyInput = { prefix: options.prefix ?? 'shoal', ...(options.replicas === undefined ? {} : { replicas: options.replicas }) };
     const topology = await ensureTopology(nc, topologyInput);
     const jobs = await JobsClient.open(nc, { topology: topologyInput });
     const tasks = await ParseTaskClient.open(nc, topology, options.parse);

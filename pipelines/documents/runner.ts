@@ -82,6 +82,8 @@ export interface DocumentOutcome {
   documentId: string | null;
   chunks: number;
   pages: number;
+  /** Pages read by OCR (committed documents). */
+  ocrPages?: number;
   code?: string;
   reason?: string;
 }
@@ -124,6 +126,8 @@ export class IngestRunner {
   readonly #count: TokenCounter;
   readonly #classifier: LabelClassifier | null;
   #states = new Map<string, DocumentState>();
+  /** OCR pages of the documents read, for onOutcome (a state row does not keep them). */
+  readonly #ocrPages = new Map<string, number>();
   /** Sources whose new content failed for good: their earlier rows are removed at the end of the run. */
   #stale: string[] = [];
   #cursor = 0;
@@ -185,7 +189,7 @@ export class IngestRunner {
       await this.#options.sink.commit(rows, states);
       this.#stage('write', committing);
       await this.#options.onCommitted?.(states);
-      for (const state of states) this.#options.onOutcome?.({ source: state.source, state: 'committed', documentId: state.document_id, chunks: state.chunks, pages: state.pages });
+      for (const state of states) this.#options.onOutcome?.({ source: state.source, state: 'committed', documentId: state.document_id, chunks: state.chunks, pages: state.pages, ocrPages: this.#ocrPages.get(state.source) ?? 0 });
       this.#summary.documents.ok += states.length;
       this.#summary.chunks += rows.length;
       this.#summary.pages += states.reduce((sum, state) => sum + state.pages, 0);
@@ -365,6 +369,7 @@ export class IngestRunner {
     this.#progress.pages += pages.length;
     this.#progress.ocrPages += ocrPages;
     this.#progress.chunks += chunks.length;
+    if (this.#options.onOutcome !== undefined) this.#ocrPages.set(pending.uri, ocrPages);
     return { kind: 'ready', document: { uri: pending.uri, documentId, pages: pages.length, ocrPages, chunks } };
   }
 

@@ -27,6 +27,8 @@ export interface ClassifyJobRunsOptions {
   /** The gateway's NATS connection (throws UNAVAILABLE while it is not connected). */
   connection: () => NatsConnection;
   prefix: string;
+  /** Replicas of what the producer creates (SHOAL_STREAM_REPLICAS). @default the topology's (1) */
+  replicas?: number;
   /** Folders `file://` result targets may name (the gateway refuses others at submit, and reads results there). @default [] */
   fileRoots?: readonly string[];
   /** The gateway's S3 settings or store (SHOAL_S3_BUCKETS decides a target's bucket). */
@@ -48,7 +50,8 @@ export class ClassifyJobRuns implements ClassifyJobsApi {
   #open(): Promise<ClassifyProducer> {
     if (this.#producer === null) {
       const { s3 } = this.#options;
-      const opening = ClassifyProducer.open(this.#options.connection(), { prefix: this.#options.prefix }, { fileRoots: this.#options.fileRoots ?? [], ...(s3 instanceof S3Store ? { s3Store: s3 } : { s3 }) });
+      const topology = { prefix: this.#options.prefix, ...(this.#options.replicas === undefined ? {} : { replicas: this.#options.replicas }) };
+      const opening = ClassifyProducer.open(this.#options.connection(), topology, { fileRoots: this.#options.fileRoots ?? [], ...(s3 instanceof S3Store ? { s3Store: s3 } : { s3 }) });
       opening.catch(() => (this.#producer = null));
       this.#producer = opening;
     }

@@ -7,7 +7,7 @@ import { resolveNatsSettings, type NatsConnectionSettings } from '../../adapters
 import type { S3SettingsInput } from '../../adapters/object-store/index.js';
 import { parseBytes } from '../../pipelines/inference/memory.js';
 import type { GatewaySettings } from './context.js';
-import { namedIndexesFromEnv, natsSettingsFromEnv, parseWorkerTimeoutFromEnv, runHeartbeatFromEnv, s3SettingsFromEnv, shoalCacheDirFromEnv, sinkCredentialsFromEnv, splitDirs, splitList } from '../settings/environment.js';
+import { namedIndexesFromEnv, natsSettingsFromEnv, parseWorkerTimeoutFromEnv, runHeartbeatFromEnv, s3SettingsFromEnv, shoalCacheDirFromEnv, sinkCredentialsFromEnv, splitDirs, splitList, streamReplicasFromEnv } from '../settings/environment.js';
 import { CommaListFlag, WholeNumberFlag } from '../settings/flag-values.js';
 import { envValue, isTrueValue, SETTINGS, type SettingKey } from '../settings/table.js';
 import { DEFAULT_BODY_LIMIT, DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS } from './defaults.js';
@@ -118,6 +118,8 @@ export interface GatewayConfig extends GatewaySettings {
   readonly jobs?: { readonly jobTimeoutMs: number; readonly submitTimeoutMs: number; readonly fileRoots?: readonly string[]; readonly checkFileTargets?: boolean; readonly s3?: S3SettingsInput };
   /** Connection settings (servers, credentials, TLS, reconnects), validated. */
   readonly nats: NatsConnectionSettings;
+  /** Replicas of the streams, KV buckets and object store the gateway creates when missing (SHOAL_STREAM_REPLICAS). @default 1 */
+  readonly streamReplicas?: number;
   /** POST /v1/ingest runs fail after this long with no parse worker (SHOAL_PARSE_WORKER_TIMEOUT_MS). @default 300000 */
   readonly parseWorkerTimeoutMs?: number;
   /** How often a POST /v1/ingest run's status is rewritten (SHOAL_RUN_HEARTBEAT_MS); silent 6 times this: abandoned. @default 5000 */
@@ -230,6 +232,7 @@ export function resolveGatewayConfig(flags: GatewayFlags = {}, env: NodeJS.Proce
     // The workers' file roots (SHOAL_FILE_ROOTS, shared config): file:// targets outside them are refused at submit, and results inside them can be read back.
     jobs: Object.freeze({ jobTimeoutMs: c['job-timeout-ms'], submitTimeoutMs: c['submit-timeout-ms'], fileRoots: Object.freeze(splitDirs(envValue(env, 'fileRoots')) ?? []), checkFileTargets: true, s3: s3SettingsFromEnv(env) }),
     nats: natsSettings(c.nats, c['nats-creds'], env),
+    streamReplicas: streamReplicasFromEnv(env) ?? SETTINGS.streamReplicas.default,
     parseWorkerTimeoutMs: parseWorkerTimeoutFromEnv(env),
     runHeartbeatMs: runHeartbeatFromEnv(env),
     documentJobs: isTrue(envValue(env, 'documentJobs')) ?? false,

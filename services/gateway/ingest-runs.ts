@@ -44,6 +44,8 @@ export interface IngestRunsOptions {
   /** The gateway's NATS connection (throws UNAVAILABLE while it is not connected). */
   connection: () => NatsConnection;
   prefix: string;
+  /** Replicas of the ingest stream and bucket when this gateway creates them (SHOAL_STREAM_REPLICAS). @default 1 */
+  replicas?: number;
   /** Folders `file://` references may point into. @default [] */
   fileRoots?: readonly string[];
   /**
@@ -81,6 +83,7 @@ export class IngestRuns implements IngestApi {
       const nc = this.#options.connection();
       const opening = NatsIngest.open(nc, {
         prefix: this.#options.prefix,
+        ...(this.#options.replicas === undefined ? {} : { replicas: this.#options.replicas }),
         ...(this.#options.parseWorkerTimeoutMs === undefined ? {} : { parseWorkerTimeoutMs: this.#options.parseWorkerTimeoutMs }),
         ...(this.#options.runHeartbeatMs === undefined ? {} : { heartbeatMs: this.#options.runHeartbeatMs }),
       }).then((ingest) => ({
@@ -104,7 +107,7 @@ export class IngestRuns implements IngestApi {
 
   #documentProducer(): Promise<DocumentProducer> {
     if (this.#producer === null) {
-      const opening = DocumentProducer.open(this.#options.connection(), { prefix: this.#options.prefix });
+      const opening = DocumentProducer.open(this.#options.connection(), { prefix: this.#options.prefix, ...(this.#options.replicas === undefined ? {} : { replicas: this.#options.replicas }) });
       opening.catch(() => (this.#producer = null));
       this.#producer = opening;
     }

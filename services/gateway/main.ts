@@ -103,9 +103,9 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
   const late = new LateBackend(servers);
   // One S3 store, so one allow-list (SHOAL_S3_BUCKETS) decides a bucket for jobs and ingest runs alike.
   const s3 = new S3Store(config.jobs?.s3 ?? {});
-  const ingest = new IngestRuns({ connection: () => late.require().nc, prefix: config.natsPrefix, fileRoots: config.jobs?.fileRoots ?? [], s3, ...(config.indexOptions === undefined ? {} : { indexOptions: config.indexOptions }), ...(config.parseWorkerTimeoutMs === undefined ? {} : { parseWorkerTimeoutMs: config.parseWorkerTimeoutMs }), ...(config.runHeartbeatMs === undefined ? {} : { runHeartbeatMs: config.runHeartbeatMs }), logger, metrics });
+  const ingest = new IngestRuns({ connection: () => late.require().nc, prefix: config.natsPrefix, ...(config.streamReplicas === undefined ? {} : { replicas: config.streamReplicas }), fileRoots: config.jobs?.fileRoots ?? [], s3, ...(config.indexOptions === undefined ? {} : { indexOptions: config.indexOptions }), ...(config.parseWorkerTimeoutMs === undefined ? {} : { parseWorkerTimeoutMs: config.parseWorkerTimeoutMs }), ...(config.runHeartbeatMs === undefined ? {} : { runHeartbeatMs: config.runHeartbeatMs }), logger, metrics });
   // Classification jobs of the classify workers, read by id on every replica (SHOAL_CLASSIFY_JOBS).
-  const classifyJobs = config.classifyJobs === true ? new ClassifyJobRuns({ connection: () => late.require().nc, prefix: config.natsPrefix, fileRoots: config.jobs?.fileRoots ?? [], s3 }) : null;
+  const classifyJobs = config.classifyJobs === true ? new ClassifyJobRuns({ connection: () => late.require().nc, prefix: config.natsPrefix, ...(config.streamReplicas === undefined ? {} : { replicas: config.streamReplicas }), fileRoots: config.jobs?.fileRoots ?? [], s3 }) : null;
   const app = buildGatewayApp(
     {
       engine: late.engine,
@@ -150,7 +150,7 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
     try {
       // Jobs only for models some worker serves (or served): made-up names are refused with 404.
       // Index result targets may name the indexes this gateway serves (the results sink is given the same ones).
-      jobs = await JobsClient.open(connection, { topology: { prefix: config.natsPrefix }, ...config.jobs, s3Store: s3, indexNames: Object.keys(config.indexes ?? {}), modelGate: (topology) => servedModelGate({ topology, discover: () => client.workers(500, DISCOVERY_STALL_MS) }) });
+      jobs = await JobsClient.open(connection, { topology: { prefix: config.natsPrefix, ...(config.streamReplicas === undefined ? {} : { replicas: config.streamReplicas }) }, ...config.jobs, s3Store: s3, indexNames: Object.keys(config.indexes ?? {}), modelGate: (topology) => servedModelGate({ topology, discover: () => client.workers(500, DISCOVERY_STALL_MS) }) });
     } catch (error) {
       const shoal = toShoalError(error);
       throw new ShoalError(shoal.code, `cannot set up jobs on NATS JetStream (is JetStream enabled on the server?): ${shoal.message}`, { cause: error });

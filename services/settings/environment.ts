@@ -1,6 +1,7 @@
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import type { NatsConnectionSettingsInput } from '../../adapters/nats/connection.js';
+import type { TopologySettingsInput } from '../../adapters/nats/topology.js';
 import type { SinkCredentials } from '../../adapters/sinks/open.js';
 import type { S3SettingsInput } from '../../adapters/object-store/index.js';
 import type { SourceOptionsInput } from '../../adapters/sources/resolve.js';
@@ -77,6 +78,33 @@ export function natsSettingsFromEnv(env: NodeJS.ProcessEnv): NatsConnectionSetti
   if (tls.caFile !== undefined || tls.certFile !== undefined || tls.keyFile !== undefined) {
     out.tls = Object.fromEntries(Object.entries(tls).filter(([, value]) => value !== undefined));
   }
+  return out;
+}
+
+/**
+ * SHOAL_STREAM_REPLICAS: replicas of the streams, KV buckets and object store a service creates
+ * (a whole number from 1 to 5, as JetStream allows); undefined when unset (the topology's default, 1).
+ */
+export function streamReplicasFromEnv(env: NodeJS.ProcessEnv): number | undefined {
+  const value = envValue(env, 'streamReplicas');
+  if (value === undefined) return undefined;
+  if (!/^[1-5]$/.test(value)) {
+    throw new ShoalError(ErrorCode.CONFIG_INVALID, `SHOAL_STREAM_REPLICAS must be a whole number from 1 to 5, at most the number of NATS servers in the cluster (got ${JSON.stringify(value.slice(0, 64))})`);
+  }
+  return Number(value);
+}
+
+/**
+ * The topology settings of a NATS client command (`shoal sink`, `submit`, `ingest --nats`,
+ * `classify --nats`): the subject prefix (the command's --prefix, else SHOAL_SUBJECT_PREFIX) and
+ * the replica count (SHOAL_STREAM_REPLICAS); what is unset is left out, for the topology's defaults.
+ */
+export function topologySettingsFromEnv(env: NodeJS.ProcessEnv, prefixFlag?: string): Pick<TopologySettingsInput, 'prefix' | 'replicas'> {
+  const out: Pick<TopologySettingsInput, 'prefix' | 'replicas'> = {};
+  const prefix = prefixFlag ?? envValue(env, 'subjectPrefix');
+  if (prefix !== undefined) out.prefix = prefix;
+  const replicas = streamReplicasFromEnv(env);
+  if (replicas !== undefined) out.replicas = replicas;
   return out;
 }
 

@@ -81,6 +81,7 @@ export const SETTINGS = {
   natsCreds: { env: ['NATS_CREDS'], flag: '--nats-creds', usedBy: natsClients, meaning: 'NATS `.creds` file (JWT + NKey seed; the flag is `shoal gateway`\'s, the others read the variable)', default: null, shown: 'none' },
   natsTls: { env: ['NATS_TLS_CA', 'NATS_TLS_CERT', 'NATS_TLS_KEY'], usedBy: natsClients, meaning: 'CA bundle, client certificate and key for TLS to NATS', default: null, shown: 'none' },
   subjectPrefix: { env: ['SHOAL_SUBJECT_PREFIX'], flag: '--prefix', usedBy: natsClients, meaning: 'subject, stream and bucket prefix', default: 'shoal' },
+  streamReplicas: { env: ['SHOAL_STREAM_REPLICAS'], usedBy: [...natsClients, 'cli'], meaning: 'replicas (1 to 5) of the streams, KV buckets and object store Shoal creates on clustered JetStream, at most the number of servers; applied when they are created, an existing stream keeps its count (`nats stream edit --replicas`, docs/deploy.md)', default: 1 },
   host: { env: ['SHOAL_HOST'], flag: '--host', usedBy: ['gateway'], meaning: 'address the gateway listens on', default: '127.0.0.1' },
   port: { env: ['SHOAL_PORT'], flag: '--port', usedBy: ['gateway'], meaning: 'port the gateway listens on', default: 8080 },
   apiTokens: { env: ['SHOAL_API_TOKENS'], usedBy: ['gateway'], meaning: 'bearer tokens, comma-separated (at least 16 characters each)', default: null, shown: 'no auth' },

@@ -44,6 +44,8 @@ export function resultsDirFrom(flag: string | undefined, env: NodeJS.ProcessEnv)
 export interface SinkSettings {
   nats: NatsConnectionSettingsInput;
   prefix?: string | undefined;
+  /** Replicas of the streams, KV buckets and object store created when missing (SHOAL_STREAM_REPLICAS). @default 1 */
+  replicas?: number | undefined;
   dir: string;
   logger?: Logger;
   onWritten?: ResultSinkOptions['onWritten'];
@@ -109,7 +111,10 @@ export async function startSink(settings: SinkSettings): Promise<SinkHandle> {
     throw error;
   }
   try {
-    const topology = await ensureTopology(nc, settings.prefix === undefined ? {} : { prefix: settings.prefix });
+    const topology = await ensureTopology(nc, {
+      ...(settings.prefix === undefined ? {} : { prefix: settings.prefix }),
+      ...(settings.replicas === undefined ? {} : { replicas: settings.replicas }),
+    });
     const payloads = new PayloadStore(nc, { bucket: topology.names.payloadBucket, ...(settings.s3 === undefined ? {} : { s3: settings.s3 }) });
     // Results are checked against their job's status before they are written (forged results are refused).
     const status = await StatusStore.open(nc, topology.names.statusBucket);

@@ -115,6 +115,7 @@ export function workerConfigFromEnv(env: NodeJS.ProcessEnv): Record<string, unkn
   };
   const topology: Record<string, unknown> = {};
   put(topology, 'prefix', envValue(env, 'subjectPrefix'));
+  put(topology, 'replicas', wholeNumber(envValue(env, 'streamReplicas')));
   if (Object.keys(topology).length > 0) out.topology = topology;
   const consumer: Record<string, unknown> = {};
   put(consumer, 'ackWaitMs', wholeNumber(envValue(env, 'ackWaitMs')));

@@ -426,6 +426,41 @@ describe.skipIf(GO_MISSING !== null)(`Helm chart ${GO_MISSING ?? ''}`, () => {
     }
   });
 
+  it('nats.streamReplicas sets SHOAL_STREAM_REPLICAS on every Shoal container (1 by default, 3 on AWS); the schema allows 1 to 5', () => {
+    const replicasOf = (result: Rendered): Map<string, string | undefined> => {
+      const out = new Map<string, string | undefined>();
+      for (const workload of [...byKind(result.manifests, 'Deployment'), ...byKind(result.manifests, 'Job')]) {
+        const containers = (workload as unknown as { spec: { template: { spec: { containers: Array<{ name: string; env: Array<{ name: string; value?: string }> }> } } } }).spec.template.spec.containers;
+        for (const container of containers) out.set(`${workload.metadata.name}/${container.name}`, container.env.find((e) => e.name === 'SHOAL_STREAM_REPLICAS')?.value);
+      }
+      return out;
+    };
+    // The AWS overlay runs a 3-server NATS cluster (Terraform's NATS release) and replicates on all three.
+    const expected: Record<string, string> = { default: '1', laptop: '1', aws: '3' };
+    for (const name of each) {
+      const values = [...replicasOf(rendered.get(name) ?? { text: '', manifests: [], values: {} }).values()];
+      expect(values.length, name).toBeGreaterThan(0);
+      expect(new Set(values), name).toEqual(new Set([expected[name]]));
+    }
+    const overlay = join(mkdtempSync(join(tmpdir(), 'shoal-overlay-')), 'replicas.yaml');
+    writeFileSync(overlay, stringify({ nats: { streamReplicas: 3 } }));
+    const clustered = renderChart([overlay]);
+    if (isFailure(clustered)) throw new Error(clustered.stderr);
+    const set = replicasOf(clustered);
+    // Workers of every pool, the gateway, the sink and the consumer-bootstrap Jobs.
+    for (const part of ['shoal-gateway/', 'shoal-sink/', 'shoal-worker-text/', 'shoal-consumers-text/']) expect([...set.keys()].some((key) => key.startsWith(part)), part).toBe(true);
+    expect(new Set(set.values())).toEqual(new Set(['3']));
+    const ajv = new Ajv({ allErrors: true, strict: false });
+    const validate = ajv.compile(JSON.parse(readFileSync(join(CHART_DIR, 'values.schema.json'), 'utf8')) as object);
+    const withReplicas = (replicas: unknown): boolean => {
+      const values = structuredClone(clustered.values) as { nats: Record<string, unknown> };
+      values.nats.streamReplicas = replicas;
+      return validate(values);
+    };
+    expect([1, 3, 5].map(withReplicas)).toEqual([true, true, true]);
+    expect([0, 6, 2.5, '3'].map(withReplicas)).toEqual([false, false, false, false]);
+  });
+
   it('encodes model ids into consumer names exactly as Shoal does', () => {
     const models = ['Org.Name/model_v1.5', 'a b+c@rev:x', 'UPPER/lower-dash~tilde', 'x!y#z$%&()*,;<=>?[]^`{|}'];
     const dir = mkdtempSync(join(tmpdir(), 'shoal-overlay-'));

@@ -33,10 +33,10 @@ describe.skipIf(!natsServerAvailable())('document jobs through the CLI', () => {
   let pipelines: string;
   let modelWorker: ShoalWorker | null = null;
   const children: ChildProcess[] = [];
-  const env = (): Record<string, string> => ({ SHOAL_MODEL_DIR: FIXTURE_MODELS_DIR, SHOAL_PIPELINES: pipelines, SHOAL_INDEXES: `docs=${join(root, 'docs')},records=${join(root, 'records')}`, NATS_URL: server.url });
+  const env = (): Record<string, string> => ({ SHOAL_MODEL_DIR: FIXTURE_MODELS_DIR, SHOAL_PIPELINES: pipelines, SHOAL_INDEXES: `docs=${join(root, 'docs')},records=${join(root, 'records')},terms=${join(root, 'terms')}`, NATS_URL: server.url });
 
-  function startDocumentsWorker(): ChildProcess {
-    const child = spawn(process.execPath, [SHOAL_BIN, 'worker', '--documents', '--pipelines', 'tiny', '--ack-wait', '3000'], {
+  function startDocumentsWorker(extra: readonly string[] = ['--ack-wait', '3000']): ChildProcess {
+    const child = spawn(process.execPath, [SHOAL_BIN, 'worker', '--documents', '--pipelines', 'tiny', ...extra], {
       cwd: tmpdir(),
       env: { ...process.env, ...env(), SHOAL_FROM_SOURCE: CLI_FROM_SOURCE, SHOAL_THREADS: '1', SHOAL_LOG_LEVEL: 'warn' },
       stdio: ['ignore', 'ignore', 'inherit'],
@@ -76,6 +76,9 @@ describe.skipIf(!natsServerAvailable())('document jobs through the CLI', () => {
     const reference = IngestJsonSummary.parse(JSON.parse(inProcess.stdout.trim().split('\n').at(-1) ?? '{}'));
     expect(summary.documents).toEqual(reference.documents);
     expect(summary.chunks).toBe(reference.chunks);
+    expect(summary.pages).toBe(reference.pages);
+    expect(summary.ocr_pages).toBe(reference.ocr_pages);
+    expect(summary.ocr_pages).toBeGreaterThan(0);
     expect(summary.failed.map((failure) => [failure.source, failure.code])).toEqual(reference.failed.map((failure) => [failure.source, failure.code]));
     expect(line.run_id).toMatch(/^[0-9a-f-]{36}$/);
     expectSameRows(await readRows(local), await readRows(join(root, 'docs')));
@@ -112,6 +115,31 @@ describe.skipIf(!natsServerAvailable())('document jobs through the CLI', () => {
     expect(stderr).toContain('only the watching stopped; the workers go on with run');
     expect(JSON.parse(stdout.trim())).toMatchObject({ interrupted: true, documents: { total: 1, ok: 0, failed: 0, unchanged: 0 } });
   }, 60_000);
+
+  it(natsServerAvailable() ? 'hands its jobs back on SIGTERM past the drain deadline: another worker finishes them long before the ack wait' : NATS_SERVER_MISSING, async () => {
+    const records = Array.from({ length: 200 }, (_, n) => ({ id: `term-${n}`, text: `Handed back ${n}: the quay lights turn on at dusk. `.repeat(2 + (n % 6)) }));
+    const detached = await runShoal(['ingest', '-', '--pipeline', 'tiny', '--nats', server.url, '--index', 'terms', '--detach', '--json'], { env: env(), stdin: jsonl(records) });
+    expect(detached.code, detached.stderr).toBe(0);
+    const { run_id: runId } = JSON.parse(detached.stdout.trim()) as { run_id: string };
+    const nc = await testConnection(server.url);
+    const js = jetstream(nc);
+    // An ack wait of a minute: without the hand-back, the jobs it held would wait that long.
+    const first = startDocumentsWorker(['--ack-wait', '60000', '--drain-timeout', '200']);
+    for (const deadline = Date.now() + 120_000; Date.now() < deadline; ) {
+      const info = await (await js.streams.get('SHOAL_EVENTS')).info(false, { subjects_filter: `shoal.events.documents.${runId}` }).catch(() => null);
+      if ((info?.state.messages ?? 0) >= 20) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    first.kill('SIGTERM');
+    await new Promise((resolve) => first.once('exit', resolve));
+    const stopped = Date.now();
+    startDocumentsWorker(['--ack-wait', '60000']);
+    const watched = await runShoal(['runs', 'watch', runId, '--json', '--nats', server.url], { env: env() });
+    await nc.close();
+    expect(watched.code, watched.stderr).toBe(0);
+    expect(JSON.parse(watched.stdout.trim())).toMatchObject({ state: 'completed', documents: { total: 200, ok: 200, failed: 0, unchanged: 0 } });
+    expect(Date.now() - stopped).toBeLessThan(45_000);
+  }, 240_000);
 
   it(natsServerAvailable() ? 'survives SIGKILL of the documents worker: every document ends once, and the rows equal an undisturbed run' : NATS_SERVER_MISSING, async () => {
     const records = Array.from({ length: 300 }, (_, n) => ({ id: `rec-${n}`, text: `Record ${n}: ${['harbour pilots guide ships', 'tides follow the moon', 'dredging keeps channels deep', 'fish markets open at dawn'][n % 4]} in paragraph ${n}. `.repeat(1 + (n % 5)) }));

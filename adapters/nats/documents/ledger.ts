@@ -231,6 +231,7 @@ export class DocumentLedger {
         }
         if (event.state !== 'failed') {
           next.pages += event.pages;
+          next.ocr_pages += event.ocr_pages ?? 0;
           next.chunks += event.chunks;
         }
       }

@@ -7,8 +7,7 @@ import { ModelRef } from '../../../adapters/protocol/requests.js';
 import { ClassifyResultTarget, type ClassifyMethod } from '../../../adapters/protocol/classify.js';
 import { loadTaxonomyFile } from '../../../adapters/taxonomy/index.js';
 import { Evaluator, TaxonomyClassifier } from '../../../pipelines/classify/index.js';
-import { natsSettingsFromEnv, shoalCacheDirFromEnv } from '../../settings/environment.js';
-import { envValue } from '../../settings/table.js';
+import { natsSettingsFromEnv, shoalCacheDirFromEnv, topologySettingsFromEnv } from '../../settings/environment.js';
 import type { CliApp } from '../app.js';
 import { openSink, openSource } from '../jsonl.js';
 import { addImageOptions, CommaListFlag, ImageFlags, imagePolicyFromFlags, parseFlags, PositiveIntFlag } from '../line-options.js';
@@ -111,10 +110,9 @@ async function openEngine(app: CliApp, flags: ClassifyFlags): Promise<{ engine: 
   const env = natsSettingsFromEnv(app.io.env);
   const nc = await connectNats({ ...env, ...(flags.nats === undefined ? {} : { servers: flags.nats }), retryFirstConnect: false, name: 'shoal classify' });
   try {
-    const prefix = flags.prefix ?? envValue(app.io.env, 'subjectPrefix');
-    const topology = prefix === undefined ? {} : { prefix };
+    const topology = topologySettingsFromEnv(app.io.env, flags.prefix);
     // A model no worker serves (or served) is refused at once, as shoal submit does, instead of a job that waits an hour.
-    const discovery = new NatsEngine(nc, topology);
+    const discovery = new NatsEngine(nc, { prefix: topology.prefix });
     const jobs = await JobsClient.open(nc, { topology, modelGate: (t) => servedModelGate({ topology: t, discover: () => discovery.workers(500, DISCOVERY_STALL_MS) }) });
     await jobs.checkModel('encode', flags.model);
     if (flags.imageModel !== undefined) await jobs.checkModel('encode', flags.imageModel);
@@ -292,7 +290,7 @@ export function registerClassify(program: Command, app: CliApp): void {
         const done = await (await import('./classify/jobs-mode.js')).classifyAsJobs({
           app,
           nats: flags.nats ?? [],
-          prefix: flags.prefix ?? envValue(app.io.env, 'subjectPrefix'),
+          prefix: flags.prefix,
           request: await jobRequest(flags),
           models: { encode: [flags.model], score: flags.rerankModel === undefined ? [] : [flags.rerankModel] },
           products,

@@ -132,7 +132,8 @@ export function registerDev(program: Command, app: CliApp): void {
         const local = { servers: [nats.url], retryFirstConnect: false };
         const merged = mergeWorkerInput(workerConfigFromEnv(app.io.env), {
           engine: { ...cli.engine, imageRoots: [...cli.engine.imageRoots, ...flags.imageRoot.map((dir) => resolve(dir))] },
-          topology: { prefix: baseConfig.natsPrefix },
+          // One private server: SHOAL_STREAM_REPLICAS (for a cluster) does not apply to it.
+          topology: { prefix: baseConfig.natsPrefix, replicas: 1 },
           models: flags.models,
           workerId: 'dev',
           serveBuiltins: true,
@@ -157,6 +158,7 @@ export function registerDev(program: Command, app: CliApp): void {
         const served = await servedModels(worker);
         const config = {
           ...baseConfig,
+          streamReplicas: 1,
           nats: resolveNatsSettings({ ...local, name: 'shoal-dev-gateway' }),
           embedModel: baseConfig.embedModel ?? served.find((m) => m.denseEncoder)?.id ?? null,
           rerankModel: baseConfig.rerankModel ?? served.find((m) => m.pairScorer)?.id ?? null,

@@ -4,8 +4,7 @@ import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { DocumentProducer, type FollowedRun } from '../../../pipelines/documents/document-producer.js';
 import type { IngestProgress } from '../../../pipelines/documents/runner.js';
 import type { PendingSource } from '../../../pipelines/documents/sources.js';
-import { natsSettingsFromEnv, splitList } from '../../settings/environment.js';
-import { envValue } from '../../settings/table.js';
+import { natsSettingsFromEnv, splitList, topologySettingsFromEnv } from '../../settings/environment.js';
 import type { CliApp } from '../app.js';
 
 /**
@@ -31,8 +30,7 @@ async function withProducer<T>(app: CliApp, nats: string, use: (producer: Docume
   const servers = splitList(nats) ?? [nats];
   const nc = await connectNats({ ...natsSettingsFromEnv(app.io.env), servers, retryFirstConnect: false, name: 'shoal ingest' });
   try {
-    const prefix = envValue(app.io.env, 'subjectPrefix');
-    const producer = await DocumentProducer.open(nc, prefix === undefined ? {} : { prefix });
+    const producer = await DocumentProducer.open(nc, topologySettingsFromEnv(app.io.env));
     try {
       return await use(producer);
     } finally {
@@ -44,8 +42,8 @@ async function withProducer<T>(app: CliApp, nats: string, use: (producer: Docume
 }
 
 /** Progress of a followed run, in the in-process bar's terms (read = ended: there is no intake here). */
-function asProgress(total: number, ended: number, pages: number, chunks: number): IngestProgress {
-  return { total, done: ended, read: ended, pages, ocrPages: 0, chunks };
+function asProgress(total: number, ended: number, pages: number, ocrPages: number, chunks: number): IngestProgress {
+  return { total, done: ended, read: ended, pages, ocrPages, chunks };
 }
 
 /** How long a run may see no event before the producer checks that a documents worker is there. */
@@ -69,7 +67,7 @@ async function follow(producer: DocumentProducer, app: CliApp, runId: string, pi
       ...(expected === undefined ? {} : { expected }),
       onEvent: (_event, progress) => {
         lastEvent = Date.now();
-        onProgress(asProgress(progress.total, progress.ended, progress.pages, progress.chunks));
+        onProgress(asProgress(progress.total, progress.ended, progress.pages, progress.ocrPages, progress.chunks));
       },
     });
   } finally {

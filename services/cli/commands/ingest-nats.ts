@@ -5,8 +5,7 @@ import { NatsIngest } from '../../../pipelines/documents/nats-ingest.js';
 import type { IngestProgress, IngestSummary } from '../../../pipelines/documents/runner.js';
 import type { PendingSource } from '../../../pipelines/documents/sources.js';
 import type { StoreHealth } from '../../../pipelines/documents/store-health.js';
-import { natsSettingsFromEnv, parseWorkerTimeoutFromEnv, runHeartbeatFromEnv, splitList } from '../../settings/environment.js';
-import { envValue } from '../../settings/table.js';
+import { natsSettingsFromEnv, parseWorkerTimeoutFromEnv, runHeartbeatFromEnv, splitList, topologySettingsFromEnv } from '../../settings/environment.js';
 import type { CliApp } from '../app.js';
 import { printable } from '../printable.js';
 
@@ -35,9 +34,10 @@ export async function ingestOverNats(call: NatsIngestCall): Promise<IngestSummar
   const servers = splitList(call.nats) ?? [call.nats];
   const nc = await connectNats({ ...natsSettingsFromEnv(app.io.env), servers, retryFirstConnect: false, name: 'shoal ingest' });
   try {
-    const prefix = envValue(app.io.env, 'subjectPrefix');
+    // SHOAL_SUBJECT_PREFIX and SHOAL_STREAM_REPLICAS: the ingest stream and bucket are created here on a first run.
+    const topology = topologySettingsFromEnv(app.io.env);
     const parseWorkerTimeoutMs = parseWorkerTimeoutFromEnv(app.io.env);
-    const ingest = await NatsIngest.open(nc, { ...(prefix === undefined ? {} : { prefix }), parseWorkerTimeoutMs, heartbeatMs: runHeartbeatFromEnv(app.io.env) });
+    const ingest = await NatsIngest.open(nc, { ...topology, parseWorkerTimeoutMs, heartbeatMs: runHeartbeatFromEnv(app.io.env) });
     try {
       const runId = crypto.randomUUID();
       if (!call.quiet) app.io.stderr.write(`ingest run ${runId} over ${redacted(servers)}: parse tasks for workers started with --parse\n`);

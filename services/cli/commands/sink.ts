@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { ErrorCode, hasErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
-import { logLevelFromEnv, namedIndexesFromEnv, natsSettingsFromEnv, s3SettingsFromEnv, sinkCredentialsFromEnv } from '../../settings/environment.js';
+import { logLevelFromEnv, namedIndexesFromEnv, natsSettingsFromEnv, s3SettingsFromEnv, sinkCredentialsFromEnv, streamReplicasFromEnv } from '../../settings/environment.js';
 import { envValue } from '../../settings/table.js';
 import type { CliApp } from '../app.js';
 import { CommaListFlag, parseFlags } from '../line-options.js';
@@ -38,8 +38,8 @@ function metricsPortFrom(flag: number | undefined, env: NodeJS.ProcessEnv): numb
 }
 
 const EXAMPLE = `
-Environment (flags win): SHOAL_RESULTS_DIR, SHOAL_SUBJECT_PREFIX, SHOAL_METRICS_PORT,
-SHOAL_METRICS_HOST; NATS_URL, NATS_CREDS, NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_TLS_CA/CERT/KEY.
+Environment (flags win): SHOAL_RESULTS_DIR, SHOAL_SUBJECT_PREFIX, SHOAL_STREAM_REPLICAS,
+SHOAL_METRICS_PORT, SHOAL_METRICS_HOST; NATS_URL, NATS_CREDS, NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_TLS_CA/CERT/KEY.
 
 Metrics: with --metrics-port, /metrics (shoal_sink_writes_total{backend,outcome},
 shoal_sink_write_seconds, shoal_sink_degraded{backend}), /healthz and /readyz on 127.0.0.1
@@ -89,6 +89,7 @@ export function registerSink(program: Command, app: CliApp): void {
       const starting = startSink({
         nats: { ...natsSettingsFromEnv(env), ...(flags.nats === undefined ? {} : { servers: flags.nats }) },
         prefix: flags.prefix ?? envValue(env, 'subjectPrefix'),
+        replicas: streamReplicasFromEnv(env),
         dir,
         logger,
         s3: s3SettingsFromEnv(env),

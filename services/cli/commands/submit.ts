@@ -4,7 +4,7 @@ import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { DataRef, IndexName, JobId, PrimitiveSchema, type JobStatus, type ResultTarget } from '../../../adapters/protocol/jobs.js';
 import { ImageSource, ItemId, ModelRef, Role, TextItem } from '../../../adapters/protocol/requests.js';
 import { PRIMITIVES } from '../../../adapters/protocol/subjects.js';
-import { namedIndexesFromEnv, natsSettingsFromEnv, s3SettingsFromEnv } from '../../settings/environment.js';
+import { namedIndexesFromEnv, natsSettingsFromEnv, s3SettingsFromEnv, topologySettingsFromEnv } from '../../settings/environment.js';
 import { envValue } from '../../settings/table.js';
 import type { CliApp } from '../app.js';
 import { openSource, readLineChunks } from '../jsonl.js';
@@ -161,10 +161,9 @@ export function registerSubmit(program: Command, app: CliApp): void {
       const env = natsSettingsFromEnv(app.io.env);
       const nc = await connectNats({ ...env, ...(flags.nats === undefined ? {} : { servers: flags.nats }), retryFirstConnect: false, name: 'shoal submit' });
       try {
-        const prefix = flags.prefix ?? envValue(app.io.env, 'subjectPrefix');
-        const topology = prefix === undefined ? {} : { prefix };
+        const topology = topologySettingsFromEnv(app.io.env, flags.prefix);
         // Refuse models no worker serves (or served) before anything is stored: a typo answers MODEL_NOT_FOUND with the served list.
-        const discovery = new NatsEngine(nc, topology);
+        const discovery = new NatsEngine(nc, { prefix: topology.prefix });
         const client = await JobsClient.open(nc, { topology, ...jobTimeouts(app.io.env), s3: s3SettingsFromEnv(app.io.env), indexNames: Object.keys(namedIndexesFromEnv(app.io.env) ?? {}), modelGate: (t) => servedModelGate({ topology: t, discover: () => discovery.workers(500, DISCOVERY_STALL_MS) }) });
         const submitted = await client.submit({
           primitive: primitive.data,

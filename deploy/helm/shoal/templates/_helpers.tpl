@@ -152,12 +152,14 @@ wait $pid
 {{- .Values.nats.auth.existingSecret | default (printf "%s-nats" (include "shoal.fullname" .)) -}}
 {{- end -}}
 
-{{/* NATS connection env for one component (gateway, worker, sink, documents): its own NATS user. */}}
+{{/* NATS connection env for one component (gateway, worker, sink, documents; the consumer bootstrap Jobs as their component): its own NATS user. */}}
 {{- define "shoal.natsEnv" -}}
 - name: NATS_URL
   value: {{ .root.Values.nats.url | quote }}
 - name: SHOAL_SUBJECT_PREFIX
   value: {{ .root.Values.nats.subjectPrefix | quote }}
+- name: SHOAL_STREAM_REPLICAS
+  value: {{ .root.Values.nats.streamReplicas | default 1 | quote }}
 {{- if .root.Values.nats.auth.enabled }}
 - name: NATS_USER
   value: {{ .component | quote }}

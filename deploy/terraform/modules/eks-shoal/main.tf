@@ -352,7 +352,8 @@ resource "helm_release" "nats" {
     config = {
       cluster = { enabled = true, replicas = 3 }
       # The chart's max_file_store is the volume's size. Shoal sizes SHOAL_JOBS, SHOAL_RESULTS and
-      # SHOAL_INGEST from the free store (a quarter each, at most 8 GiB, all on one server at R1):
+      # SHOAL_INGEST from the free store (a quarter each, at most 8 GiB; values-aws.yaml replicates
+      # them on all three servers, nats.streamReplicas 3, so each server holds all of them):
       # 32 GiB or more gives them their full size, with the rest for the buckets and object store.
       jetstream = { enabled = true, fileStore = { pvc = { size = var.nats_store_size } } }
       monitor   = { enabled = true, port = 8222 }

@@ -6,13 +6,14 @@ import { connectNats, redacted } from '../../../../adapters/nats/connection.js';
 import { DISCOVERY_STALL_MS, NatsEngine } from '../../../../adapters/nats/engine-client.js';
 import { JobsClient } from '../../../../adapters/nats/jobs-client.js';
 import { servedModelGate } from '../../../../adapters/nats/model-gate.js';
+import type { TopologySettingsInput } from '../../../../adapters/nats/topology.js';
 import type { ClassifyMethod } from '../../../../adapters/protocol/classify.js';
 import type { ClassifyChunkItem, ClassifyJobRecord } from '../../../../adapters/protocol/classify-jobs.js';
 import { ErrorCode, isErrorCode, ShoalError, toShoalError } from '../../../../adapters/protocol/errors.js';
 import type { Taxonomy } from '../../../../adapters/taxonomy/index.js';
 import type { Evaluator } from '../../../../pipelines/classify/index.js';
 import { ClassifyProducer } from '../../../../pipelines/classify/classify-producer.js';
-import { natsSettingsFromEnv, s3SettingsFromEnv, splitDirs } from '../../../settings/environment.js';
+import { natsSettingsFromEnv, s3SettingsFromEnv, splitDirs, topologySettingsFromEnv } from '../../../settings/environment.js';
 import { envValue } from '../../../settings/table.js';
 import type { CliApp } from '../../app.js';
 import type { LineSink } from '../../jsonl.js';
@@ -34,6 +35,7 @@ import { gold, noTextError, NO_TEXT_WARNINGS, productId, toItem, type GoldSeen }
 export interface ClassifyJobsCall {
   app: CliApp;
   nats: readonly string[];
+  /** --prefix (else SHOAL_SUBJECT_PREFIX). */
   prefix: string | undefined;
   request: ClassifyMethod;
   /** Models checked against the workers before anything is published. */
@@ -68,8 +70,7 @@ export interface ClassifyJobsOutcome {
 const NO_WORKER_WARNING_MS = 5000;
 const WRITE_LINES = 256;
 
-async function checkModels(nc: Awaited<ReturnType<typeof connectNats>>, prefix: string | undefined, models: ClassifyJobsCall['models']): Promise<void> {
-  const topology = prefix === undefined ? {} : { prefix };
+async function checkModels(nc: Awaited<ReturnType<typeof connectNats>>, topology: TopologySettingsInput, models: ClassifyJobsCall['models']): Promise<void> {
   // A model no worker serves (or served) is refused at once, instead of a run that waits for one.
   const discovery = new NatsEngine(nc, topology);
   try {
@@ -85,10 +86,12 @@ export async function classifyAsJobs(call: ClassifyJobsCall): Promise<ClassifyJo
   const { app } = call;
   const nc = await connectNats({ ...natsSettingsFromEnv(app.io.env), servers: [...call.nats], retryFirstConnect: false, name: 'shoal classify' });
   try {
-    await checkModels(nc, call.prefix, call.models);
+    // The prefix (--prefix, else SHOAL_SUBJECT_PREFIX) and the replicas of what is created (SHOAL_STREAM_REPLICAS).
+    const topology = topologySettingsFromEnv(app.io.env, call.prefix);
+    await checkModels(nc, topology, call.models);
     // The results are read back from the target: a file:// one named here is this user's to read.
     const roots = [...(splitDirs(envValue(app.io.env, 'fileRoots')) ?? []), ...(call.result?.startsWith('file://') === true ? [dirname(fileURLToPath(call.result))] : [])];
-    const producer = await ClassifyProducer.open(nc, call.prefix === undefined ? {} : { prefix: call.prefix }, { fileRoots: roots, s3: s3SettingsFromEnv(app.io.env) });
+    const producer = await ClassifyProducer.open(nc, topology, { fileRoots: roots, s3: s3SettingsFromEnv(app.io.env) });
     try {
       return await produceAndFollow(call, producer);
     } finally {
