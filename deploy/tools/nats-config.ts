@@ -20,14 +20,14 @@ export const COMPOSE_NATS_CONF = join(DEPLOY_DIR, 'nats', 'nats.conf');
 export const CHART_PERMISSIONS_FILE = join(DEPLOY_DIR, 'helm', 'shoal', 'files', 'nats-permissions.yaml');
 export const ALERTS_FILE = join(DEPLOY_DIR, 'grafana', 'alerts', 'shoal-alerts.yaml');
 export const CHART_ALERTS_FILE = join(DEPLOY_DIR, 'helm', 'shoal', 'files', 'shoal-alerts.yaml');
-export const COMPONENTS = ['gateway', 'worker', 'sink', 'documents'] as const;
+export const COMPONENTS = ['gateway', 'worker', 'sink', 'documents', 'classify'] as const;
 export type Component = (typeof COMPONENTS)[number];
 
 const Subjects = z.array(z.string().min(1)).default([]);
 const Rules = z.strictObject({ publish: Subjects, subscribe: Subjects, deny_publish: Subjects, allow_responses: z.boolean().default(false) });
 export const PermissionsFile = z.strictObject({
   common: Rules,
-  components: z.strictObject({ gateway: Rules, worker: Rules, sink: Rules, documents: Rules }),
+  components: z.strictObject({ gateway: Rules, worker: Rules, sink: Rules, documents: Rules, classify: Rules }),
 });
 export type PermissionsFile = z.output<typeof PermissionsFile>;
 

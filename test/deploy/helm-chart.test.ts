@@ -30,10 +30,14 @@ import { REPO_ROOT } from '../helpers/shared.js';
  * probes, the drain and cooldown invariants).
  */
 
+/** The defaults with the optional worker roles on (documents, classify), so every check below covers their workloads too. */
+const ROLES_OVERLAY = join(mkdtempSync(join(tmpdir(), 'shoal-roles-')), 'roles.yaml');
+writeFileSync(ROLES_OVERLAY, stringify({ documents: { enabled: true }, classify: { enabled: true } }));
 const OVERLAYS: Record<string, string[]> = {
   default: [],
   laptop: [join(CHART_DIR, 'values-laptop.yaml')],
   aws: [join(CHART_DIR, 'values-aws.yaml')],
+  roles: [ROLES_OVERLAY],
 };
 const KUBECTL = ['/usr/bin/kubectl', '/usr/local/bin/kubectl'].find((p) => existsSync(p)) ?? null;
 
@@ -276,8 +280,8 @@ describe.skipIf(GO_MISSING !== null)(`Helm chart ${GO_MISSING ?? ''}`, () => {
           expect(container.ports?.[0]).toEqual({ name: 'metrics', containerPort: Number(env.get('SHOAL_METRICS_PORT')) });
           expect(env.get('SHOAL_METRICS_HOST')).toBe('0.0.0.0');
           expect(container.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'metrics' });
-          // A model pool names its models; a document worker (`worker --documents`) encodes through the pools'.
-          if (!container.args.includes('--documents')) expect(env.get('SHOAL_MODELS')?.split(',').length).toBeGreaterThanOrEqual(1);
+          // A model pool names its models; a document or classify worker (`worker --documents`, `--classify`) encodes through the pools'.
+          if (!container.args.includes('--documents') && !container.args.includes('--classify')) expect(env.get('SHOAL_MODELS')?.split(',').length).toBeGreaterThanOrEqual(1);
         }
         if (role === 'sink') {
           // The sink listens on loopback by default: in a pod it must listen on every interface to be scraped.
@@ -332,11 +336,15 @@ describe.skipIf(GO_MISSING !== null)(`Helm chart ${GO_MISSING ?? ''}`, () => {
       expect(conf).toMatch(new RegExp(`user: "${component}"\\n\\s+password: "${password}"\\n`));
     }
     expect(conf).toContain('"$JS.API.STREAM.MSG.DELETE.SHOAL_JOBS"');
-    // No user deletes a stream; only the gateway may purge, and the payload object store only
-    // (the worker, sink and documents users are denied every purge).
+    // No user deletes a stream; only the gateway and classify workers may purge, and the payload
+    // object store only (deleting an object there is a filtered purge); the worker, sink and
+    // documents users are denied every purge.
+    const purging = ['gateway', 'classify'];
     expect(conf.match(/deny: \["\$JS\.API\.STREAM\.DELETE\.>", "\$JS\.API\.STREAM\.PURGE\.SHOAL_JOBS"/g)).toHaveLength(COMPONENTS.length);
-    expect(conf.match(/"\$JS\.API\.STREAM\.PURGE\.>"/g)).toHaveLength(COMPONENTS.length - 1);
-    expect(conf.match(/allow: \[[^\]]*"\$JS\.API\.STREAM\.PURGE\.OBJ_shoal_payloads"/g)).toHaveLength(1);
+    expect(conf.match(/"\$JS\.API\.STREAM\.PURGE\.>"/g)).toHaveLength(COMPONENTS.length - purging.length);
+    // Each user's publish allow list: the purges it is granted.
+    const granted = [...conf.matchAll(/user: "(\w+)"[\s\S]*?publish: \{ allow: \[([^\]]*)\]/g)].map(([, user = '', allow = '']) => [user, allow.match(/"\$JS\.API\.STREAM\.PURGE\.[^"]*"/g) ?? []]);
+    expect(Object.fromEntries(granted)).toEqual(Object.fromEntries(COMPONENTS.map((c) => [c, purging.includes(c) ? ['"$JS.API.STREAM.PURGE.OBJ_shoal_payloads"'] : []])));
   });
 
   it.each(each)('%s: with a read-only root filesystem, every folder a container writes is a writable volume', (name) => {
@@ -436,7 +444,7 @@ describe.skipIf(GO_MISSING !== null)(`Helm chart ${GO_MISSING ?? ''}`, () => {
       return out;
     };
     // The AWS overlay runs a 3-server NATS cluster (Terraform's NATS release) and replicates on all three.
-    const expected: Record<string, string> = { default: '1', laptop: '1', aws: '3' };
+    const expected: Record<string, string> = { default: '1', laptop: '1', aws: '3', roles: '1' };
     for (const name of each) {
       const values = [...replicasOf(rendered.get(name) ?? { text: '', manifests: [], values: {} }).values()];
       expect(values.length, name).toBeGreaterThan(0);

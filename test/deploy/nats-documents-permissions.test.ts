@@ -4,11 +4,13 @@ import { join } from 'node:path';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ingestNames } from '../../adapters/nats/ingest-store.js';
+import { natsNames } from '../../adapters/protocol/subjects.js';
 import { COMPONENTS, COMPOSE_NATS_CONF, passwordVariable, type Component } from '../../deploy/tools/nats-config.js';
 import { NATS_SERVER_BIN, NATS_SERVER_MISSING, natsServerAvailable } from '../helpers/nats-server.js';
 import { GO_MISSING, isFailure, renderChart } from './chart.js';
 import { documentNames } from './document-names.js';
-import { readJsz, startShippedNats, type ConfiguredNats } from './processes.js';
+import { readJsz, spawnWorker, startShippedNats, type ConfiguredNats } from './processes.js';
 
 /**
  * The `documents` user of deploy/nats/permissions.yaml (document workers, `shoal worker
@@ -18,11 +20,12 @@ import { readJsz, startShippedNats, type ConfiguredNats } from './processes.js';
  * stream), document jobs and a run opened by the gateway user, pulled and acked as the documents
  * user, events published, encode jobs and tokenize calls sent, with no permission violation; the
  * chart's KEDA triggers read the lag of exactly these consumers; and what each user may and may
- * not publish on the document subjects. The document worker itself is built beside this file:
- * these are the NATS calls its design names, made with the JetStream client.
+ * not publish on the document subjects (these with the JetStream client, the calls the worker
+ * makes). And a real `shoal worker --documents` started first on a fresh server, as the documents
+ * user, creates its topology and the ingest one it sets up with it, with no violation.
  */
 
-const PASSWORDS: Record<Component, string> = { gateway: 'gw-secret', worker: 'wk-secret', sink: 'sk-secret', documents: 'dc-secret' };
+const PASSWORDS: Record<Component, string> = { gateway: 'gw-secret', worker: 'wk-secret', sink: 'sk-secret', documents: 'dc-secret', classify: 'cl-secret' };
 const PREFIX = 'shoal';
 const PIPELINES = ['documents', 'legal_v2'];
 const ACK_WAIT_MS = 60_000;
@@ -169,6 +172,8 @@ describe.skipIf(!natsServerAvailable())(`the documents NATS user on the shipped 
         callWorkers: true,
         deadLetterDocument: true,
       },
+      // Classify workers: submit encode jobs and call the pools, as document workers do; no part in documents.
+      classify: { ...none, submitJobPart: true, callWorkers: true },
     };
     for (const component of COMPONENTS) {
       const nc = await as(component);
@@ -190,5 +195,46 @@ describe.skipIf(!natsServerAvailable())(`the documents NATS user on the shipped 
     } finally {
       await nc.close();
     }
+  }, 60_000);
+});
+
+describe.skipIf(!natsServerAvailable())(`a document worker on a fresh server with the shipped nats.conf ${natsServerAvailable() ? '' : NATS_SERVER_MISSING}`, () => {
+  // A server of its own: the test above creates the streams by hand, with other settings than the worker's.
+  let nats: ConfiguredNats;
+
+  beforeAll(async () => {
+    nats = await startShippedNats(NATS_SERVER_BIN, readFileSync(COMPOSE_NATS_CONF, 'utf8'), Object.fromEntries(COMPONENTS.map((c) => [passwordVariable(c), PASSWORDS[c]])));
+  }, 30_000);
+
+  afterAll(async () => {
+    await nats?.stop();
+  });
+
+  it('starts as the documents user before anything else ran (as the chart\'s bootstrap Job starts one), creates its topology and the ingest one, and stops, with no violation', async () => {
+    const names = documentNames(PREFIX);
+    // `shoal worker --documents` as the Deployment and the bootstrap Job run it: no model of its own, the documents user.
+    const worker = await spawnWorker({
+      url: nats.url,
+      prefix: PREFIX,
+      id: 'documents-first',
+      models: [],
+      ackWaitMs: ACK_WAIT_MS,
+      extraEnv: { NATS_USER: 'documents', NATS_PASSWORD: PASSWORDS.documents, SHOAL_DOCUMENTS: '1', SHOAL_DOCUMENT_PIPELINES: PIPELINES.join(',') },
+    });
+    const stopped = await worker.stop();
+    expect(stopped.code, worker.log().slice(-2000)).toBe(0);
+    const consumers = new Set<string>();
+    for (const stream of [names.stream, names.runsStream]) for (const c of (await readJsz(nats.monitorPort, stream))?.consumers ?? []) consumers.add(`${stream}/${c.name}`);
+    expect([...consumers].sort()).toEqual([...PIPELINES.map((p) => `${names.stream}/${names.consumer(p)}`), `${names.runsStream}/${names.runsConsumer}`].sort());
+    // The ingest topology came with it: the bucket the document ledger writes.
+    const nc = await connect({ servers: nats.url, user: 'documents', pass: PASSWORDS.documents });
+    try {
+      const jsm = await jetstreamManager(nc);
+      await expect(jsm.streams.info(`KV_${ingestNames(natsNames(PREFIX)).bucket}`)).resolves.toBeDefined();
+    } finally {
+      await nc.close();
+    }
+    expect(nats.log().split('\n').filter((line) => /Violation/i.test(line))).toEqual([]);
+    expect(worker.log()).not.toMatch(/Permissions Violation/);
   }, 60_000);
 });

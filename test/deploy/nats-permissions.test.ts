@@ -29,7 +29,7 @@ import { CLI_FROM_SOURCE } from '../helpers/cli-build.js';
  * dashboard or alert rule reads is exported by the running gateway or worker.
  */
 
-const PASSWORDS: Record<Component, string> = { gateway: 'gw-secret', worker: 'wk-secret', sink: 'sk-secret', documents: 'dc-secret' };
+const PASSWORDS: Record<Component, string> = { gateway: 'gw-secret', worker: 'wk-secret', sink: 'sk-secret', documents: 'dc-secret', classify: 'cl-secret' };
 const userEnv = (c: Component): Record<string, string> => ({ NATS_USER: c, NATS_PASSWORD: PASSWORDS[c] });
 
 describe.skipIf(!natsServerAvailable())(`deployment processes with least-privilege NATS users ${natsServerAvailable() ? '' : NATS_SERVER_MISSING}`, () => {
@@ -216,7 +216,7 @@ describe.skipIf(!natsServerAvailable())(`deployment processes with least-privile
     for (const [who, log] of [['gateway', gateway?.log() ?? ''], ['worker', worker?.log() ?? '']] as const) expect(unexpected(log), who).toEqual([]);
   }, 60_000);
 
-  it('grants the ingest topology to the gateway and parse workers only (document workers: its status bucket), and parse tasks to them only', async () => {
+  it('grants the ingest topology to the gateway, parse, document and classify workers only (the last two create it with theirs), and parse tasks to the first two only', async () => {
     // Each JetStream API subject probed with a request the server answers with an API error
     // (an empty body): answered = the user may publish there; a permissions violation = refused.
     const mayPublish = async (nc: NatsConnection, subject: string): Promise<boolean> =>
@@ -242,8 +242,10 @@ describe.skipIf(!natsServerAvailable())(`deployment processes with least-privile
       gateway: { createIngest: true, createAdvisories: true, createBucket: true, deleteTask: true, deleteJobPart: false, updateIngest: false, purgeIngest: false, deleteIngest: false },
       worker: { createIngest: true, createAdvisories: true, createBucket: true, deleteTask: true, deleteJobPart: true, updateIngest: false, purgeIngest: false, deleteIngest: false },
       sink: { createIngest: false, createAdvisories: false, createBucket: false, deleteTask: false, deleteJobPart: false, updateIngest: false, purgeIngest: false, deleteIngest: false },
-      // Records document status in the ingest bucket, as the parse role does; parses no parse tasks.
-      documents: { createIngest: false, createAdvisories: false, createBucket: true, deleteTask: false, deleteJobPart: false, updateIngest: false, purgeIngest: false, deleteIngest: false },
+      // Record document or run status in the ingest bucket, as the parse role does, and set up the
+      // ingest topology with their own (a fresh server's first one creates it); parse no parse tasks.
+      documents: { createIngest: true, createAdvisories: true, createBucket: true, deleteTask: false, deleteJobPart: false, updateIngest: false, purgeIngest: false, deleteIngest: false },
+      classify: { createIngest: true, createAdvisories: true, createBucket: true, deleteTask: false, deleteJobPart: false, updateIngest: false, purgeIngest: false, deleteIngest: false },
     };
     for (const component of COMPONENTS) {
       const nc = await connect({ servers: nats.url, user: component, pass: PASSWORDS[component] });
@@ -252,8 +254,8 @@ describe.skipIf(!natsServerAvailable())(`deployment processes with least-privile
         for (const [name, subject] of Object.entries(api)) granted[name] = await mayPublish(nc, subject);
         expect(granted, component).toEqual(expected[component]);
         // Parse tasks come from coordinators (the gateway published them in the test above), and
-        // from workers only to hand back a task their shutdown interrupted; never from the sink or a document worker.
-        if (component === 'sink' || component === 'documents') await expect(nc.request(ingest.parseSubject, '{}', { timeout: 2000 }), component).rejects.toThrow(/Permissions Violation for Publish/);
+        // from workers only to hand back a task their shutdown interrupted; never from the sink, a document or a classify worker.
+        if (component === 'sink' || component === 'documents' || component === 'classify') await expect(nc.request(ingest.parseSubject, '{}', { timeout: 2000 }), component).rejects.toThrow(/Permissions Violation for Publish/);
         if (component === 'sink') await expect(nc.request(`$KV.${ingest.bucket}.doc.x.1`, '{}', { timeout: 2000 })).rejects.toThrow(/Permissions Violation for Publish/);
       } finally {
         await nc.close();

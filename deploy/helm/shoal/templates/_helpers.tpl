@@ -126,6 +126,43 @@ The runs stream and its consumer carry `<prefix>.runs.open` to the document work
   value: /var/cache/huggingface
 {{- end -}}
 
+{{/*
+Classify workers (`shoal worker --classify`): the work-queue stream of classification chunks and
+run ends, <UPPER>_CLASSIFY (`<prefix>.classify.>`), and the one durable pull consumer every
+classify worker shares, <lower>_classify (adapters/protocol/classify-jobs.ts classifyJobNames).
+*/}}
+{{- define "shoal.classifyStream" -}}{{ include "shoal.prefixUpper" . }}_CLASSIFY{{- end -}}
+{{- define "shoal.classifyConsumer" -}}{{ include "shoal.prefixLower" . }}_classify{{- end -}}
+
+{{/* Validates classify.* (fails the install with a message that says what to change). */}}
+{{- define "shoal.checkClassify" -}}
+{{- $c := .Values.classify -}}
+{{- if le (int $c.terminationGracePeriodSeconds) (add (div (int $c.drainTimeoutMs) 1000) 10 | int) -}}
+{{- fail (printf "classify: terminationGracePeriodSeconds (%v) must exceed drainTimeoutMs/1000 + 10 (%v), or Kubernetes kills classify workers mid-drain" $c.terminationGracePeriodSeconds (add (div (int $c.drainTimeoutMs) 1000) 10)) -}}
+{{- end -}}
+{{- if and (eq (int $c.replicas.min) 0) (not (and .Values.keda.enabled $c.keda.enabled)) -}}
+{{- fail "classify: replicas.min 0 needs KEDA (keda.enabled and classify.keda.enabled), or nothing wakes the classify workers up" -}}
+{{- end -}}
+{{- if gt (int $c.replicas.min) (int $c.replicas.max) -}}
+{{- fail "classify: replicas.min > replicas.max" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Environment of a classify worker (root): the role and its consumer's settings. */}}
+{{- define "shoal.classifyEnv" -}}
+{{- $c := .Values.classify -}}
+- name: SHOAL_CLASSIFY
+  value: "1"
+- name: SHOAL_ACK_WAIT_MS
+  value: {{ $c.ackWaitMs | quote }}
+- name: SHOAL_MAX_DELIVER
+  value: {{ $c.maxDeliver | quote }}
+- name: SHOAL_CACHE_DIR
+  value: /var/cache/shoal
+- name: HF_HOME
+  value: /var/cache/huggingface
+{{- end -}}
+
 {{/* SHOAL_INDEXES (name=URI, comma-separated, by name) of the gateway, the sink and document workers; include it only when `indexes` is set. */}}
 {{- define "shoal.indexesEnv" -}}
 {{- $pairs := list -}}
@@ -152,7 +189,7 @@ wait $pid
 {{- .Values.nats.auth.existingSecret | default (printf "%s-nats" (include "shoal.fullname" .)) -}}
 {{- end -}}
 
-{{/* NATS connection env for one component (gateway, worker, sink, documents; the consumer bootstrap Jobs as their component): its own NATS user. */}}
+{{/* NATS connection env for one component (gateway, worker, sink, documents, classify; the consumer bootstrap Jobs as their component): its own NATS user. */}}
 {{- define "shoal.natsEnv" -}}
 - name: NATS_URL
   value: {{ .root.Values.nats.url | quote }}

@@ -19,7 +19,7 @@ locals {
   # placeholders filled for the default subject prefix "shoal", as the chart's
   # nats-authorization template and deploy/tools/nats-config.ts do.
   nats_permissions = yamldecode(file("${var.shoal_chart_path}/files/nats-permissions.yaml"))
-  nats_components  = ["gateway", "worker", "sink", "documents"]
+  nats_components  = ["gateway", "worker", "sink", "documents", "classify"]
   nats_subjects = {
     for c in local.nats_components : c => {
       for kind in ["publish", "subscribe", "deny_publish"] : kind => [
