@@ -215,7 +215,9 @@ export class ShoalWorker implements Lifecycle {
         logger,
       });
       consumer.start();
-      deadLetters.start();
+      // The job parts' max-deliveries advisories are a model worker's to bury: a worker that serves
+      // no model (documents or classify only) has no part to answer for, and its NATS user may not.
+      if (routes.length > 0) deadLetters.start();
       const parse = config.parse
         ? await ParseRole.start({ nc: connection, topology, engine: ready, payloads, workerId: config.workerId, ackWaitMs: config.consumer.ackWaitMs, maxDeliver: config.consumer.maxDeliver, retryDelayMs: config.retryDelayMs, logger, limits: config.parseLimits, extractModels: routes.filter((route) => route.primitive === 'extract').map((route) => route.model) })
         : null;
