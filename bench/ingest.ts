@@ -1,5 +1,5 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { parseArgs } from 'node:util';
@@ -15,8 +15,10 @@ import { DocumentParser } from '../pipelines/documents/parse.js';
 import { IngestRunner, type IngestStage, type IngestSummary } from '../pipelines/documents/runner.js';
 import { fileSources, recordSources, type PendingSource } from '../pipelines/documents/sources.js';
 import { InferenceEngine } from '../pipelines/inference/engine.js';
+import type { BatchEvent } from '../pipelines/inference/scheduler.js';
 import { engineOptionsFromEnv } from '../services/settings/engine-settings.js';
 import { BENCH_MODEL, DATA_DIR } from './lib/corpora.js';
+import { JobsFleet, jobsRow, jobsVerdict } from './lib/document-jobs.js';
 import { percentile, printTable, writeResult, type Row } from './lib/report.js';
 
 /**
@@ -49,28 +51,46 @@ import { percentile, printTable, writeResult, type Row } from './lib/report.js';
  *    over NATS when the whole set would take too long; `--skip-baseline` leaves out (2) only,
  *    which the in-process / NATS ratio does not need (the full 5,183-abstract run uses it).
  *
- *   npx tsx bench/ingest.ts [--rounds 3] [--docs 1000] [--skip-pdfs] [--skip-baseline] [--nats] [--nats-docs N]
+ * 5. With `--jobs`: the same SciFact records as document jobs (issue 35; bench/lib/document-jobs.ts):
+ *    a private nats-server, one `shoal worker --models bench-minilm-l6` child process with the
+ *    in-process engine's intra-op threads (SHOAL_THREADS, set for both when unset), and per
+ *    configuration (`--jobs-workers 1,2`) that many `shoal worker --documents` processes; this
+ *    process publishes with DocumentProducer (what `shoal ingest --nats --index NAME` runs) and
+ *    follows the run: timed from the first publish to the run's end event. Each configuration
+ *    runs once per round, interleaved with the in-process run (order reversed every other round),
+ *    into a fresh index; rows are counted and must equal the in-process run's (the bench fails
+ *    otherwise). Reported per round and as medians: documents/s, chunks/s, jobs / in-process,
+ *    the engines' items per batch, and CPU seconds per process (/proc) against the wall time of all cores.
+ *    `--docs` defaults to 2,000 with `--jobs`.
+ *
+ *   npx tsx bench/ingest.ts [--rounds 3] [--docs 1000] [--skip-pdfs] [--skip-baseline] [--nats] [--nats-docs N] [--jobs] [--jobs-workers 1,2]
  */
 
 const { values: args } = parseArgs({
   options: {
     rounds: { type: 'string', default: '3' },
-    docs: { type: 'string', default: '1000' },
+    docs: { type: 'string' },
     'skip-pdfs': { type: 'boolean', default: false },
     'skip-baseline': { type: 'boolean', default: false },
     nats: { type: 'boolean', default: false },
     'nats-docs': { type: 'string' },
+    jobs: { type: 'boolean', default: false },
+    'jobs-workers': { type: 'string', default: '1,2' },
   },
 });
 
 const ROUNDS = Number(args.rounds);
-const DOCS = Number(args.docs);
+const DOCS = Number(args.docs ?? (args.jobs ? 2000 : 1000));
 const PDF_DIR = join(DATA_DIR, 'pdfs');
 /** Same request size as pipelines/documents/stages/encode.ts. */
 const ENCODE_REQUEST_ITEMS = 8_192;
 const STAGES: readonly IngestStage[] = ['parse', 'chunk', 'encode', 'write', 'wait'];
 const NATS_DOCS = args['nats-docs'] === undefined ? DOCS : Number(args['nats-docs']);
 const NATS_PREFIX = 'benchingest';
+/** Documents workers per `--jobs` configuration. */
+const JOBS_WORKERS = args.jobs ? (args['jobs-workers'] ?? '1,2').split(',').map(Number) : [];
+/** Batches the in-process engine ran and their items (its scheduler's onBatch hook). */
+const inference = { batches: 0, items: 0, realTokens: 0, paddedTokens: 0 };
 
 interface Scifact {
   _id: string;
@@ -99,6 +119,12 @@ interface PipelineRun {
   stages: Record<IngestStage, number>;
   /** Rows in the index after the run, counted before the temp index is removed (both modes must agree). */
   rows: number;
+  /** In process only: the engine's batches and their items, and this process's CPU seconds (all threads). */
+  batches?: number;
+  batchItems?: number;
+  realTokens?: number;
+  paddedTokens?: number;
+  cpuSeconds?: number;
 }
 
 async function runPipeline(engine: InferenceEngine, parser: DocumentParser, base: PipelineDefinition, sources: readonly PendingSource[]): Promise<PipelineRun> {
@@ -108,10 +134,13 @@ async function runPipeline(engine: InferenceEngine, parser: DocumentParser, base
   const stages = Object.fromEntries(STAGES.map((stage) => [stage, 0])) as Record<IngestStage, number>;
   try {
     const runner = new IngestRunner({ definition, engine, sink, reader: parser, onStage: (stage, ms) => (stages[stage] += ms / 1000) });
+    const before = { ...inference };
+    const cpu = process.cpuUsage();
     const started = performance.now();
     const summary = await runner.run(sources);
     const seconds = (performance.now() - started) / 1000;
-    return { summary, seconds, stages, rows: await sink.count() };
+    const used = process.cpuUsage(cpu);
+    return { summary, seconds, stages, rows: await sink.count(), batches: inference.batches - before.batches, batchItems: inference.items - before.items, realTokens: inference.realTokens - before.realTokens, paddedTokens: inference.paddedTokens - before.paddedTokens, cpuSeconds: (used.user + used.system) / 1e6 };
   } finally {
     await sink.close();
     rmSync(dir, { recursive: true, force: true });
@@ -223,14 +252,27 @@ function stageColumns(run: PipelineRun): Row {
 }
 
 async function main(): Promise<void> {
-  const engine = new InferenceEngine(engineOptionsFromEnv(process.env));
+  // The model worker of --jobs must run with the in-process engine's intra-op threads: both get the same explicit number.
+  const threads = Number(process.env.SHOAL_THREADS ?? availableParallelism());
+  if (args.jobs) process.env.SHOAL_THREADS = String(threads);
+  const onBatch = (event: BatchEvent): void => {
+    inference.batches += 1;
+    inference.items += event.items;
+    inference.realTokens += event.realTokens;
+    inference.paddedTokens += event.paddedTokens;
+  };
+  const engine = new InferenceEngine({ ...engineOptionsFromEnv(process.env), hooks: { scheduler: { onBatch } } });
   const base = applyOverrides(await resolvePipeline(undefined), { model: BENCH_MODEL });
   const parser = new DocumentParser(engine, { ...base.stages.parse });
   const lines = scifactLines(DOCS);
   const pdfFiles = readdirSync(PDF_DIR).filter((name) => name.endsWith('.pdf'));
   const nats = args.nats ? await startNats() : null;
+  const jobIndex = (round: number | 'warm', workers: number): string => `r${round}w${workers}`;
+  const fleet = args.jobs ? await JobsFleet.start({ configurations: JOBS_WORKERS, threads, pipeline: base, indexes: [...JOBS_WORKERS.map((workers) => jobIndex('warm', workers)), ...Array.from({ length: ROUNDS }, (_, n) => JOBS_WORKERS.map((workers) => jobIndex(n + 1, workers))).flat()] }) : null;
   try {
     if (nats !== null) await runNatsPipeline(nats.ingest, base, await recordsOf(lines.slice(0, 8)));
+    // Warm-up of every documents worker (parse threads, pipeline, index handle): a batch of 64 each, and some.
+    for (const workers of JOBS_WORKERS) await fleet?.run(workers, jobIndex('warm', workers), await recordsOf(lines.slice(0, Math.min(lines.length, 64 * workers + 32))));
     // Warm-up: parse threads, tokenizer and encoder loaded, OCR model loaded (one PDF page routed to OCR, if any).
     const warm = await recordsOf(lines.slice(0, 8));
     await runPipeline(engine, parser, base, warm);
@@ -244,16 +286,29 @@ async function main(): Promise<void> {
     const rounds: unknown[] = [];
     const ratios: number[] = [];
     const natsRows: Row[] = [];
+    const jobsRows = new Map<number, Row[]>(JOBS_WORKERS.map((workers) => [workers, []]));
     for (let round = 1; round <= ROUNDS; round++) {
       const sources = await recordsOf(lines);
       let pipeline: PipelineRun | undefined;
       let baseline = Number.NaN;
+      const jobs = new Map<number, Awaited<ReturnType<JobsFleet['run']>>>();
       // Alternate the order so drift within a round does not favour one side.
-      for (const side of round % 2 === 1 ? (['pipeline', 'baseline'] as const) : (['baseline', 'pipeline'] as const)) {
+      const sides = ['pipeline', ...(args['skip-baseline'] ? [] : ['baseline']), ...JOBS_WORKERS.map((workers) => `jobs${workers}`)];
+      for (const side of round % 2 === 1 ? sides : sides.reverse()) {
         if (side === 'pipeline') pipeline = await runPipeline(engine, parser, base, sources);
-        else if (!args['skip-baseline']) baseline = await encodeOnly(engine, base, texts);
+        else if (side === 'baseline') baseline = await encodeOnly(engine, base, texts);
+        else if (fleet !== null) {
+          const workers = Number(side.slice('jobs'.length));
+          jobs.set(workers, await fleet.run(workers, jobIndex(round, workers), await recordsOf(lines)));
+          fleet.removeIndex(jobIndex(round, workers));
+        }
       }
       if (pipeline === undefined) throw new Error('no pipeline run');
+      for (const [workers, run] of jobs) {
+        const row = jobsRow(round, workers, pipeline, run, lines.length);
+        jobsRows.get(workers)?.push(row);
+        console.error(`round ${round}: jobs with ${workers} documents worker(s) ${Number(row['jobs docs/s']).toFixed(1)} docs/s, in process ${Number(row['in-process docs/s']).toFixed(1)} docs/s, jobs/in-process ${Number(row['jobs/in-process']).toFixed(3)}`);
+      }
       const { summary } = pipeline;
       if ((!args['skip-baseline'] && summary.chunks !== texts.length) || summary.documents.ok !== lines.length || pipeline.rows !== summary.chunks) {
         throw new Error(`round ${round}: pipeline wrote ${summary.chunks} chunks of ${summary.documents.ok} documents; encode-only has ${texts.length} chunks of ${lines.length}`);
@@ -342,7 +397,11 @@ async function main(): Promise<void> {
     const natsTitle = `SciFact abstracts (${NATS_DOCS} records), in process vs --nats with one worker process (stage % of the coordinator)`;
     const natsTable = natsRows.length === 0 ? [] : [...natsRows, medianRow(natsRows)];
     printTable(natsTitle, natsTable);
-    const file = writeResult('ingest', {
+    const jobsTables = [...jobsRows].map(([workers, rows]) => ({ workers, title: `SciFact abstracts (${lines.length} records), in process vs document jobs: ${workers} documents worker(s) + 1 model worker (SHOAL_THREADS=${threads}); CPU s per process`, table: [...rows, medianRow(rows)] }));
+    for (const { title, table } of jobsTables) printTable(title, table);
+    const jobsVerdicts = jobsTables.map(({ workers, table }) => jobsVerdict(workers, table));
+    for (const line of jobsVerdicts) console.log(`\n${line}`);
+    const file = writeResult(args.jobs ? 'ingest-jobs' : 'ingest', {
       command: `npx tsx bench/ingest.ts ${process.argv.slice(2).join(' ')}`,
       model: BENCH_MODEL,
       pipeline: base,
@@ -352,14 +411,16 @@ async function main(): Promise<void> {
       scifact: scifactTable,
       pdfs: pdfTable,
       nats: natsTable,
+      ...(args.jobs ? { jobs: { threads, configurations: JOBS_WORKERS, verdicts: jobsVerdicts, tables: jobsTables } } : {}),
       rounds,
     });
     const scifactTitle = `SciFact abstracts (${lines.length} JSON Lines records) → LanceDB, pipeline vs encode-only of the same ${texts.length} chunks (stage % = busy time / wall)`;
     const verdict = verdictLine(ratio);
     const md = file.replace(/\.json$/, '.md');
-    writeFileSync(md, [`# bench/ingest.ts`, '', `\`npx tsx bench/ingest.ts ${process.argv.slice(2).join(' ')}\``, '', markdown(scifactTitle, scifactTable), verdict, '', markdown(`PDFs of ${PDF_DIR} (OCR auto)`, pdfTable), markdown(natsTitle, natsTable)].join('\n'));
+    writeFileSync(md, [`# bench/ingest.ts`, '', `\`npx tsx bench/ingest.ts ${process.argv.slice(2).join(' ')}\``, '', markdown(scifactTitle, scifactTable), verdict, '', markdown(`PDFs of ${PDF_DIR} (OCR auto)`, pdfTable), markdown(natsTitle, natsTable), ...jobsTables.map(({ title, table }) => markdown(title, table)), ...jobsVerdicts].join('\n'));
     console.log(`\nwrote ${file}\nwrote ${md}`);
   } finally {
+    await fleet?.stop();
     await nats?.stop();
     await parser.close();
     await engine.close();
