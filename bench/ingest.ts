@@ -385,7 +385,10 @@ async function main(): Promise<void> {
 
     const medianRow = (rows: readonly Row[]): Row => {
       const out: Row = { round: 'median' };
-      for (const key of Object.keys(rows[0] ?? {})) if (key !== 'round') out[key] = median(rows.map((r) => Number(r[key])));
+      for (const key of Object.keys(rows[0] ?? {})) {
+        // Text columns (documents per worker) have no median.
+        if (key !== 'round') out[key] = rows.every((r) => typeof r[key] === 'number') ? median(rows.map((r) => Number(r[key]))) : '';
+      }
       return out;
     };
     const scifactTable = [...scifactRows, medianRow(scifactRows)];
