@@ -41,8 +41,7 @@ import type { PendingSource } from './sources.js';
  *
  * Jobs are taken in batches (the documents of a batch share engine requests, like a wave of an
  * in-process run); two batches run at once, so one is parsed and chunked while the other is
- * encoded. Batches are started one read after another (#pullDocuments), so their encode jobs do
- * not reach the model workers together.
+ * encoded.
  */
 
 export interface DocumentJobsOptions {
@@ -82,8 +81,6 @@ const ERROR_PAUSE_MS = 500;
 /** How long a batch that failed on infrastructure (an index or the model workers unreachable) waits before its jobs come back. */
 const RETRY_DELAY_MS = 5000;
 const MAX_PARSERS = 4;
-/** Longest a new batch waits for the batch being read to reach its encode (#pullDocuments). */
-const STAGGER_MAX_MS = 1000;
 
 interface Job {
   msg: JsMsg;
@@ -121,8 +118,6 @@ export class DocumentJobs implements Lifecycle {
   #loops: Promise<void>[] = [];
   #stopping = false;
   #next = 0;
-  /** Settles once the batch dispatched last has read its documents (its first encode is submitted) or ended. */
-  #reading: Promise<void> | null = null;
 
   private constructor(options: DocumentJobsOptions, topology: DocumentTopology, ledger: DocumentLedger) {
     this.#options = options;
@@ -155,17 +150,6 @@ export class DocumentJobs implements Lifecycle {
         await Promise.race(this.#inFlight);
         continue;
       }
-      if (this.#reading !== null) {
-        // Staggered: batches read at the same moment submit their encode jobs together, the model
-        // workers (which mix the items of every job they hold) finish them together, and the
-        // model then idles while both batches commit and the next two are read, every cycle
-        // (bench/ingest.ts --jobs: 0.3-0.4 s of every 7 s on 2 cores). A batch read while another
-        // is encoded keeps the model's queue filled; the wait is bounded so that slow reads (OCR)
-        // still overlap.
-        await settledOrAfter(this.#reading, STAGGER_MAX_MS);
-        this.#reading = null;
-        continue;
-      }
       const pipeline = pipelines[turn++ % pipelines.length];
       if (pipeline === undefined) return;
       try {
@@ -191,9 +175,7 @@ export class DocumentJobs implements Lifecycle {
       for (const msg of messages) if (this.#held.has(msg)) msg.working();
     }, Math.max(200, Math.floor(ackWaitMs / 3)));
     for (const msg of messages) this.#held.add(msg);
-    let read = (): void => undefined;
-    this.#reading = new Promise<void>((resolve) => (read = resolve));
-    const work = this.#batch(messages, read)
+    const work = this.#batch(messages)
       .catch((error: unknown) => {
         // Only NATS failures while settling reach here: the jobs are redelivered after the ack wait.
         this.#options.logger?.error({ err: String(error) }, 'handling document jobs failed');
@@ -201,7 +183,6 @@ export class DocumentJobs implements Lifecycle {
       .finally(() => {
         clearInterval(keepAlive);
         for (const msg of messages) this.#held.delete(msg);
-        read();
         this.#inFlight.delete(work);
       });
     this.#inFlight.add(work);
@@ -280,8 +261,7 @@ export class DocumentJobs implements Lifecycle {
     return recorded;
   }
 
-  /** `read` is called once the batch's documents are read (its first encode is submitted next). */
-  async #batch(messages: JsMsg[], read: () => void): Promise<void> {
+  async #batch(messages: JsMsg[]): Promise<void> {
     const jobs: Job[] = [];
     for (const msg of messages) {
       const decoded = decodeJson(msg.data);
@@ -341,7 +321,7 @@ export class DocumentJobs implements Lifecycle {
       lanes.set(key, lane);
     }
     for (const job of later) job.msg.nak(1000);
-    const results = await Promise.allSettled([...lanes.values()].map((lane) => this.#lane(lane, read)));
+    const results = await Promise.allSettled([...lanes.values()].map((lane) => this.#lane(lane)));
     for (const result of results) if (result.status === 'fulfilled') ended.push(...result.value);
     await this.#count(ended);
     await Promise.all(ended.map((job) => job.msg.ackAck().catch((error: unknown) => this.#options.logger?.warn({ err: String(error), run: job.job.run_id, doc: job.job.doc }, 'ack of a document job failed; it will be redelivered and answered from the ledger'))));
@@ -405,7 +385,7 @@ export class DocumentJobs implements Lifecycle {
   }
 
   /** Runs one lane (one pipeline and index) through the runner; returns the jobs it ended. */
-  async #lane(lane: readonly Job[], read: () => void): Promise<Job[]> {
+  async #lane(lane: readonly Job[]): Promise<Job[]> {
     const first = lane[0];
     if (first === undefined) return [];
     const { pipeline, index } = first.job;
@@ -440,10 +420,6 @@ export class DocumentJobs implements Lifecycle {
         );
       },
       onOutcome: (outcome) => outcomes.push(outcome),
-      // The runner's intake wait ends when its first wave is read: that wave's encode starts now.
-      onStage: (stage) => {
-        if (stage === 'wait') read();
-      },
     });
     try {
       await runner.run(lane.map((job) => this.#pending(job, definition)));
@@ -512,16 +488,6 @@ export class DocumentJobs implements Lifecycle {
     const parsers = [...this.#parsers.values()];
     this.#parsers.clear();
     await Promise.all(parsers.map((parser) => parser.close()));
-  }
-}
-
-/** Resolves when `promise` settles or after `ms`, whichever is first (the timer is cleared either way). */
-async function settledOrAfter(promise: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    await Promise.race([promise.then(() => undefined, () => undefined), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
-  } finally {
-    clearTimeout(timer);
   }
 }
 
