@@ -168,8 +168,14 @@ export class JobsFleet {
         process.exit(1);
       });
     }
-    await waitReady(model, 'the model worker');
-    for (const [count, workers] of documents) for (const [n, worker] of workers.entries()) await waitReady(worker, `documents worker ${n + 1} of configuration ${count}`);
+    try {
+      await waitReady(model, 'the model worker');
+      for (const [count, workers] of documents) for (const [n, worker] of workers.entries()) await waitReady(worker, `documents worker ${n + 1} of configuration ${count}`);
+    } catch (error) {
+      // No worker is left behind by a fleet that never started.
+      await fleet.stop();
+      throw error;
+    }
     return fleet;
   }
 
@@ -182,14 +188,17 @@ export class JobsFleet {
     const workers = this.#documents.get(count);
     if (workers === undefined) throw new Error(`no configuration of ${count} documents workers`);
     const model = this.#model.metricsPort;
-    const busy = (): Promise<number[]> => Promise.all([metricSum(model, 'shoal_batches_total'), metricSum(model, 'shoal_batch_items_total'), metricSum(model, 'shoal_batch_tokens_total', 'kind="real"'), metricSum(model, 'shoal_batch_tokens_total', 'kind="padded"'), ...workers.map((worker) => metricSum(worker.metricsPort, 'shoal_documents_total'))]);
-    const cpu = (): JobsCpu => ({
-      model: cpuSeconds(this.#model.process.pid),
-      documents: workers.reduce((sum, worker) => sum + cpuSeconds(worker.process.pid), 0),
-      nats: cpuSeconds(this.#server.pid()),
-      bench: (process.cpuUsage().user + process.cpuUsage().system) / 1e6,
-    });
-    const before = await busy();
+    const counters = (): Promise<number[]> => Promise.all([metricSum(model, 'shoal_batches_total'), metricSum(model, 'shoal_batch_items_total'), metricSum(model, 'shoal_batch_tokens_total', 'kind="real"'), metricSum(model, 'shoal_batch_tokens_total', 'kind="padded"'), ...workers.map((worker) => metricSum(worker.metricsPort, 'shoal_documents_total'))]);
+    const cpu = (): JobsCpu => {
+      const own = process.cpuUsage();
+      return {
+        model: cpuSeconds(this.#model.process.pid),
+        documents: workers.reduce((sum, worker) => sum + cpuSeconds(worker.process.pid), 0),
+        nats: cpuSeconds(this.#server.pid()),
+        bench: (own.user + own.system) / 1e6,
+      };
+    };
+    const before = await counters();
     const cpuBefore = cpu();
     const runId = randomUUID();
     const started = performance.now();
@@ -198,7 +207,7 @@ export class JobsFleet {
     const followed = await this.#producer.follow(runId, { expected: produced.documents });
     const seconds = (performance.now() - started) / 1000;
     const cpuAfter = cpu();
-    const after = await busy();
+    const after = await counters();
     if (followed.end === null) throw new Error(`run ${runId}: no end event`);
     const sink = new LanceDbSink({ dir: join(this.#root, 'indexes', index), table: this.#table });
     let rows: number;
