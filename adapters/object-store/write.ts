@@ -43,16 +43,23 @@ export async function writeObject(client: S3Client, bucket: string, key: string,
   return multipart(client, bucket, key, body, options);
 }
 
-async function multipart(client: S3Client, bucket: string, key: string, body: Uint8Array, options: WriteOptions): Promise<WriteResult> {
+/** Starts a multipart upload of `bucket/key` (retried as every request is) and returns its upload id. */
+async function startMultipart(client: S3Client, bucket: string, key: string, options: WriteOptions): Promise<string> {
   const uri = `s3://${bucket}/${key}`;
-  const { CreateMultipartUploadCommand, UploadPartCommand } = await s3Sdk();
+  const { CreateMultipartUploadCommand } = await s3Sdk();
   const created = await withRetry(
     `start a multipart upload of ${uri}`,
     () => client.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key, ContentType: options.contentType }), { abortSignal: options.signal }),
     options,
   );
-  const uploadId = created.UploadId;
-  if (uploadId === undefined) throw new ShoalError(ErrorCode.UNAVAILABLE, `start a multipart upload of ${uri}: the server returned no upload id`);
+  if (created.UploadId === undefined) throw new ShoalError(ErrorCode.UNAVAILABLE, `start a multipart upload of ${uri}: the server returned no upload id`);
+  return created.UploadId;
+}
+
+async function multipart(client: S3Client, bucket: string, key: string, body: Uint8Array, options: WriteOptions): Promise<WriteResult> {
+  const uri = `s3://${bucket}/${key}`;
+  const { UploadPartCommand } = await s3Sdk();
+  const uploadId = await startMultipart(client, bucket, key, options);
   const count = Math.ceil(body.byteLength / options.partBytes);
   const done: CompletedPart[] = new Array<CompletedPart>(count);
   try {
@@ -110,14 +117,8 @@ export async function writeObjectStream(client: S3Client, bucket: string, key: s
   };
   const first = await fill();
   if (ended && pendingBytes === 0) return writeObject(client, bucket, key, first, options);
-  const { CreateMultipartUploadCommand, UploadPartCommand } = await s3Sdk();
-  const created = await withRetry(
-    `start a multipart upload of ${uri}`,
-    () => client.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key, ContentType: options.contentType }), { abortSignal: options.signal }),
-    options,
-  );
-  const uploadId = created.UploadId;
-  if (uploadId === undefined) throw new ShoalError(ErrorCode.UNAVAILABLE, `start a multipart upload of ${uri}: the server returned no upload id`);
+  const { UploadPartCommand } = await s3Sdk();
+  const uploadId = await startMultipart(client, bucket, key, options);
   const done: CompletedPart[] = [];
   let size = 0;
   try {

@@ -5,7 +5,8 @@ import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 import { WIRE_VERSION } from '../../protocol/jobs.js';
 import { checkJobId } from '../../protocol/subjects.js';
 import { parseWith } from '../../protocol/validate.js';
-import { JS_CODES, isJsApiCode, toNatsShoalError } from '../nats-errors.js';
+import { writeIfRevision } from '../kv-cas.js';
+import { toNatsShoalError } from '../nats-errors.js';
 import { bitmapHas } from '../status-store.js';
 
 /**
@@ -117,14 +118,7 @@ export class ClassifyLedger {
   async #write(record: ClassifyJobRecord, revision: number | null): Promise<boolean> {
     const key = runKey(record.job_id);
     const body = JSON.stringify(parseWith(ClassifyJobRecord, record, 'classification run status', ErrorCode.INTERNAL));
-    try {
-      if (revision === null) await this.#kv.create(key, body);
-      else await this.#kv.update(key, body, revision);
-      return true;
-    } catch (error) {
-      if (isJsApiCode(error, JS_CODES.StreamWrongLastSequence)) return false;
-      throw toNatsShoalError(error, `write ${key}`);
-    }
+    return writeIfRevision(this.#kv, key, body, revision, `write ${key}`);
   }
 
   /**

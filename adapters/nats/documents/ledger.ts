@@ -9,6 +9,7 @@ import { IngestRunStatus } from '../../protocol/ingest.js';
 import { WIRE_VERSION } from '../../protocol/jobs.js';
 import { checkJobId } from '../../protocol/subjects.js';
 import { parseWith } from '../../protocol/validate.js';
+import { writeIfRevision } from '../kv-cas.js';
 import { JS_CODES, isJsApiCode, toNatsShoalError } from '../nats-errors.js';
 
 /**
@@ -169,14 +170,7 @@ export class DocumentLedger {
   async #write(status: IngestRunStatus, revision: number | null): Promise<boolean> {
     const key = runKey(status.job_id);
     const body = JSON.stringify(parseWith(IngestRunStatus, status, 'ingest run status', ErrorCode.INTERNAL));
-    try {
-      if (revision === null) await this.#kv.create(key, body);
-      else await this.#kv.update(key, body, revision);
-      return true;
-    } catch (error) {
-      if (isJsApiCode(error, JS_CODES.StreamWrongLastSequence)) return false;
-      throw toNatsShoalError(error, `write ingest status ${key}`);
-    }
+    return writeIfRevision(this.#kv, key, body, revision, `write ingest status ${key}`);
   }
 
   /** The `done` records of a run stored after ledger revision `after`, in revision order. */
