@@ -22,8 +22,8 @@ import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
 import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
 import type { Sink } from '../../adapters/sinks/sink.js';
 import type { PipelineDefinition } from './definition.js';
-import { DocumentParser } from './parse.js';
 import { capParseSettings, type ParseLimits } from './parse-limits.js';
+import { ParserCache } from './parser-cache.js';
 import { IngestRunner, type DocumentOutcome } from './runner.js';
 import type { PendingSource } from './sources.js';
 
@@ -80,7 +80,6 @@ const FETCH_EXPIRES_MS = 1000;
 const ERROR_PAUSE_MS = 500;
 /** How long a batch that failed on infrastructure (an index or the model workers unreachable) waits before its jobs come back. */
 const RETRY_DELAY_MS = 5000;
-const MAX_PARSERS = 4;
 
 interface Job {
   msg: JsMsg;
@@ -113,7 +112,7 @@ export class DocumentJobs implements Lifecycle {
   /** Jobs of the batches in flight, handed back to the queue by close() (a scale-down uses no delivery of theirs). */
   readonly #held = new Set<JsMsg>();
   readonly #shutdown = new AbortController();
-  readonly #parsers = new Map<string, DocumentParser>();
+  readonly #parsers: ParserCache;
   readonly #definitions = new Map<string, Promise<PipelineDefinition>>();
   #loops: Promise<void>[] = [];
   #stopping = false;
@@ -125,6 +124,7 @@ export class DocumentJobs implements Lifecycle {
     this.#topology = topology;
     this.#ledger = ledger;
     setMaxListeners(0, this.#shutdown.signal);
+    this.#parsers = new ParserCache(options.engine, options.limits ?? {}, this.#shutdown.signal);
   }
 
   static async start(options: DocumentJobsOptions): Promise<DocumentJobs> {
@@ -348,22 +348,6 @@ export class DocumentJobs implements Lifecycle {
     return found;
   }
 
-  #parser(definition: PipelineDefinition): DocumentParser {
-    const settings = capParseSettings(definition.stages.parse, this.#options.limits ?? {});
-    const key = JSON.stringify(settings);
-    let parser = this.#parsers.get(key);
-    if (parser === undefined) {
-      if (this.#parsers.size >= MAX_PARSERS) {
-        const [oldestKey, oldest] = this.#parsers.entries().next().value ?? [];
-        if (oldestKey !== undefined) this.#parsers.delete(oldestKey);
-        void oldest?.close();
-      }
-      parser = new DocumentParser(this.#options.engine, { ...settings, signal: this.#shutdown.signal });
-      this.#parsers.set(key, parser);
-    }
-    return parser;
-  }
-
   #pending(job: Job, definition: PipelineDefinition): PendingSource {
     const { source } = job.job;
     const maxBytes = capParseSettings(definition.stages.parse, this.#options.limits ?? {}).maxBytes;
@@ -409,7 +393,7 @@ export class DocumentJobs implements Lifecycle {
       definition,
       engine: new JobsEngine(this.#options.rpc, this.#options.jobs, { jobPrefix: `d${randomBytes(8).toString('hex')}${(this.#next++).toString(36)}` }),
       sink,
-      reader: this.#parser(definition),
+      reader: this.#parsers.get(definition.stages.parse),
       tableMetadata: {},
       beforeCommit: async (states) => {
         await Promise.all(
@@ -462,7 +446,7 @@ export class DocumentJobs implements Lifecycle {
     this.#stopping = true;
     await Promise.all(this.#loops);
     while (this.#inFlight.size > 0) await Promise.all([...this.#inFlight]);
-    await this.#closeParsers();
+    await this.#parsers.close();
   }
 
   /**
@@ -481,13 +465,7 @@ export class DocumentJobs implements Lifecycle {
         handBack(msg, { js: this.#js, stream: this.#topology.names.stream, fallbackId: `${msg.subject}.${msg.seq}`, what: 'document job', log: { seq: msg.seq }, logger: this.#options.logger }).catch(() => undefined),
       ),
     );
-    await this.#closeParsers();
-  }
-
-  async #closeParsers(): Promise<void> {
-    const parsers = [...this.#parsers.values()];
-    this.#parsers.clear();
-    await Promise.all(parsers.map((parser) => parser.close()));
+    await this.#parsers.close();
   }
 }
 

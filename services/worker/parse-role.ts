@@ -11,8 +11,8 @@ import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
 import { builtinModelIds } from '../../adapters/sources/builtin-models.js';
 import type { DocumentSource } from '../../pipelines/documents/document.js';
-import { DocumentParser } from '../../pipelines/documents/parse.js';
-import { capParseSettings, type ParseLimits } from '../../pipelines/documents/parse-limits.js';
+import { ParserCache } from '../../pipelines/documents/parser-cache.js';
+import type { ParseLimits } from '../../pipelines/documents/parse-limits.js';
 
 /**
  * The parse role of `shoal worker --parse` (SHOAL_PARSE=1): parse tasks of `shoal ingest --nats`
@@ -21,8 +21,6 @@ import { capParseSettings, type ParseLimits } from '../../pipelines/documents/pa
  * parser per distinct parse setting (a run's ocr mode, dpi, limits), kept for later tasks.
  */
 
-/** Parsers kept at most (each holds parse threads); a new setting beyond it replaces the oldest. */
-const MAX_PARSERS = 4;
 /** Documents parsed at once: the parse pool has two threads by default. */
 const PARSE_CONCURRENCY = 2;
 
@@ -44,16 +42,13 @@ export interface ParseRoleOptions {
 
 export class ParseRole implements Lifecycle {
   readonly #consumer: ParseTaskConsumer;
-  readonly #parsers = new Map<string, DocumentParser>();
   readonly #stop = new AbortController();
-  readonly #engine: Engine;
-  readonly #limits: Partial<ParseLimits>;
+  readonly #parsers: ParserCache;
   readonly #ocrModels: ReadonlySet<string>;
   readonly #deadLetters: ParseDeadLetters;
 
   private constructor(engine: Engine, limits: Partial<ParseLimits>, ocrModels: ReadonlySet<string>, deadLetters: ParseDeadLetters, build: (parse: (input: ParseInput) => Promise<ParseAnswer>) => ParseTaskConsumer) {
-    this.#engine = engine;
-    this.#limits = limits;
+    this.#parsers = new ParserCache(engine, limits, this.#stop.signal);
     this.#ocrModels = ocrModels;
     this.#deadLetters = deadLetters;
     this.#consumer = build((input) => this.#parse(input));
@@ -90,24 +85,6 @@ export class ParseRole implements Lifecycle {
     return role;
   }
 
-  #parser(requested: ParseInput['settings']): DocumentParser {
-    // A task asks; this worker's ceilings decide (a request may not raise maxPages to 1,000,000).
-    const settings = capParseSettings(requested, this.#limits);
-    const key = JSON.stringify(settings);
-    let parser = this.#parsers.get(key);
-    if (parser === undefined) {
-      if (this.#parsers.size >= MAX_PARSERS) {
-        const [oldestKey, oldest] = this.#parsers.entries().next().value ?? [];
-        if (oldestKey !== undefined) this.#parsers.delete(oldestKey);
-        // Documents it is still reading fail with UNAVAILABLE and are redelivered.
-        void oldest?.close();
-      }
-      parser = new DocumentParser(this.#engine, { ...settings, furniture: settings.furniture ?? 'keep', signal: this.#stop.signal });
-      this.#parsers.set(key, parser);
-    }
-    return parser;
-  }
-
   async #parse(input: ParseInput): Promise<ParseAnswer> {
     // The engine would load (and download from the hub) whatever id a task names: a task comes
     // from anyone who may publish parse tasks, so only a built-in or served OCR model is run.
@@ -119,7 +96,7 @@ export class ParseRole implements Lifecycle {
       ? { uri: input.source, text: Buffer.from(input.bytes.buffer, input.bytes.byteOffset, input.bytes.byteLength).toString('utf8') }
       : { uri: input.source, bytes: input.bytes, ...(input.name === undefined ? {} : { path: input.name }) };
     if (input.id !== undefined) source.id = input.id;
-    const outcome = await this.#parser(input.settings).parse(source);
+    const outcome = await this.#parsers.get(input.settings).parse(source);
     // A parse stopped by shutdown is not the document's failure: thrown, the task is nak'ed.
     if (!outcome.ok && outcome.code === ErrorCode.CANCELLED) throw new ShoalError(ErrorCode.CANCELLED, outcome.reason);
     if (!outcome.ok) return { ok: false, code: outcome.code, reason: outcome.reason };
@@ -141,7 +118,7 @@ export class ParseRole implements Lifecycle {
   async drain(): Promise<void> {
     await this.#consumer.drain();
     await this.#deadLetters.drain();
-    await this.#closeParsers();
+    await this.#parsers.close();
   }
 
   /** Stops at once: documents being parsed are nak'ed for another worker. */
@@ -149,12 +126,6 @@ export class ParseRole implements Lifecycle {
     this.#stop.abort();
     await this.#consumer.close();
     await this.#deadLetters.close();
-    await this.#closeParsers();
-  }
-
-  async #closeParsers(): Promise<void> {
-    const parsers = [...this.#parsers.values()];
-    this.#parsers.clear();
-    await Promise.all(parsers.map((parser) => parser.close()));
+    await this.#parsers.close();
   }
 }
