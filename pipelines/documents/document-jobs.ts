@@ -128,7 +128,8 @@ export class DocumentJobs implements Lifecycle {
   }
 
   static async start(options: DocumentJobsOptions): Promise<DocumentJobs> {
-    const topology = await ensureDocumentTopology(options.nc, options.topology, options.pipelines, { ackWaitMs: options.ackWaitMs ?? 60_000 });
+    // A replicated stream's creation can time out while a cluster is busy electing: retried.
+    const topology = await withNatsRetry('set up the document-job topology', () => ensureDocumentTopology(options.nc, options.topology, options.pipelines, { ackWaitMs: options.ackWaitMs ?? 60_000 }));
     const ledger = await DocumentLedger.open(options.nc, topology.ingest.bucket);
     const jobs = new DocumentJobs(options, topology, ledger);
     jobs.#loops = [jobs.#pullDocuments(), jobs.#pullAnnouncements()];

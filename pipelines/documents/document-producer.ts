@@ -76,8 +76,9 @@ export class DocumentProducer {
 
   /** Sets up the topology (streams, the ledger's bucket; consumers stay the workers'). The connection stays the caller's. */
   static async open(nc: NatsConnection, topologySettings: TopologySettingsInput = {}): Promise<DocumentProducer> {
-    const topology = await ensureTopology(nc, topologySettings);
-    const documents = await ensureDocumentTopology(nc, topology, []);
+    const topology = await withNatsRetry('set up the NATS topology', () => ensureTopology(nc, topologySettings));
+    // A replicated stream's creation can time out while a cluster is busy electing: retried, as every NATS call of a run is.
+    const documents = await withNatsRetry('set up the document-job topology', () => ensureDocumentTopology(nc, topology, []));
     const ledger = await DocumentLedger.open(nc, documents.ingest.bucket);
     return new DocumentProducer(nc, documents, ledger, new PayloadStore(nc, { bucket: topology.names.payloadBucket }));
   }
