@@ -2,21 +2,12 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as lancedb from '@lancedb/lancedb';
-import type { NatsConnection } from '@nats-io/transport-node';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startIngestGateway, type IngestGateway } from '../helpers/ingest-gateway.js';
 import { z } from 'zod';
-import { DISCOVERY_STALL_MS, NatsEngine } from '../../adapters/nats/engine-client.js';
-import { JobsClient } from '../../adapters/nats/jobs-client.js';
-import { servedModelGate } from '../../adapters/nats/model-gate.js';
-import { ShoalMetrics } from '../../adapters/observability/metrics.js';
-import type { InferenceEngine } from '../../pipelines/inference/engine.js';
-import { buildGatewayApp } from '../../services/gateway/app.js';
-import { IngestRuns } from '../../services/gateway/ingest-runs.js';
-import type { ShoalWorker } from '../../services/worker/worker.js';
-import { TEST_SETTINGS } from '../helpers/gateway.js';
-import { eventually, natsServerAvailable, NATS_SERVER_MISSING, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
-import { FIXTURE_MODELS_DIR, TINY_MEAN, referenceEngine, startTestWorker, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
+import { eventually, natsServerAvailable, NATS_SERVER_MISSING } from '../helpers/nats-server.js';
+import { FIXTURE_MODELS_DIR, TINY_MEAN, uniquePrefix } from '../helpers/nats-worker.js';
 import { jsonl, parseJsonl, runShoal } from '../helpers/shoal-cli.js';
 
 /**
@@ -56,11 +47,7 @@ async function readRows(index: string): Promise<{ id: string; source: string; te
 describe.skipIf(!natsServerAvailable())('gateway: POST /v1/search and POST /v1/ingest', () => {
   let root: string;
   let notesIndex: string;
-  let server: NatsServerHandle;
-  let worker: ShoalWorker;
-  let nc: NatsConnection;
-  let engine: InferenceEngine;
-  let ingest: IngestRuns;
+  let gateway: IngestGateway | undefined;
   let app: FastifyInstance;
   const prefix = uniquePrefix('gwdocs');
 
@@ -73,27 +60,13 @@ describe.skipIf(!natsServerAvailable())('gateway: POST /v1/search and POST /v1/i
     const built = await runShoal(['ingest', folder, '--no-progress', '--model', TINY_MEAN, '--index', notesIndex, '--json'], { env: ENV });
     expect(built.code, built.stderr).toBe(0);
 
-    server = await startNatsServer();
-    worker = await startTestWorker(server.url, prefix, { parse: true });
-    nc = await testConnection(server.url);
-    // The gateway's gate: jobs (and ingest runs) only for models some worker serves, for that operation.
-    const discovery = new NatsEngine(nc, { prefix });
-    const jobs = await JobsClient.open(nc, { topology: { prefix }, modelGate: (topology) => servedModelGate({ topology, discover: () => discovery.workers(500, DISCOVERY_STALL_MS) }) });
-    ingest = new IngestRuns({ connection: () => nc, s3: {}, prefix });
-    engine = referenceEngine();
-    app = buildGatewayApp(
-      { engine, jobs, ingest, models: async () => [], metrics: new ShoalMetrics(), ready: async () => ({ ready: true }) },
-      { ...TEST_SETTINGS, natsPrefix: prefix, indexes: { notes: notesIndex, fresh: join(root, 'fresh-index') } },
-    );
+    // The gateway's gate (on by default): jobs (and ingest runs) only for models some worker serves, for that operation.
+    gateway = await startIngestGateway({ prefix, indexes: { notes: notesIndex, fresh: join(root, 'fresh-index') } });
+    app = gateway.app;
   }, 120_000);
 
   afterAll(async () => {
-    await app?.close();
-    await ingest?.close();
-    await engine?.close();
-    await worker?.close();
-    await nc?.close();
-    await server?.stop();
+    await gateway?.close();
     await rm(root, { recursive: true, force: true });
   }, 60_000);
 

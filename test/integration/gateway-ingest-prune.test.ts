@@ -3,19 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import * as lancedb from '@lancedb/lancedb';
-import type { NatsConnection } from '@nats-io/transport-node';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startIngestGateway, type IngestGateway } from '../helpers/ingest-gateway.js';
 import { z } from 'zod';
-import { JobsClient } from '../../adapters/nats/jobs-client.js';
-import { ShoalMetrics } from '../../adapters/observability/metrics.js';
-import type { InferenceEngine } from '../../pipelines/inference/engine.js';
-import { buildGatewayApp } from '../../services/gateway/app.js';
-import { IngestRuns } from '../../services/gateway/ingest-runs.js';
-import type { ShoalWorker } from '../../services/worker/worker.js';
-import { TEST_SETTINGS } from '../helpers/gateway.js';
-import { eventually, natsServerAvailable, NATS_SERVER_MISSING, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
-import { TINY_MEAN, referenceEngine, startTestWorker, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
+import { eventually, natsServerAvailable, NATS_SERVER_MISSING } from '../helpers/nats-server.js';
+import { TINY_MEAN, uniquePrefix } from '../helpers/nats-worker.js';
 
 /**
  * POST /v1/ingest with `"prune": true`, end to end through the gateway app, a private nats-server
@@ -52,11 +45,7 @@ describe.skipIf(!natsServerAvailable())('gateway: POST /v1/ingest with prune', (
   let root: string;
   let folder: string;
   let index: string;
-  let server: NatsServerHandle;
-  let worker: ShoalWorker;
-  let nc: NatsConnection;
-  let engine: InferenceEngine;
-  let ingest: IngestRuns;
+  let gateway: IngestGateway | undefined;
   let app: FastifyInstance;
   const prefix = uniquePrefix('gwprune');
   const uri = (name: string): string => pathToFileURL(join(folder, name)).href;
@@ -67,25 +56,12 @@ describe.skipIf(!natsServerAvailable())('gateway: POST /v1/ingest with prune', (
     await mkdir(folder, { recursive: true });
     for (const [name, text] of Object.entries(FILES)) await writeFile(join(folder, name), text);
     index = join(root, 'index');
-    server = await startNatsServer();
-    worker = await startTestWorker(server.url, prefix, { parse: true });
-    nc = await testConnection(server.url);
-    const jobs = await JobsClient.open(nc, { topology: { prefix } });
-    ingest = new IngestRuns({ connection: () => nc, s3: {}, prefix, fileRoots: [join(root, 'files')] });
-    engine = referenceEngine();
-    app = buildGatewayApp(
-      { engine, jobs, ingest, models: async () => [], metrics: new ShoalMetrics(), ready: async () => ({ ready: true }) },
-      { ...TEST_SETTINGS, natsPrefix: prefix, indexes: { docs: index } },
-    );
+    gateway = await startIngestGateway({ prefix, indexes: { docs: index }, fileRoots: [join(root, 'files')], servedModelsOnly: false });
+    app = gateway.app;
   }, 120_000);
 
   afterAll(async () => {
-    await app?.close();
-    await ingest?.close();
-    await engine?.close();
-    await worker?.close();
-    await nc?.close();
-    await server?.stop();
+    await gateway?.close();
     await rm(root, { recursive: true, force: true });
   }, 60_000);
 

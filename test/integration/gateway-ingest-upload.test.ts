@@ -2,26 +2,20 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { NatsConnection } from '@nats-io/transport-node';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startIngestGateway, type IngestGateway } from '../helpers/ingest-gateway.js';
 import { z } from 'zod';
-import { DISCOVERY_STALL_MS, NatsEngine } from '../../adapters/nats/engine-client.js';
-import { JobsClient } from '../../adapters/nats/jobs-client.js';
-import { servedModelGate } from '../../adapters/nats/model-gate.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { IngestAccepted } from '../../adapters/protocol/http-responses.js';
 import { MAX_DOCUMENT_BYTES } from '../../adapters/protocol/limits.js';
-import type { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { buildGatewayApp } from '../../services/gateway/app.js';
-import { IngestRuns } from '../../services/gateway/ingest-runs.js';
 import { MAX_UPLOAD_FILES } from '../../services/gateway/ingest-upload.js';
-import type { ShoalWorker } from '../../services/worker/worker.js';
 import { ErrorBody, MemoryJobs, ScriptedEngine, TEST_SETTINGS } from '../helpers/gateway.js';
 import { MemoryIngest } from '../helpers/memory-ingest.js';
-import { natsServerAvailable, NATS_SERVER_MISSING, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
-import { TINY_MEAN, referenceEngine, startTestWorker, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
+import { natsServerAvailable, NATS_SERVER_MISSING } from '../helpers/nats-server.js';
+import { TINY_MEAN, uniquePrefix } from '../helpers/nats-worker.js';
 import { DATA_DIR, missingReason, sharedAvailable } from '../helpers/shared.js';
 
 /**
@@ -139,36 +133,18 @@ describe.skipIf(!sharedAvailable(PDF))(`multipart uploads: what reaches the run,
 const runnable = natsServerAvailable() && sharedAvailable(PDF);
 describe.skipIf(!runnable)(`multipart uploads through the real pipeline ${runnable ? '' : natsServerAvailable() ? missingReason(PDF) : NATS_SERVER_MISSING}`, () => {
   let root: string;
-  let server: NatsServerHandle;
-  let worker: ShoalWorker;
-  let nc: NatsConnection;
-  let engine: InferenceEngine;
-  let ingest: IngestRuns;
+  let gateway: IngestGateway | undefined;
   let app: FastifyInstance;
   const prefix = uniquePrefix('gwupload');
 
   beforeAll(async () => {
     root = await mkdtemp(join(tmpdir(), 'shoal-gw-upload-'));
-    server = await startNatsServer();
-    worker = await startTestWorker(server.url, prefix, { parse: true });
-    nc = await testConnection(server.url);
-    const discovery = new NatsEngine(nc, { prefix });
-    const jobs = await JobsClient.open(nc, { topology: { prefix }, modelGate: (topology) => servedModelGate({ topology, discover: () => discovery.workers(500, DISCOVERY_STALL_MS) }) });
-    ingest = new IngestRuns({ connection: () => nc, s3: {}, prefix });
-    engine = referenceEngine();
-    app = buildGatewayApp(
-      { engine, jobs, ingest, models: async () => [], metrics: new ShoalMetrics(), ready: async () => ({ ready: true }) },
-      { ...TEST_SETTINGS, natsPrefix: prefix, indexes: { up: join(root, 'index') } },
-    );
+    gateway = await startIngestGateway({ prefix, indexes: { up: join(root, 'index') } });
+    app = gateway.app;
   }, 120_000);
 
   afterAll(async () => {
-    await app?.close();
-    await ingest?.close();
-    await engine?.close();
-    await worker?.close();
-    await nc?.close();
-    await server?.stop();
+    await gateway?.close();
     await rm(root, { recursive: true, force: true });
   }, 60_000);
 
