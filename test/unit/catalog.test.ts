@@ -1,7 +1,8 @@
 import { mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import { rejection } from '../helpers/rejection.js';
+import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { EMPTY_CATALOG, loadCatalog, parseCatalog, type Catalog } from '../../pipelines/inference/catalog.js';
 import { REPO_ROOT } from '../helpers/shared.js';
 import { tempDir } from '../helpers/synthetic-repo.js';
@@ -14,16 +15,6 @@ async function write(path: string, text: string): Promise<string> {
   await mkdir(join(full, '..'), { recursive: true });
   await writeFile(full, text);
   return full;
-}
-
-async function rejection(promise: Promise<unknown>): Promise<ShoalError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof ShoalError) return error;
-    throw new Error(`expected a ShoalError, got ${String(error)}`);
-  }
-  throw new Error('expected a rejection');
 }
 
 function asObject(catalog: Catalog): Record<string, unknown> {

@@ -1,8 +1,9 @@
 import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rejection } from '../../helpers/rejection.js';
 import { z } from 'zod';
-import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
+import { ErrorCode } from '../../../adapters/protocol/errors.js';
 import { parseCatalog } from '../../../pipelines/inference/catalog.js';
 import { InferenceEngine } from '../../../pipelines/inference/engine.js';
 import { conformanceDir, expectAllClose, loadConformance, numberMatrix } from '../../helpers/conformance.js';
@@ -16,16 +17,6 @@ import { tempDir } from '../../helpers/synthetic-repo.js';
  */
 
 const kit = loadConformance('bert-mean-embed');
-
-async function rejection(promise: Promise<unknown>): Promise<ShoalError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof ShoalError) return error;
-    throw new Error(`expected a ShoalError, got ${String(error)}`);
-  }
-  throw new Error('expected a rejection');
-}
 
 if (kit === null) {
   describe('engine with a hub catalog entry', () => {

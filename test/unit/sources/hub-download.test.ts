@@ -3,7 +3,8 @@ import { lstat, mkdir, readdir, readFile, readlink, rm, stat, writeFile } from '
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
+import { rejection } from '../../helpers/rejection.js';
+import { ErrorCode } from '../../../adapters/protocol/errors.js';
 import { findCachedSnapshot } from '../../../adapters/sources/hf-cache.js';
 import { downloadModel, type HubOptions } from '../../../adapters/sources/hub-download.js';
 import { resolveModelSource, resolveSourceOptions, type SourceOptionsInput } from '../../../adapters/sources/resolve.js';
@@ -55,16 +56,6 @@ function hubOptions(cacheDir: string, extra: Partial<HubOptions> = {}): HubOptio
 
 function sources(cacheDir: string, extra: SourceOptionsInput = {}) {
   return resolveSourceOptions({ hubEndpoint: hub.url, hubCacheDir: cacheDir, modelDirs: [], ...extra });
-}
-
-async function rejection(promise: Promise<unknown>): Promise<ShoalError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof ShoalError) return error;
-    throw new Error(`expected a ShoalError, got ${String(error)}`);
-  }
-  throw new Error('expected a rejection');
 }
 
 async function sha256Of(path: string): Promise<string> {

@@ -1,6 +1,7 @@
 import { mkdir, realpath, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rejection } from '../../helpers/rejection.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import {
   resolveModelSource,
@@ -29,16 +30,6 @@ async function modelFolder(path: string): Promise<string> {
 
 function options(input: SourceOptionsInput = {}) {
   return resolveSourceOptions({ hubEndpoint: NO_HUB, hubCacheDir: cache, allowDownload: false, ...input });
-}
-
-async function rejection(promise: Promise<unknown>): Promise<ShoalError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof ShoalError) return error;
-    throw new Error(`expected a ShoalError, got ${String(error)}`);
-  }
-  throw new Error('expected a rejection');
 }
 
 beforeAll(async () => {
