@@ -1,5 +1,5 @@
 import type { EncodeRequest, ExtractRequest, ScoreRequest, TokenizeRequest } from './requests.js';
-import type { EncodeResult, ExtractResult, ScoreResult, TokenizeResult } from './results.js';
+import type { EncodeResult, ExtractResult, ScoreResult, TokenizeResult, TypedEncodeResult } from './results.js';
 
 /** Per-call options that are not part of the wire request. */
 export interface CallOptions {
@@ -21,6 +21,11 @@ export interface CallOptions {
  */
 export interface Engine {
   encode(request: EncodeRequest, options?: CallOptions): Promise<EncodeResult>;
+  /**
+   * `encode` with dense vectors as typed arrays, where the engine has them without a copy (the
+   * in-process one); a remote engine has only the wire's numbers and leaves this out.
+   */
+  encodeTyped?(request: EncodeRequest, options?: CallOptions): Promise<TypedEncodeResult>;
   score(request: ScoreRequest, options?: CallOptions): Promise<ScoreResult>;
   extract(request: ExtractRequest, options?: CallOptions): Promise<ExtractResult>;
   tokenize(request: TokenizeRequest, options?: CallOptions): Promise<TokenizeResult>;

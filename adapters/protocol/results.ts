@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { EmbeddingDtype, TypedVector } from './output-types.js';
 import { ItemId } from './requests.js';
 
 /**
@@ -44,6 +45,17 @@ export const EncodeResult = z.strictObject({
   usage: Usage,
 });
 export type EncodeResult = z.infer<typeof EncodeResult>;
+
+/**
+ * An encoded item whose dense vector is still a typed array: what an in-process caller gets from
+ * `Engine.encodeTyped`, so vectors stay typed from the model thread to the store (no number[]).
+ */
+export type TypedEncodedItem = Omit<EncodedItem, 'dense'> & { dense?: TypedVector };
+
+export interface TypedEncodeResult extends Omit<EncodeResult, 'items'> {
+  dtype: EmbeddingDtype;
+  items: TypedEncodedItem[];
+}
 
 export const ScoredItem = z.strictObject({
   /** Position of the item in the request. */

@@ -1,20 +1,12 @@
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { quantizeVector, truncateDimensions, vectorValues, type EmbeddingDtype, type TypedVector } from '../../adapters/protocol/output-types.js';
-import type { EncodedItem, EncodeResult } from '../../adapters/protocol/results.js';
+import type { EncodedItem, EncodeResult, TypedEncodeResult } from '../../adapters/protocol/results.js';
 
 /**
  * Dense vectors as the request asks for them: Matryoshka `dimensions`, then the output type
  * (adapters/protocol/output-types.ts). Runs on the engine's thread on vectors that arrived as
  * transferred Float32Arrays; nothing here copies a vector more than once.
  */
-
-/** An encoded item whose dense vector is still a typed array (the CLI formats it itself). */
-export type TypedEncodedItem = Omit<EncodedItem, 'dense'> & { dense?: TypedVector };
-
-export interface TypedEncodeResult extends Omit<EncodeResult, 'items'> {
-  dtype: EmbeddingDtype;
-  items: TypedEncodedItem[];
-}
 
 export interface DenseShape {
   dtype: EmbeddingDtype;

@@ -1,6 +1,5 @@
-import { setMaxListeners } from 'node:events';
 import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
-import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
+import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
 import {
   EncodeRequest,
@@ -9,9 +8,7 @@ import {
   TokenizeRequest,
   type OutputType,
   isImageItem,
-  type Item,
   type Priority,
-  type Role,
 } from '../../adapters/protocol/requests.js';
 import type {
   EncodeResult,
@@ -20,58 +17,46 @@ import type {
   ScoredItem,
   ScoreResult,
   TokenizeResult,
+  TypedEncodedItem,
+  TypedEncodeResult,
 } from '../../adapters/protocol/results.js';
 import { toCodePointOffsets } from '../../adapters/protocol/entity-offsets.js';
 import { parseWith } from '../../adapters/protocol/validate.js';
 import {
   preparedCost,
   type ItemOutput,
-  type Prepared,
-  type PrepareRequest,
   type PrepItem,
   type RunnerInfo,
   type RunOptions,
-  type Task,
 } from '../../adapters/models/family.js';
 import { ModelThreads, type ModelWorker } from '../../adapters/model-threads/model-worker.js';
 import { PrepPool } from '../../adapters/model-threads/prep-pool.js';
 import type { ModelProfile } from '../../adapters/models/profile.js';
 import { getFamily } from '../../adapters/models/registry.js';
 import type { CompareTo } from '../../adapters/model-threads/thread-messages.js';
-import { checkImageSource, ImageFetcher } from '../../adapters/sources/image-input.js';
 import { tunedBudget } from './batch-tuning.js';
 import { EMPTY_CATALOG } from './catalog.js';
-import { denseBytesAtLeast, shapeDense, toWireResult, type DenseShape, type TypedEncodedItem, type TypedEncodeResult } from './dense-output.js';
+import { denseBytesAtLeast, shapeDense, toWireResult, type DenseShape } from './dense-output.js';
 import { resolveEngineOptions, type EngineOptionsInput, type ResolvedEngineOptions } from './engine-options.js';
 import { predictModelBytes } from './memory.js';
 import { resolveProfile } from './model-loader.js';
 import { ModelPool, type ModelLease, type PoolSnapshot } from './pool.js';
-import { promptFor, type PromptChoice } from './prompts.js';
+import { type PromptChoice } from './prompts.js';
 import { Scheduler } from './scheduler.js';
+import { ChunkedRunner, throwIfAborted } from './chunked-run.js';
+import { RequestItems } from './request-items.js';
 
 export { EngineOptions } from './engine-options.js';
 export type { EngineOptionsInput } from './engine-options.js';
 
 /**
  * The in-process Engine: encode / score / extract / tokenize on any model the catalog or the
- * sources can resolve. A request is validated, prepared (tokenized) in a prep thread in chunks,
- * and each chunk is handed to the scheduler as soon as it is ready, so tokenization overlaps with
- * inference; the scheduler packs items of all requests into token-budget batches per model and
- * lane. The model stays resident (leased from the pool) until the request finishes.
+ * sources can resolve. A request is validated, its items made ready for the model
+ * (request-items.ts), then tokenized and run chunk by chunk (chunked-run.ts); the scheduler packs
+ * items of all requests into token-budget batches per model and lane. The model stays resident
+ * (leased from the pool) until the request finishes. This file holds what each operation adds:
+ * which outputs, which prompts, and the shape of its result.
  */
-
-/** Items per prep message: the first batches start after this many items are tokenized. */
-const PREP_CHUNK = 128;
-/**
- * A request's first prep message is smaller: the model waits for it (just loaded, or idle), and
- * tokenizing 128 texts took 130-160 ms in which a freshly loaded model sat idle at the start of
- * every `shoal encode` (model-thread CPU profile); 32 give the first batch in a quarter of that.
- */
-const FIRST_PREP_CHUNK = 32;
-
-function throwIfAborted(signal: AbortSignal | undefined): void {
-  if (signal?.aborted === true) throw new ShoalError(ErrorCode.CANCELLED, 'the request was cancelled');
-}
 
 /** The int8 default budget for a model whose main graph runs int8, unless a budget was configured (engine or catalog). */
 function int8Budget(worker: ModelWorker, budget: number | null): number | null {
@@ -84,16 +69,6 @@ function int8Budget(worker: ModelWorker, budget: number | null): number | null {
 function withId<T extends object>(target: T, id: string | number | undefined): T {
   if (id !== undefined) Object.assign(target, { id });
   return target;
-}
-
-interface Execution {
-  lane: Priority;
-  task: Task;
-  maxLength: number;
-  options: RunOptions;
-  labels?: string[] | undefined;
-  compareTo?: CompareTo | undefined;
-  signal?: AbortSignal | undefined;
 }
 
 export interface InspectResult {
@@ -110,8 +85,8 @@ export class InferenceEngine implements Engine, Lifecycle {
   readonly #pool: ModelPool;
   readonly #scheduler: Scheduler;
   readonly #threads: ModelThreads;
-  /** URL images are fetched on this thread, a few per host at a time. */
-  readonly #imageFetcher = new ImageFetcher();
+  readonly #items: RequestItems;
+  readonly #runner: ChunkedRunner;
   /** Detected profiles by model name: tokenize needs no ONNX session. */
   readonly #profiles = new Map<string, Promise<ModelProfile>>();
   readonly #resolve: (name: string) => Promise<ModelProfile>;
@@ -164,6 +139,8 @@ export class InferenceEngine implements Engine, Lifecycle {
         },
       },
     });
+    this.#items = new RequestItems(options.images);
+    this.#runner = new ChunkedRunner({ prep: this.#prep, scheduler: this.#scheduler, pool: this.#pool, interactiveSessions: options.interactiveSessions });
   }
 
   /** Starts serving: loads and pins the configured `preload` models (other models load at first use). */
@@ -240,141 +217,14 @@ export class InferenceEngine implements Engine, Lifecycle {
     return requested;
   }
 
-  /**
-   * Prepares items chunk by chunk and submits each chunk to the scheduler as soon as it is ready;
-   * bulk chunks wait for queue room (backpressure). Outputs come back in input order.
-   */
-  async #execute(lease: ModelLease, items: PrepItem[], run: Execution): Promise<{ outputs: ItemOutput[]; prepared: Prepared[] }> {
-    const model = lease.model;
-    if (run.lane === 'interactive' && this.#options.interactiveSessions && model.interactive === null) {
-      // The first interactive request does not wait for the extra session; later ones use it.
-      void this.#pool.ensureInteractive(lease).catch(() => false);
-    }
-    const prepared: Prepared[] = [];
-    const parts: Promise<ItemOutput[]>[] = [];
-    // One internal signal per request carries the caller's abort to every chunk; chunks add their
-    // listeners to it, not to a signal the caller may share across many requests.
-    const internal = new AbortController();
-    setMaxListeners(0, internal.signal);
-    const forward = (): void => internal.abort();
-    if (run.signal?.aborted === true) internal.abort();
-    run.signal?.addEventListener('abort', forward, { once: true });
-    const signal = internal.signal;
-    try {
-      return await this.#submitChunks(model, items, run, signal, prepared, parts);
-    } finally {
-      run.signal?.removeEventListener('abort', forward);
-    }
-  }
-
-  async #submitChunks(
-    model: ModelLease['model'],
-    items: PrepItem[],
-    run: Execution,
-    signal: AbortSignal,
-    prepared: Prepared[],
-    parts: Promise<ItemOutput[]>[],
-  ): Promise<{ outputs: ItemOutput[]; prepared: Prepared[] }> {
-    const done = this.#scheduler.preparing(model);
-    try {
-      for (let start = 0; start < items.length; ) {
-        throwIfAborted(signal);
-        const chunk = items.slice(start, start + (start === 0 ? FIRST_PREP_CHUNK : PREP_CHUNK));
-        start += chunk.length;
-        const request: PrepareRequest = { task: run.task, items: chunk, maxLength: run.maxLength };
-        if (run.labels !== undefined) request.labels = run.labels;
-        const ready = await this.#prep.prepare(model.profile, request, run.lane);
-        prepared.push(...ready);
-        if (run.lane === 'bulk') await this.#scheduler.waitForCapacity(ready.length, signal);
-        const part = this.#scheduler.submit({
-          model,
-          lane: run.lane,
-          items: ready,
-          options: run.options,
-          compareTo: run.compareTo,
-          signal,
-        });
-        // Attached now so a failing chunk is never an unhandled rejection while later chunks prepare.
-        part.catch(() => undefined);
-        parts.push(part);
-      }
-    } finally {
-      done();
-    }
-    const settled = await Promise.allSettled(parts);
-    const outputs: ItemOutput[] = [];
-    for (const result of settled) {
-      if (result.status === 'rejected') throw result.reason;
-      outputs.push(...result.value);
-    }
-    return { outputs, prepared };
-  }
-
-  /**
-   * Request items → prep items: prompts for text (per role), image sources checked against the
-   * image policy, and items the model cannot read refused by name.
-   */
-  async #prepItems(
-    profile: ModelProfile,
-    items: readonly Item[],
-    defaultRole: Role | undefined,
-    choice: PromptChoice | null,
-    signal?: AbortSignal,
-  ): Promise<PrepItem[]> {
-    const inputs = getFamily(profile.family).capabilities.inputs ?? ['text'];
-    const prompts = new Map<Role | 'none', string>();
-    const out: PrepItem[] = [];
-    const fetches: Promise<void>[] = [];
-    for (const [index, item] of items.entries()) {
-      const role = item.role ?? defaultRole;
-      if (isImageItem(item)) {
-        if (!inputs.includes('image')) {
-          throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${profile.id} (${profile.family}) reads text, not images`);
-        }
-        const prepItem: PrepItem = { text: '', image: await checkImageSource(item.image, this.#options.images), role: role ?? 'document' };
-        out.push(prepItem);
-        // URLs are fetched here, all at once, not in the prep thread: a slow host then delays only this request.
-        if (prepItem.image?.kind === 'url') fetches.push(this.#fetchImage(prepItem, index, signal));
-        continue;
-      }
-      if (!inputs.includes('text')) {
-        throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${profile.id} (${profile.family}) reads images, not text`);
-      }
-      const key = role ?? 'none';
-      let prompt = prompts.get(key);
-      if (prompt === undefined) {
-        prompt = choice === null ? '' : promptFor(profile, role, choice);
-        prompts.set(key, prompt);
-      }
-      out.push(prompt === '' ? { text: item.text, role: role ?? 'document' } : { text: prompt + item.text, role: role ?? 'document', prompt });
-    }
-    if (fetches.length > 0) {
-      const settled = await Promise.allSettled(fetches);
-      const failed = settled.find((result) => result.status === 'rejected');
-      if (failed !== undefined) throw failed.reason;
-    }
-    return out;
-  }
-
-  /** Replaces a checked image URL by its bytes (errors named by item, as the prep thread names them). */
-  async #fetchImage(item: PrepItem, index: number, signal: AbortSignal | undefined): Promise<void> {
-    if (item.image?.kind !== 'url') return;
-    try {
-      item.image = { kind: 'bytes', bytes: await this.#imageFetcher.fetch(item.image.url, this.#options.images, signal) };
-    } catch (error) {
-      const shoal = toShoalError(error);
-      throw new ShoalError(shoal.code, `image item ${index}: ${shoal.message}`, { cause: shoal, details: { ...shoal.details, item: index } });
-    }
-  }
-
-
   async encode(input: EncodeRequest, call: CallOptions = {}): Promise<EncodeResult> {
     return toWireResult(await this.encodeTyped(input, call));
   }
 
   /**
-   * `encode` with dense vectors left as typed arrays (Float32Array for float32): what an
-   * in-process caller that serializes them itself (the CLI) uses, skipping the number[] copy.
+   * `encode` with dense vectors left as typed arrays (Float32Array for float32): the ingest encode
+   * stage (pipelines/documents/stages/batched-encode.ts) takes them as they are, skipping a
+   * number[] copy of every vector on the way to the store.
    */
   async encodeTyped(input: EncodeRequest, call: CallOptions = {}): Promise<TypedEncodeResult> {
     const request = parseWith(EncodeRequest, input, 'encode request');
@@ -391,13 +241,13 @@ export class InferenceEngine implements Engine, Lifecycle {
         );
       }
       this.#checkResultSize(request.items.length, outputs, shape, lease.model.worker.info.dimension, call.maxResultBytes);
-      const items = await this.#prepItems(profile, request.items, request.role, {
+      const items = await this.#items.prepare(profile, request.items, request.role, {
         prompt: request.prompt,
         promptText: request.prompt_text,
         instruction: request.instruction,
       });
       const options: RunOptions = request.normalize === undefined ? { outputs } : { outputs, normalize: request.normalize };
-      const { outputs: results, prepared } = await this.#execute(lease, items, {
+      const { outputs: results, prepared } = await this.#runner.run(lease, items, {
         lane: this.#lane(request.priority, items.length),
         task: 'encode',
         maxLength: this.#maxLength(profile, request.max_length),
@@ -452,22 +302,22 @@ export class InferenceEngine implements Engine, Lifecycle {
           if (request.instruction !== undefined) pair.instruction = request.instruction;
           return pair;
         });
-        const run = await this.#execute(lease, items, { lane, task: 'score', maxLength, options: { outputs: [] }, signal: call.signal });
+        const run = await this.#runner.run(lease, items, { lane, task: 'score', maxLength, options: { outputs: [] }, signal: call.signal });
         outputs = run.outputs;
         tokens = run.prepared.reduce((sum, p) => sum + preparedCost(p), 0);
       } else if (family.capabilities.score === 'embeddings') {
         const encodeAs = [...family.capabilities.defaultOutputs];
         const choice: PromptChoice = { prompt: request.prompt, instruction: request.instruction };
-        const queryItems = await this.#prepItems(profile, [request.query], 'query', choice, call.signal);
-        const query = await this.#execute(lease, queryItems, { lane, task: 'encode', maxLength, options: { outputs: encodeAs }, signal: call.signal });
+        const queryItems = await this.#items.prepare(profile, [request.query], 'query', choice, call.signal);
+        const query = await this.#runner.run(lease, queryItems, { lane, task: 'encode', maxLength, options: { outputs: encodeAs }, signal: call.signal });
         const vector = query.outputs[0];
         if (vector === undefined) throw new ShoalError(ErrorCode.INTERNAL, 'query encoding missing');
         const reference: CompareTo = {};
         if (vector.dense !== undefined) reference.dense = vector.dense;
         if (vector.sparse !== undefined) reference.sparse = vector.sparse;
         if (vector.multivector !== undefined) reference.multivector = vector.multivector;
-        const documents = await this.#prepItems(profile, request.items, 'document', {}, call.signal);
-        const run = await this.#execute(lease, documents, {
+        const documents = await this.#items.prepare(profile, request.items, 'document', {}, call.signal);
+        const run = await this.#runner.run(lease, documents, {
           lane,
           task: 'encode',
           maxLength,
@@ -495,12 +345,12 @@ export class InferenceEngine implements Engine, Lifecycle {
       if (!family.capabilities.extract) {
         throw new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, `model ${request.model} (${profile.family}) cannot extract; use encode or score`);
       }
-      const items = await this.#prepItems(profile, request.items, 'document', null, call.signal);
+      const items = await this.#items.prepare(profile, request.items, 'document', null, call.signal);
       const options: RunOptions = { outputs: [] };
       if (request.threshold !== undefined) options.threshold = request.threshold;
       if (request.aggregation !== undefined) options.aggregation = request.aggregation;
       if (request.top_k !== undefined) options.topK = request.top_k;
-      const { outputs, prepared } = await this.#execute(lease, items, {
+      const { outputs, prepared } = await this.#runner.run(lease, items, {
         lane: this.#lane(request.priority, items.length),
         task: 'extract',
         maxLength: this.#maxLength(profile, request.max_length),
@@ -532,7 +382,7 @@ export class InferenceEngine implements Engine, Lifecycle {
     const maxLength = this.#maxLength(profile, request.max_length);
     // A causal-LM reranker writes the instruction into its pair prompt, as score does.
     const pairInstruction = getFamily(profile.family).capabilities.pairInstruction === true ? request.instruction : undefined;
-    const items = (await this.#prepItems(profile, request.items, request.role, {
+    const items = (await this.#items.prepare(profile, request.items, request.role, {
       prompt: request.prompt,
       promptText: request.prompt_text,
       instruction: pairInstruction === undefined ? request.instruction : undefined,

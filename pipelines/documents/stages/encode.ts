@@ -29,7 +29,7 @@ export function encodeDense(engine: Engine, texts: readonly string[], options: D
       ...(options.dtype === undefined ? {} : { dtype: options.dtype }),
       ...(options.dimensions === undefined ? {} : { dimensions: options.dimensions }),
     },
-    vectorOf: (item) => (item.dense === undefined ? undefined : Float32Array.from(item.dense)),
+    vectorOf: (item) => (item.dense === undefined || item.dense instanceof Float32Array ? item.dense : Float32Array.from(item.dense)),
     missing: { what: 'dense vector' },
   }, call);
 }

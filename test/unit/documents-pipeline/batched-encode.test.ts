@@ -3,7 +3,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { Engine } from '../../../adapters/protocol/engine.js';
 import { ErrorCode } from '../../../adapters/protocol/errors.js';
 import type { EncodeResult } from '../../../adapters/protocol/results.js';
-import { encodeInRequests } from '../../../pipelines/documents/stages/batched-encode.js';
+import { encodeInRequests, type StageItem } from '../../../pipelines/documents/stages/batched-encode.js';
 import { encodeDense } from '../../../pipelines/documents/stages/encode.js';
 import { encodeMultivector } from '../../../pipelines/documents/stages/encode-multivector.js';
 import { encodeSparse } from '../../../pipelines/documents/stages/encode-sparse.js';
@@ -35,7 +35,7 @@ function rewriting(rewrite: (result: EncodeResult) => EncodeResult): Engine {
 }
 
 const denseRequest = { model: 'tiny-bert-mean', output_types: ['dense' as const], role: 'document' as const, priority: 'bulk' as const };
-const dense = (item: { dense?: number[] | undefined }): number[] | undefined => item.dense;
+const dense = (item: StageItem): number[] | undefined => (item.dense === undefined ? undefined : Array.from(item.dense));
 
 describe('encodeInRequests', () => {
   it('gives, over requests of 2 items, the vectors of one request of all 5, in text order', async () => {
@@ -59,6 +59,17 @@ describe('encodeInRequests', () => {
       code: ErrorCode.INFERENCE_FAILED,
       message: 'model tiny-bert-mean returned no dense vector for item 1',
     });
+  });
+
+  it('keeps dense vectors typed on an engine that has encodeTyped, with the values the wire path gives for every output type', async () => {
+    // `rewriting` has no encodeTyped: the stage goes through encode() and number[] there.
+    const wire = rewriting((result) => result);
+    for (const dtype of ['float32', 'float16', 'int8', 'binary'] as const) {
+      const typed = await encodeDense(engine, TEXTS, { model: 'tiny-bert-mean', role: 'document', dtype });
+      const fromWire = await encodeDense(wire, TEXTS, { model: 'tiny-bert-mean', role: 'document', dtype });
+      expect(typed.map((vector) => Array.from(vector)), dtype).toEqual(fromWire.map((vector) => Array.from(vector)));
+      expect(typed.every((vector) => vector.length > 0), dtype).toBe(true);
+    }
   });
 
   it('serves the dense, sparse and multi-vector stages', async () => {
