@@ -60,7 +60,7 @@ export async function missingTableError(opened: OpenedSink, label: string): Prom
   const message =
     tables === null ? `${where} (run shoal ingest first)`
       : tables.length === 0 ? `${where}: it holds no tables yet (run shoal ingest first; a document that gives no text adds no rows)`
-        : `${where}; its tables: ${tableList(tables)} (choose one with --table, or table= in the URI)`;
+        : `${where}; its tables: ${tableList(tables)}`;
   return new ShoalError(ErrorCode.NOT_FOUND, message, { details: { table: opened.table, ...(tables === null ? {} : { tables: tables.map((table) => table.name) }) } });
 }
 

@@ -2,7 +2,10 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ChromaClient } from 'chromadb';
+import pg from 'pg';
 import { z } from 'zod';
+import { S3Store } from '../../adapters/object-store/index.js';
 import { IndexDeleted, IndexDocumentsPage, IndexStats, IndexTables } from '../../adapters/protocol/index-admin.js';
 import { openSink } from '../../adapters/sinks/open.js';
 import { startChromaServer, type ChromaServerHandle } from '../helpers/chroma-server.js';
@@ -19,7 +22,8 @@ import { shoalInProcess, type InProcessRun } from '../helpers/shoal-in-process.j
  * here), file:// and s3:// (s3rver). Per store: stats and tables give the counts the store's own
  * sink reads back, documents pages by source, delete removes a source's rows and state (checked
  * through the sink) and the next ingest indexes exactly that source again, an unknown table
- * names the tables there are. Sizes are known where the store tells (PostgreSQL, files, S3).
+ * names the tables there are, and another application's table in the same store is never listed.
+ * Sizes are known where the store tells (PostgreSQL, files, S3).
  */
 
 const BUCKET = 'admin-bucket';
@@ -27,7 +31,7 @@ const root = await mkdtemp(join(tmpdir(), 'shoal-index-stores-'));
 const docs = join(root, 'docs');
 const NAMES = ['a.txt', 'b.txt', 'c.txt'];
 const sources = NAMES.map((name) => join(docs, name));
-let pg: PgliteServerHandle;
+let postgres: PgliteServerHandle;
 let chroma: ChromaServerHandle;
 let qdrant: QdrantFakeHandle;
 let s3: S3ServerHandle;
@@ -39,10 +43,10 @@ beforeAll(async () => {
   await writeFile(join(docs, 'a.txt'), 'Alpha notes about tide tables and harbour pilots.');
   await writeFile(join(docs, 'b.txt'), 'Beta notes about lighthouse lenses and the keepers who polish them every week.');
   await writeFile(join(docs, 'c.txt'), 'Gamma notes about buoys and channel marks.');
-  [pg, chroma, qdrant, s3] = await Promise.all([startPgliteServer(), startChromaServer(), startQdrantFake(), startS3Server([BUCKET])]);
+  [postgres, chroma, qdrant, s3] = await Promise.all([startPgliteServer(), startChromaServer(), startQdrantFake(), startS3Server([BUCKET])]);
 }, 120_000);
 afterAll(async () => {
-  await Promise.all([pg?.stop(), chroma?.stop(), qdrant?.stop(), s3?.stop()]);
+  await Promise.all([postgres?.stop(), chroma?.stop(), qdrant?.stop(), s3?.stop()]);
   await rm(root, { recursive: true, force: true });
 });
 
@@ -52,14 +56,44 @@ interface Store {
   uri: () => string;
   sized: boolean;
   env?: () => Record<string, string>;
+  /** Puts something in the store that Shoal did not write (another application's table), which `tables` must leave out. */
+  foreign: () => Promise<void>;
 }
 
 const STORES: readonly Store[] = [
-  { name: 'pgvector', uri: () => pg.url, sized: true },
-  { name: 'chroma', uri: () => `chroma://127.0.0.1:${chroma.port}`, sized: false },
-  { name: 'qdrant', uri: () => `qdrant://127.0.0.1:${qdrant.port}`, sized: false },
-  { name: 'file', uri: () => `file://${join(root, 'jsonl')}`, sized: true },
-  { name: 's3', uri: () => `s3://${BUCKET}/idx`, sized: true, env: () => s3.env() },
+  {
+    name: 'pgvector', uri: () => postgres.url, sized: true,
+    foreign: async () => {
+      const client = new pg.Client({ host: '127.0.0.1', port: postgres.port, user: 'postgres', database: 'postgres' });
+      await client.connect();
+      await client.query('CREATE TABLE app_orders (id integer PRIMARY KEY)');
+      await client.end();
+    },
+  },
+  {
+    name: 'chroma', uri: () => `chroma://127.0.0.1:${chroma.port}`, sized: false,
+    foreign: async () => {
+      await new ChromaClient({ host: '127.0.0.1', port: chroma.port, ssl: false }).createCollection({ name: 'app-notes', embeddingFunction: null });
+    },
+  },
+  {
+    name: 'qdrant', uri: () => `qdrant://127.0.0.1:${qdrant.port}`, sized: false,
+    foreign: async () => {
+      const response = await fetch(`http://127.0.0.1:${qdrant.port}/collections/app_points`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ vectors: { size: 4, distance: 'Dot' } }) });
+      expect(response.status).toBe(200);
+    },
+  },
+  { name: 'file', uri: () => `file://${join(root, 'jsonl')}`, sized: true, foreign: async () => {
+    await mkdir(join(root, 'jsonl', 'app-files'), { recursive: true });
+  } },
+  {
+    name: 's3', uri: () => `s3://${BUCKET}/idx`, sized: true, env: () => s3.env(),
+    foreign: async () => {
+      const store = new S3Store(s3.settings());
+      await store.write({ bucket: BUCKET, key: 'idx/app-files/readme.txt' }, Buffer.from('not an index'));
+      store.close();
+    },
+  },
 ];
 
 describe.each(STORES)('shoal index on $name', (store) => {
@@ -92,6 +126,7 @@ describe.each(STORES)('shoal index on $name', (store) => {
   it('stats, documents, tables, delete and re-ingest', async () => {
     expect((await ingest('docs')).documents.ok).toBe(NAMES.length);
     expect((await ingest('more')).documents.ok).toBe(NAMES.length);
+    await store.foreign();
     const truth = await stored('docs');
     expect(truth.rows).toBeGreaterThanOrEqual(NAMES.length);
 

@@ -32,9 +32,9 @@ const DocumentsFlags = z.strictObject({
 
 const EXAMPLE = `
 Examples:
-  $ shoal index stats                                  # ./shoal-index, table chunks
+  $ shoal index stats                          # ./shoal-index, table chunks
   $ shoal index documents --source-prefix /docs/contracts/ --limit 50
-  $ shoal index delete /docs/old/report.pdf           # its chunks and state; re-ingest indexes it again
+  $ shoal index delete /docs/old/report.pdf    # its chunks and state; the next ingest indexes it again
   $ shoal index tables --index postgres://shoal@db:5432/search --json
   $ SHOAL_INDEXES=docs=/srv/index shoal index stats --index docs
 
