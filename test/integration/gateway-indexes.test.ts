@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { IndexDeleted, IndexDocumentsPage, IndexList, IndexStats, IndexTables } from '../../adapters/protocol/index-admin.js';
+import { sqlString, validateFilter } from '../../adapters/sinks/filter.js';
 import { openSink } from '../../adapters/sinks/open.js';
 import type { ChunkRow, DocumentState } from '../../adapters/sinks/sink.js';
 import { generator } from '../fixtures/build/random.js';
@@ -15,7 +16,7 @@ import { unitVector } from '../helpers/seeded-vectors.js';
  * The gateway's /v1/indexes routes with tokens: every route refuses a call without the token
  * (401), the configured names are listed without their paths, stats/documents/tables answer the
  * counts the stores hold (a LanceDB folder and a file:// index), pages stay within their bounds,
- * a source with spaces, `&`, `#` and non-ASCII is deleted by its %-encoded `?source=` (rows and
+ * a source with spaces, `&`, `#`, a quote and non-ASCII is deleted by its %-encoded `?source=` (rows and
  * state, checked through the sink) and a second delete is 404, an unknown index is 404 naming the
  * configured ones, and an index whose configured table does not exist is 404 naming its tables.
  */
@@ -25,7 +26,7 @@ const DIM = 8;
 const root = await mkdtemp(join(tmpdir(), 'shoal-gateway-indexes-'));
 const lance = join(root, 'lance');
 const files = join(root, 'files');
-const ODD = 's3://bucket/reports 2024/Q1 & Q2 #draft/résumé?v=1.pdf';
+const ODD = "s3://bucket/reports 2024/Q1 & Q2 #draft/O'Brien résumé?v=1.pdf";
 const SOURCES = ['/docs/a.txt', '/docs/b.txt', '/docs/sub/c.txt', '/other/d.txt', ODD].sort();
 const CHUNKS = [3, 1, 2, 1, 4];
 let app: FastifyInstance;
@@ -125,7 +126,7 @@ describe('/v1/indexes', () => {
     expect(response.statusCode, response.body).toBe(200);
     expect(IndexDeleted.parse(response.json())).toEqual({ index: 'docs', table: 'chunks', source: ODD, documents: 1, chunks: CHUNKS[SOURCES.indexOf(ODD)] });
     const { sink } = openSink(lance);
-    expect(await sink.count(`source = '${ODD}'`)).toBe(0);
+    expect(await sink.count(validateFilter(`source = ${sqlString(ODD)}`))).toBe(0);
     expect((await sink.states([ODD])).size).toBe(0);
     expect(await sink.count()).toBe(CHUNKS.reduce((a, b) => a + b, 0) - (CHUNKS[SOURCES.indexOf(ODD)] ?? 0));
     await sink.close();

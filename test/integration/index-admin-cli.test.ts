@@ -168,11 +168,15 @@ describe('shoal index', () => {
     expect(existsSync(empty)).toBe(false);
   }, 120_000);
 
-  it('--index takes a name of SHOAL_INDEXES', async () => {
+  it('--index takes a name of SHOAL_INDEXES, in search too', async () => {
     const done = await run(['index', 'stats', '--index', 'docs', '--json'], { SHOAL_INDEXES: `docs=${index},other=/nowhere` });
     expect(done.code, done.stderr).toBe(0);
     const stats = IndexStats.parse(JSON.parse(done.stdout));
     expect(stats.index).toBe(index);
     expect(stats.rows).toBe((await stored()).rows);
+    // shoal search resolves the name the same way.
+    const search = await run(['search', 'lighthouse lenses', '--index', 'docs', '--k', '1'], { SHOAL_INDEXES: `docs=${index}` });
+    expect(search.code, search.stderr).toBe(0);
+    expect(z.object({ rank: z.literal(1), source: z.string() }).parse(JSON.parse(search.stdout)).source.startsWith(docs)).toBe(true);
   });
 });
