@@ -1,7 +1,6 @@
-import { ChromaClient } from 'chromadb';
-import { ErrorCode, ShoalError } from '../protocol/errors.js';
-import type { ChromaSinkOptions } from './chroma.js';
-import { boundChromaRequests, checkRequestTimeout, DEFAULT_CHROMA_REQUEST_TIMEOUT_MS, isRequestTimeout } from './chroma-requests.js';
+import { ChromaClient, type Collection } from 'chromadb';
+import { classify, type ChromaSinkOptions, type Place } from './chroma.js';
+import { boundChromaRequests, checkRequestTimeout, DEFAULT_CHROMA_REQUEST_TIMEOUT_MS } from './chroma-requests.js';
 import { userTables, type IndexAdmin, type TableEntry } from './index-admin.js';
 
 /**
@@ -13,19 +12,14 @@ import { userTables, type IndexAdmin, type TableEntry } from './index-admin.js';
 
 const PAGE = 100;
 
-function classify(error: unknown, what: string): ShoalError {
-  if (error instanceof ShoalError) return error;
-  if (isRequestTimeout(error)) return new ShoalError(ErrorCode.TIMEOUT, `chroma ${what}: no answer within the request timeout`, { cause: error });
-  const message = error instanceof Error ? error.message : String(error);
-  const transient = /fetch failed|ECONNREFUSED|ECONNRESET|socket hang up|Failed to connect/i.test(message);
-  return new ShoalError(transient ? ErrorCode.UNAVAILABLE : ErrorCode.INTERNAL, `chroma ${what}: ${message}`, { cause: error });
-}
-
 export class ChromaAdmin implements IndexAdmin {
   readonly #client: ChromaClient;
+  readonly #place: Place;
 
   constructor(options: Omit<ChromaSinkOptions, 'collection' | 'batchRows'>) {
-    const timeoutMs = checkRequestTimeout(options.requestTimeoutMs ?? DEFAULT_CHROMA_REQUEST_TIMEOUT_MS, `chroma://${options.host}:${options.port}`);
+    const where = `chroma://${options.host}:${options.port}`;
+    const timeoutMs = checkRequestTimeout(options.requestTimeoutMs ?? DEFAULT_CHROMA_REQUEST_TIMEOUT_MS, where);
+    this.#place = { where, timeoutMs };
     this.#client = new ChromaClient({
       host: options.host,
       port: options.port,
@@ -39,7 +33,7 @@ export class ChromaAdmin implements IndexAdmin {
 
   async tables(): Promise<TableEntry[]> {
     try {
-      const shoal = new Map<string, Awaited<ReturnType<ChromaClient['listCollections']>>[number]>();
+      const shoal = new Map<string, Collection>();
       for (let offset = 0; ; offset += PAGE) {
         const page = await this.#client.listCollections({ limit: PAGE, offset });
         for (const collection of page) if (typeof collection.metadata?.['shoal:spec'] === 'string') shoal.set(collection.name, collection);
@@ -52,7 +46,7 @@ export class ChromaAdmin implements IndexAdmin {
       }
       return out;
     } catch (error) {
-      throw classify(error, 'list collections');
+      throw classify(error, 'list collections', this.#place);
     }
   }
 

@@ -10,7 +10,7 @@ import {
   type IndexTables,
 } from '../../adapters/protocol/index-admin.js';
 import { sqlString, validateFilter } from '../../adapters/sinks/filter.js';
-import type { TableEntry } from '../../adapters/sinks/index-admin.js';
+import type { IndexAdmin, TableEntry } from '../../adapters/sinks/index-admin.js';
 import type { OpenedSink } from '../../adapters/sinks/open.js';
 import type { TableSpec } from '../../adapters/sinks/sink.js';
 
@@ -32,7 +32,7 @@ export interface DocumentsPageOptions {
   sourcePrefix?: string | undefined;
 }
 
-async function withAdmin<T>(opened: OpenedSink, body: (admin: Awaited<ReturnType<OpenedSink['openAdmin']>>) => Promise<T>): Promise<T> {
+async function withAdmin<T>(opened: OpenedSink, body: (admin: IndexAdmin) => Promise<T>): Promise<T> {
   const admin = await opened.openAdmin();
   try {
     return await body(admin);
