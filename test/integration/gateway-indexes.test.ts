@@ -151,5 +151,10 @@ describe('/v1/indexes', () => {
     for (const url of ['/v1/indexes/..%2F..%2Fetc/stats', '/v1/indexes/a%20b/tables']) {
       expect((await get(url)).status, url).toBe(422);
     }
+    // Counted per configured index; names nobody configured stay `other`.
+    const metrics = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(metrics).toMatch(/shoal_requests_total\{primitive="index",model="docs",code="OK"\} [1-9]/);
+    expect(metrics).toMatch(/shoal_requests_total\{primitive="index",model="other",code="NOT_FOUND"\} [1-9]/);
+    expect(metrics).not.toContain('model="nope"');
   });
 });

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { DeleteDocumentQuery, DocumentsQuery, type IndexList } from '../../../adapters/protocol/index-admin.js';
 import type { ShoalError } from '../../../adapters/protocol/errors.js';
@@ -9,6 +9,7 @@ import { deleteDocument, indexStats, listDocuments, listTables } from '../../../
 import type { RouteContext } from '../context.js';
 import { SEARCH_STORE_RETRY_MS } from '../index-outages.js';
 import { INDEX_NAME, indexTarget } from '../index-sinks.js';
+import { OTHER_MODEL } from '../request-metrics.js';
 
 /**
  * Index management over HTTP, the answers of `shoal index ... --json` (one implementation:
@@ -24,16 +25,19 @@ export const IndexParams = z.strictObject({ name: z.string().regex(INDEX_NAME, '
 
 export function registerIndexRoutes(app: FastifyInstance, context: RouteContext): void {
   /** Opens the configured index `name`, runs `body` within the request's life, closes it. */
-  const onIndex = async <T>(params: unknown, call: ReturnType<RouteContext['call']>, body: (opened: OpenedSink, name: string) => Promise<T>): Promise<T> => {
-    const { name } = parseWith(IndexParams, params, 'index path');
+  const onIndex = async <T>(request: FastifyRequest, reply: FastifyReply, body: (opened: OpenedSink, name: string) => Promise<T>): Promise<T> => {
+    context.metrics.track(request, { primitive: 'index', model: OTHER_MODEL });
+    const { name } = parseWith(IndexParams, request.params, 'index path');
     const target = indexTarget(context.settings.indexes, name);
+    // A label only once it names a configured index (as /v1/search): a caller's made-up names never become series.
+    context.metrics.track(request, { primitive: 'index', model: name });
     context.indexOutages.check(name);
     const observer: SinkWriteObserver = {
       write: () => undefined,
       retrying: (_backend, failure: ShoalError) => context.indexOutages.failed(name, failure),
       succeeded: () => context.indexOutages.answered(name),
     };
-    return call(async (signal) => {
+    return context.call(reply)(async (signal) => {
       const opened = openSink(target, { ...context.settings.indexOptions, observer, retry: { maxElapsedMs: SEARCH_STORE_RETRY_MS, signal } });
       try {
         return await body(opened, name);
@@ -43,7 +47,8 @@ export function registerIndexRoutes(app: FastifyInstance, context: RouteContext)
     });
   };
 
-  app.get('/v1/indexes', async (): Promise<IndexList> => {
+  app.get('/v1/indexes', async (request): Promise<IndexList> => {
+    context.metrics.track(request, { primitive: 'index', model: OTHER_MODEL });
     const configured = context.settings.indexes ?? {};
     const indexes: IndexList['indexes'] = [];
     for (const name of Object.keys(configured).sort()) {
@@ -55,17 +60,17 @@ export function registerIndexRoutes(app: FastifyInstance, context: RouteContext)
     return { indexes };
   });
 
-  app.get('/v1/indexes/:name/stats', async (request, reply) => onIndex(request.params, context.call(reply), (opened, name) => indexStats(opened, name)));
+  app.get('/v1/indexes/:name/stats', async (request, reply) => onIndex(request, reply, (opened, name) => indexStats(opened, name)));
 
-  app.get('/v1/indexes/:name/tables', async (request, reply) => onIndex(request.params, context.call(reply), (opened, name) => listTables(opened, name)));
+  app.get('/v1/indexes/:name/tables', async (request, reply) => onIndex(request, reply, (opened, name) => listTables(opened, name)));
 
   app.get('/v1/indexes/:name/documents', async (request, reply) => {
     const query = parseWith(DocumentsQuery, request.query ?? {}, 'documents query string');
-    return onIndex(request.params, context.call(reply), (opened, name) => listDocuments(opened, name, { limit: query.limit, offset: query.offset, sourcePrefix: query.source_prefix }));
+    return onIndex(request, reply, (opened, name) => listDocuments(opened, name, { limit: query.limit, offset: query.offset, sourcePrefix: query.source_prefix }));
   });
 
   app.delete('/v1/indexes/:name/documents', async (request, reply) => {
     const { source } = parseWith(DeleteDocumentQuery, request.query ?? {}, 'delete query string (?source=, %-encoded)');
-    return onIndex(request.params, context.call(reply), (opened, name) => deleteDocument(opened, name, source));
+    return onIndex(request, reply, (opened, name) => deleteDocument(opened, name, source));
   });
 }
