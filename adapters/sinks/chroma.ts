@@ -47,12 +47,12 @@ const HNSW = { ef_search: 400, ef_construction: 400, max_neighbors: 32 } as cons
 const PAGE = 1_000;
 
 /** The store a message names and the bound its requests run under. */
-interface Place {
+export interface Place {
   where: string;
   timeoutMs: number;
 }
 
-function classify(error: unknown, what: string, place: Place): ShoalError {
+export function classify(error: unknown, what: string, place: Place): ShoalError {
   if (error instanceof ShoalError) return error;
   // A hung or overloaded server (or a proxy in front of a dead one): transient, never INTERNAL.
   if (isRequestTimeout(error)) {

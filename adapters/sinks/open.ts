@@ -12,6 +12,7 @@ import { S3Sink } from './s3.js';
 import { checkLanceDbTableName, checkTableName, reservedSuffixOf } from './table-spec.js';
 import type { S3SettingsInput } from '../object-store/index.js';
 import type { Sink } from './sink.js';
+import type { IndexAdmin } from './index-admin.js';
 import { redactUri } from '../protocol/uri-credentials.js';
 import { uriScheme } from './uri-scheme.js';
 
@@ -64,6 +65,8 @@ export interface OpenedSink {
   /** The URI with any password removed, for messages and logs. */
   display: string;
   table: string;
+  /** The store the table lives in, for listing its tables and their sizes (index-admin.ts; imported on first use). Close it when done. */
+  openAdmin: () => Promise<IndexAdmin>;
 }
 
 const ACCEPTED = 'a folder, lancedb://DIR[?table=T], postgres://user@host:port/db?table=T, chroma://host:port/COLLECTION, qdrant://host:port/COLLECTION, file:///dir or s3://bucket/prefix';
@@ -175,15 +178,17 @@ export function openSink(uriOrDir: string, options: OpenSinkOptions = {}): Opene
   const fallbackTable = options.table ?? 'chunks';
   const display = redactUri(uriOrDir);
   const scheme = uriScheme(uriOrDir);
-  const wrap = (sink: Sink, backend: SinkBackend, table: string): OpenedSink => ({
+  const wrap = (sink: Sink, backend: SinkBackend, table: string, openAdmin: () => Promise<IndexAdmin>): OpenedSink => ({
     sink: new RetryingSink(sink, backend, options.retry, options.observer),
     backend,
     display,
     table,
+    openAdmin,
   });
+  const lanceAdmin = (dir: string) => async (): Promise<IndexAdmin> => new (await import('./lancedb-admin.js')).LanceDbAdmin({ dir });
   if (uriOrDir.trim() === '') throw invalid('empty');
   if (scheme === undefined) {
-    return wrap(lanceDb(uriOrDir, fallbackTable), 'lancedb', fallbackTable);
+    return wrap(lanceDb(uriOrDir, fallbackTable), 'lancedb', fallbackTable, lanceAdmin(uriOrDir));
   }
   switch (scheme) {
     case 'lancedb': {
@@ -192,7 +197,7 @@ export function openSink(uriOrDir: string, options: OpenSinkOptions = {}): Opene
       const params = query(new URL(`x://x/?${search}`), ['table'], 'lancedb://DIR[?table=T]');
       if (dir === '') throw invalid('lancedb://DIR needs a folder');
       const table = params.table ?? fallbackTable;
-      return wrap(lanceDb(decodeURIComponent(dir), table), 'lancedb', table);
+      return wrap(lanceDb(decodeURIComponent(dir), table), 'lancedb', table, lanceAdmin(decodeURIComponent(dir)));
     }
     case 'postgres':
     case 'postgresql': {
@@ -208,7 +213,8 @@ export function openSink(uriOrDir: string, options: OpenSinkOptions = {}): Opene
       }, 'postgres://user@host:port/db?table=T');
       const table = parts.table ?? parse(Name, fallbackTable, 'table');
       const pgOptions = { connection: pgConnection(parts, credentials), table: checkTableName(table), ...(options.batchRows === undefined ? {} : { batchRows: options.batchRows }) };
-      return wrap(new LazySink(async () => new (await import('./pgvector.js')).PgVectorSink(pgOptions)), 'pgvector', table);
+      const pgAdmin = async (): Promise<IndexAdmin> => new (await import('./pgvector-admin.js')).PgVectorAdmin({ connection: pgOptions.connection });
+      return wrap(new LazySink(async () => new (await import('./pgvector.js')).PgVectorSink(pgOptions)), 'pgvector', table, pgAdmin);
     }
     case 'chroma':
     case 'qdrant': {
@@ -232,10 +238,12 @@ export function openSink(uriOrDir: string, options: OpenSinkOptions = {}): Opene
           tenant: parts.tenant ?? credentials.chromaTenant, database: parts.database ?? credentials.chromaDatabase,
           ...(apiKey === undefined ? {} : { headers: { 'x-chroma-token': apiKey } }),
         };
-        return wrap(new LazySink(async () => new (await import('./chroma.js')).ChromaSink(chromaOptions)), 'chroma', collection);
+        const chromaAdmin = async (): Promise<IndexAdmin> => new (await import('./chroma-admin.js')).ChromaAdmin(chromaOptions);
+        return wrap(new LazySink(async () => new (await import('./chroma.js')).ChromaSink(chromaOptions)), 'chroma', collection, chromaAdmin);
       }
       const qdrantOptions = { host: parts.host, port: parts.port, https: parts.ssl ?? false, apiKey: credentials.qdrantApiKey, collection: checkTableName(collection), ...batch, ...timeout };
-      return wrap(new LazySink(async () => new (await import('./qdrant.js')).QdrantSink(qdrantOptions)), 'qdrant', collection);
+      const qdrantAdmin = async (): Promise<IndexAdmin> => new (await import('./qdrant-admin.js')).QdrantAdmin(qdrantOptions);
+      return wrap(new LazySink(async () => new (await import('./qdrant.js')).QdrantSink(qdrantOptions)), 'qdrant', collection, qdrantAdmin);
     }
     case 'file': {
       const parsed = url(uriOrDir);
@@ -243,7 +251,8 @@ export function openSink(uriOrDir: string, options: OpenSinkOptions = {}): Opene
       if (parsed.host !== '') throw invalid('file:///dir takes an absolute path (three slashes)');
       const table = parse(Name, params.table ?? fallbackTable, 'file:// table');
       parsed.search = '';
-      return wrap(new JsonlSink({ dir: fileURLToPath(parsed), table }), 'file', table);
+      const fileDir = fileURLToPath(parsed);
+      return wrap(new JsonlSink({ dir: fileDir, table }), 'file', table, async () => new (await import('./jsonl-admin.js')).JsonlAdmin({ dir: fileDir }));
     }
     case 's3': {
       // JSON objects under the prefix, exact search (adapters/sinks/s3.ts); `?table=` wins over --table.
@@ -251,7 +260,7 @@ export function openSink(uriOrDir: string, options: OpenSinkOptions = {}): Opene
       const base = at === -1 ? uriOrDir : uriOrDir.slice(0, at);
       const params = at === -1 ? {} : query(new URL(`x://x/?${uriOrDir.slice(at + 1)}`), ['table'], 's3://bucket/prefix[?table=T]');
       const table = parse(Name, params.table ?? fallbackTable, 's3 table');
-      return wrap(new S3Sink({ uri: base, table, s3: options.s3 ?? {} }), 's3', table);
+      return wrap(new S3Sink({ uri: base, table, s3: options.s3 ?? {} }), 's3', table, async () => new (await import('./s3-admin.js')).S3Admin({ uri: base, s3: options.s3 ?? {} }));
     }
     default:
       throw invalid(`unknown scheme ${JSON.stringify(`${scheme}://`)}`);

@@ -58,7 +58,7 @@ const SparseOf = z
   .object({ sparse: z.object({ indices: z.array(z.number()), values: z.array(z.number()) }).optional() })
   .transform((vectors) => vectors.sparse ?? null);
 
-function classify(error: unknown, what: string): ShoalError {
+export function classify(error: unknown, what: string): ShoalError {
   if (error instanceof ShoalError) return error;
   const message = error instanceof Error ? error.message : String(error);
   const status = typeof error === 'object' && error !== null && 'status' in error ? Number(error.status) : 0;

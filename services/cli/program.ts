@@ -31,6 +31,7 @@ const COMMANDS: ReadonlyArray<readonly [name: string, load: () => Promise<Regist
   ['ingest', async () => (await import('./commands/ingest.js')).registerIngest],
   ['runs', async () => (await import('./commands/runs.js')).registerRuns],
   ['search', async () => (await import('./commands/search.js')).registerSearch],
+  ['index', async () => (await import('./commands/index-admin.js')).registerIndexAdmin],
   ['pipelines', async () => (await import('./commands/pipelines.js')).registerPipelines],
   ['classify', async () => (await import('./commands/classify.js')).registerClassify],
 ];

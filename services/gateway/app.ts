@@ -18,6 +18,7 @@ import { registerApiDocsRoutes } from './routes/api-docs.js';
 import { registerClassifyRoutes } from './routes/classify.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerIngestRoutes } from './routes/ingest.js';
+import { registerIndexRoutes } from './routes/indexes.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerModelRoutes } from './routes/models.js';
 import { registerOpenAiRoutes } from './routes/openai.js';
@@ -203,6 +204,7 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
   registerTeiInfoRoutes(app, context);
   registerSearchRoutes(app, context);
   registerIngestRoutes(app, context);
+  registerIndexRoutes(app, context);
   registerClassifyRoutes(app, context);
   registerApiDocsRoutes(app, context);
   return app;

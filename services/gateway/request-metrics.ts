@@ -18,10 +18,11 @@ import type { Priority } from '../../adapters/protocol/requests.js';
  * Values of the `primitive` label: the engine's primitives (`model`: the model), `job` (job and
  * ingest submission, POST /v1/jobs and /v1/ingest; `model`: the job's model, or `other`),
  * `job_read` (GET /v1/jobs/:id and /v1/jobs/:id/results; `model`: the job's model, or `other`),
- * `search` (POST /v1/search; `model`: the configured index name, `other` until it resolves) and
+ * `search` (POST /v1/search; `model`: the configured index name, `other` until it resolves), `index`
+ * (the /v1/indexes routes; `model`: the configured index name, `other` for the list and until it resolves) and
  * `classify` (POST /v1/classify, sync or job; `model`: the request's embedding model).
  */
-export type TrackedPrimitive = 'encode' | 'score' | 'extract' | 'tokenize' | 'job' | 'job_read' | 'search' | 'classify';
+export type TrackedPrimitive = 'encode' | 'score' | 'extract' | 'tokenize' | 'job' | 'job_read' | 'search' | 'index' | 'classify';
 
 interface Tracked {
   primitive: TrackedPrimitive;

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 /**
  * No Qdrant server runs on these machines, so the Qdrant sink is tested against this small HTTP
  * server implementing the part of Qdrant's documented REST API (https://api.qdrant.tech) the sink
- * uses: collections exists / get / create, payload index, points upsert / retrieve / delete (by
+ * uses: collections list / exists / get / create, payload index, points upsert / retrieve / delete (by
  * ids or filter) / scroll / count / query (dense; sparse on a named sparse vector; max_sim on a
  * named multivector), the filter language (must, should, must_not, match value / any, range,
  * is_null, has_id) and Qdrant's rules that matter to a client: point ids are unsigned
@@ -193,6 +193,8 @@ export async function startQdrantFake(): Promise<QdrantFakeHandle> {
 
   const route = async (method: string, path: string, input: Record<string, unknown>): Promise<unknown> => {
     const parts = path.split('/').filter((part) => part !== '').map(decodeURIComponent);
+    // GET /collections: every collection's name (Qdrant's list-collections answer).
+    if (method === 'GET' && parts.length === 1 && parts[0] === 'collections') return { collections: [...collections.keys()].map((name) => ({ name })) };
     if (parts[0] !== 'collections' || parts[1] === undefined) throw new HttpError(404, `no route ${method} ${path}`);
     const name = parts[1];
     const rest = parts.slice(2).join('/');

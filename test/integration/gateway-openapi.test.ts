@@ -34,7 +34,7 @@ type Document = z.infer<typeof Document>;
 interface Call {
   /** The fastify route the call reaches. */
   route: string;
-  method: 'GET' | 'POST';
+  method: 'GET' | 'POST' | 'DELETE';
   url: string;
   payload?: Record<string, unknown>;
   /** The status this call must get: success, or a documented refusal. */
@@ -123,6 +123,14 @@ const CALLS: readonly Call[] = [
   { route: '/v1/ingest', method: 'POST', url: '/v1/ingest', payload: { index: 'docs', sources: [] }, status: 422 },
   { route: '/v1/classify', method: 'POST', url: '/v1/classify', payload: { model: 'tiny-bert-mean', items: ['red running shoe'], labels: ['shoes', 'hats'] }, status: 200 },
   { route: '/v1/classify', method: 'POST', url: '/v1/classify', payload: { model: 'tiny-bert-mean', items: ['red running shoe'], labels: ['shoes', 'hats'], mode: 'job', job_id: 'oa-classify' }, status: 202 },
+  { route: '/v1/indexes', method: 'GET', url: '/v1/indexes', status: 200 },
+  { route: '/v1/indexes/:name/stats', method: 'GET', url: '/v1/indexes/docs/stats', status: 200 },
+  { route: '/v1/indexes/:name/stats', method: 'GET', url: '/v1/indexes/nope/stats', status: 404 },
+  { route: '/v1/indexes/:name/documents', method: 'GET', url: '/v1/indexes/docs/documents?limit=10&source_prefix=s', status: 200 },
+  { route: '/v1/indexes/:name/documents', method: 'GET', url: '/v1/indexes/docs/documents?limit=0', status: 422 },
+  { route: '/v1/indexes/:name/tables', method: 'GET', url: '/v1/indexes/docs/tables', status: 200 },
+  { route: '/v1/indexes/:name/documents', method: 'DELETE', url: '/v1/indexes/docs/documents?source=s1', status: 200 },
+  { route: '/v1/indexes/:name/documents', method: 'DELETE', url: '/v1/indexes/docs/documents?source=s1', status: 404 },
   { route: '/openapi.json', method: 'GET', url: '/openapi.json', status: 200 },
   { route: '/docs', method: 'GET', url: '/docs', status: 200 },
   { route: '/docs/:asset', method: 'GET', url: '/docs/swagger-ui-bundle.js', status: 200 },

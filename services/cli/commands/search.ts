@@ -6,6 +6,8 @@ import type { SearchHit } from '../../../adapters/sinks/sink.js';
 import { hitLine, SEARCH_MODES, searchIndex } from '../../../pipelines/documents/search.js';
 import type { CliApp } from '../app.js';
 import { INDEX_HELP, openIndex } from '../index-sink.js';
+import { resolveIndexTarget } from '../index-target.js';
+import { missingTableError } from '../../../pipelines/documents/index-admin.js';
 import { parseFlags, PositiveIntFlag } from '../line-options.js';
 
 /**
@@ -55,7 +57,7 @@ export function registerSearch(program: Command, app: CliApp): void {
     .summary('query an index built by shoal ingest')
     .description('Find the chunks nearest to a query in an index built by `shoal ingest`; one JSON line per hit.')
     .argument('<query>', 'the query text')
-    .option('--index <uri>', `${INDEX_HELP} (default: ./shoal-index)`)
+    .option('--index <uri>', `${INDEX_HELP}, or a name of SHOAL_INDEXES (default: ./shoal-index)`)
     .option('--table <name>', 'table (default: chunks)')
     .option('-k, --k <n>', 'hits to return, 1 to 1000 (default: 10)')
     .option('--top-k <n>', 'the same as --k')
@@ -73,12 +75,14 @@ export function registerSearch(program: Command, app: CliApp): void {
       if (query.trim() === '') throw new ShoalError(ErrorCode.INVALID_INPUT, 'the query is empty');
       const filter = flags.filter === undefined ? undefined : validateFilter(flags.filter);
       const config = app.config(self);
-      const { sink, display, table } = openIndex(app, flags.index, flags.table);
+      const opened = openIndex(app, resolveIndexTarget(app, flags.index), flags.table);
+      const { sink, display, table } = opened;
       const progress = app.progress(config);
       try {
         // Checked before an engine starts: a missing index fails at once.
         const spec = await sink.describe();
-        if (spec === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no table ${table} in ${display}: nothing has been indexed there (run shoal ingest first; a document that gives no text adds no rows)`);
+        // A mistyped --table names the tables there are (index-admin.ts).
+        if (spec === null) throw await missingTableError(opened, display);
         // Another model of the same dimension is not refused (a renamed copy or a local folder of the
         // same model is legitimate), but a different model's query vectors rank at random: say so.
         const built = spec.metadata.model;

@@ -24,6 +24,7 @@ import { ExtractRequest, ScoreRequest, TokenizeRequest } from '../../../adapters
 import { ExtractResult, ScoreResult, TokenizeResult } from '../../../adapters/protocol/results.js';
 import { EncodeQuery, ExtractQuery } from '../routes/image-body.js';
 import { IngestBody, IngestQuery } from '../routes/ingest.js';
+import { DeleteDocumentQuery, DocumentsQuery, IndexDeleted, IndexDocumentsPage, IndexList, IndexStats, IndexTables } from '../../../adapters/protocol/index-admin.js';
 import { UploadFields } from '../routes/ingest-form.js';
 import { MAX_UPLOAD_FILES } from '../ingest-upload.js';
 import { MAX_DOCUMENT_BYTES } from '../../../adapters/protocol/limits.js';
@@ -52,7 +53,7 @@ export interface RouteResponse {
 }
 
 export interface RouteDoc {
-  method: 'GET' | 'POST';
+  method: 'GET' | 'POST' | 'DELETE';
   /** The fastify path (`:param`, `*`); the document spells it `{param}`. */
   path: string;
   tag: string;
@@ -82,6 +83,20 @@ function teiRoutes(route: string, doc: Omit<RouteDoc, 'path' | 'tag' | 'access'>
     access: 'token',
     summary: i === 0 ? doc.summary : `${doc.summary} (model named in the path)`,
   }));
+}
+
+/** The per-index routes (routes/indexes.ts): the index named in the path, one of SHOAL_INDEXES. */
+function indexRoutes(): RouteDoc[] {
+  const STORE_ERRORS = [E.NOT_FOUND, E.UNAVAILABLE, E.TIMEOUT, E.CONFIG_INVALID] as const;
+  const route = (method: RouteDoc['method'], path: string, summary: string, responses: RouteDoc['responses'], query?: z.ZodObject): RouteDoc => ({
+    method, path, tag: 'Indexes', summary, access: 'token', responses, errors: [...STORE_ERRORS, E.INPUT_TOO_LARGE], ...(query === undefined ? {} : { query }),
+  });
+  return [
+    route('GET', '/v1/indexes/:name/stats', "Rows, documents, model, spec, size and last ingest of an index's table", { 200: json(IndexStats, 'the statistics') }),
+    route('GET', '/v1/indexes/:name/documents', 'Documents of the table, by source, one page at a time', { 200: json(IndexDocumentsPage, 'one page') }, DocumentsQuery),
+    route('DELETE', '/v1/indexes/:name/documents', "Delete one document's chunks and state (?source=, %-encoded); NOT_FOUND when the table holds nothing of it", { 200: json(IndexDeleted, 'what was deleted') }, DeleteDocumentQuery),
+    route('GET', '/v1/indexes/:name/tables', 'Tables of the store the index lives in, with their rows', { 200: json(IndexTables, 'by name') }),
+  ];
 }
 
 export const ROUTE_TABLE: readonly RouteDoc[] = Object.freeze<RouteDoc[]>([
@@ -185,6 +200,8 @@ export const ROUTE_TABLE: readonly RouteDoc[] = Object.freeze<RouteDoc[]>([
     },
     errors: [E.NOT_FOUND, E.JOB_CONFLICT, E.UNAVAILABLE, E.MODEL_NOT_FOUND, E.TIMEOUT, E.UNSUPPORTED_MEDIA_TYPE, E.INPUT_TOO_LARGE],
   },
+  { method: 'GET', path: '/v1/indexes', tag: 'Indexes', summary: 'The configured indexes: name, backend, table', access: 'token', responses: { 200: json(IndexList, 'by name') }, errors: [] },
+  ...indexRoutes(),
   {
     method: 'POST',
     path: '/v1/classify',
