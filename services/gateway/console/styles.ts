@@ -37,7 +37,7 @@ button:disabled, select:disabled { opacity: .6; cursor: default; }
 .hit h2 { margin: 0 0 .25rem; font-size: 1rem; }
 .hit button { background: none; border: 0; padding: 0; color: var(--accent); text-decoration: underline; font-weight: 600; text-align: left; }
 .meta { color: var(--muted); font-size: .85rem; margin: 0 0 .3rem; }
-.hit p.text { margin: 0; }
+.hit p.excerpt { margin: 0; }
 mark { background: var(--mark); color: inherit; padding: 0 .1em; border-radius: 2px; }
 .detail { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: .9rem; position: sticky; top: .5rem; }
 .detail h2 { margin-top: 0; }

@@ -135,7 +135,7 @@ function renderHits(): void {
         { className: 'hit' },
         element('h2', {}, open),
         element('p', { className: 'meta', text: meta.join(' · ') }),
-        element('p', { className: 'text' }, ...highlighted(excerpt(text(hit, 'text') ?? '', EXCERPT_CHARS), terms)),
+        element('p', { className: 'excerpt' }, ...highlighted(excerpt(text(hit, 'text') ?? '', EXCERPT_CHARS), terms)),
       );
     }),
   );
