@@ -68,7 +68,8 @@ export const CONSOLE_PAGE = `<!doctype html>
 
   <section id="runs-view" class="view" aria-labelledby="runs-title" hidden>
     <h1 id="runs-title" tabindex="-1">Runs and jobs</h1>
-    <p id="runs-status" class="status" role="status"></p>
+    <p id="runs-status" class="status"></p>
+    <p id="runs-error" class="error" role="alert"></p>
     <table id="runs-table">
       <caption>Ingest runs, classification jobs and primitive jobs this gateway accepted, the newest first; updated every 2 seconds.</caption>
       <thead><tr><th scope="col">Id</th><th scope="col">Kind</th><th scope="col">State</th><th scope="col">Progress</th><th scope="col">Failures</th></tr></thead>
@@ -78,7 +79,8 @@ export const CONSOLE_PAGE = `<!doctype html>
 
   <section id="models-view" class="view" aria-labelledby="models-title" hidden>
     <h1 id="models-title" tabindex="-1">Models</h1>
-    <p id="models-status" class="status" role="status"></p>
+    <p id="models-status" class="status"></p>
+    <p id="models-error" class="error" role="alert"></p>
     <h2>Memory</h2>
     <p id="memory-text"></p>
     <meter id="memory-meter" min="0" max="1" value="0" aria-labelledby="memory-text"></meter>

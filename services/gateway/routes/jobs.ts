@@ -87,6 +87,9 @@ export const JobListQuery = z.strictObject({
     .default(50),
 });
 
+/** Status reads GET /v1/jobs makes side by side. */
+const LOOKUPS_AT_ONCE = 6;
+
 interface FoundJob {
   kind: 'classify' | 'ingest' | 'job';
   /** The job's model, for the metrics label; null when it has none (an ingest run). */
@@ -148,10 +151,16 @@ export function registerJobRoutes(app: FastifyInstance, context: RouteContext): 
     context.metrics.track(request, { primitive: 'job_read', model: OTHER_MODEL, lane: 'bulk' });
     const { limit } = parseWith(JobListQuery, request.query ?? {}, 'job list query string');
     const ids = recent.newest(limit);
-    // Read side by side; a job that cannot be read now (its store down) is left out of this answer, not of the list.
-    const found = await Promise.all(ids.map(async (id) => ({ id, job: await findJob(context, reply, id).catch(() => undefined) })));
-    for (const { id, job } of found) if (job === null) recent.forget(id);
-    return { jobs: found.flatMap(({ job }) => (job === null || job === undefined ? [] : [job.body])) };
+    const found: Array<FoundJob | null | undefined> = [];
+    // A few at a time: each read watches the reply for a client that went away (a listener each).
+    for (let start = 0; start < ids.length; start += LOOKUPS_AT_ONCE) {
+      // A job that cannot be read now (its store down) is left out of this answer, not of the list.
+      found.push(...(await Promise.all(ids.slice(start, start + LOOKUPS_AT_ONCE).map((id) => findJob(context, reply, id).catch(() => undefined)))));
+    }
+    ids.forEach((id, i) => {
+      if (found[i] === null) recent.forget(id);
+    });
+    return { jobs: found.flatMap((job) => (job === null || job === undefined ? [] : [job.body])) };
   });
 
   app.get('/v1/jobs/:id/results', async (request, reply) => {

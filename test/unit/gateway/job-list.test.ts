@@ -60,6 +60,15 @@ describe('GET /v1/jobs', () => {
     }
   });
 
+  it('lists more jobs than it reads at once in order', async () => {
+    const gw = localGateway(ScriptedEngine.failing(ErrorCode.INTERNAL));
+    app = gw;
+    const ids = Array.from({ length: 14 }, (_, i) => `job-${i}`);
+    for (const id of ids) expect((await gw.inject({ method: 'POST', url: '/v1/jobs', payload: job(id, ['a']) })).statusCode).toBe(202);
+    const listed = JobListResponse.parse((await gw.inject({ method: 'GET', url: '/v1/jobs' })).json());
+    expect(listed.jobs.map((entry) => entry.job_id)).toEqual([...ids].reverse());
+  });
+
   it('keeps the newest ids only', () => {
     const recent = new RecentJobs(3);
     for (const id of ['a', 'b', 'c', 'd']) recent.remember(id);

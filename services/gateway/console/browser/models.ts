@@ -88,11 +88,11 @@ async function refresh(): Promise<void> {
     renderMemory(samples);
     renderModels(models, samples);
     renderLanes(samples);
-    status.className = 'status';
+    byId('models-error').textContent = '';
     status.textContent = `${models.length} ${models.length === 1 ? 'model' : 'models'} served. Updated ${clock(new Date())}.`;
   } catch (error) {
-    status.className = 'error';
-    status.textContent = describeError(error);
+    // An alert of its own: the status line changes every 2 s and is not announced.
+    byId('models-error').textContent = describeError(error);
   }
 }
 

@@ -24,7 +24,7 @@ export function parsePrometheus(body: string): Sample[] {
     if (line === '' || line.startsWith('#')) continue;
     const match = LINE.exec(line);
     if (match === null) continue;
-    const value = Number(match[3]);
+    const value = match[3] === '+Inf' ? Infinity : match[3] === '-Inf' ? -Infinity : Number(match[3]);
     if (Number.isNaN(value)) continue;
     const labels: Record<string, string> = {};
     for (const label of (match[2] ?? '').matchAll(LABEL)) labels[label[1] ?? ''] = unescape(label[2] ?? '');

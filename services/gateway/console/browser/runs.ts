@@ -38,11 +38,11 @@ async function refresh(): Promise<void> {
       );
     });
     byId('runs-table').querySelector('tbody')?.replaceChildren(...rows);
-    status.className = 'status';
+    byId('runs-error').textContent = '';
     status.textContent = jobs.length === 0 ? `No job yet. Updated ${clock(new Date())}.` : `${jobs.length} shown. Updated ${clock(new Date())}.`;
   } catch (error) {
-    status.className = 'error';
-    status.textContent = describeError(error);
+    // An alert of its own: the status line changes every 2 s and is not announced.
+    byId('runs-error').textContent = describeError(error);
   }
 }
 
