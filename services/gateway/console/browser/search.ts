@@ -35,11 +35,11 @@ function modeEnum(document: unknown): string[] {
   return records(mode.anyOf).flatMap((option) => strings(resolve(option)?.enum));
 }
 
-/** Index names from GET /v1/indexes where the gateway has that route: `{indexes: [name | {name}]}` or a list. */
+/** Index names from GET /v1/indexes where the gateway has that route: `{indexes | data: [name | {name}]}` or a list. */
 export async function indexNames(): Promise<string[]> {
   try {
     const body = await callJson('/v1/indexes');
-    const list: unknown[] = Array.isArray(body) ? body : isRecord(body) && Array.isArray(body.indexes) ? body.indexes : [];
+    const list: unknown[] = Array.isArray(body) ? body : isRecord(body) ? [body.indexes, body.data].find(Array.isArray) ?? [] : [];
     return list.flatMap((entry) => (typeof entry === 'string' ? [entry] : isRecord(entry) && text(entry, 'name') !== undefined ? [text(entry, 'name') ?? ''] : []));
   } catch {
     // No such route (yet): the index is typed, "default" suggested (shoal dev's index).
