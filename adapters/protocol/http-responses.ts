@@ -117,3 +117,6 @@ export const IngestAccepted = z.strictObject({ job_id: z.string(), status: Inges
 
 /** POST /v1/classify: the result (sync) or the accepted job (202). */
 export const ClassifyResponse = z.union([ClassifyResult, ClassifyJobAccepted]);
+
+/** GET /v1/jobs: the jobs this gateway accepted lately, the newest first, each as GET /v1/jobs/:id answers it. */
+export const JobListResponse = z.strictObject({ jobs: z.array(JobStatusResponse) });

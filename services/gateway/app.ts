@@ -16,6 +16,7 @@ import { IndexOutages } from './index-outages.js';
 import { RequestMetrics } from './request-metrics.js';
 import { registerApiDocsRoutes } from './routes/api-docs.js';
 import { registerClassifyRoutes } from './routes/classify.js';
+import { registerConsoleRoutes } from './routes/console.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerIngestRoutes } from './routes/ingest.js';
 import { registerIndexRoutes } from './routes/indexes.js';
@@ -207,5 +208,6 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
   registerIndexRoutes(app, context);
   registerClassifyRoutes(app, context);
   registerApiDocsRoutes(app, context);
+  registerConsoleRoutes(app, context);
   return app;
 }

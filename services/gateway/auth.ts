@@ -8,7 +8,7 @@ import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
  * Optional bearer-token authentication. Tokens are compared as SHA-256 digests with
  * timingSafeEqual, against every configured token without stopping at a match, so neither the
  * length of a token nor which one matched shows in the response time. Probes (/healthz, /readyz)
- * and the API description (/openapi.json, /docs) are always open: orchestrators call them without credentials. /metrics is open unless
+ * the API description (/openapi.json, /docs) and the web console's static files (/ui) are always open: orchestrators call them without credentials. /metrics is open unless
  * configured otherwise (Prometheus scrapers are often set up without tokens).
  */
 
@@ -21,10 +21,14 @@ export interface AuthOptions {
   onRefused?: (reason: 'missing' | 'invalid', request: FastifyRequest) => void;
 }
 
-/** The probes, and the API description (routes/api-docs.ts: built from the code, nothing of the deployment in it). */
-const ALWAYS_OPEN: ReadonlySet<string> = new Set(['/healthz', '/readyz', '/openapi.json', '/docs']);
-/** Swagger UI's static files under /docs/. */
-const OPEN_PREFIX = '/docs/';
+/**
+ * The probes, the API description (routes/api-docs.ts: built from the code, nothing of the
+ * deployment in it) and the web console's page (routes/console.ts: static, no data; it asks for
+ * the token and sends it with every API call it makes).
+ */
+const ALWAYS_OPEN: ReadonlySet<string> = new Set(['/healthz', '/readyz', '/openapi.json', '/docs', '/ui']);
+/** Swagger UI's static files under /docs/, the console's under /ui/. */
+const OPEN_PREFIXES: readonly string[] = ['/docs/', '/ui/'];
 
 function digest(value: string): Buffer {
   return createHash('sha256').update(value, 'utf8').digest();
@@ -64,7 +68,7 @@ export class BearerAuth {
   check(request: FastifyRequest): void {
     if (!this.enabled || request.method === 'OPTIONS') return;
     const path = request.url.split('?', 1)[0] ?? request.url;
-    if (this.#open.has(path) || path.startsWith(OPEN_PREFIX)) return;
+    if (this.#open.has(path) || OPEN_PREFIXES.some((prefix) => path.startsWith(prefix))) return;
     const token = bearerToken(request.headers.authorization);
     if (token === null) {
       this.#onRefused?.('missing', request);

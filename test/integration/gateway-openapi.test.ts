@@ -96,6 +96,8 @@ const CALLS: readonly Call[] = [
   { route: '/v1/tokenize', method: 'POST', url: '/v1/tokenize', payload: { model: 'tiny-bert-mean', items: [{ text: 'hello world' }] }, status: 200 },
   { route: '/v1/jobs', method: 'POST', url: '/v1/jobs', payload: { job_id: 'oa-job', primitive: 'encode', request: { model: 'tiny-bert-mean', items: [{ text: 'a' }] } }, status: 202 },
   { route: '/v1/jobs/:id', method: 'GET', url: '/v1/jobs/oa-job', status: 200 },
+  { route: '/v1/jobs', method: 'GET', url: '/v1/jobs?limit=5', status: 200 },
+  { route: '/v1/jobs', method: 'GET', url: '/v1/jobs?limit=0', status: 422 },
   { route: '/v1/jobs/:id', method: 'GET', url: '/v1/jobs/no-such-job', status: 404 },
   { route: '/v1/jobs/:id/results', method: 'GET', url: '/v1/jobs/oa-job/results', status: 503 },
   { route: '/v1/models', method: 'GET', url: '/v1/models', status: 200 },
@@ -135,6 +137,10 @@ const CALLS: readonly Call[] = [
   { route: '/docs', method: 'GET', url: '/docs', status: 200 },
   { route: '/docs/:asset', method: 'GET', url: '/docs/swagger-ui-bundle.js', status: 200 },
   { route: '/docs/:asset', method: 'GET', url: '/docs/package.json', status: 404 },
+  { route: '/ui', method: 'GET', url: '/ui', status: 200 },
+  { route: '/ui/:asset', method: 'GET', url: '/ui/main.js', status: 200 },
+  { route: '/ui/:asset', method: 'GET', url: '/ui/console.css', status: 200 },
+  { route: '/ui/:asset', method: 'GET', url: '/ui/package.json', status: 404 },
 ];
 
 /** The schema the document gives for `status` of the operation, with the document's components in reach of its $refs. */
@@ -218,7 +224,7 @@ describe('GET /docs', () => {
     );
     try {
       await secured.ready();
-      for (const url of ['/openapi.json', '/docs', '/docs/swagger-ui.css', '/docs/docs-init.js']) {
+      for (const url of ['/openapi.json', '/docs', '/docs/swagger-ui.css', '/docs/docs-init.js', '/ui', '/ui/console.css', '/ui/main.js']) {
         expect((await secured.inject({ method: 'GET', url })).statusCode, url).toBe(200);
       }
       expect((await secured.inject({ method: 'GET', url: '/v1/models' })).statusCode).toBe(401);

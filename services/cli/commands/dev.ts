@@ -169,6 +169,7 @@ export function registerDev(program: Command, app: CliApp): void {
         const out = app.io.stdout;
         out.write(`shoal dev is running\n`);
         out.write(`  HTTP     ${gateway.url}  (/v1/encode /v1/score /v1/extract /v1/jobs /v1/ingest /v1/search, OpenAI /v1/embeddings, TEI /embed /rerank /embed_sparse /tokenize /info)\n`);
+        out.write(`  console  ${gateway.url}/ui  (API reference: ${gateway.url}/docs)\n`);
         out.write(`  metrics  ${gateway.url}/metrics\n`);
         out.write(`  NATS     ${nats.url}  (nats-server pid ${nats.pid}, store ${nats.storeDir})\n`);
         out.write(`  results  ${sink.dir}/<job>/part-*.jsonl  (jobs: POST /v1/jobs or shoal submit --nats ${nats.url})\n`);

@@ -7,6 +7,7 @@ import {
   HttpEncodeResult,
   IngestAccepted,
   JobAccepted,
+  JobListResponse,
   JobStatusResponse,
   ModelEntry,
   ModelList,
@@ -31,6 +32,7 @@ import { MAX_DOCUMENT_BYTES } from '../../../adapters/protocol/limits.js';
 import { EmbeddingsBody } from '../routes/openai.js';
 import { HttpEncodeRequest } from '../routes/primitives.js';
 import { SearchBody } from '../routes/search.js';
+import { JobListQuery } from '../routes/jobs.js';
 import { TeiEmbedBody, TeiRerankBody } from '../routes/tei.js';
 import { TeiSparseBody } from '../routes/tei-sparse.js';
 import { TeiTokenizeBody } from '../routes/tei-tokenize.js';
@@ -147,6 +149,16 @@ export const ROUTE_TABLE: readonly RouteDoc[] = Object.freeze<RouteDoc[]>([
   },
   {
     method: 'GET',
+    path: '/v1/jobs',
+    tag: 'Jobs',
+    summary: 'The jobs, classification jobs and ingest runs this gateway accepted lately (the newest first, 200 kept)',
+    access: 'token',
+    query: JobListQuery,
+    responses: { 200: json(JobListResponse, 'each as GET /v1/jobs/{id} answers it; one whose status expired is left out') },
+    errors: [E.UNAVAILABLE, E.TIMEOUT],
+  },
+  {
+    method: 'GET',
     path: '/v1/jobs/:id',
     tag: 'Jobs',
     summary: 'Status of a job, a classification job or an ingest run',
@@ -219,6 +231,16 @@ export const ROUTE_TABLE: readonly RouteDoc[] = Object.freeze<RouteDoc[]>([
     path: '/docs/:asset',
     tag: 'Reference',
     summary: "Swagger UI's static files",
+    access: 'open',
+    responses: { 200: { contentType: 'application/octet-stream', description: 'the file' } },
+    errors: [E.NOT_FOUND],
+  },
+  { method: 'GET', path: '/ui', tag: 'Reference', summary: 'The web console: search, runs and jobs, models, upload', access: 'open', responses: { 200: { contentType: 'text/html', description: 'the page (no data: it calls the API with the token it asks for)' } }, errors: [] },
+  {
+    method: 'GET',
+    path: '/ui/:asset',
+    tag: 'Reference',
+    summary: "The web console's script modules and style sheet",
     access: 'open',
     responses: { 200: { contentType: 'application/octet-stream', description: 'the file' } },
     errors: [E.NOT_FOUND],

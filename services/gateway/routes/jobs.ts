@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { JobId, JobSubmission, REQUEST_SCHEMAS, type JobPartResult, type JobsApi, type JobStatus } from '../../../adapters/protocol/jobs.js';
@@ -7,6 +7,7 @@ import type { NatsNames } from '../../../adapters/protocol/subjects.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import { checkJobIdFree } from '../job-ids.js';
 import { publicIngestStatus } from '../redact.js';
+import { MAX_RECENT_JOBS, RecentJobs } from '../recent-jobs.js';
 import type { RouteContext } from '../context.js';
 import { OTHER_MODEL } from '../request-metrics.js';
 
@@ -76,7 +77,50 @@ function jobsOrUnavailable(jobs: JobsApi | null): JobsApi {
   return jobs;
 }
 
+/** GET /v1/jobs: `?limit=` jobs at most, the newest first. */
+export const JobListQuery = z.strictObject({
+  limit: z
+    .string()
+    .regex(/^\d{1,3}$/, 'limit: a number of jobs, 1 to ' + String(MAX_RECENT_JOBS))
+    .transform(Number)
+    .refine((n) => n >= 1 && n <= MAX_RECENT_JOBS, `limit: 1 to ${MAX_RECENT_JOBS}`)
+    .default(50),
+});
+
+/** Status reads GET /v1/jobs makes side by side. */
+const LOOKUPS_AT_ONCE = 6;
+
+interface FoundJob {
+  kind: 'classify' | 'ingest' | 'job';
+  /** The job's model, for the metrics label; null when it has none (an ingest run). */
+  model: string | null;
+  /** Its status as GET /v1/jobs/:id answers it. */
+  body: object;
+}
+
+/**
+ * A job by id, wherever it lives: a classification job of this gateway, one of the classify
+ * workers (its status in KV), a primitive job, or an ingest run; null when none has the id.
+ */
+async function findJob(context: RouteContext, reply: FastifyReply, id: string): Promise<FoundJob | null> {
+  // A classification job (POST /v1/classify) lives in this gateway and needs no JetStream.
+  const classifyRun = context.classifyRuns.status(id);
+  if (classifyRun !== null) return { kind: 'classify', model: classifyRun.model, body: { ...classifyRun, links: { self: `/v1/jobs/${id}`, results: `/v1/jobs/${id}/results` } } };
+  // A classification job of the classify workers: its status in KV, the same from every replica.
+  const classifyJob = await context.call(reply)(async () => (await context.deps.classifyJobs?.status(id).catch(() => null)) ?? null);
+  if (classifyJob !== null) return { kind: 'classify', model: classifyJob.model, body: { ...classifyJob, links: { self: `/v1/jobs/${id}`, results: `/v1/jobs/${id}/results` } } };
+  const jobs = jobsOrUnavailable(context.deps.jobs);
+  const status = await context.call(reply)(() => jobs.status(id));
+  if (status !== null) return { kind: 'job', model: status.model, body: { ...publicStatus(status), results: resultLocation(status, context.names) } };
+  // An ingest run (POST /v1/ingest) is a job too, its status kept by the ingest runs.
+  const run = await context.call(reply)(async () => (await context.deps.ingest?.status(id)) ?? null);
+  return run === null ? null : { kind: 'ingest', model: null, body: publicIngestStatus(run) };
+}
+
 export function registerJobRoutes(app: FastifyInstance, context: RouteContext): void {
+  // Registered before the routes that accept jobs (this file's, then ingest's and classify's).
+  const recent = new RecentJobs();
+  recent.register(app);
   app.post('/v1/jobs', async (request, reply) => {
     context.metrics.track(request, { primitive: 'job', model: OTHER_MODEL, lane: 'bulk' });
     const submission = parseWith(JobSubmission, request.body, 'job submission');
@@ -96,27 +140,27 @@ export function registerJobRoutes(app: FastifyInstance, context: RouteContext): 
   app.get('/v1/jobs/:id', async (request, reply) => {
     context.metrics.track(request, { primitive: 'job_read', model: OTHER_MODEL, lane: 'bulk' });
     const { id } = parseWith(JobParams, request.params, 'job path');
-    // A classification job (POST /v1/classify) lives in this gateway and needs no JetStream.
-    const classifyRun = context.classifyRuns.status(id);
-    if (classifyRun !== null) {
-      // Its model was never checked at submit: a label only if it is one already.
-      context.metrics.track(request, { primitive: 'job_read', model: classifyRun.model, lane: 'bulk', admit: false });
-      return { ...classifyRun, links: { self: `/v1/jobs/${id}`, results: `/v1/jobs/${id}/results` } };
+    const found = await findJob(context, reply, id);
+    if (found === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no job with id "${id}" (it never existed or its status has expired)`, { details: { job_id: id } });
+    // A classification job's model was never checked at submit: a label only if it is one already.
+    if (found.model !== null) context.metrics.track(request, { primitive: 'job_read', model: found.model, lane: 'bulk', admit: found.kind !== 'classify' });
+    return found.body;
+  });
+
+  app.get('/v1/jobs', async (request, reply) => {
+    context.metrics.track(request, { primitive: 'job_read', model: OTHER_MODEL, lane: 'bulk' });
+    const { limit } = parseWith(JobListQuery, request.query ?? {}, 'job list query string');
+    const ids = recent.newest(limit);
+    const found: Array<FoundJob | null | undefined> = [];
+    // A few at a time: each read watches the reply for a client that went away (a listener each).
+    for (let start = 0; start < ids.length; start += LOOKUPS_AT_ONCE) {
+      // A job that cannot be read now (its store down) is left out of this answer, not of the list.
+      found.push(...(await Promise.all(ids.slice(start, start + LOOKUPS_AT_ONCE).map((id) => findJob(context, reply, id).catch(() => undefined)))));
     }
-    // A classification job of the classify workers: its status in KV, the same from every replica.
-    const classifyJob = await context.call(reply)(async () => (await context.deps.classifyJobs?.status(id).catch(() => null)) ?? null);
-    if (classifyJob !== null) {
-      context.metrics.track(request, { primitive: 'job_read', model: classifyJob.model, lane: 'bulk', admit: false });
-      return { ...classifyJob, links: { self: `/v1/jobs/${id}`, results: `/v1/jobs/${id}/results` } };
-    }
-    const jobs = jobsOrUnavailable(context.deps.jobs);
-    const status = await context.call(reply)(() => jobs.status(id));
-    // An ingest run (POST /v1/ingest) is a job too, its status kept by the ingest runs.
-    const run = status === null ? await context.call(reply)(async () => (await context.deps.ingest?.status(id)) ?? null) : null;
-    if (run !== null) return publicIngestStatus(run);
-    if (status === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no job with id "${id}" (it never existed or its status has expired)`, { details: { job_id: id } });
-    context.metrics.track(request, { primitive: 'job_read', model: status.model, lane: 'bulk' });
-    return { ...publicStatus(status), results: resultLocation(status, context.names) };
+    ids.forEach((id, i) => {
+      if (found[i] === null) recent.forget(id);
+    });
+    return { jobs: found.flatMap((job) => (job === null || job === undefined ? [] : [job.body])) };
   });
 
   app.get('/v1/jobs/:id/results', async (request, reply) => {
