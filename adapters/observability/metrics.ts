@@ -102,7 +102,7 @@ export class ShoalMetrics {
     labelNames: ['source'] as const,
     registers: [this.registry],
   });
-  readonly queuedItems = new Gauge({ name: 'shoal_queue_items', help: 'Items waiting in the scheduler', registers: [this.registry] });
+  readonly queuedItems = new Gauge({ name: 'shoal_queue_items', help: 'Items waiting in the scheduler, per lane', labelNames: ['lane'] as const, registers: [this.registry] });
   readonly requests = new Counter({
     name: 'shoal_requests_total',
     help: 'Requests by primitive, model and outcome code (OK or an error code)',

@@ -183,7 +183,7 @@ export class InferenceEngine implements Engine, Lifecycle {
     return this.#pool.snapshot();
   }
 
-  get scheduler(): { queuedItems: number; runningBatches: number; hasCapacity(items: number): boolean } {
+  get scheduler(): { queuedItems: number; queuedByLane: Readonly<Record<Priority, number>>; runningBatches: number; hasCapacity(items: number): boolean } {
     return this.#scheduler;
   }
 

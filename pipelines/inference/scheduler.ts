@@ -136,6 +136,8 @@ export class Scheduler {
   readonly #requests = new Set<RequestState>();
   #running = 0;
   #queuedItems = 0;
+  /** The same count per lane (queue depth per lane, `shoal_queue_items{lane}`). */
+  readonly #queuedByLane: Record<Priority, number> = { interactive: 0, bulk: 0 };
   #nextId = 1;
   #capacityWaiters: { items: number; resolve: () => void }[] = [];
   #idleWaiters: (() => void)[] = [];
@@ -147,6 +149,11 @@ export class Scheduler {
 
   get queuedItems(): number {
     return this.#queuedItems;
+  }
+
+  /** Items waiting per lane. */
+  get queuedByLane(): Readonly<Record<Priority, number>> {
+    return { ...this.#queuedByLane };
   }
 
   get runningBatches(): number {
@@ -304,6 +311,7 @@ export class Scheduler {
       }
       else state.queue.addBulk(queued);
       this.#queuedItems++;
+      this.#queuedByLane[request.submission.lane]++;
     }
   }
 
@@ -408,6 +416,7 @@ export class Scheduler {
     for (const queued of cut.items) {
       this.#queuedItems--;
       const request = queued.payload.request;
+      this.#queuedByLane[request.submission.lane]--;
       request.queued.delete(queued);
       if (request.settled) continue;
       const deadline = request.submission.deadline;
@@ -512,6 +521,7 @@ export class Scheduler {
       if (!queued.gone) {
         state?.queue.drop(queued);
         this.#queuedItems--;
+        this.#queuedByLane[request.submission.lane]--;
       }
     }
     request.queued.clear();

@@ -1,3 +1,4 @@
+import type { Priority } from '../../adapters/protocol/requests.js';
 import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import type { PoolHooks, PoolSnapshot } from './pool.js';
 import type { SchedulerHooks } from './scheduler.js';
@@ -32,7 +33,7 @@ export function poolMetrics(metrics: ShoalMetrics): PoolHooks {
   };
 }
 
-export function schedulerMetrics(metrics: ShoalMetrics, queued: () => number): SchedulerHooks {
+export function schedulerMetrics(metrics: ShoalMetrics, queued: () => Readonly<Record<Priority, number>>): SchedulerHooks {
   return {
     onBatch: (event) => {
       const labels = { model: event.model, lane: event.lane };
@@ -43,7 +44,7 @@ export function schedulerMetrics(metrics: ShoalMetrics, queued: () => number): S
       metrics.batchSeconds.observe(labels, event.runMs / 1000);
       metrics.queueWaitSeconds.observe({ lane: event.lane }, event.queueMs / 1000);
       if (event.error !== undefined) metrics.batchFailures.inc({ model: event.model, code: event.error.code });
-      metrics.queuedItems.set(queued());
+      for (const [lane, items] of Object.entries(queued())) metrics.queuedItems.set({ lane }, items);
     },
   };
 }

@@ -1,3 +1,4 @@
+import type { Priority } from '../../adapters/protocol/requests.js';
 import { jetstream } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { connectNats } from '../../adapters/nats/connection.js';
@@ -51,7 +52,7 @@ function residentModels(snapshot: PoolSnapshot): string[] {
   return snapshot.models.filter((m) => m.state === 'ready').map((m) => m.name);
 }
 
-function engineHooks(deps: WorkerDeps, onPool: (snapshot: PoolSnapshot) => void, queued: () => number): NonNullable<EngineOptionsInput['hooks']> {
+function engineHooks(deps: WorkerDeps, onPool: (snapshot: PoolSnapshot) => void, queued: () => Readonly<Record<Priority, number>>): NonNullable<EngineOptionsInput['hooks']> {
   const metrics = deps.metrics === undefined ? undefined : poolMetrics(deps.metrics);
   const pool: PoolHooks = {
     ...metrics,
@@ -120,7 +121,7 @@ export class ShoalWorker implements Lifecycle {
       ...(catalog === null ? {} : { catalog }),
       ...engineOptionsFromSettings(config.engine, deps.env ?? process.env),
       preload: [...config.preload],
-      hooks: engineHooks(deps, onPool, () => engine?.scheduler.queuedItems ?? 0),
+      hooks: engineHooks(deps, onPool, () => engine?.scheduler.queuedByLane ?? { interactive: 0, bulk: 0 }),
     });
     let nc: NatsConnection | null = null;
     try {

@@ -10,7 +10,7 @@ import { FIXTURES_DIR } from '../helpers/shared.js';
 const metrics = new ShoalMetrics({ processMetrics: false, defaultLabels: { service: 'test' } });
 const engine: InferenceEngine = new InferenceEngine({
   memoryBudget: '200MB',
-  hooks: { pool: poolMetrics(metrics), scheduler: schedulerMetrics(metrics, () => engine.scheduler.queuedItems) },
+  hooks: { pool: poolMetrics(metrics), scheduler: schedulerMetrics(metrics, () => engine.scheduler.queuedByLane) },
 });
 afterAll(async () => {
   await engine.close();

@@ -22,15 +22,16 @@ describe('parsePrometheus', () => {
     metrics.batches.inc({ model: 'a', lane: 'interactive' });
     metrics.queueWaitSeconds.observe({ lane: 'bulk' }, 0.5);
     metrics.queueWaitSeconds.observe({ lane: 'bulk' }, 1.5);
-    metrics.queuedItems.set(7);
+    metrics.queuedItems.set({ lane: 'interactive' }, 2);
+    metrics.queuedItems.set({ lane: 'bulk' }, 5);
     const samples = parsePrometheus(await metrics.registry.metrics());
     expect(sumBy(samples, 'shoal_pool_budget_bytes').get('')).toBe(12_000_000_000);
     expect([...sumBy(samples, 'shoal_model_resident_bytes', 'model')]).toEqual([['org/model "quoted"', 24_000_000]]);
     expect(Object.fromEntries(sumBy(samples, 'shoal_batches_total', 'lane'))).toEqual({ bulk: 5, interactive: 1 });
     expect(sumBy(samples, 'shoal_queue_wait_seconds_sum', 'lane').get('bulk')).toBe(2);
     expect(sumBy(samples, 'shoal_queue_wait_seconds_count', 'lane').get('bulk')).toBe(2);
-    // No lane label on the scheduler's queue: its total stands under ''.
-    expect([...sumBy(samples, 'shoal_queue_items', 'lane')]).toEqual([['', 7]]);
+    // The queue depth per lane (an older worker without the label would stand under '').
+    expect(Object.fromEntries(sumBy(samples, 'shoal_queue_items', 'lane'))).toEqual({ interactive: 2, bulk: 5 });
     expect(samples.find((sample) => sample.name === 'shoal_pool_budget_bytes')?.labels).toEqual({ service: 'dev' });
   });
 

@@ -172,6 +172,9 @@ describe('Scheduler', () => {
     const s = scheduler({ maxQueuedItems: 60 });
     const first = s.submit({ model: bert, lane: 'bulk', items: await prepare(bert, texts(100)), options: { outputs: ['dense'] } });
     expect(s.hasCapacity(10)).toBe(false);
+    // The queue depth per lane (shoal_queue_items{lane}) adds up to the total.
+    expect(s.queuedByLane).toEqual({ interactive: 0, bulk: s.queuedItems });
+    expect(s.queuedItems).toBeGreaterThan(0);
     let admitted = false;
     const waiting = s.waitForCapacity(10).then(() => {
       admitted = true;
@@ -180,6 +183,7 @@ describe('Scheduler', () => {
     await waiting;
     expect(s.queuedItems).toBeLessThanOrEqual(50);
     await first;
+    expect(s.queuedByLane).toEqual({ interactive: 0, bulk: 0 });
   });
 
   it('refuses work after close()', async () => {

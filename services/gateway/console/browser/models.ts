@@ -76,7 +76,7 @@ function renderLanes(samples: readonly Sample[]): void {
   const rows = lanes.map((lane) =>
     element('tr', { attributes: { 'data-lane': lane } }, element('th', { text: lane, attributes: { scope: 'row' } }), element('td', { text: queued.has(lane) ? String(queued.get(lane)) : '' }), element('td', { text: String(batches.get(lane) ?? 0) }), element('td', { text: meanWait(lane) })),
   );
-  // shoal_queue_items counts every lane's items together: its total has a row of its own.
+  // A worker of an older release counted every lane's items together (no lane label): its total has a row of its own.
   if (queued.has('')) rows.push(element('tr', { attributes: { 'data-lane': 'all' } }, element('th', { text: 'all lanes', attributes: { scope: 'row' } }), element('td', { text: String(queued.get('')) }), element('td'), element('td')));
   byId('lanes-table').querySelector('tbody')?.replaceChildren(...rows);
 }
