@@ -11,7 +11,7 @@ import { loadTaxonomyFile, type Taxonomy } from '../adapters/taxonomy/index.js';
 import { TaxonomyClassifier, categoryIndex, type ClassifierOptionsInput } from '../pipelines/classify/index.js';
 import { loadCatalog } from '../pipelines/inference/catalog.js';
 import { InferenceEngine } from '../pipelines/inference/engine.js';
-import { JobsEngine } from '../services/cli/commands/classify/jobs-engine.js';
+import { JobsEngine } from '../adapters/nats/jobs-engine.js';
 import { productText } from '../services/cli/commands/classify/products.js';
 import { resolveWorkerConfig } from '../services/worker/config.js';
 import { ShoalWorker } from '../services/worker/worker.js';
@@ -102,7 +102,7 @@ async function main(): Promise<void> {
           { logger: createLogger('bench', 'warn') },
         );
   const nc = server === null ? null : await connectNats({ servers: [server.url], retryFirstConnect: false });
-  const remote = nc === null ? null : new JobsEngine(await JobsClient.open(nc, { topology: { prefix: 'bench' } }));
+  const remote = nc === null ? null : new JobsEngine(null, await JobsClient.open(nc, { topology: { prefix: 'bench' } }));
   const cacheDir = join(work, 'cache');
   const rows: Row[] = [];
   try {

@@ -11,7 +11,6 @@ import { natsSettingsFromEnv, shoalCacheDirFromEnv, topologySettingsFromEnv } fr
 import type { CliApp } from '../app.js';
 import { openSink, openSource } from '../jsonl.js';
 import { addImageOptions, CommaListFlag, ImageFlags, imagePolicyFromFlags, parseFlags, PositiveIntFlag } from '../line-options.js';
-import { JobsEngine } from './classify/jobs-engine.js';
 import { catalogFormat, FIELD_CHECK_RECORDS, readCheckedProducts, readProducts, textFlag, type ProductRecord } from './classify/products.js';
 import { ClassifyBar } from './classify/progress.js';
 import { evaluationJson, evaluationTable } from './classify/report.js';
@@ -99,11 +98,15 @@ stdout when --out names a file, else on stderr.
 Exit status: 0 every product classified, 2 bad flags or input (a --fields name no record has),
 3 some products had no text (their lines carry "error"; the others are classified).`;
 
+/** Longest wait for one encode or score job of `shoal classify --nats --coordinate`. */
+const CLASSIFY_JOB_TIMEOUT_MS = 3_600_000;
+
 async function openEngine(app: CliApp, flags: ClassifyFlags): Promise<{ engine: Engine; close(): Promise<void> }> {
   // NATS is loaded with --nats only: the other commands, `--version` included, never pay for it.
-  const [{ connectNats }, { JobsClient }, { NatsEngine, DISCOVERY_STALL_MS }, { servedModelGate }] = await Promise.all([
+  const [{ connectNats }, { JobsClient }, { JobsEngine }, { NatsEngine, DISCOVERY_STALL_MS }, { servedModelGate }] = await Promise.all([
     import('../../../adapters/nats/connection.js'),
     import('../../../adapters/nats/jobs-client.js'),
+    import('../../../adapters/nats/jobs-engine.js'),
     import('../../../adapters/nats/engine-client.js'),
     import('../../../adapters/nats/model-gate.js'),
   ]);
@@ -117,7 +120,9 @@ async function openEngine(app: CliApp, flags: ClassifyFlags): Promise<{ engine: 
     await jobs.checkModel('encode', flags.model);
     if (flags.imageModel !== undefined) await jobs.checkModel('encode', flags.imageModel);
     if (flags.rerankModel !== undefined) await jobs.checkModel('score', flags.rerankModel);
-    return { engine: new JobsEngine(jobs, flags.partItems === undefined ? {} : { partItems: flags.partItems }), close: () => nc.close() };
+    // Jobs only (no request-reply): encode and score calls become jobs, an hour at most each.
+    const engine = new JobsEngine(null, jobs, { timeoutMs: CLASSIFY_JOB_TIMEOUT_MS, ...(flags.partItems === undefined ? {} : { partItems: flags.partItems }) });
+    return { engine, close: () => nc.close() };
   } catch (error) {
     await nc.close();
     throw error;
