@@ -4,7 +4,7 @@ import { basename, dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import { spawn } from 'node:child_process';
-import { connectNats } from '../adapters/nats/connection.js';
+import { connectNats } from '../adapters/nats/connection/connection.js';
 import { LanceDbSink } from '../adapters/sinks/lancedb.js';
 import { NatsIngest } from '../pipelines/documents/nats-ingest.js';
 import { startNatsServer } from '../test/helpers/nats-server.js';

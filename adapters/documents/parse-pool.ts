@@ -1,8 +1,8 @@
 import { availableParallelism } from 'node:os';
 import type { Transferable } from 'node:worker_threads';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
-import { siblingModule, spawnThread } from '../runtime/spawn.js';
-import { ThreadClient } from '../runtime/thread-rpc.js';
+import { siblingModule, spawnThread } from '../support/spawn-thread.js';
+import { ThreadClient } from '../support/thread-rpc.js';
 import type { ParseRequest, ParseResponse } from './parse-messages.js';
 
 /**

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { PDFDocumentProxy } from 'pdfjs-dist';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
-import { serveThread, type HandlerResult } from '../runtime/thread-rpc.js';
+import { serveThread, type HandlerResult } from '../support/thread-rpc.js';
 import { readRegularFile } from '../sources/checked-file.js';
 import { readHtml } from './html-reader.js';
 import type { DocumentBytes, Opened, ParseRequest, ParseResponse, PageRead } from './parse-messages.js';

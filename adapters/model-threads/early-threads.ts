@@ -1,5 +1,5 @@
 import type { Worker } from 'node:worker_threads';
-import { siblingModule, spawnThread } from '../runtime/spawn.js';
+import { siblingModule, spawnThread } from '../support/spawn-thread.js';
 
 /**
  * A model thread and a prep thread started by bin/shoal.js before the CLI's own modules load,

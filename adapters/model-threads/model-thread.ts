@@ -4,7 +4,7 @@ import { runInNewContext } from 'node:vm';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { returnFreedMemory } from '../runtime/native-memory.js';
 import type { RuntimeOptions } from '../runtime/runtime-options.js';
-import { serveThread, type HandlerResult } from '../runtime/thread-rpc.js';
+import { serveThread, type HandlerResult } from '../support/thread-rpc.js';
 import type { ItemOutput, Runner } from '../models/family.js';
 import type { GraphRewrite } from '../quantize/derived-graph.js';
 import { openWithPrecision } from '../models/precision/precision.js';

@@ -1,9 +1,9 @@
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { returnFreedMemory } from '../runtime/native-memory.js';
 import type { RuntimeOptions } from '../runtime/runtime-options.js';
-import { siblingModule, spawnThread } from '../runtime/spawn.js';
+import { siblingModule, spawnThread } from '../support/spawn-thread.js';
 import { adoptEarlyThread } from './early-threads.js';
-import { ThreadClient } from '../runtime/thread-rpc.js';
+import { ThreadClient } from '../support/thread-rpc.js';
 import type { TuningPoint } from './batch-tuning.js';
 import type { ItemOutput, Prepared, RunOptions, RunnerInfo } from '../models/family.js';
 import type { ModelProfile } from '../models/profile.js';

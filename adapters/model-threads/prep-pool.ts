@@ -1,9 +1,9 @@
 import { availableParallelism } from 'node:os';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
-import { siblingModule, spawnThread } from '../runtime/spawn.js';
+import { siblingModule, spawnThread } from '../support/spawn-thread.js';
 import { adoptEarlyThread } from './early-threads.js';
 import { ImagePolicy } from '../sources/image-input.js';
-import { ThreadClient } from '../runtime/thread-rpc.js';
+import { ThreadClient } from '../support/thread-rpc.js';
 import type { Prepared, PrepareRequest } from '../models/family.js';
 import type { ModelProfile, ProfileOverrides } from '../models/profile.js';
 import type { PrepRequest, PrepResponse, TokenizedOutput } from './thread-messages.js';

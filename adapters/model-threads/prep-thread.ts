@@ -1,7 +1,7 @@
 import { workerData } from 'node:worker_threads';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
-import { serveThread, type HandlerResult } from '../runtime/thread-rpc.js';
+import { serveThread, type HandlerResult } from '../support/thread-rpc.js';
 import { ImagePolicy, readImageInput, type ImageInput } from '../sources/image-input.js';
 import { EncodingCache } from '../tokenizers/batch-encode.js';
 import { TextTokenizer } from '../tokenizers/text-tokenizer.js';

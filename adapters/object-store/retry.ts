@@ -1,5 +1,5 @@
 import { ERROR_TRAITS, ErrorCode, ShoalError } from '../protocol/errors.js';
-import { pause } from '../runtime/abortable.js';
+import { pause } from '../support/abortable.js';
 import { toS3Error } from './errors.js';
 
 /**

@@ -3,7 +3,7 @@ import { open, readFile, rm, stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
-import { writeFileAtomically } from '../runtime/atomic-write.js';
+import { writeFileAtomically } from '../support/atomic-write.js';
 
 /**
  * The on-disk side of the quantized-graph cache: where it lives, content hashes, atomic writes
@@ -78,7 +78,7 @@ export function sha256Text(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
 
-/** Writes `chunks` to `target` atomically (adapters/runtime/atomic-write.ts), worded for the cache. */
+/** Writes `chunks` to `target` atomically (adapters/support/atomic-write.ts), worded for the cache. */
 export async function writeAtomically(target: string, chunks: readonly Uint8Array[]): Promise<void> {
   try {
     await writeFileAtomically(target, chunks);

@@ -3,7 +3,7 @@ import { access, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { FileFingerprint, matches, quantizedCacheDir, readRecord, rememberedSha256, sha256Text, writeFingerprinted, writeRecord } from './cache-files.js';
-import { makeDirectory } from '../runtime/directories.js';
+import { makeDirectory } from '../support/directories.js';
 
 /**
  * A copy of a self-contained ONNX graph whose weights sit in a page-aligned external-data file,

@@ -9,8 +9,8 @@ import type { ChunkRow, DocumentState, MultivectorSearchOptions, SearchHit, Sear
 import { noMultivector, refuseMultivector } from './multivector.js';
 import { checkSparseQuery, rankSparse } from './sparse.js';
 import { checkQuery, checkRowTypes, checkTableName, existsMatching, freezeSpec, keptOptional, rankTyped, StateShape, StoredSpec, storedSpecOf, toHitRow } from './table-spec.js';
-import { writeFileAtomically } from '../runtime/atomic-write.js';
-import { makeDirectory } from '../runtime/directories.js';
+import { writeFileAtomically } from '../support/atomic-write.js';
+import { makeDirectory } from '../support/directories.js';
 
 /**
  * `file:///dir`: JSON Lines files, for inspection, tests and small corpora. Folder `DIR/TABLE/`

@@ -10,7 +10,7 @@ import { candidateCount, checkLanceDbTableName, checkRowTypes, checkSpec, rankTy
 import { checkVectorType, fromUnsignedBytes, isBinaryType, unsignedBytes } from './vector-types.js';
 import type { ChunkRow, Distance, DocumentState, OptionalColumn, SearchHit, SearchOptions, Sink, SparseValues, TableSpec, MultivectorSearchOptions } from './sink.js';
 import { extraVectorFields, searchMultivectorColumn, searchSparseColumns } from './lancedb-vectors.js';
-import { makeDirectory } from '../runtime/directories.js';
+import { makeDirectory } from '../support/directories.js';
 
 /**
  * The default index: LanceDB embedded in a folder (no server). Chunks live in the named table,

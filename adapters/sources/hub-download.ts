@@ -20,8 +20,8 @@ import {
   type RepoSibling,
 } from './hub-api.js';
 import { ProgressReporter, type DownloadProgress } from './download-progress.js';
-import { writeFileAtomically } from '../runtime/atomic-write.js';
-import { makeDirectory } from '../runtime/directories.js';
+import { writeFileAtomically } from '../support/atomic-write.js';
+import { makeDirectory } from '../support/directories.js';
 
 export type { DownloadProgress } from './download-progress.js';
 export { fetchRepoInfo } from './hub-api.js';

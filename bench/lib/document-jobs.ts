@@ -4,7 +4,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { availableParallelism, tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { connectNats } from '../../adapters/nats/connection.js';
+import { connectNats } from '../../adapters/nats/connection/connection.js';
 import { LanceDbSink } from '../../adapters/sinks/lancedb.js';
 import type { PipelineDefinition } from '../../pipelines/documents/definition.js';
 import { DocumentProducer } from '../../pipelines/documents/document-producer.js';

@@ -87,7 +87,7 @@ export const passwordVariable = (component: Component): string => `SHOAL_NATS_${
  * JetStream file store of the compose server, in GiB (nats-server reads `GB` as 1024^3 bytes).
  * A stream with `max_bytes` reserves that much of the server's store when it is created, and
  * Shoal sizes SHOAL_JOBS, SHOAL_RESULTS and SHOAL_INGEST from the free store: a quarter each, at
- * most 8 GiB (adapters/nats/stream-sizing.ts). 40 GiB holds four times 8 GiB, so each gets its
+ * most 8 GiB (adapters/nats/connection/stream-sizing.ts). 40 GiB holds four times 8 GiB, so each gets its
  * full size (24 GiB), and the rest is for what reserves nothing: the status buckets, the object
  * store (payloads, ingest documents), dead letters.
  * test/deploy/nats-permissions.test.ts checks it against the code's sizes on a real server.

@@ -1,7 +1,7 @@
 import type { ClassifyJobNames, ClassifyJobRecord } from '../../adapters/protocol/classify-jobs.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
-import type { PayloadStore } from '../../adapters/nats/payloads.js';
-import { withNatsRetry } from '../../adapters/nats/nats-retry.js';
+import type { PayloadStore } from '../../adapters/nats/connection/payloads.js';
+import { withNatsRetry } from '../../adapters/nats/connection/nats-retry.js';
 
 /**
  * The last step of a classification run: the chunks' JSON Lines (`classify/<run>/chunk-<n>.jsonl`

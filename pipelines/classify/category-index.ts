@@ -7,8 +7,8 @@ import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { EncodeRequest, Role } from '../../adapters/protocol/requests.js';
 import type { Taxonomy } from '../../adapters/taxonomy/index.js';
 import { normalizeRow, type PackedMatrix } from './matrix.js';
-import { writeFileAtomically } from '../../adapters/runtime/atomic-write.js';
-import { makeDirectory } from '../../adapters/runtime/directories.js';
+import { writeFileAtomically } from '../../adapters/support/atomic-write.js';
+import { makeDirectory } from '../../adapters/support/directories.js';
 
 /**
  * The category side of classification: every category's text (its full path through a template)

@@ -1,6 +1,6 @@
 import { hasErrorCode, ErrorCode } from '../../adapters/protocol/errors.js';
-import type { PayloadStore } from '../../adapters/nats/payloads.js';
-import { withNatsRetry } from '../../adapters/nats/nats-retry.js';
+import type { PayloadStore } from '../../adapters/nats/connection/payloads.js';
+import { withNatsRetry } from '../../adapters/nats/connection/nats-retry.js';
 import type { SharedCategories } from './category-index.js';
 
 /**

@@ -3,9 +3,9 @@ import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jets
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ClassifyLedger, newClassifyRecord } from '../../adapters/nats/classify/ledger.js';
 import { ensureClassifyTopology, type ClassifyTopology } from '../../adapters/nats/classify/topology.js';
-import { withNatsRetry } from '../../adapters/nats/nats-retry.js';
-import { PayloadStore, type PayloadStoreOptions } from '../../adapters/nats/payloads.js';
-import { ensureTopology, type TopologySettingsInput } from '../../adapters/nats/topology.js';
+import { withNatsRetry } from '../../adapters/nats/connection/nats-retry.js';
+import { PayloadStore, type PayloadStoreOptions } from '../../adapters/nats/connection/payloads.js';
+import { ensureTopology, type TopologySettingsInput } from '../../adapters/nats/connection/topology.js';
 import type { ClassifyMethod } from '../../adapters/protocol/classify.js';
 import {
   ClassifyChunk,
@@ -24,7 +24,7 @@ import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
 import { checkJobId } from '../../adapters/protocol/subjects.js';
 import { parseWith } from '../../adapters/protocol/validate.js';
-import { pause } from '../../adapters/runtime/abortable.js';
+import { pause } from '../../adapters/support/abortable.js';
 
 /**
  * The producer side of classification jobs (`shoal classify --nats`, `POST /v1/classify` with

@@ -1,6 +1,6 @@
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
-import { siblingModule, spawnThread } from '../../adapters/runtime/spawn.js';
-import { ThreadClient } from '../../adapters/runtime/thread-rpc.js';
+import { siblingModule, spawnThread } from '../../adapters/support/spawn-thread.js';
+import { ThreadClient } from '../../adapters/support/thread-rpc.js';
 import type { PackedMatrix, TopK } from './matrix.js';
 import type { SearchRequest, SearchResponse } from './search-messages.js';
 

@@ -1,5 +1,5 @@
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
-import { serveThread, type HandlerResult } from '../../adapters/runtime/thread-rpc.js';
+import { serveThread, type HandlerResult } from '../../adapters/support/thread-rpc.js';
 import { topK, type PackedMatrix } from './matrix.js';
 import type { SearchRequest, SearchResponse } from './search-messages.js';
 

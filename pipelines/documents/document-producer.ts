@@ -2,9 +2,9 @@ import { DeliverPolicy, jetstream, jetstreamManager, type JetStreamClient } from
 import type { NatsConnection } from '@nats-io/transport-node';
 import { DocumentLedger } from '../../adapters/nats/documents/ledger.js';
 import { ensureDocumentTopology, type DocumentTopology } from '../../adapters/nats/documents/topology.js';
-import { withNatsRetry } from '../../adapters/nats/nats-retry.js';
-import { PayloadStore } from '../../adapters/nats/payloads.js';
-import { ensureTopology, type TopologySettingsInput } from '../../adapters/nats/topology.js';
+import { withNatsRetry } from '../../adapters/nats/connection/nats-retry.js';
+import { PayloadStore } from '../../adapters/nats/connection/payloads.js';
+import { ensureTopology, type TopologySettingsInput } from '../../adapters/nats/connection/topology.js';
 import { DocumentEvent, DocumentJob, RunEvent, documentMessageId, type DocumentJobSource } from '../../adapters/protocol/documents.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { IngestRunStatus } from '../../adapters/protocol/ingest.js';

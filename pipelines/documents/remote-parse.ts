@@ -1,9 +1,9 @@
-import type { ParseTaskClient } from '../../adapters/nats/parse-client.js';
+import type { ParseTaskClient } from '../../adapters/nats/ingest/parse-client.js';
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
 import type { DocumentStatus, DocumentStateName, ParseTaskSettings } from '../../adapters/protocol/ingest.js';
 import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
 import type { DocumentSource, ParseOutcome } from './document.js';
-import { newParseToken, parseTaskCheck } from '../../adapters/nats/parse-task-token.js';
+import { newParseToken, parseTaskCheck } from '../../adapters/nats/ingest/parse-task-token.js';
 import { contentHash } from './identity.js';
 import { ParseWatchdog } from './parse-watchdog.js';
 import type { DocumentReader } from './runner.js';

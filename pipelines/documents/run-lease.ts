@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { IngestStatusStore, RunEntry } from '../../adapters/nats/ingest-store.js';
+import type { IngestStatusStore, RunEntry } from '../../adapters/nats/ingest/ingest-store.js';
 import { ErrorCode, ShoalError, isShoalError } from '../../adapters/protocol/errors.js';
 import { abandonedReason, type IngestRunStatus } from '../../adapters/protocol/ingest.js';
 

@@ -7,7 +7,7 @@ import { isTunable, type TuningPoint } from '../../adapters/model-threads/batch-
 import type { ModelWorker } from '../../adapters/model-threads/model-worker.js';
 import type { ModelProfile } from '../../adapters/models/profile.js';
 import type { RuntimeOptions } from '../../adapters/runtime/runtime-options.js';
-import { writeFileAtomically } from '../../adapters/runtime/atomic-write.js';
+import { writeFileAtomically } from '../../adapters/support/atomic-write.js';
 
 /**
  * `maxBatchTokens: 'auto'`: the batch budget of a model is measured once per machine (CPU model,

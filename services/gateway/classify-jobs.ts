@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { checkFileTarget } from '../../adapters/nats/file-targets.js';
+import { checkFileTarget } from '../../adapters/nats/jobs/file-targets.js';
 import { S3Store, type S3SettingsInput } from '../../adapters/object-store/index.js';
 import type { ClassifyRunStatus, ParsedClassifyRequest } from '../../adapters/protocol/classify.js';
 import { publicClassifyStatus } from '../../adapters/protocol/classify-jobs.js';

@@ -9,8 +9,8 @@ import type { Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
 import type { Logger } from '../../adapters/observability/logger.js';
 import { requestClassifierOptions, requestTaxonomy, TaxonomyClassifier } from '../../pipelines/classify/index.js';
-import { makeDirectory } from '../../adapters/runtime/directories.js';
-import { RetryingEngine } from '../../adapters/nats/retrying-engine.js';
+import { makeDirectory } from '../../adapters/support/directories.js';
+import { RetryingEngine } from '../../adapters/nats/rpc/retrying-engine.js';
 import type { Taxonomy } from '../../adapters/taxonomy/index.js';
 import { publicText } from './redact.js';
 

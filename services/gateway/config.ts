@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { DEFAULT_SUBJECT_PREFIX } from '../../adapters/protocol/subjects.js';
-import { resolveNatsSettings, type NatsConnectionSettings } from '../../adapters/nats/connection.js';
+import { resolveNatsSettings, type NatsConnectionSettings } from '../../adapters/nats/connection/connection.js';
 import type { S3SettingsInput } from '../../adapters/object-store/index.js';
 import { parseBytes } from '../../pipelines/inference/memory.js';
 import type { GatewaySettings } from './context.js';
@@ -17,7 +17,7 @@ import { DEFAULT_BODY_LIMIT, DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, DEFAULT
  * once with zod and frozen. Tokens never come from a flag (they would show in `ps`): from
  * SHOAL_API_TOKENS (comma-separated) and/or a file (one per line, `#` comments). The NATS
  * connection follows the conventional NATS_URL / NATS_CREDS / NATS_USER... variables (shared
- * with the worker, adapters/nats/connection.ts); --nats and --nats-creds override them.
+ * with the worker, adapters/nats/connection/connection.ts); --nats and --nats-creds override them.
  */
 
 /** What the command line hands over: every flag as the raw string typed (or absent). */

@@ -2,7 +2,7 @@ import { createReadStream } from 'node:fs';
 import { Readable } from 'node:stream';
 import { randomUUID } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { PayloadStore, type ReadLimit } from '../../adapters/nats/payloads.js';
+import { PayloadStore, type ReadLimit } from '../../adapters/nats/connection/payloads.js';
 import { S3Store, type S3SettingsInput } from '../../adapters/object-store/index.js';
 import { MAX_DOCUMENT_BYTES } from '../../adapters/protocol/limits.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';

@@ -1,6 +1,6 @@
 import type { ParsedClassifyRequest } from '../../adapters/protocol/classify.js';
 import type { Engine } from '../../adapters/protocol/engine.js';
-import { abortable } from '../../adapters/runtime/abortable.js';
+import { abortable } from '../../adapters/support/abortable.js';
 import type { Taxonomy } from '../../adapters/taxonomy/index.js';
 import { matrixOptions, requestClassifierOptions, resolveClassifierOptions, TaxonomyClassifier } from '../../pipelines/classify/index.js';
 

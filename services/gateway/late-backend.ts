@@ -1,6 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { NatsEngine } from '../../adapters/nats/engine-client.js';
-import type { JobsClient } from '../../adapters/nats/jobs-client.js';
+import type { NatsEngine } from '../../adapters/nats/rpc/engine-client.js';
+import type { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
 import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { JobsApi } from '../../adapters/protocol/jobs.js';

@@ -1,11 +1,11 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { FastifyInstance } from 'fastify';
-import { connectNats, redacted } from '../../adapters/nats/connection.js';
-import { DISCOVERY_STALL_MS, NatsEngine } from '../../adapters/nats/engine-client.js';
-import { JobBacklog, registerBacklogMetrics } from '../../adapters/nats/backlog.js';
-import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { connectNats, redacted } from '../../adapters/nats/connection/connection.js';
+import { DISCOVERY_STALL_MS, NatsEngine } from '../../adapters/nats/rpc/engine-client.js';
+import { JobBacklog, registerBacklogMetrics } from '../../adapters/nats/jobs/backlog.js';
+import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
 import { S3Store } from '../../adapters/object-store/index.js';
-import { servedModelGate } from '../../adapters/nats/model-gate.js';
+import { servedModelGate } from '../../adapters/nats/jobs/model-gate.js';
 import { createLogger, type Logger } from '../../adapters/observability/logger.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';

@@ -4,8 +4,8 @@
  * (`JobsClient`), on a connection made by `connectNats` (NATS_* settings as the services use them).
  */
 
-export { connectNats, resolveNatsSettings } from '../../adapters/nats/connection.js';
-export type { NatsConnectionSettings, NatsConnectionSettingsInput } from '../../adapters/nats/connection.js';
-export { NatsEngine } from '../../adapters/nats/engine-client.js';
-export { JobsClient } from '../../adapters/nats/jobs-client.js';
-export type { JobsClientOptions, WaitOptions } from '../../adapters/nats/jobs-client.js';
+export { connectNats, resolveNatsSettings } from '../../adapters/nats/connection/connection.js';
+export type { NatsConnectionSettings, NatsConnectionSettingsInput } from '../../adapters/nats/connection/connection.js';
+export { NatsEngine } from '../../adapters/nats/rpc/engine-client.js';
+export { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
+export type { JobsClientOptions, WaitOptions } from '../../adapters/nats/jobs/jobs-client.js';

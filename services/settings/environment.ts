@@ -1,7 +1,7 @@
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import type { NatsConnectionSettingsInput } from '../../adapters/nats/connection.js';
-import type { TopologySettingsInput } from '../../adapters/nats/topology.js';
+import type { NatsConnectionSettingsInput } from '../../adapters/nats/connection/connection.js';
+import type { TopologySettingsInput } from '../../adapters/nats/connection/topology.js';
 import type { SinkCredentials } from '../../adapters/sinks/open.js';
 import type { S3SettingsInput } from '../../adapters/object-store/index.js';
 import type { SourceOptionsInput } from '../../adapters/sources/resolve.js';

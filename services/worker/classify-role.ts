@@ -1,8 +1,8 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import { NatsEngine } from '../../adapters/nats/engine-client.js';
-import { JobsClient } from '../../adapters/nats/jobs-client.js';
-import type { PayloadStore } from '../../adapters/nats/payloads.js';
-import type { Topology } from '../../adapters/nats/topology.js';
+import { NatsEngine } from '../../adapters/nats/rpc/engine-client.js';
+import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
+import type { PayloadStore } from '../../adapters/nats/connection/payloads.js';
+import type { Topology } from '../../adapters/nats/connection/topology.js';
 import type { Logger } from '../../adapters/observability/logger.js';
 import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { NatsConnectionSettings } from '../../adapters/nats/connection.js';
-import { ConsumerSettings, TopologySettings } from '../../adapters/nats/topology.js';
+import { NatsConnectionSettings } from '../../adapters/nats/connection/connection.js';
+import { ConsumerSettings, TopologySettings } from '../../adapters/nats/connection/topology.js';
 import { S3Settings } from '../../adapters/object-store/index.js';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { parseWith } from '../../adapters/protocol/validate.js';

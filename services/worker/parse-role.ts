@@ -1,10 +1,10 @@
 import { jetstream } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { ParseTaskConsumer, type ParseAnswer, type ParseInput } from '../../adapters/nats/parse-consumer.js';
-import { ensureIngestTopology, IngestStatusStore } from '../../adapters/nats/ingest-store.js';
-import { ParseDeadLetters } from '../../adapters/nats/parse-dead-letters.js';
-import type { PayloadStore } from '../../adapters/nats/payloads.js';
-import type { Topology } from '../../adapters/nats/topology.js';
+import { ParseTaskConsumer, type ParseAnswer, type ParseInput } from '../../adapters/nats/ingest/parse-consumer.js';
+import { ensureIngestTopology, IngestStatusStore } from '../../adapters/nats/ingest/ingest-store.js';
+import { ParseDeadLetters } from '../../adapters/nats/ingest/parse-dead-letters.js';
+import type { PayloadStore } from '../../adapters/nats/connection/payloads.js';
+import type { Topology } from '../../adapters/nats/connection/topology.js';
 import type { Logger } from '../../adapters/observability/logger.js';
 import type { Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';

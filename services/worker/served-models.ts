@@ -1,6 +1,6 @@
 import { builtinModelIds } from '../../adapters/sources/builtin-models.js';
 import { missingModelDirs, modelsInDir } from '../../adapters/sources/model-dirs.js';
-import type { Route } from '../../adapters/nats/rpc-server.js';
+import type { Route } from '../../adapters/nats/rpc/rpc-server.js';
 import { getFamily } from '../../adapters/models/registry.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { Primitive } from '../../adapters/protocol/subjects.js';

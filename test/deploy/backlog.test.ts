@@ -1,7 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { IMAGE_TOKENS, JobBacklog, registerBacklogMetrics, type BacklogEntry } from '../../adapters/nats/backlog.js';
-import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { IMAGE_TOKENS, JobBacklog, registerBacklogMetrics, type BacklogEntry } from '../../adapters/nats/jobs/backlog.js';
+import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import type { ShoalWorker } from '../../services/worker/worker.js';
 import { NATS_SERVER_MISSING, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';

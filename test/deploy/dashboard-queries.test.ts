@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SETTINGS, type SettingUser } from '../../services/settings/table.js';
-import { DISPOSITIONS } from '../../adapters/nats/part-handler.js';
+import { DISPOSITIONS } from '../../adapters/nats/jobs/part-handler.js';
 import { NATS_SERVER_MISSING, eventually, freePort, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
 import { TINY_CROSS, TINY_MEAN } from '../helpers/nats-worker.js';
 import { REPO_ROOT } from '../helpers/shared.js';

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Ajv } from 'ajv';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JobBacklog, registerBacklogMetrics } from '../../adapters/nats/backlog.js';
+import { JobBacklog, registerBacklogMetrics } from '../../adapters/nats/jobs/backlog.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { natsNames, type Primitive } from '../../adapters/protocol/subjects.js';
 import { CHART_DIR, GO_MISSING, isFailure, renderChart, type Manifest, type Rendered } from './chart.js';

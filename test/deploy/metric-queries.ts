@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { JobBacklog, registerBacklogMetrics } from '../../adapters/nats/backlog.js';
-import { DISPOSITIONS } from '../../adapters/nats/part-handler.js';
+import { JobBacklog, registerBacklogMetrics } from '../../adapters/nats/jobs/backlog.js';
+import { DISPOSITIONS } from '../../adapters/nats/jobs/part-handler.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { Priority } from '../../adapters/protocol/requests.js';

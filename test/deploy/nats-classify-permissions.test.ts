@@ -7,7 +7,7 @@ import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy } from '@nats-i
 import { Objm } from '@nats-io/obj';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ingestNames } from '../../adapters/nats/ingest-store.js';
+import { ingestNames } from '../../adapters/nats/ingest/ingest-store.js';
 import { classifyJobNames } from '../../adapters/protocol/classify-jobs.js';
 import { DEAD_LETTER_HEADERS } from '../../adapters/protocol/jobs.js';
 import { natsNames } from '../../adapters/protocol/subjects.js';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ingestNames } from '../../adapters/nats/ingest-store.js';
+import { ingestNames } from '../../adapters/nats/ingest/ingest-store.js';
 import { natsNames } from '../../adapters/protocol/subjects.js';
 import { COMPONENTS, COMPOSE_NATS_CONF, passwordVariable, type Component } from '../../deploy/tools/nats-config.js';
 import { NATS_SERVER_BIN, NATS_SERVER_MISSING, natsServerAvailable } from '../helpers/nats-server.js';

@@ -6,8 +6,8 @@ import { promisify } from 'node:util';
 import { jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ingestNames } from '../../adapters/nats/ingest-store.js';
-import { FREE_STORE_SHARES, STREAM_BYTES_CEILING } from '../../adapters/nats/stream-sizing.js';
+import { ingestNames } from '../../adapters/nats/ingest/ingest-store.js';
+import { FREE_STORE_SHARES, STREAM_BYTES_CEILING } from '../../adapters/nats/connection/stream-sizing.js';
 import { natsNames } from '../../adapters/protocol/subjects.js';
 import { COMPONENTS, COMPOSE_MAX_FILE_STORE_GIB, COMPOSE_NATS_CONF, passwordVariable, type Component } from '../../deploy/tools/nats-config.js';
 import { NATS_SERVER_BIN, NATS_SERVER_MISSING, freePort, natsServerAvailable } from '../helpers/nats-server.js';
@@ -147,7 +147,7 @@ describe.skipIf(!natsServerAvailable())(`deployment processes with least-privile
     const workerNc = await as('worker');
     try {
       // A worker never purges a stream, nor calls other workers (it may republish job parts and
-      // parse tasks: what its shutdown interrupted is handed back, adapters/nats/requeue.ts).
+      // parse tasks: what its shutdown interrupted is handed back, adapters/nats/jobs/requeue.ts).
       await expect(workerNc.request(`${prefix}.rpc.encode.x`, '{}', { timeout: 2000 })).rejects.toThrow(/Permissions Violation for Publish/);
       await expect(workerNc.request(`$JS.API.STREAM.PURGE.OBJ_${names.payloadBucket}`, '{}', { timeout: 2000 })).rejects.toThrow(/Permissions Violation for Publish/);
     } finally {

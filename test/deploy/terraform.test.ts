@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { FREE_STORE_SHARES, STREAM_BYTES_CEILING } from '../../adapters/nats/stream-sizing.js';
+import { FREE_STORE_SHARES, STREAM_BYTES_CEILING } from '../../adapters/nats/connection/stream-sizing.js';
 import { COMPONENTS } from '../../deploy/tools/nats-config.js';
 import { REPO_ROOT } from '../helpers/shared.js';
 

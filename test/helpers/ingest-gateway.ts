@@ -1,8 +1,8 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { FastifyInstance } from 'fastify';
-import { DISCOVERY_STALL_MS, NatsEngine } from '../../adapters/nats/engine-client.js';
-import { JobsClient, type JobsClientOptions } from '../../adapters/nats/jobs-client.js';
-import { servedModelGate } from '../../adapters/nats/model-gate.js';
+import { DISCOVERY_STALL_MS, NatsEngine } from '../../adapters/nats/rpc/engine-client.js';
+import { JobsClient, type JobsClientOptions } from '../../adapters/nats/jobs/jobs-client.js';
+import { servedModelGate } from '../../adapters/nats/jobs/model-gate.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import type { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { buildGatewayApp } from '../../services/gateway/app.js';

@@ -20,7 +20,7 @@ import { restartableChild, type Restartable } from './restartable.js';
 /**
  * The nats-server the cluster runs: SHOAL_NATS_CLUSTER_SERVER, else the one the other tests run
  * (SHOAL_NATS_SERVER, /usr/sbin/nats-server). Replicated streams need a newer server than Debian
- * bookworm's 2.9.10 (adapters/nats/topology.ts MIN_REPLICATED_SERVER); trixie's package (2.10)
+ * bookworm's 2.9.10 (adapters/nats/connection/topology.ts MIN_REPLICATED_SERVER); trixie's package (2.10)
  * runs on bookworm: `apt-get download nats-server/trixie`, `dpkg-deb -x`, and point this at it.
  */
 export const NATS_CLUSTER_SERVER_BIN = process.env.SHOAL_NATS_CLUSTER_SERVER ?? NATS_SERVER_BIN;

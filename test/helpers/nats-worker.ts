@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { connectNats } from '../../adapters/nats/connection.js';
-import { RpcServer } from '../../adapters/nats/rpc-server.js';
+import { connectNats } from '../../adapters/nats/connection/connection.js';
+import { RpcServer } from '../../adapters/nats/rpc/rpc-server.js';
 import { createLogger } from '../../adapters/observability/logger.js';
 import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
 import { natsNames, type NatsNames } from '../../adapters/protocol/subjects.js';

@@ -7,7 +7,7 @@ import { Objm } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClassifyLedger } from '../../adapters/nats/classify/ledger.js';
-import { ingestNames } from '../../adapters/nats/ingest-store.js';
+import { ingestNames } from '../../adapters/nats/ingest/ingest-store.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { Classification, type ClassifyItem } from '../../adapters/protocol/classify.js';
 import { classifyJobNames } from '../../adapters/protocol/classify-jobs.js';

@@ -2,7 +2,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DocumentLedger } from '../../adapters/nats/documents/ledger.js';
 import { ensureDocumentTopology } from '../../adapters/nats/documents/topology.js';
-import { ensureTopology } from '../../adapters/nats/topology.js';
+import { ensureTopology } from '../../adapters/nats/connection/topology.js';
 import type { DocumentEvent } from '../../adapters/protocol/documents.js';
 import { natsServerAvailable, NATS_SERVER_MISSING, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
 import { testConnection, uniquePrefix } from '../helpers/nats-worker.js';

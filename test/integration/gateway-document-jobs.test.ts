@@ -6,7 +6,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import type { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { buildGatewayApp } from '../../services/gateway/app.js';

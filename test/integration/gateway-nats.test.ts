@@ -2,7 +2,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { EncodeResult, ScoreResult } from '../../adapters/protocol/results.js';
 import { resolveGatewayConfig } from '../../services/gateway/config.js';

@@ -3,10 +3,10 @@ import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { connectNats } from '../../adapters/nats/connection.js';
-import { ingestNames } from '../../adapters/nats/ingest-store.js';
-import { JobsClient } from '../../adapters/nats/jobs-client.js';
-import { advisoryNames, checkReplicatedServer, ensureTopology } from '../../adapters/nats/topology.js';
+import { connectNats } from '../../adapters/nats/connection/connection.js';
+import { ingestNames } from '../../adapters/nats/ingest/ingest-store.js';
+import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
+import { advisoryNames, checkReplicatedServer, ensureTopology } from '../../adapters/nats/connection/topology.js';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
 import type { JobStatus } from '../../adapters/protocol/jobs.js';
 import { EncodeResult } from '../../adapters/protocol/results.js';
@@ -24,7 +24,7 @@ import { startShoal, type ShoalProcess } from '../helpers/shoal-process.js';
  * store, and the job completes with exactly one result per part and every vector.
  *
  * Replicated streams need nats-server 2.9.21 or newer (MIN_REPLICATED_SERVER in
- * adapters/nats/topology.ts, which refuses older ones): with Debian bookworm's 2.9.10 this file
+ * adapters/nats/connection/topology.ts, which refuses older ones): with Debian bookworm's 2.9.10 this file
  * checks that refusal and skips the rest; SHOAL_NATS_CLUSTER_SERVER names a newer binary.
  */
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { connectNats } from '../../adapters/nats/connection.js';
+import { connectNats } from '../../adapters/nats/connection/connection.js';
 import { hasErrorCode } from '../../adapters/protocol/errors.js';
 import { resolveWorkerConfig } from '../../services/worker/config.js';
 import { runWorker } from '../../services/worker/main.js';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { jetstream, type JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
 import { DEAD_LETTER_HEADERS } from '../../adapters/protocol/jobs.js';
 import type { Primitive } from '../../adapters/protocol/subjects.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';

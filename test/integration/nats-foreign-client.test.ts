@@ -2,11 +2,11 @@ import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jet
 import { Kvm, type KV } from '@nats-io/kv';
 import { headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DeadLetters } from '../../adapters/nats/dead-letter.js';
-import { PartResults } from '../../adapters/nats/part-results.js';
-import { PayloadStore } from '../../adapters/nats/payloads.js';
-import { StatusStore } from '../../adapters/nats/status-store.js';
-import { ensureTopology } from '../../adapters/nats/topology.js';
+import { DeadLetters } from '../../adapters/nats/jobs/dead-letter.js';
+import { PartResults } from '../../adapters/nats/jobs/part-results.js';
+import { PayloadStore } from '../../adapters/nats/connection/payloads.js';
+import { StatusStore } from '../../adapters/nats/jobs/status-store.js';
+import { ensureTopology } from '../../adapters/nats/connection/topology.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { ShoalWorker } from '../../services/worker/worker.js';
 import { NATS_SERVER_MISSING, eventually, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';

@@ -5,7 +5,7 @@ import * as lancedb from '@lancedb/lancedb';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
 import type { JobPartResult } from '../../adapters/protocol/jobs.js';
 import { EncodeResult } from '../../adapters/protocol/results.js';
 import { LanceDbSink } from '../../adapters/sinks/lancedb.js';

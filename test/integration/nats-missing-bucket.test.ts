@@ -2,7 +2,7 @@ import { jetstream } from '@nats-io/jetstream';
 import { Objm } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
 import { ErrorCode, isShoalError } from '../../adapters/protocol/errors.js';
 import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
 import { natsNames } from '../../adapters/protocol/subjects.js';

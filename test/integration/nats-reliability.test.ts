@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
 import type { JobStatus } from '../../adapters/protocol/jobs.js';
 import { EncodeResult } from '../../adapters/protocol/results.js';
 import type { ShoalWorker } from '../../services/worker/worker.js';

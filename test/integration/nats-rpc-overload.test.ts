@@ -1,6 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RpcServer } from '../../adapters/nats/rpc-server.js';
+import { RpcServer } from '../../adapters/nats/rpc/rpc-server.js';
 import { natsNames } from '../../adapters/protocol/subjects.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { NATS_SERVER_MISSING, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';

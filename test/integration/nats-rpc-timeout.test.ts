@@ -1,7 +1,7 @@
 import { headers, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RpcServer } from '../../adapters/nats/rpc-server.js';
-import { RPC_HEADERS } from '../../adapters/nats/rpc-wire.js';
+import { RpcServer } from '../../adapters/nats/rpc/rpc-server.js';
+import { RPC_HEADERS } from '../../adapters/nats/rpc/rpc-wire.js';
 import { natsNames } from '../../adapters/protocol/subjects.js';
 import { ScriptedEngine } from '../helpers/gateway.js';
 import { NATS_SERVER_MISSING, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';

@@ -1,8 +1,8 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NatsEngine } from '../../adapters/nats/engine-client.js';
-import { PACKED_FORMAT, PACKED_HEADERS, unpackReply } from '../../adapters/nats/packed-vectors.js';
-import { requestHeaders } from '../../adapters/nats/rpc-wire.js';
+import { NatsEngine } from '../../adapters/nats/rpc/engine-client.js';
+import { PACKED_FORMAT, PACKED_HEADERS, unpackReply } from '../../adapters/nats/rpc/packed-vectors.js';
+import { requestHeaders } from '../../adapters/nats/rpc/rpc-wire.js';
 import { RpcReplyEnvelope } from '../../adapters/protocol/jobs.js';
 import { EncodeResult } from '../../adapters/protocol/results.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';

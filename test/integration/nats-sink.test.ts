@@ -5,7 +5,7 @@ import { jetstream } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
 import { EncodeResult } from '../../adapters/protocol/results.js';
 import { startSink, type SinkHandle } from '../../services/sink/main.js';
 import type { ShoalWorker } from '../../services/worker/worker.js';

@@ -2,7 +2,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { NatsEngine } from '../../adapters/nats/engine-client.js';
+import { NatsEngine } from '../../adapters/nats/rpc/engine-client.js';
 import { DEFAULT_LIMITS } from '../../adapters/protocol/limits.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
 import type { ShoalWorker } from '../../services/worker/worker.js';

@@ -1,8 +1,8 @@
 import { jetstream } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JobsClient } from '../../adapters/nats/jobs-client.js';
-import { StatusStore, initialStatus } from '../../adapters/nats/status-store.js';
+import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
+import { StatusStore, initialStatus } from '../../adapters/nats/jobs/status-store.js';
 import { S3Store } from '../../adapters/object-store/index.js';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { EncodeResult } from '../../adapters/protocol/results.js';

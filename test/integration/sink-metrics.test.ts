@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
 import { openSink } from '../../adapters/sinks/open.js';
 import type { ShoalWorker } from '../../services/worker/worker.js';
 import { NATS_SERVER_MISSING, freePort, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';

@@ -1,6 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
 import { runWorker } from '../../services/worker/main.js';
 import { resolveWorkerConfig } from '../../services/worker/config.js';
 import type { ShoalWorker } from '../../services/worker/worker.js';

@@ -1,7 +1,7 @@
 import { jetstream } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { DEAD_LETTER_HEADERS } from '../../adapters/protocol/jobs.js';
 import { startGateway, type GatewayHandle } from '../../services/gateway/main.js';

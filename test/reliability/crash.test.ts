@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
 import { NATS_SERVER_MISSING, eventually, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
 import { testConnection, uniquePrefix } from '../helpers/nats-worker.js';
 import { REPO_ROOT } from '../helpers/shared.js';

@@ -5,7 +5,7 @@ import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PayloadStore } from '../../adapters/nats/payloads.js';
+import { PayloadStore } from '../../adapters/nats/connection/payloads.js';
 import { ErrorCode, isShoalError, ShoalError } from '../../adapters/protocol/errors.js';
 import { MAX_DOCUMENT_BYTES } from '../../adapters/protocol/limits.js';
 import { ImagePolicy, readImageInput } from '../../adapters/sources/image-input.js';

@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
-import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { ERROR_TRAITS, isShoalError } from '../../adapters/protocol/errors.js';
 import { JobPart, JobPartResult, JobStatus, JobSubmission, RpcReplyEnvelope, WIRE_VERSION, WorkerInfo } from '../../adapters/protocol/jobs.js';

@@ -1,4 +1,4 @@
-import { resolveNatsSettings } from '../../adapters/nats/connection.js';
+import { resolveNatsSettings } from '../../adapters/nats/connection/connection.js';
 import type { GatewayConfig } from '../../services/gateway/config.js';
 
 /**

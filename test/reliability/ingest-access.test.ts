@@ -6,7 +6,7 @@ import { Objm } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { PayloadStore } from '../../adapters/nats/payloads.js';
+import { PayloadStore } from '../../adapters/nats/connection/payloads.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { ErrorCode, isShoalError } from '../../adapters/protocol/errors.js';
 import { S3Store } from '../../adapters/object-store/index.js';

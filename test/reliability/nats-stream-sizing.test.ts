@@ -1,9 +1,9 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureIngestTopology, ingestNames } from '../../adapters/nats/ingest-store.js';
-import { STREAM_BYTES_FLOOR } from '../../adapters/nats/stream-sizing.js';
-import { ensureTopology, type Topology } from '../../adapters/nats/topology.js';
+import { ensureIngestTopology, ingestNames } from '../../adapters/nats/ingest/ingest-store.js';
+import { STREAM_BYTES_FLOOR } from '../../adapters/nats/connection/stream-sizing.js';
+import { ensureTopology, type Topology } from '../../adapters/nats/connection/topology.js';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { NATS_SERVER_MISSING, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
 

@@ -1,6 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JobsClient } from '../../adapters/nats/jobs-client.js';
+import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
 import { S3Store } from '../../adapters/object-store/index.js';
 import { EncodeResult } from '../../adapters/protocol/results.js';
 import type { ShoalWorker } from '../../services/worker/worker.js';

@@ -5,9 +5,9 @@ import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 import { WIRE_VERSION } from '../../protocol/jobs.js';
 import { checkJobId } from '../../protocol/subjects.js';
 import { parseWith } from '../../protocol/validate.js';
-import { writeIfRevision } from '../kv-cas.js';
-import { toNatsShoalError } from '../nats-errors.js';
-import { bitmapHas } from '../status-store.js';
+import { writeIfRevision } from '../connection/kv-cas.js';
+import { toNatsShoalError } from '../connection/nats-errors.js';
+import { bitmapHas } from '../jobs/status-store.js';
 
 /**
  * The status of classification-job runs, in the ingest KV bucket (`classify.<run>`), kept by the

@@ -1,10 +1,10 @@
 import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { classifyJobNames, type ClassifyJobNames } from '../../protocol/classify-jobs.js';
-import { ensureIngestTopology, type IngestNames } from '../ingest-store.js';
-import { JS_CODES, isJsApiCode, toNatsShoalError } from '../nats-errors.js';
-import { createAutoSized } from '../stream-sizing.js';
-import type { Topology } from '../topology.js';
+import { ensureIngestTopology, type IngestNames } from '../ingest/ingest-store.js';
+import { JS_CODES, isJsApiCode, toNatsShoalError } from '../connection/nats-errors.js';
+import { createAutoSized } from '../connection/stream-sizing.js';
+import type { Topology } from '../connection/topology.js';
 
 /**
  * What classification jobs add to the NATS topology (docs/nats.md, "Classification jobs"):

@@ -9,8 +9,8 @@ import { IngestRunStatus } from '../../protocol/ingest.js';
 import { WIRE_VERSION } from '../../protocol/jobs.js';
 import { checkJobId } from '../../protocol/subjects.js';
 import { parseWith } from '../../protocol/validate.js';
-import { writeIfRevision } from '../kv-cas.js';
-import { JS_CODES, isJsApiCode, toNatsShoalError } from '../nats-errors.js';
+import { writeIfRevision } from '../connection/kv-cas.js';
+import { JS_CODES, isJsApiCode, toNatsShoalError } from '../connection/nats-errors.js';
 
 /**
  * The ledger of document-job runs, in the ingest KV bucket (`<p>_ingest`), kept by the document

@@ -1,10 +1,10 @@
 import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { documentNames, type DocumentNames } from '../../protocol/documents.js';
-import { JS_CODES, isJsApiCode, toNatsShoalError } from '../nats-errors.js';
-import { STREAM_BYTES_FLOOR, createAutoSized } from '../stream-sizing.js';
-import { ensureIngestTopology, type IngestNames } from '../ingest-store.js';
-import type { Topology } from '../topology.js';
+import { JS_CODES, isJsApiCode, toNatsShoalError } from '../connection/nats-errors.js';
+import { STREAM_BYTES_FLOOR, createAutoSized } from '../connection/stream-sizing.js';
+import { ensureIngestTopology, type IngestNames } from '../ingest/ingest-store.js';
+import type { Topology } from '../connection/topology.js';
 
 /**
  * What document jobs add to the NATS topology (docs/nats.md, "Document jobs"):

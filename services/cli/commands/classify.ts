@@ -104,11 +104,11 @@ const CLASSIFY_JOB_TIMEOUT_MS = 3_600_000;
 async function openEngine(app: CliApp, flags: ClassifyFlags): Promise<{ engine: Engine; close(): Promise<void> }> {
   // NATS is loaded with --nats only: the other commands, `--version` included, never pay for it.
   const [{ connectNats }, { JobsClient }, { JobsEngine }, { NatsEngine, DISCOVERY_STALL_MS }, { servedModelGate }] = await Promise.all([
-    import('../../../adapters/nats/connection.js'),
-    import('../../../adapters/nats/jobs-client.js'),
-    import('../../../adapters/nats/jobs-engine.js'),
-    import('../../../adapters/nats/engine-client.js'),
-    import('../../../adapters/nats/model-gate.js'),
+    import('../../../adapters/nats/connection/connection.js'),
+    import('../../../adapters/nats/jobs/jobs-client.js'),
+    import('../../../adapters/nats/jobs/jobs-engine.js'),
+    import('../../../adapters/nats/rpc/engine-client.js'),
+    import('../../../adapters/nats/jobs/model-gate.js'),
   ]);
   const env = natsSettingsFromEnv(app.io.env);
   const nc = await connectNats({ ...env, ...(flags.nats === undefined ? {} : { servers: flags.nats }), retryFirstConnect: false, name: 'shoal classify' });

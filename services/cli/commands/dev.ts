@@ -108,7 +108,7 @@ export function registerDev(program: Command, app: CliApp): void {
         await Promise.all([
           import('../../../adapters/observability/logger.js'),
           import('../../../adapters/observability/metrics.js'),
-          import('../../../adapters/nats/connection.js'),
+          import('../../../adapters/nats/connection/connection.js'),
           import('../../worker/config.js'),
           import('../../worker/worker.js'),
           import('../../gateway/main.js'),

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { connectNats, redacted } from '../../../adapters/nats/connection.js';
+import { connectNats, redacted } from '../../../adapters/nats/connection/connection.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { DocumentProducer, type FollowedRun } from '../../../pipelines/documents/document-producer.js';
 import type { IngestProgress } from '../../../pipelines/documents/runner.js';

@@ -1,4 +1,4 @@
-import { connectNats, redacted } from '../../../adapters/nats/connection.js';
+import { connectNats, redacted } from '../../../adapters/nats/connection/connection.js';
 import type { Sink } from '../../../adapters/sinks/sink.js';
 import type { PipelineDefinition } from '../../../pipelines/documents/definition.js';
 import { NatsIngest } from '../../../pipelines/documents/nats-ingest.js';

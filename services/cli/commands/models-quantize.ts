@@ -9,7 +9,7 @@ import { parseWith } from '../../../adapters/protocol/validate.js';
 import { isMetadataFile } from '../../../adapters/sources/file-selection.js';
 import { EMPTY_CATALOG, type Catalog } from '../../../pipelines/inference/catalog.js';
 import type { CliApp } from '../app.js';
-import { makeDirectory } from '../../../adapters/runtime/directories.js';
+import { makeDirectory } from '../../../adapters/support/directories.js';
 
 /**
  * `shoal models quantize M [--out DIR]`: quantizes a model's float graph(s) to int8 ahead of time.

@@ -153,10 +153,10 @@ export function registerSubmit(program: Command, app: CliApp): void {
       if (flags.labels !== undefined) request.labels = flags.labels;
       // The NATS clients are loaded here, when a job is submitted, not when the command tree is built.
       const [{ connectNats }, { NatsEngine, DISCOVERY_STALL_MS }, { JobsClient }, { servedModelGate }] = await Promise.all([
-        import('../../../adapters/nats/connection.js'),
-        import('../../../adapters/nats/engine-client.js'),
-        import('../../../adapters/nats/jobs-client.js'),
-        import('../../../adapters/nats/model-gate.js'),
+        import('../../../adapters/nats/connection/connection.js'),
+        import('../../../adapters/nats/rpc/engine-client.js'),
+        import('../../../adapters/nats/jobs/jobs-client.js'),
+        import('../../../adapters/nats/jobs/model-gate.js'),
       ]);
       const env = natsSettingsFromEnv(app.io.env);
       const nc = await connectNats({ ...env, ...(flags.nats === undefined ? {} : { servers: flags.nats }), retryFirstConnect: false, name: 'shoal submit' });

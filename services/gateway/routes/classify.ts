@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { ClassifyHttpRequest, type ClassifyJobAccepted, type ClassifyRunStatus, type ParsedClassifyRequest } from '../../../adapters/protocol/classify.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
-import { RetryingEngine } from '../../../adapters/nats/retrying-engine.js';
+import { RetryingEngine } from '../../../adapters/nats/rpc/retrying-engine.js';
 import { requestClassifierOptions, requestTaxonomy, resolveClassifierOptions } from '../../../pipelines/classify/index.js';
 import { KeptClassifiers } from '../kept-classifiers.js';
 import { checkJobIdFree } from '../job-ids.js';

@@ -1,5 +1,5 @@
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
-import { serveThread } from '../../../adapters/runtime/thread-rpc.js';
+import { serveThread } from '../../../adapters/support/thread-rpc.js';
 
 /** A thread for runtime tests: echoes, fails with a ShoalError, or dies mid-request. */
 type Request = { op: 'echo'; value: number } | { op: 'fail' } | { op: 'die' } | { op: 'slow'; ms: number };

@@ -1,5 +1,5 @@
-import { connectNats } from '../../../adapters/nats/connection.js';
-import { JobsClient } from '../../../adapters/nats/jobs-client.js';
+import { connectNats } from '../../../adapters/nats/connection/connection.js';
+import { JobsClient } from '../../../adapters/nats/jobs/jobs-client.js';
 
 /**
  * A submitter to kill mid-submit (crash.test.ts): publishes one job of many one-item parts, slowly

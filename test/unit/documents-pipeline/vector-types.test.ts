@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { vectorShape } from '../../../adapters/nats/part-results.js';
+import { vectorShape } from '../../../adapters/nats/jobs/part-results.js';
 import { ErrorCode } from '../../../adapters/protocol/errors.js';
 import { checkSpec, StoredSpec } from '../../../adapters/sinks/table-spec.js';
 import { checkVectorType, fromFlatVector, hammingDistance, hammingScore, packBits, toFlatVector, unpackBits } from '../../../adapters/sinks/vector-types.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { checkSameJob, jobContentHash } from '../../../adapters/nats/job-identity.js';
-import { initialStatus } from '../../../adapters/nats/status-store.js';
+import { checkSameJob, jobContentHash } from '../../../adapters/nats/jobs/job-identity.js';
+import { initialStatus } from '../../../adapters/nats/jobs/status-store.js';
 import { hasErrorCode } from '../../../adapters/protocol/errors.js';
 import { checkRemoteModelName } from '../../../adapters/protocol/model-names.js';
 

@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { PACKED_FORMAT, PACKED_HEADERS } from '../../../adapters/nats/packed-vectors.js';
-import { REQUEUE_HEADERS } from '../../../adapters/nats/requeue.js';
-import { RPC_HEADERS } from '../../../adapters/nats/rpc-wire.js';
+import { PACKED_FORMAT, PACKED_HEADERS } from '../../../adapters/nats/rpc/packed-vectors.js';
+import { REQUEUE_HEADERS } from '../../../adapters/nats/jobs/requeue.js';
+import { RPC_HEADERS } from '../../../adapters/nats/rpc/rpc-wire.js';
 import { ERROR_TRAITS, ErrorCode } from '../../../adapters/protocol/errors.js';
 import { DEAD_LETTER_HEADERS, JobPart, JobPartResult, JobStatus, WorkerInfo } from '../../../adapters/protocol/jobs.js';
 import { EncodeRequest, ExtractRequest, ScoreRequest, TokenizeRequest } from '../../../adapters/protocol/requests.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { toNatsShoalError } from '../../../adapters/nats/nats-errors.js';
+import { toNatsShoalError } from '../../../adapters/nats/connection/nats-errors.js';
 import { ErrorCode } from '../../../adapters/protocol/errors.js';
 
 /** The client's JetStreamNotEnabled, which @nats-io/jetstream does not export: same name and shape. */

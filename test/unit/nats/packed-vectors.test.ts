@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { packReply, unpackReply } from '../../../adapters/nats/packed-vectors.js';
-import { encodeJson } from '../../../adapters/nats/rpc-wire.js';
+import { packReply, unpackReply } from '../../../adapters/nats/rpc/packed-vectors.js';
+import { encodeJson } from '../../../adapters/nats/rpc/rpc-wire.js';
 import { RpcReplyEnvelope } from '../../../adapters/protocol/jobs.js';
 import { EncodeResult } from '../../../adapters/protocol/results.js';
 

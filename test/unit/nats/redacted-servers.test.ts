@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { redacted } from '../../../adapters/nats/connection.js';
+import { redacted } from '../../../adapters/nats/connection/connection.js';
 
 /** NATS server URLs as they appear in logs and connection errors: no part of a credential. */
 

@@ -1,7 +1,7 @@
 import { JetStreamApiError } from '@nats-io/jetstream';
 import { describe, expect, it } from 'vitest';
-import { isNoRoom } from '../../../adapters/nats/stream-sizing.js';
-import { checkReplicatedServer, MIN_REPLICATED_SERVER } from '../../../adapters/nats/topology.js';
+import { isNoRoom } from '../../../adapters/nats/connection/stream-sizing.js';
+import { checkReplicatedServer, MIN_REPLICATED_SERVER } from '../../../adapters/nats/connection/topology.js';
 import { ErrorCode } from '../../../adapters/protocol/errors.js';
 
 /** A JetStream API answer as the client builds it from the server's error. */

@@ -1,7 +1,7 @@
 import type { JetStreamClient, PubAck } from '@nats-io/jetstream';
 import { headers as natsHeaders, type MsgHdrs } from '@nats-io/transport-node';
 import { describe, expect, it } from 'vitest';
-import { REQUEUE_HEADERS, priorDeliveries, publishRequeue, requeueCount, requeueHeaders, requeueMessageId } from '../../../adapters/nats/requeue.js';
+import { REQUEUE_HEADERS, priorDeliveries, publishRequeue, requeueCount, requeueHeaders, requeueMessageId } from '../../../adapters/nats/jobs/requeue.js';
 import { ErrorCode, hasErrorCode } from '../../../adapters/protocol/errors.js';
 
 /** A part as the jobs client publishes it: its message id, plus a header of someone else's. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { partRows, rowId } from '../../../adapters/nats/result-index.js';
+import { partRows, rowId } from '../../../adapters/nats/results/result-index.js';
 import { JobStatus, WIRE_VERSION, type JobPartResult } from '../../../adapters/protocol/jobs.js';
 
 /** Rows of a job part for a vector store: deterministic ids, one source per part, items without a dense vector skipped. */

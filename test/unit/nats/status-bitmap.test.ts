@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bitmapHas, bitmapSet, initialStatus } from '../../../adapters/nats/status-store.js';
+import { bitmapHas, bitmapSet, initialStatus } from '../../../adapters/nats/jobs/status-store.js';
 import { JobStatus } from '../../../adapters/protocol/jobs.js';
 
 describe('counted-parts bitmap', () => {

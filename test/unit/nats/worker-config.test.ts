@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { resolveNatsSettings } from '../../../adapters/nats/connection.js';
+import { resolveNatsSettings } from '../../../adapters/nats/connection/connection.js';
 import { EngineSettings } from '../../../services/settings/engine-settings.js';
 import { mergeWorkerInput, parseWorkerConfig, workerConfigFromEnv } from '../../../services/worker/config.js';
 

@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { writeFileAtomically } from '../../../adapters/runtime/atomic-write.js';
+import { writeFileAtomically } from '../../../adapters/support/atomic-write.js';
 
 /**
  * The one atomic write of the caches (quantized and mapped graphs, records, batch tuning, category

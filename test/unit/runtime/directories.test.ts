@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { makeDirectory } from '../../../adapters/runtime/directories.js';
+import { makeDirectory } from '../../../adapters/support/directories.js';
 
 /**
  * makeDirectory is `mkdir -p` that always settles: Node 20's recursive mkdir spins forever when a

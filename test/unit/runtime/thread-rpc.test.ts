@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCode, hasErrorCode } from '../../../adapters/protocol/errors.js';
-import { spawnThread } from '../../../adapters/runtime/spawn.js';
-import { ThreadClient } from '../../../adapters/runtime/thread-rpc.js';
+import { spawnThread } from '../../../adapters/support/spawn-thread.js';
+import { ThreadClient } from '../../../adapters/support/thread-rpc.js';
 
 type Request = { op: 'echo'; value: number } | { op: 'fail' } | { op: 'die' } | { op: 'slow'; ms: number };
 

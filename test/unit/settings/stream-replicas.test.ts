@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { resolveTopologySettings } from '../../../adapters/nats/topology.js';
+import { resolveTopologySettings } from '../../../adapters/nats/connection/topology.js';
 import { ErrorCode } from '../../../adapters/protocol/errors.js';
 import { resolveGatewayConfig } from '../../../services/gateway/config.js';
 import { withConfigFile } from '../../../services/settings/config-file.js';
