@@ -2,7 +2,7 @@
  * Every setting Shoal reads from the environment, in one table: the variables, the flag that
  * overrides them, who reads them, what they mean and their default. The services' config code
  * takes its variable names and defaults from here, and the settings table of docs/configuration.md is generated
- * from it (`npx tsx scripts/settings-table.ts --write`; test/unit/settings/table.test.ts fails
+ * from it (`npx tsx scripts/settings-table.ts --write`; test/unit/services/settings/table.test.ts fails
  * when that table and this one disagree). Adapters and pipelines never read the environment:
  * they get plain option objects built from these settings.
  */

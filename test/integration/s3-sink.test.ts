@@ -6,7 +6,7 @@ import { LanceDbSink } from '../../adapters/sinks/lancedb.js';
 import { S3Sink, openS3Sink } from '../../adapters/sinks/s3.js';
 import type { ChunkRow, DocumentState } from '../../adapters/sinks/sink.js';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
-import { sinkContract } from '../unit/documents-pipeline/sink-contract.js';
+import { sinkContract } from '../unit/adapters/sinks/sink-contract.js';
 import { startS3Server, type S3ServerHandle } from '../helpers/s3-server.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
