@@ -6,7 +6,8 @@
 #   sudo scripts/images/build-images.sh
 #
 # Environment: SHOAL_IMAGE (shoal:cpu), SHOAL_CUDA_IMAGE (shoal:cuda), NODE_VERSION (24.22.3),
-# SHOAL_BUILD_CUDA (auto | 0 | 1), SHOAL_BUILD_NICE (10: the build runs under `nice -n`).
+# SHOAL_BUILD_CUDA (auto | 0: skip the CUDA image). The build steps run in dockerd's containers, not
+# under this script: to keep a build from starving a shared machine, start dockerd with `nice -n 10`.
 # Prints `image <name> <bytes> <seconds>` lines (what test/images reads) besides the build log.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,10 +16,9 @@ IMAGE="${SHOAL_IMAGE:-shoal:cpu}"
 CUDA_IMAGE="${SHOAL_CUDA_IMAGE:-shoal:cuda}"
 NODE_VERSION="${NODE_VERSION:-24.22.3}"
 BUILD_CUDA="${SHOAL_BUILD_CUDA:-auto}"
-NICE="${SHOAL_BUILD_NICE:-10}"
 log() { printf '[build-images] %s\n' "$*"; }
 # The legacy builder: BuildKit would pull its frontend image, and `# syntax=` lines with it.
-build() { DOCKER_BUILDKIT=0 nice -n "$NICE" docker build --build-arg "NODE_VERSION=$NODE_VERSION" "$@"; }
+build() { DOCKER_BUILDKIT=0 docker build --build-arg "NODE_VERSION=$NODE_VERSION" "$@"; }
 
 start=$SECONDS
 NODE_VERSION="$NODE_VERSION" scripts/images/make-local-bases.sh

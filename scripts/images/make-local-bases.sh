@@ -26,6 +26,10 @@ CA_BUNDLE="${SHOAL_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
 log() { printf '[local-bases] %s\n' "$*"; }
 have_image() { docker image inspect "$1" >/dev/null 2>&1; }
 try_pull() { timeout 30 docker pull -q "$1" >/dev/null 2>&1; }
+# The legacy builder (BuildKit would pull its frontend image); its log only when it fails.
+legacy_build() {
+  DOCKER_BUILDKIT=0 docker build "$@" >"$work/build.log" 2>&1 || { tail -30 "$work/build.log" >&2; return 1; }
+}
 
 if have_image "$SLIM" && have_image "$FULL"; then
   log "$SLIM and $FULL exist; nothing to make"; exit 0
@@ -102,9 +106,9 @@ RUN apt-get update \\
  && rm -rf /var/lib/apt/lists/*
 DOCKERFILE
 start=$SECONDS
-DOCKER_BUILDKIT=0 docker build -q -f "$ctx/Dockerfile.slim" -t "$SLIM" "$ctx" >/dev/null
+legacy_build -f "$ctx/Dockerfile.slim" -t "$SLIM" "$ctx"
 log "$SLIM built in $((SECONDS - start)) s"
 start=$SECONDS
-DOCKER_BUILDKIT=0 docker build -q -f "$ctx/Dockerfile.full" -t "$FULL" "$ctx" >/dev/null
+legacy_build -f "$ctx/Dockerfile.full" -t "$FULL" "$ctx"
 log "$FULL built in $((SECONDS - start)) s"
 docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep -E "^(node:${NODE_VERSION}|$DEBIAN_BASE)" | sed 's/^/[local-bases]   /'
