@@ -6,7 +6,8 @@
 // container's user with a read-only root filesystem.
 import { readdirSync, readFileSync } from 'node:fs';
 
-const ENTRY = '/app/bin/shoal.js';
+// The image's entry script; another path only for tests (test/deploy/image-files.test.ts).
+const ENTRY = process.env.SHOAL_HEALTHCHECK_ENTRY ?? '/app/bin/shoal.js';
 const TIMEOUT_MS = 4000;
 
 /** argv of the Shoal process in this container (PID 1, or a child of an init such as tini). */
