@@ -58,7 +58,7 @@ describe('early threads', () => {
     // CLI settles them and exits. Exiting while a thread was still loading onnxruntime aborted
     // the process (no exit status) on a busy machine.
     const script = [
-      "import { settleEarlyThreads, startEarlyThreads } from '../../runtime/adapters/model-threads/early-threads.ts';",
+      "import { settleEarlyThreads, startEarlyThreads } from './adapters/model-threads/early-threads.ts';",
       'startEarlyThreads();',
       'const started = performance.now();',
       'await settleEarlyThreads();',

@@ -91,7 +91,7 @@ describe('GET /v1/jobs', () => {
     const script = await gw.inject({ method: 'GET', url: '/ui/main.js' });
     expect(script.statusCode).toBe(200);
     expect(script.headers['content-type']).toContain('javascript');
-    expect(script.body).toContain("from '../../gateway/api.js'");
+    expect(script.body).toContain("from './api.js'");
     expect(script.body).not.toMatch(/:\s*Promise<void>/);
     expect(z.string().parse((await gw.inject({ method: 'GET', url: '/ui/console.css' })).headers['content-type'])).toContain('text/css');
     for (const url of ['/ui/main.ts', '/ui/..%2F..%2Fpackage.json', '/ui/page.js', '/ui/']) expect((await gw.inject({ method: 'GET', url })).statusCode, url).toBe(404);
