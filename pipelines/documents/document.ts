@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { DocumentType } from '../../adapters/protocol/document-types.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { MAX_DOCUMENT_BYTES } from '../../adapters/protocol/limits.js';
 
@@ -8,7 +9,8 @@ import { MAX_DOCUMENT_BYTES } from '../../adapters/protocol/limits.js';
  * name or path are the same document.
  */
 
-export type DocumentType = 'pdf' | 'text' | 'markdown' | 'html' | 'image';
+/** The document types (adapters/protocol/document-types.ts, the one list). */
+export type { DocumentType };
 
 /** A file (by path, or its bytes already read) or an inline text record (JSON Lines `{"id","text"}`). */
 export interface DocumentSource {
