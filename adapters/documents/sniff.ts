@@ -2,6 +2,7 @@ import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { decodeWith, utf16Encoding } from './encoding.js';
 import type { Sniffed } from './formats/format.js';
 import { FORMATS } from './formats/registry.js';
+import { zipMembers } from './formats/zip-members.js';
 
 /**
  * The kind of a document, decided from its first bytes (magic numbers) and only then from its
@@ -24,13 +25,14 @@ function startsWith(bytes: Uint8Array, signature: readonly number[], at = 0): bo
 
 const ascii = (text: string): number[] => [...text].map((char) => char.charCodeAt(0));
 
+const OLE2 = [0xd0, 0xcf, 0x11, 0xe0];
+
 /** Known binary formats refused by name in the error, so users see what they fed in. */
 const KNOWN_BINARIES: readonly { name: string; signature: readonly number[] }[] = [
-  { name: 'a ZIP archive (or an Office document)', signature: [0x50, 0x4b, 0x03, 0x04] },
   { name: 'a gzip archive', signature: [0x1f, 0x8b] },
   { name: 'a GIF image', signature: ascii('GIF8') },
   { name: 'an ELF executable', signature: [0x7f, 0x45, 0x4c, 0x46] },
-  { name: 'an OLE2 file (legacy Office document)', signature: [0xd0, 0xcf, 0x11, 0xe0] },
+  { name: 'an OLE2 file (legacy Office document: .doc, .xls, .ppt)', signature: OLE2 },
 ];
 
 /**
@@ -56,8 +58,15 @@ function fewControls(length: number, codeAt: (i: number) => number): boolean {
   return control <= length * 0.01;
 }
 
+/** The stream name Office gives an encrypted OOXML package inside its OLE2 wrapper, as the directory stores it (UTF-16LE). */
+const ENCRYPTED_PACKAGE = Buffer.from('EncryptedPackage', 'utf16le');
+
+function isEncryptedOffice(bytes: Uint8Array): boolean {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).indexOf(ENCRYPTED_PACKAGE) >= 0;
+}
+
 function binary(): ShoalError {
-  return new ShoalError(ErrorCode.UNSUPPORTED_DOCUMENT, 'the content is binary and of no supported kind (PDF, PNG, JPEG, TIFF, WebP, HTML, Markdown, text)');
+  return new ShoalError(ErrorCode.UNSUPPORTED_DOCUMENT, 'the content is binary and of no supported kind (PDF, DOCX, PPTX, XLSX, EPUB, PNG, JPEG, TIFF, WebP, HTML, Markdown, email, text)');
 }
 
 function extensionOf(name: string): string {
@@ -88,13 +97,25 @@ function textHead(bytes: Uint8Array): string | null {
 export function sniffDocument(bytes: Uint8Array, name: string): Sniffed {
   if (bytes.length === 0) throw new ShoalError(ErrorCode.DOCUMENT_EMPTY, 'the document has no bytes');
   const extension = extensionOf(name);
+  const zip = zipMembers(bytes);
   for (const format of FORMATS) {
     if (format.sniff.by !== 'signature') continue;
-    const sniffed = format.sniff.match({ bytes, extension });
+    const sniffed = format.sniff.match({ bytes, extension, zip });
     if (sniffed !== null) return sniffed;
   }
+  if (zip !== null) {
+    throw new ShoalError(
+      ErrorCode.UNSUPPORTED_DOCUMENT,
+      zip.complete
+        ? 'the content is a ZIP archive that is not a DOCX, PPTX, XLSX or EPUB document (none of word/document.xml, ppt/presentation.xml, xl/workbook.xml, an EPUB mimetype)'
+        : 'the content is a ZIP archive whose directory cannot be read (truncated?) and whose name is not .docx, .pptx, .xlsx or .epub',
+    );
+  }
+  if (startsWith(bytes, OLE2) && isEncryptedOffice(bytes)) {
+    throw new ShoalError(ErrorCode.DOCUMENT_ENCRYPTED, 'the content is a password-protected Office document (an encrypted DOCX, PPTX or XLSX is an OLE2 file holding an EncryptedPackage): save it without a password');
+  }
   const known = KNOWN_BINARIES.find((entry) => startsWith(bytes, entry.signature));
-  if (known !== undefined) throw new ShoalError(ErrorCode.UNSUPPORTED_DOCUMENT, `the content is ${known.name}, not a PDF, image, HTML, Markdown or text document`);
+  if (known !== undefined) throw new ShoalError(ErrorCode.UNSUPPORTED_DOCUMENT, `the content is ${known.name}, not a PDF, Office, EPUB, image, HTML, Markdown, email or text document`);
   const head = textHead(bytes);
   if (head === null) throw binary();
   for (const format of FORMATS) {

@@ -3,6 +3,7 @@ import type { DocumentType } from '../../protocol/document-types.js';
 import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 import type { HandlerResult } from '../../runtime/thread-rpc.js';
 import type { Opened, PageRead, ParseRequest } from '../parse-messages.js';
+import type { ZipMembers } from './zip-members.js';
 
 /**
  * What one document format is to the parse thread: how its content is recognized and how it is
@@ -19,11 +20,13 @@ export interface Sniffed {
   imageFormat?: ImageFormat;
 }
 
-/** What signature detectors see: the bytes and the name's extension. */
+/** What signature detectors see: the bytes, the name's extension and, for a ZIP archive, its members. */
 export interface SignatureProbe {
   readonly bytes: Uint8Array;
   /** Lower-case extension of the document's name, '' when it has none. */
   readonly extension: string;
+  /** The member names of a ZIP archive (null for anything else). */
+  readonly zip: ZipMembers | null;
 }
 
 /** What text detectors see, once the bytes are known to be text. */

@@ -1,11 +1,16 @@
 import type { DocumentType } from '../../protocol/document-types.js';
 import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 import type { DocumentFormat } from './format.js';
+import { docxFormat } from './docx.js';
+import { emlFormat } from './eml.js';
+import { epubFormat } from './epub.js';
 import { htmlFormat } from './html.js';
 import { imageFormat } from './image.js';
 import { markdownFormat } from './markdown.js';
 import { pdfFormat } from './pdf.js';
+import { pptxFormat } from './pptx.js';
 import { textFormat } from './text.js';
+import { xlsxFormat } from './xlsx.js';
 
 /**
  * Every document format, in sniffing order: signature formats are tried in this order, then text
@@ -16,6 +21,11 @@ import { textFormat } from './text.js';
 export const FORMATS = [
   pdfFormat,
   imageFormat,
+  docxFormat,
+  pptxFormat,
+  xlsxFormat,
+  epubFormat,
+  emlFormat,
   htmlFormat,
   markdownFormat,
   textFormat,
