@@ -1,7 +1,7 @@
 import { posix } from 'node:path';
 import { usableTitle } from './title.js';
 import type { SignatureProbe, Sniffed } from './format.js';
-import { child, children, descendants, parseXml, textOf } from './xml.js';
+import { child, children, descendants, parseXml, textOf, type XmlElement } from './xml.js';
 import type { ZipArchive } from './zip-archive.js';
 
 /**
@@ -78,7 +78,7 @@ export async function coreTitle(archive: ZipArchive, label: string): Promise<str
 }
 
 /** The text of a DrawingML paragraph (`a:p`): its runs and fields, a line break as '\n'. */
-export function paragraphText(paragraph: Parameters<typeof textOf>[0]): string {
+export function paragraphText(paragraph: XmlElement): string {
   return paragraph.children
     .map((node) => {
       if (!('name' in node)) return '';
