@@ -78,6 +78,17 @@ describe('the formats registry', () => {
   });
 });
 
+describe('sniffing from the first 8 KiB (the gateway checks an upload by its head)', () => {
+  it('tells each ZIP format from its local headers, with or without a telling name', async () => {
+    const samples: [string, Promise<Uint8Array>][] = [['docx', docx], ['pptx', pptx], ['xlsx', xlsx], ['epub', epub]];
+    for (const [type, sample] of samples) {
+      const head = (await sample).subarray(0, 8192);
+      expect(sniffDocument(head, `upload.${type}`), type).toEqual({ type });
+      expect(sniffDocument(head, 'upload'), type).toEqual({ type });
+    }
+  });
+});
+
 describe('DOCX', () => {
   it('reads the text through HTML, with Heading 1/2 styles as headings and the core title', async () => {
     const body = await read(await docx, 'handbook.docx');
