@@ -54,7 +54,7 @@ export async function makePptx(slides: readonly SlideSpec[]): Promise<Uint8Array
   return out;
 }
 
-export async function makeXlsx(sheets: readonly { name: string; rows: readonly (readonly (string | number | boolean | null)[])[] }[]): Promise<Uint8Array> {
+export async function makeXlsx(sheets: readonly { name: string; rows: readonly (readonly (string | number | boolean | Date | null)[])[] }[]): Promise<Uint8Array> {
   const workbook = new ExcelJS.Workbook();
   for (const spec of sheets) {
     const sheet = workbook.addWorksheet(spec.name);

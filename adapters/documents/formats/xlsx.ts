@@ -2,6 +2,7 @@ import { Parser } from 'htmlparser2';
 import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 import { defineFormat, tooLarge, whole, type OpenedBody } from './format.js';
 import { coreTitle, relationshipId, relationships, zipContainer } from './ooxml.js';
+import { dateStyles, serialToIso, type DateStyle } from './xlsx-dates.js';
 import { child, descendants, parseXml } from './xml.js';
 import { ZipArchive } from './zip-archive.js';
 
@@ -10,8 +11,8 @@ import { ZipArchive } from './zip-archive.js';
  * sheets included): the sheet's name as its first line and heading, then one line per row that
  * has a value, its cells joined by a tab, an empty cell between two values kept as an empty
  * field so columns stay in place. Values as stored: shared and inline strings (phonetic runs
- * left out), numbers as written in the file (a date is its serial number, no number format is
- * applied), booleans as TRUE/FALSE, errors as their code (#DIV/0!), a formula's cached result
+ * left out), numbers as written in the file, except that a number whose cell format shows a date
+ * or time is written as ISO 8601 (xlsx-dates.ts; no other number format is applied), booleans as TRUE/FALSE, errors as their code (#DIV/0!), a formula's cached result
  * (the formula itself is not read). Charts, images and comments are not read. A workbook over
  * MAX_CELLS cells (counting the empty fields kept) fails with DOCUMENT_TOO_LARGE.
  */
@@ -90,11 +91,17 @@ function columnOf(reference: string | undefined): number | null {
   return column - 1;
 }
 
-/** A cell's value from its type (`t`) and raw text (its `<v>`, or an inline string's text). */
-function cellValue(type: string, raw: string, shared: readonly string[]): string {
-  if (type === 's') return shared[Number.parseInt(raw, 10)] ?? '';
-  if (type === 'b') return raw === '1' ? 'TRUE' : raw === '0' ? 'FALSE' : raw;
-  return raw;
+interface Workbook {
+  shared: readonly string[];
+  dates: { styles: Map<number, DateStyle>; date1904: boolean };
+}
+
+/** A cell's value from its type (`t`), style (`s`) and raw text (its `<v>`, or an inline string's text). */
+function cellValue(cell: { type: string; style: number }, raw: string, book: Workbook): string {
+  if (cell.type === 's') return book.shared[Number.parseInt(raw, 10)] ?? '';
+  if (cell.type === 'b') return raw === '1' ? 'TRUE' : raw === '0' ? 'FALSE' : raw;
+  const date = cell.type === 'n' ? book.dates.styles.get(cell.style) : undefined;
+  return (date === undefined ? null : serialToIso(raw, date, book.dates.date1904)) ?? raw;
 }
 
 class CellBudget {
@@ -105,10 +112,10 @@ class CellBudget {
   }
 }
 
-function sheetLines(xml: string, part: string, shared: readonly string[], budget: CellBudget): string[] {
+function sheetLines(xml: string, part: string, book: Workbook, budget: CellBudget): string[] {
   const lines: string[] = [];
   let fields: string[] | null = null;
-  let cell: { column: number | null; type: string } | null = null;
+  let cell: { column: number | null; type: string; style: number } | null = null;
   let raw = '';
   let inValue = false;
   let phonetic = 0;
@@ -116,7 +123,7 @@ function sheetLines(xml: string, part: string, shared: readonly string[], budget
     open: (name, attributes) => {
       if (name === 'row') fields = [];
       else if (name === 'c' && fields !== null) {
-        cell = { column: columnOf(attributes.r), type: attributes.t ?? 'n' };
+        cell = { column: columnOf(attributes.r), type: attributes.t ?? 'n', style: Number(attributes.s ?? 0) };
         raw = '';
       } else if (name === 'rPh') phonetic++;
       // The cached value (a formula's `<f>` is not read), or an inline string's text.
@@ -129,7 +136,7 @@ function sheetLines(xml: string, part: string, shared: readonly string[], budget
       if (name === 'v' || name === 't') inValue = false;
       else if (name === 'rPh') phonetic--;
       else if (name === 'c' && cell !== null && fields !== null) {
-        const value = cellValue(cell.type, raw, shared).replace(/[\t\r\n]+/g, ' ').trim();
+        const value = cellValue(cell, raw, book).replace(/[\t\r\n]+/g, ' ').trim();
         if (value.length > 0) {
           const column = cell.column ?? fields.length;
           // Empty fields up to this cell keep the columns in place; they count against the budget too.
@@ -158,7 +165,9 @@ export const xlsxFormat = defineFormat({
     const sheets = sheetList === undefined ? [] : descendants(sheetList, 'sheet');
     if (sheets.length === 0) throw new ShoalError(ErrorCode.DOCUMENT_EMPTY, `the ${LABEL} has no sheets`);
     if (sheets.length > maxPages) throw tooLarge('maxPages', sheets.length, maxPages, 'sheets');
-    const shared = await sharedStrings(archive, rels);
+    const date1904 = ['1', 'true'].includes(child(workbook, 'workbookPr')?.attributes.date1904 ?? '');
+    const stylesPart = [...rels.values()].find((rel) => rel.type.endsWith('/styles'))?.part;
+    const book: Workbook = { shared: await sharedStrings(archive, rels), dates: await dateStyles(archive, LABEL, stylesPart, date1904) };
     const budget = new CellBudget();
     const pages: WholePages = [];
     for (const [index, sheet] of sheets.entries()) {
@@ -167,7 +176,7 @@ export const xlsxFormat = defineFormat({
       const part = id === undefined ? undefined : rels.get(id)?.part;
       if (part === undefined) throw new ShoalError(ErrorCode.DOCUMENT_CORRUPT, `the ${LABEL} is damaged: sheet "${name}" has no part`);
       // A chartsheet or dialog sheet has no cells: an empty page keeps the sheet numbering.
-      const lines = sheetLines(await archive.text(part), part, shared, budget);
+      const lines = sheetLines(await archive.text(part), part, book, budget);
       pages.push(lines.length === 0 ? { page: index + 1, text: '', headings: [] } : { page: index + 1, text: `${name}\n\n${lines.join('\n')}`, headings: [{ offset: 0, text: name }] });
     }
     return whole('xlsx', pages, await coreTitle(archive, LABEL));

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { FormatOpened } from '../../../adapters/documents/formats/format.js';
 import { FORMATS, formatOf } from '../../../adapters/documents/formats/registry.js';
 import { MAX_XLSX_CELLS } from '../../../adapters/documents/formats/xlsx.js';
+import { serialToIso } from '../../../adapters/documents/formats/xlsx-dates.js';
 import { ZipArchive } from '../../../adapters/documents/formats/zip-archive.js';
 import { sniffDocument } from '../../../adapters/documents/sniff.js';
 import { DOCUMENT_TYPES } from '../../../adapters/protocol/document-types.js';
@@ -163,6 +164,18 @@ describe('XLSX', () => {
     expect(pages[0]?.text).toBe('Stores\n\nItem\tCount\tChecked\nLamp oil\t42\tTRUE\nWick\t3.5\tFALSE\n\t\tspare column');
     expect(pages[1]?.text).toBe('Keepers\n\nName\tSince\nGrace Darling\t1834');
     expect(pages.map((page) => page.headings)).toEqual([[{ offset: 0, text: 'Stores' }], [{ offset: 0, text: 'Keepers' }]]);
+  });
+
+  it('writes a number whose cell format shows a date or time as ISO 8601, other numbers as stored', async () => {
+    const bytes = await makeXlsx([{ name: 'Log', rows: [['Launched', new Date(Date.UTC(2026, 2, 3)), new Date(Date.UTC(2026, 2, 3, 14, 30)), 1234.5]] }]);
+    // exceljs gives both dates the built-in format 14 (a date without its time), so both show as Excel shows them.
+    expect(pagesOf(await read(bytes, 'log.xlsx'))[0]?.text).toBe('Log\n\nLaunched\t2026-03-03\t2026-03-03\t1234.5');
+    expect(serialToIso('46084.604166666667', { date: true, time: true }, false)).toBe('2026-03-03 14:30:00');
+    expect(serialToIso('46084', { date: true, time: false }, false)).toBe('2026-03-03');
+    expect(serialToIso('1', { date: true, time: false }, false)).toBe('1900-01-01');
+    expect(serialToIso('0', { date: true, time: false }, true)).toBe('1904-01-01');
+    expect(serialToIso('1.5', { date: false, time: true }, false)).toBe('36:00:00');
+    expect(serialToIso('not a number', { date: true, time: false }, false)).toBeNull();
   });
 
   it('reads inline strings and rich-text shared strings (phonetic runs left out)', async () => {
