@@ -24,8 +24,9 @@ export const docxFormat = defineFormat({
     const { default: mammoth } = await import('mammoth');
     let html: string;
     try {
+      // Images are never read, and a document may not make mammoth open files or URLs it links to.
       const noImages = mammoth.images.imgElement(() => Promise.resolve({ src: '' }));
-      html = (await mammoth.convertToHtml({ buffer: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength) }, { convertImage: noImages })).value;
+      html = (await mammoth.convertToHtml({ buffer: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength) }, { convertImage: noImages, externalFileAccess: false })).value;
     } catch (error) {
       throw new ShoalError(ErrorCode.DOCUMENT_CORRUPT, `the ${LABEL} cannot be read: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
     }
