@@ -3,8 +3,9 @@ import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 /**
  * The XML parts of ZIP containers (OOXML, EPUB packages) as a small typed tree, through
  * fast-xml-parser in document order. Element names lose their namespace prefix (`a:t` is `t`);
- * attribute names keep it (`r:id`, since a slide id has both `id` and `r:id`). Entity expansion
- * stays within fast-xml-parser's default bounds (a "billion laughs" part fails as damaged).
+ * attribute names keep it (`r:id`, since a slide id has both `id` and `r:id`). Entities a part
+ * declares in its DOCTYPE stay within fast-xml-parser's bounds: a "billion laughs" part keeps its
+ * nested references unexpanded (formats.test.ts), so it cannot grow.
  */
 
 export interface XmlElement {

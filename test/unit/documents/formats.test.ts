@@ -4,6 +4,7 @@ import type { FormatOpened } from '../../../adapters/documents/formats/format.js
 import { FORMATS, formatOf } from '../../../adapters/documents/formats/registry.js';
 import { MAX_XLSX_CELLS } from '../../../adapters/documents/formats/xlsx.js';
 import { serialToIso } from '../../../adapters/documents/formats/xlsx-dates.js';
+import { parseXml, textOf } from '../../../adapters/documents/formats/xml.js';
 import { ZipArchive } from '../../../adapters/documents/formats/zip-archive.js';
 import { sniffDocument } from '../../../adapters/documents/sniff.js';
 import { DOCUMENT_TYPES } from '../../../adapters/protocol/document-types.js';
@@ -271,6 +272,16 @@ describe('EML', () => {
     const cut = new TextEncoder().encode('From: Ada <ada@example.org>\r\nTo: Bob <bob@example.org>\r\nDate: Tue, 03 Mar 2026 09:30:00 +0000\r\nMessage-ID: <x@y>\r\nMIME-Ver');
     expect(sniffDocument(cut, 'cut.eml')).toEqual({ type: 'eml' });
     expect(hasErrorCode(await failure(read(cut, 'cut.eml')), ErrorCode.DOCUMENT_EMPTY)).toBe(true);
+  });
+});
+
+describe('XML parts', () => {
+  it('a "billion laughs" part does not grow: nested entity references stay unexpanded', async () => {
+    const levels = Array.from({ length: 6 }, (_, level) => (level === 0 ? '<!ENTITY lol0 "lol">' : `<!ENTITY lol${level} "${`&lol${level - 1};`.repeat(10)}">`)).join('');
+    const part = `<?xml version="1.0"?><!DOCTYPE lolz [${levels}]><a>${'&lol5;'.repeat(100)}</a>`;
+    const root = await parseXml(part, 'test document', 'bomb.xml');
+    // Expanded, it would be 10^5 × 3 × 100 = 30 million characters.
+    expect(textOf(root).length).toBeLessThan(10_000);
   });
 });
 
