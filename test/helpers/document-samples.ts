@@ -38,6 +38,8 @@ export interface SlideSpec {
   title: string;
   body: readonly string[];
   notes?: string;
+  /** A table below the body, rows of cell texts. */
+  table?: readonly (readonly string[])[];
 }
 
 export async function makePptx(slides: readonly SlideSpec[]): Promise<Uint8Array> {
@@ -47,6 +49,7 @@ export async function makePptx(slides: readonly SlideSpec[]): Promise<Uint8Array
     const slide = pptx.addSlide({ masterName: 'TITLED' });
     slide.addText(spec.title, { placeholder: 'title' });
     slide.addText(spec.body.map((line) => ({ text: line, options: { breakLine: true } })), { x: 0.5, y: 1.5, w: 9, h: 3 });
+    if (spec.table !== undefined) slide.addTable(spec.table.map((row) => row.map((text) => ({ text }))), { x: 0.5, y: 4.6, w: 9 });
     if (spec.notes !== undefined) slide.addNotes(spec.notes);
   }
   const out = await pptx.write({ outputType: 'uint8array' });

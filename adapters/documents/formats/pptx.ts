@@ -9,8 +9,8 @@ import { ZipArchive } from './zip-archive.js';
  * PPTX (PowerPoint): a ZIP holding ppt/presentation.xml. One page per slide, in the order of the
  * presentation's slide list (p:sldIdLst through ppt/_rels/presentation.xml.rels), hidden slides
  * included. A slide's title placeholder (title or ctrTitle) opens the page as its heading; then
- * the text of every other shape, group and table in the slide's tree order, a paragraph per
- * line and a blank line between shapes; slide number, date and footer placeholders are left
+ * the text of every other shape, group and table in the slide's tree order, a paragraph (a table
+ * row, its cells joined by a tab) per line and a blank line between shapes; slide number, date and footer placeholders are left
  * out. The speaker notes (the notes page's body placeholder) follow the slide's text after a
  * blank line. Pictures, charts and SmartArt drawings are not read.
  */
@@ -31,6 +31,23 @@ function placeholderType(shape: XmlElement): string | undefined {
   return placeholder.attributes.type ?? 'body';
 }
 
+/** A text body's paragraphs, one per line, empty ones left out. */
+function paragraphsText(body: XmlElement): string {
+  return descendants(body, 'p')
+    .map(paragraphText)
+    .filter((line) => line.trim().length > 0)
+    .join('\n');
+}
+
+/** A table (a graphic frame's `a:tbl`): a row per line, its cells joined by a tab as in XLSX; any other graphic frame (a chart, SmartArt) has no text here. */
+function tableText(frame: XmlElement): string {
+  return descendants(frame, 'tr')
+    .map((row) => descendants(row, 'tc').map((cell) => paragraphsText(cell).replace(/\s*\n\s*/g, ' ')))
+    .filter((cells) => cells.some((cell) => cell.length > 0))
+    .map((cells) => cells.join('\t'))
+    .join('\n');
+}
+
 /** The text blocks of a shape tree in order: each shape's paragraphs joined by '\n'; `title` collects title placeholders. */
 function shapeTexts(tree: XmlElement, keep: (type: string | undefined) => boolean, title: string[]): string[] {
   const blocks: string[] = [];
@@ -45,10 +62,7 @@ function shapeTexts(tree: XmlElement, keep: (type: string | undefined) => boolea
     if (!keep(type)) continue;
     const body = node.name === 'sp' ? child(node, 'txBody') : node;
     if (body === undefined) continue;
-    const text = descendants(body, 'p')
-      .map(paragraphText)
-      .filter((line) => line.trim().length > 0)
-      .join('\n');
+    const text = node.name === 'graphicFrame' ? tableText(node) : paragraphsText(body);
     if (text.length === 0) continue;
     if (type !== undefined && TITLES.has(type) && title.length === 0) title.push(text.replace(/\s+/g, ' ').trim());
     else blocks.push(text);

@@ -55,7 +55,7 @@ async function rezip(bytes: Uint8Array, edit: (zip: JSZip) => void): Promise<Uin
 const docx = makeDocx({ title: 'Harbour Handbook', heading: 'Tides of the harbour', subheading: 'Mooring in a gale', paragraphs: ['The harbour floods at noon on spring tides.', 'Double the mooring lines when the glass falls.', 'Keep clear of the breakwater at night.'] });
 const pptx = makePptx([
   { title: 'Quarterly lighthouse review', body: ['Lamp hours rose by a tenth', 'Two keepers retired'], notes: 'Mention the fog signal budget' },
-  { title: 'Fog signals', body: ['Diaphone replaced by electric horn'] },
+  { title: 'Fog signals', body: ['Diaphone replaced by electric horn'], table: [['Station', 'Signal'], ['North Head', 'Horn 2 blasts']] },
   { title: 'Next steps', body: ['Paint the gallery rail'] },
 ]);
 const xlsx = makeXlsx([
@@ -133,7 +133,7 @@ describe('PPTX', () => {
     expect(pages.map((page) => page.page)).toEqual([1, 2, 3]);
     expect(pages.map((page) => page.headings.map((heading) => heading.text))).toEqual([['Quarterly lighthouse review'], ['Fog signals'], ['Next steps']]);
     expect(pages[0]?.text).toBe('Quarterly lighthouse review\n\nLamp hours rose by a tenth\nTwo keepers retired\n\nMention the fog signal budget');
-    expect(pages[1]?.text).toContain('Diaphone replaced by electric horn');
+    expect(pages[1]?.text).toBe('Fog signals\n\nDiaphone replaced by electric horn\n\nStation\tSignal\nNorth Head\tHorn 2 blasts');
     expect(pages[2]?.text).toContain('Paint the gallery rail');
     expectHeadingsInPlace(pages);
   });
