@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import ExcelJS from 'exceljs';
 import JSZip from 'jszip';
 import type PptxGenJSModule from 'pptxgenjs';
-import { Document, HeadingLevel, Packer, Paragraph, TextRun } from 'docx';
+import { Document, FootnoteReferenceRun, HeadingLevel, Packer, Paragraph, TextRun } from 'docx';
 
 /**
  * Real DOCX, PPTX, XLSX, EPUB and EML documents made in the test: DOCX by `docx`, PPTX by
@@ -17,14 +17,16 @@ import { Document, HeadingLevel, Packer, Paragraph, TextRun } from 'docx';
  */
 const PptxGenJS: typeof PptxGenJSModule.default = createRequire(import.meta.url)('pptxgenjs');
 
-export async function makeDocx(options: { title?: string; heading: string; subheading: string; paragraphs: readonly string[] }): Promise<Uint8Array> {
+/** A Word document: a Heading 1, the first paragraph (with a footnote when given), a Heading 2, the other paragraphs. */
+export async function makeDocx(options: { title?: string; heading: string; subheading: string; paragraphs: readonly string[]; footnote?: string }): Promise<Uint8Array> {
   const doc = new Document({
     ...(options.title === undefined ? {} : { title: options.title }),
+    ...(options.footnote === undefined ? {} : { footnotes: { 1: { children: [new Paragraph(options.footnote)] } } }),
     sections: [
       {
         children: [
           new Paragraph({ text: options.heading, heading: HeadingLevel.HEADING_1 }),
-          new Paragraph({ children: [new TextRun(options.paragraphs[0] ?? '')] }),
+          new Paragraph({ children: [new TextRun(options.paragraphs[0] ?? ''), ...(options.footnote === undefined ? [] : [new FootnoteReferenceRun(1)])] }),
           new Paragraph({ text: options.subheading, heading: HeadingLevel.HEADING_2 }),
           ...options.paragraphs.slice(1).map((text) => new Paragraph({ children: [new TextRun({ text, bold: text.length % 2 === 0 })] })),
         ],

@@ -8,8 +8,8 @@ import { ZipArchive } from './zip-archive.js';
 /**
  * DOCX (Word): a ZIP holding word/document.xml. mammoth turns it into HTML (headings from the
  * Heading 1-6 styles become <h1>..<h6>), read as any HTML page, so headings become chunk headings.
- * One page (a Word file has no fixed pages). Images are skipped, not read; comments, headers and
- * footers are not part of mammoth's body. Title: docProps/core.xml's dc:title, else the first heading.
+ * One page (a Word file has no fixed pages); footnotes and endnotes at its end, as mammoth puts
+ * them. Images are skipped, not read; comments, headers and footers are not part of mammoth's body. Title: docProps/core.xml's dc:title, else the first heading.
  */
 
 const LABEL = 'DOCX document';
@@ -30,7 +30,8 @@ export const docxFormat = defineFormat({
     } catch (error) {
       throw new ShoalError(ErrorCode.DOCUMENT_CORRUPT, `the ${LABEL} cannot be read: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
     }
-    const read = htmlText(html);
+    // mammoth ends each footnote and endnote with a back link, an arrow that is no text of the document.
+    const read = htmlText(html.replace(/ ?<a href="#[^"]*-ref-[^"]*">↑<\/a>/g, ''));
     requireText(read.text, LABEL);
     const title = (await coreTitle(archive, LABEL)) ?? read.headings[0]?.text;
     return whole('docx', [{ page: 1, text: read.text, headings: read.headings }], title);

@@ -52,7 +52,13 @@ async function rezip(bytes: Uint8Array, edit: (zip: JSZip) => void): Promise<Uin
   return zip.generateAsync({ type: 'uint8array', compression: 'DEFLATE' });
 }
 
-const docx = makeDocx({ title: 'Harbour Handbook', heading: 'Tides of the harbour', subheading: 'Mooring in a gale', paragraphs: ['The harbour floods at noon on spring tides.', 'Double the mooring lines when the glass falls.', 'Keep clear of the breakwater at night.'] });
+const docx = makeDocx({
+  title: 'Harbour Handbook',
+  heading: 'Tides of the harbour',
+  subheading: 'Mooring in a gale',
+  paragraphs: ['The harbour floods at noon on spring tides.', 'Double the mooring lines when the glass falls.', 'Keep clear of the breakwater at night.'],
+  footnote: 'Tide tables of 1987.',
+});
 const pptx = makePptx([
   { title: 'Quarterly lighthouse review', body: ['Lamp hours rose by a tenth', 'Two keepers retired'], notes: 'Mention the fog signal budget' },
   { title: 'Fog signals', body: ['Diaphone replaced by electric horn'], table: [['Station', 'Signal'], ['North Head', 'Horn 2 blasts']] },
@@ -98,6 +104,9 @@ describe('DOCX', () => {
     expect(pages).toHaveLength(1);
     expect(pages[0]?.text).toContain('The harbour floods at noon on spring tides.');
     expect(pages[0]?.text).toContain('Keep clear of the breakwater at night.');
+    // The footnote at the end, without mammoth's back-link arrow.
+    expect(pages[0]?.text.endsWith('Tide tables of 1987.')).toBe(true);
+    expect(pages[0]?.text).not.toContain('↑');
     expect(pages[0]?.headings.map((heading) => heading.text)).toEqual(['Tides of the harbour', 'Mooring in a gale']);
     expectHeadingsInPlace(pages);
     expect(body.title).toBe('Harbour Handbook');
