@@ -68,13 +68,17 @@ export function relationshipId(attributes: Readonly<Record<string, string>>): st
   return key === undefined ? undefined : attributes[key];
 }
 
-/** `dc:title` of docProps/core.xml, when the document has a usable one. */
+/** Titles office software and generators write by default: they name the application, not the document. */
+const DEFAULT_TITLE = /^(PowerPoint Presentation|Presentation\s*\d*|Document\s*\d*|Book\s*\d*|Untitled.*|PptxGenJS Presentation|Slide \d+)$/i;
+
+/** `dc:title` of docProps/core.xml, when the document has a usable one (not a default like "PowerPoint Presentation"). */
 export async function coreTitle(archive: ZipArchive, label: string): Promise<string | undefined> {
   const text = await archive.optionalText('docProps/core.xml');
   if (text === undefined) return undefined;
   const root = await parseXml(text, label, 'docProps/core.xml');
-  const title = child(root, 'title');
-  return title === undefined ? undefined : usableTitle(textOf(title));
+  const element = child(root, 'title');
+  const title = element === undefined ? undefined : usableTitle(textOf(element));
+  return title === undefined || DEFAULT_TITLE.test(title) ? undefined : title;
 }
 
 /** The text of a DrawingML paragraph (`a:p`): its runs and fields, a line break as '\n'. */

@@ -138,7 +138,10 @@ describe('DOCX', () => {
 
 describe('PPTX', () => {
   it('gives one page per slide in slide order, the title placeholder as heading, the body and the speaker notes', async () => {
-    const pages = pagesOf(await read(await pptx, 'review.pptx'));
+    const body = await read(await pptx, 'review.pptx');
+    // pptxgenjs's default core title ("PptxGenJS Presentation") names the tool: the first slide's title is taken.
+    expect(body.title).toBe('Quarterly lighthouse review');
+    const pages = pagesOf(body);
     expect(pages.map((page) => page.page)).toEqual([1, 2, 3]);
     expect(pages.map((page) => page.headings.map((heading) => heading.text))).toEqual([['Quarterly lighthouse review'], ['Fog signals'], ['Next steps']]);
     expect(pages[0]?.text).toBe('Quarterly lighthouse review\n\nLamp hours rose by a tenth\nTwo keepers retired\n\nMention the fog signal budget');
