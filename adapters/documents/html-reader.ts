@@ -30,7 +30,15 @@ function notRendered(attributes: Record<string, string>): boolean {
   return 'hidden' in attributes || /(^|;)\s*display\s*:\s*none\b/i.test(attributes.style ?? '');
 }
 
-export function readHtml(html: string): HtmlText {
+/** The visible text of an HTML page (`<title>` aside); DOCUMENT_EMPTY when there is none. `what` names the document in that error. */
+export function readHtml(html: string, what = 'HTML page'): HtmlText {
+  const read = htmlText(html);
+  requireText(read.text, what);
+  return read;
+}
+
+/** The visible text, headings and title of an HTML page or fragment; the text may be empty (an EPUB's cover page). */
+export function htmlText(html: string): HtmlText {
   let text = '';
   /** The break owed before the next visible text: 1 = newline, 2 = blank line. */
   let pendingBreak: Break = 0;
@@ -117,7 +125,7 @@ export function readHtml(html: string): HtmlText {
   );
   parser.write(html);
   parser.end();
-  const result: HtmlText = { text: requireText(text.trimEnd(), 'HTML page'), headings };
+  const result: HtmlText = { text: text.trimEnd(), headings };
   const cleanTitle = title.replace(/\s+/g, ' ').trim();
   if (cleanTitle.length > 0) result.title = cleanTitle;
   return result;

@@ -1,5 +1,5 @@
+import type { DocumentType } from '../protocol/document-types.js';
 import type { OcrMode, OcrReason } from './pdf-reader.js';
-import type { SniffedType } from './sniff.js';
 import type { Heading } from './text-reader.js';
 
 /**
@@ -40,7 +40,7 @@ export interface OpenedBase {
 
 export type Opened =
   | (OpenedBase & { kind: 'pdf'; pageCount: number })
-  | (OpenedBase & { kind: 'whole'; documentType: Exclude<SniffedType, 'pdf' | 'image'>; pages: WholePage[] })
+  | (OpenedBase & { kind: 'whole'; documentType: Exclude<DocumentType, 'pdf' | 'image'>; pages: WholePage[] })
   /** `image` is the file as given; a multi-page TIFF also has each further page as a PNG in `morePages`. */
   | (OpenedBase & { kind: 'image'; image: Uint8Array; morePages?: Uint8Array[] });
 

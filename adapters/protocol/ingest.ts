@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DOCUMENT_TYPES } from './document-types.js';
 import { DataRef, Degraded, JobId, WIRE_VERSION } from './jobs.js';
 
 /**
@@ -70,7 +71,7 @@ export type StoredPage = z.infer<typeof StoredPage>;
 export const StoredPages = z.strictObject({
   v: z.literal(WIRE_VERSION),
   document_id: Hex64,
-  type: z.enum(['pdf', 'text', 'markdown', 'html', 'image']),
+  type: z.enum(DOCUMENT_TYPES),
   pages: z.array(StoredPage).max(1_000_000),
 });
 export type StoredPages = z.infer<typeof StoredPages>;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { DocumentType } from '../../adapters/protocol/document-types.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { MAX_DOCUMENT_BYTES } from '../../adapters/protocol/limits.js';
 
@@ -8,7 +9,8 @@ import { MAX_DOCUMENT_BYTES } from '../../adapters/protocol/limits.js';
  * name or path are the same document.
  */
 
-export type DocumentType = 'pdf' | 'text' | 'markdown' | 'html' | 'image';
+/** The document types (adapters/protocol/document-types.ts, the one list). */
+export type { DocumentType };
 
 /** A file (by path, or its bytes already read) or an inline text record (JSON Lines `{"id","text"}`). */
 export interface DocumentSource {
@@ -21,7 +23,7 @@ export interface DocumentSource {
 }
 
 export interface ParsedPage {
-  /** 1-based page number (always 1 for text, Markdown, HTML and images). */
+  /** 1-based page number: a PDF page, TIFF page, slide (PPTX), sheet (XLSX) or spine item (EPUB); always 1 for text, Markdown, HTML, DOCX, email and other images. */
   page: number;
   /** Text in reading order: lines joined by '\n', paragraphs separated by a blank line. */
   text: string;
@@ -64,7 +66,7 @@ export interface ParseOptions {
   furniture: 'drop' | 'keep';
   /** A larger document fails with DOCUMENT_TOO_LARGE. @default 100 MiB */
   maxBytes: number;
-  /** A PDF with more pages fails with DOCUMENT_TOO_LARGE. @default 5000 */
+  /** A PDF or TIFF with more pages, a PPTX with more slides, an XLSX with more sheets or an EPUB with more spine items fails with DOCUMENT_TOO_LARGE. @default 5000 */
   maxPages: number;
   signal?: AbortSignal;
   /** Called once per page as soon as the page is read (progress bars). */

@@ -52,7 +52,8 @@ describe('document type sniffing', () => {
   });
 
   it('refuses other binaries with UNSUPPORTED_DOCUMENT, naming known kinds, and empty input with DOCUMENT_EMPTY', () => {
-    const zip = refusal(concat([0x50, 0x4b, 0x03, 0x04], 'word/document.xml'), 'report.docx');
+    // A ZIP archive that is no document format (its directory unreadable, its name not an Office or EPUB one).
+    const zip = refusal(concat([0x50, 0x4b, 0x03, 0x04], 'notes.txt'), 'archive.zip');
     expect(hasErrorCode(zip, ErrorCode.UNSUPPORTED_DOCUMENT)).toBe(true);
     expect(String(zip)).toMatch(/ZIP/);
     expect(hasErrorCode(refusal(concat('GIF89a', [1, 0, 1, 0]), 'a.gif'), ErrorCode.UNSUPPORTED_DOCUMENT)).toBe(true);
