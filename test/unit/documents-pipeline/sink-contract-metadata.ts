@@ -20,7 +20,7 @@ export type MetadataFilterForm = 'negated' | 'null' | 'string-range';
 const METADATA: Readonly<Record<string, DocumentMetadata | null>> = {
   a: { title: 'Alpha', year: 2019, tag: ['x', 'y'], ok: true, date: '2019-05-01', score: 0.5 },
   b: { title: "Beta's", year: 2021, tag: ['y'], ok: false, date: '2021-01-15', note: null, score: 2 },
-  c: { title: 'Gamma', year: '2022', tag: 'x', date: '2022-12-31', url: 'https://example.org/c?x=1' },
+  c: { title: 'Gamma', year: '2022', tag: 'x', date: '2022-12-31', url: 'https://example.org/c?x=1', quote: 'say "hi" \\ café ☃' },
   d: null,
 };
 
@@ -62,6 +62,8 @@ export function metadataContract(open: (table: string) => Sink, refused: readonl
       ['metadata.ok = false', ['b']],
       ["metadata.title = 'Beta''s' OR source = 'c'", ['b', 'c']],
       ["metadata.url = 'https://example.org/c?x=1'", ['c']],
+      // Quotes, a backslash and non-ASCII text compare exactly (LanceDB compares the JSON text).
+      ["metadata.quote = 'say \"hi\" \\ café ☃'", ['c']],
       ['metadata.nothing = 1', []],
       ["metadata.date >= '2021-01-01' AND metadata.date < '2022-06-01'", ['b'], 'string-range'],
       // Negations: unknown (no match) where the field is absent, as SQL does with null columns.
