@@ -1,5 +1,5 @@
 import { METADATA_KEY } from '../protocol/metadata.js';
-import type { CompareOp, Literal } from './filter-tree.js';
+import type { CompareOp, Literal } from './filter-types.js';
 
 /**
  * `metadata.<field>` in a filter: a field of the document metadata stored with each chunk

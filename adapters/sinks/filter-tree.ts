@@ -17,8 +17,9 @@ import { FILTER_COLUMNS } from './sink.js';
  * metadata (filter-metadata.ts defines how its values compare; LIKE is for stored text columns).
  */
 
-export type Literal = string | number | boolean;
-export type CompareOp = '=' | '<>' | '<' | '<=' | '>' | '>=';
+import type { CompareOp, Literal } from './filter-types.js';
+
+export type { CompareOp, Literal } from './filter-types.js';
 
 export type FilterNode =
   | { kind: 'and'; items: FilterNode[] }
