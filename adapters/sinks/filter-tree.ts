@@ -2,6 +2,7 @@ import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { compareMetadata, metadataKeyOf, metadataValue } from './filter-metadata.js';
 import { likeMatcher, type LikeMatcher } from './like-pattern.js';
 import { FILTER_COLUMNS } from './sink.js';
+import type { CompareOp, Literal } from './filter-types.js';
 
 /**
  * The one grammar of `--filter` (a SQL where-clause over metadata columns, LanceDB's DataFusion
@@ -16,8 +17,6 @@ import { FILTER_COLUMNS } from './sink.js';
  * A column is a stored column (FILTER_COLUMNS) or `metadata.<field>`, a field of the document
  * metadata (filter-metadata.ts defines how its values compare; LIKE is for stored text columns).
  */
-
-import type { CompareOp, Literal } from './filter-types.js';
 
 export type { CompareOp, Literal } from './filter-types.js';
 
