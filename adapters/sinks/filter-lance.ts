@@ -1,5 +1,5 @@
 import { sqlString } from './filter.js';
-import { metadataKeyOf } from './filter-metadata.js';
+import { metadataKeyOf, namesMetadata } from './filter-metadata.js';
 import { parseFilter, type CompareOp, type FilterNode, type Literal } from './filter-tree.js';
 
 /**
@@ -74,11 +74,6 @@ export function toLanceSql(tree: FilterNode): string {
     }
   };
   return walk(tree);
-}
-
-/** Whether a validated filter names a metadata field (LanceDB then gets the translated SQL, and the table needs its metadata column). */
-export function namesMetadata(filter: string): boolean {
-  return /`metadata\.[A-Za-z_]/.test(filter);
 }
 
 /** The validated filter as LanceDB runs it: unchanged without metadata fields, translated with them. */

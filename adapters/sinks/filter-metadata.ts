@@ -24,6 +24,14 @@ export function metadataKeyOf(column: string): string | null {
   return METADATA_KEY.test(key) ? key : null;
 }
 
+/**
+ * Whether a validated filter (filter.ts's normalised text, columns in backticks) names a metadata
+ * field: LanceDB then gets the translated SQL, and a table needs its metadata column.
+ */
+export function namesMetadata(filter: string): boolean {
+  return /`metadata\.[A-Za-z_]/.test(filter);
+}
+
 /** The field's value in a stored row (its `metadata` object), undefined when absent. */
 export function metadataValue(row: Readonly<Record<string, unknown>>, key: string): unknown {
   const metadata = row.metadata;

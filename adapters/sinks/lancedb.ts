@@ -11,7 +11,8 @@ import { checkVectorType, fromUnsignedBytes, isBinaryType, unsignedBytes } from 
 import type { ChunkRow, Distance, DocumentState, OptionalColumn, SearchHit, SearchOptions, Sink, SparseValues, TableSpec, MultivectorSearchOptions } from './sink.js';
 import { extraVectorFields, searchMultivectorColumn, searchSparseColumns } from './lancedb-vectors.js';
 import { hasMetadataColumn, METADATA_COLUMN, metadataField, noMetadataColumn, rowsAsArrow } from './lancedb-metadata.js';
-import { lanceFilter, namesMetadata } from './filter-lance.js';
+import { lanceFilter } from './filter-lance.js';
+import { namesMetadata } from './filter-metadata.js';
 import { metadataText, StoredMetadata } from './row-metadata.js';
 import { makeDirectory } from '../runtime/directories.js';
 

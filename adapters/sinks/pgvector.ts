@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
-import { namesMetadata } from './filter-lance.js';
+import { namesMetadata } from './filter-metadata.js';
 import { filterToSql } from './filter-sql.js';
 import { parseFilter } from './filter-tree.js';
 import type { ChunkRow, DocumentState, MultivectorSearchOptions, SearchHit, SearchOptions, Sink, SparseValues, TableSpec } from './sink.js';
