@@ -69,10 +69,3 @@ export function checkMetadata(value: unknown, where: string): DocumentMetadata {
   if (problem !== null) throw new ShoalError(ErrorCode.INVALID_INPUT, `${where}: ${problem}`);
   return Object.freeze({ ...(value as Record<string, MetadataValue>) });
 }
-
-/** Fields of both, `over`'s winning (a record's own metadata over the automatic file metadata); checked again, as the sum may exceed the caps. */
-export function mergeMetadata(base: DocumentMetadata | undefined, over: DocumentMetadata | undefined, where: string): DocumentMetadata | undefined {
-  if (base === undefined) return over;
-  if (over === undefined) return base;
-  return checkMetadata({ ...base, ...over }, where);
-}
