@@ -50,5 +50,6 @@ function fileMetadata(source: DocumentSource, document: ParsedDocument): Documen
 export function documentMetadata(source: DocumentSource, document: ParsedDocument): DocumentMetadata | undefined {
   const automatic = source.text === undefined ? fileMetadata(source, document) : undefined;
   if (automatic === undefined && source.metadata === undefined) return undefined;
-  return checkMetadata({ ...automatic, ...source.metadata }, `${source.uri}: its metadata with the automatic file fields`);
+  // A source's own metadata was checked where it came in (records, HTTP), but a document job's wire schema is looser, and the sum may be too big.
+  return checkMetadata({ ...automatic, ...source.metadata }, automatic === undefined ? source.uri : `${source.uri} (its metadata with the automatic file fields)`);
 }
