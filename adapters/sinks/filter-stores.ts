@@ -124,11 +124,25 @@ function qdrantNull(column: string): QdrantCondition {
   return metadataKeyOf(column) === null ? { is_null: { key: column } } : { is_empty: { key: column } };
 }
 
+/**
+ * `=` on a metadata field: `match value` for strings and booleans (a list matches by any item),
+ * a closed range for numbers (Qdrant's `match` takes no fractions; a range takes integers and
+ * floats alike).
+ */
+function qdrantEquals(column: string, value: Literal): QdrantCondition {
+  return typeof value === 'number' ? { key: column, range: { gte: value, lte: value } } : { key: column, match: { value } };
+}
+
 function qdrantLeaf(node: Exclude<FilterNode, { kind: 'and' | 'or' | 'not' }>): { condition: QdrantCondition; negated: boolean } {
   if (node.kind === 'null') return { condition: qdrantNull(node.column), negated: node.negated };
   if (node.kind === 'like') throw unsupported('Qdrant', 'LIKE');
+  if (node.kind === 'in' && metadataKeyOf(node.column) !== null) {
+    // Qdrant's `match any` takes strings or integers, not both nor fractions: one condition per value.
+    return { condition: { should: node.values.map((value) => qdrantEquals(node.column, value)) }, negated: node.negated };
+  }
   if (node.kind === 'in') return { condition: { key: node.column, match: { any: node.values } }, negated: node.negated };
   const { column, op, value } = node;
+  if ((op === '=' || op === '<>') && metadataKeyOf(column) !== null) return { condition: qdrantEquals(column, value), negated: op === '<>' };
   if (op === '=' || op === '<>') return { condition: { key: column, match: { value } }, negated: op === '<>' };
   if (typeof value !== 'number') throw unsupported('Qdrant', `${op} with a non-number (${column})`);
   const bound: Record<CompareOp, string> = { '<': 'lt', '<=': 'lte', '>': 'gt', '>=': 'gte', '=': '', '<>': '' };

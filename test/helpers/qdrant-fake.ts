@@ -114,6 +114,12 @@ function condition(c: Record<string, unknown>, payload: Payload): boolean {
   const value = valueAt(payload, String(c.key));
   const match = c.match as { value?: unknown; any?: unknown[] } | undefined;
   if (match !== undefined) {
+    // Qdrant's match takes keywords, integers and booleans (`any`: all keywords or all integers), never fractions.
+    const matchable = (item: unknown): boolean => typeof item === 'string' || typeof item === 'boolean' || Number.isInteger(item);
+    if ('value' in match && !matchable(match.value)) throw new HttpError(400, 'Wrong input: match value must be a keyword, an integer or a boolean');
+    if (Array.isArray(match.any) && !(match.any.every((item) => typeof item === 'string') || match.any.every((item) => Number.isInteger(item)))) {
+      throw new HttpError(400, 'Wrong input: match any takes keywords or integers');
+    }
     // A list value matches when any of its items does (Qdrant's rule for arrays in payloads).
     const items = Array.isArray(value) ? value : [value];
     if ('value' in match) return items.some((item) => item !== null && item !== undefined && item === match.value);

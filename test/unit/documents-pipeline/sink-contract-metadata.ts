@@ -54,6 +54,9 @@ export function metadataContract(open: (table: string) => Sink, refused: readonl
       // A number never equals a string: c's year is the text '2022'.
       ["metadata.year = '2022'", ['c']],
       ['metadata.year > 2000.5 AND metadata.score < 1', ['a']],
+      // A fraction and a mixed list (Qdrant's `match` takes neither: it gets ranges).
+      ['metadata.score = 0.5', ['a']],
+      ["metadata.score IN (2, 'x') OR metadata.year IN (2019.0, 'none')", ['a', 'b']],
       ['metadata.year BETWEEN 2018 AND 2020', ['a']],
       // A list matches `=` by holding the value; a plain string by being it.
       ["metadata.tag = 'x'", ['a', 'c']],
