@@ -72,6 +72,12 @@ describe('shoal ingest / search: document metadata', () => {
     expect(typo.stderr).toContain('other fields are not allowed ("yaer")');
     const both = await runShoal(['ingest', '-', '--metadata-fields', 'year', '--index', join(dir, 'bad'), '--model', TINY_MEAN], { env, stdin: JSON.stringify({ id: 'a', text: 'x', year: 2020, metadata: { year: 2021 } }), cwd: dir });
     expect(both.stderr).toContain('"year" is both a field lifted by --metadata-fields and a key of "metadata"');
+    const noStdin = await runShoal(['ingest', FILES[0] ?? '', '--metadata-fields', 'year', '--index', join(dir, 'bad'), '--model', TINY_MEAN], { env, cwd: dir });
+    expect(noStdin.code).toBe(2);
+    expect(noStdin.stderr).toContain('--metadata-fields lifts fields of the JSON Lines records read from stdin');
+    const badField = await runShoal(['ingest', '-', '--metadata-fields', 'year,text', '--index', join(dir, 'bad'), '--model', TINY_MEAN], { env, stdin: '{}', cwd: dir });
+    expect(badField.code).toBe(2);
+    expect(badField.stderr).toContain('id, text, path and metadata are the record itself');
     const big = await runShoal(['ingest', '-', '--index', join(dir, 'bad'), '--model', TINY_MEAN], { env, stdin: JSON.stringify({ id: 'a', text: 'x', metadata: { note: 'n'.repeat(20_000) } }), cwd: dir });
     expect(big.stderr).toMatch(/stdin line 1: metadata is \d+ bytes as JSON, over the limit of 16384/);
     const badFilter = await runShoal(['search', 'x', '--index', index, '--filter', "metadata.title LIKE 'PDF%'"], { env, cwd: dir });

@@ -72,6 +72,7 @@ async function collectSources(paths: readonly string[], flags: IngestFlagValues,
   if (paths.length === 0 && !fromStdin) {
     throw new ShoalError(ErrorCode.INVALID_INPUT, 'name files or folders to ingest, or pipe JSON Lines records on stdin (see --help)');
   }
+  if (flags.metadataFields !== undefined && !fromStdin) throw new ShoalError(ErrorCode.INVALID_INPUT, '--metadata-fields lifts fields of the JSON Lines records read from stdin: give - (and pipe the records), or leave it out (files get title, mtime, size and mime by themselves)');
   const selection = { include: flags.include ?? [], exclude: flags.exclude ?? [] };
   // Links are followed here (a user's own folders); the run's own index is never walked into (`shoal ingest .`).
   const walking = { hidden: flags.hidden === true, followLinks: true, skip: ownIndex === null ? [] : [ownIndex] };
