@@ -38,9 +38,14 @@ export const DocumentJobSource = z.union([
 ]);
 export type DocumentJobSource = z.infer<typeof DocumentJobSource>;
 
-/** Metadata a producer attaches to a document: echoed in its terminal event, flat and bounded. */
+/**
+ * Metadata a producer attaches to a document: echoed in its terminal event, flat and bounded, and
+ * stored with the document's chunks (filterable as `metadata.<field>`), where its keys must be
+ * identifiers and its size within adapters/protocol/metadata.ts's bounds (a document whose
+ * metadata is not fails with INVALID_INPUT).
+ */
 const Metadata = z
-  .record(z.string().min(1).max(64), z.union([z.string().max(1024), z.number(), z.boolean(), z.null()]))
+  .record(z.string().min(1).max(64), z.union([z.string().max(1024), z.number(), z.boolean(), z.null(), z.array(z.string().max(1024)).max(256)]))
   .refine((value) => Object.keys(value).length <= 64, 'metadata has at most 64 keys');
 
 /** One document to ingest, on `<prefix>.documents.<pipeline-token>` with `Nats-Msg-Id: <run_id>.<doc>`. */

@@ -3,6 +3,7 @@ import { ClassifyJobAccepted, ClassifyResult, ClassifyRunStatus } from './classi
 import { ErrorCode } from './errors.js';
 import { IngestRunStatus } from './ingest.js';
 import { JobStatus } from './jobs.js';
+import { DocumentMetadataSchema } from './metadata.js';
 import { EncodedItem, EncodeResult } from './results.js';
 
 /**
@@ -79,7 +80,7 @@ export const TeiInfoResponse = z.strictObject({
 /** POST /v1/search: the lines `shoal search` prints. */
 export const SearchResponse = z.strictObject({
   hits: z.array(
-    z.strictObject({ rank: z.number().int(), score: z.number(), id: z.string(), document_id: z.string(), source: z.string(), page: z.number().int(), text: z.string() }),
+    z.strictObject({ rank: z.number().int(), score: z.number(), id: z.string(), document_id: z.string(), source: z.string(), page: z.number().int(), text: z.string(), metadata: DocumentMetadataSchema.nullable() }),
   ),
 });
 

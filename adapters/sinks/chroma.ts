@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { redactUri } from '../protocol/uri-credentials.js';
 import { boundChromaRequests, checkRequestTimeout, DEFAULT_CHROMA_REQUEST_TIMEOUT_MS, isRequestTimeout } from './chroma-requests.js';
+import { chromaMetadataFields } from './chroma-metadata.js';
 import { toChromaWhere, type ChromaWhere } from './filter-stores.js';
 import { parseFilter } from './filter-tree.js';
 import type { ChunkRow, Distance, DocumentState, MultivectorSearchOptions, SearchHit, SearchOptions, Sink, SparseValues, TableSpec } from './sink.js';
@@ -317,5 +318,5 @@ function toMetadata(row: ChunkRow, optional: { entities: string | null; labels: 
   if (row.heading !== null) out.heading = row.heading;
   if (optional.entities !== null) out.entities = optional.entities;
   if (optional.labels !== null) out.labels = optional.labels;
-  return out;
+  return { ...out, ...chromaMetadataFields(row.metadata) };
 }

@@ -1,6 +1,8 @@
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { compareMetadata, metadataKeyOf, metadataValue } from './filter-metadata.js';
 import { likeMatcher, type LikeMatcher } from './like-pattern.js';
 import { FILTER_COLUMNS } from './sink.js';
+import type { CompareOp, Literal } from './filter-types.js';
 
 /**
  * The one grammar of `--filter` (a SQL where-clause over metadata columns, LanceDB's DataFusion
@@ -12,10 +14,11 @@ import { FILTER_COLUMNS } from './sink.js';
  * Grammar: or := and (OR and)*; and := not (AND not)*; not := NOT not | primary;
  * primary := '(' or ')' | column op value | column [NOT] IN (values) | column IS [NOT] NULL
  *          | column [NOT] LIKE 'pattern' | column [NOT] BETWEEN value AND value.
+ * A column is a stored column (FILTER_COLUMNS) or `metadata.<field>`, a field of the document
+ * metadata (filter-metadata.ts defines how its values compare; LIKE is for stored text columns).
  */
 
-export type Literal = string | number | boolean;
-export type CompareOp = '=' | '<>' | '<' | '<=' | '>' | '>=';
+export type { CompareOp, Literal } from './filter-types.js';
 
 export type FilterNode =
   | { kind: 'and'; items: FilterNode[] }
@@ -65,6 +68,8 @@ const INT32_MAX = 2_147_483_647;
  * Rust backtrace.
  */
 function checkValue(column: string, value: Literal): void {
+  // A metadata field holds any type: every literal compares (filter-metadata.ts).
+  if (metadataKeyOf(column) !== null) return;
   if (NUMBER_COLUMNS.has(column)) {
     if (typeof value !== 'number') throw invalid(`${column} is a whole number: compare it with one, unquoted (${column} = 3), not ${typeof value === 'string' ? `'${value}'` : String(value)}`);
     if (Math.abs(value) > INT32_MAX) throw invalid(`${column} is a whole number of at most ${INT32_MAX}, not ${String(value)}`);
@@ -81,6 +86,15 @@ const QUOTE_HINTS: ReadonlyMap<string, string> = new Map([
   ['"', ": strings take single quotes ('text'), and column names none"],
 ]);
 
+/** A name, or `metadata.<field>` (one dot at most; anything after a second dot is left for the next token and refused). */
+const NAME = /^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?/;
+const QUOTED_NAME = /^`[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?`/;
+
+/** A stored column or a metadata field `metadata.<field>`. */
+export function isFilterColumn(name: string): boolean {
+  return FILTER_COLUMNS.includes(name) || metadataKeyOf(name) !== null;
+}
+
 function tokenize(expression: string): FilterToken[] {
   const tokens: FilterToken[] = [];
   let at = 0;
@@ -88,7 +102,7 @@ function tokenize(expression: string): FilterToken[] {
     const rest = expression.slice(at);
     // A backticked name needs both backticks: one alone is a typo, not a quote.
     const match =
-      /^\s+/.exec(rest) ?? /^'(?:[^']|'')*'/.exec(rest) ?? /^-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?![A-Za-z0-9_])/.exec(rest) ?? /^[A-Za-z_][A-Za-z0-9_]*/.exec(rest) ?? /^`[A-Za-z_][A-Za-z0-9_]*`/.exec(rest);
+      /^\s+/.exec(rest) ?? /^'(?:[^']|'')*'/.exec(rest) ?? /^-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?![A-Za-z0-9_])/.exec(rest) ?? NAME.exec(rest) ?? QUOTED_NAME.exec(rest);
     if (match !== null) {
       const text = match[0];
       at += text.length;
@@ -100,7 +114,7 @@ function tokenize(expression: string): FilterToken[] {
         tokens.push({ kind: 'number', text });
       }
       else if (text.startsWith('`')) tokens.push({ kind: 'identifier', text: text.replaceAll('`', '') });
-      else tokens.push(KEYWORDS.has(text.toUpperCase()) ? { kind: 'keyword', text: text.toUpperCase() } : { kind: 'identifier', text });
+      else tokens.push(KEYWORDS.has(text.toUpperCase()) && !text.includes('.') ? { kind: 'keyword', text: text.toUpperCase() } : { kind: 'identifier', text });
       continue;
     }
     const operator = OPERATORS.find((op) => rest.startsWith(op));
@@ -121,7 +135,10 @@ function checkTokens(tokens: readonly FilterToken[]): void {
   let operands = 0;
   for (const token of tokens) {
     if (token.kind === 'identifier') {
-      if (!FILTER_COLUMNS.includes(token.text)) throw invalid(`unknown column ${JSON.stringify(token.text)} (columns: ${FILTER_COLUMNS.join(', ')})`);
+      if (!isFilterColumn(token.text)) {
+        const metadata = token.text.startsWith('metadata.') ? ': a metadata field is 1-64 letters, digits and _, not starting with a digit' : '';
+        throw invalid(`unknown column ${JSON.stringify(token.text)}${metadata} (columns: ${FILTER_COLUMNS.join(', ')}, metadata.<field>)`);
+      }
       operands += 1;
     }
     if (token.kind === 'string' || token.kind === 'number') operands += 1;
@@ -230,6 +247,7 @@ class Parser {
       const pattern = this.#literal();
       if (typeof pattern !== 'string') throw invalid('LIKE takes a quoted pattern');
       if (NUMBER_COLUMNS.has(column)) throw invalid(`LIKE matches text, and ${column} is a number: compare it (${column} >= 3)`);
+      if (metadataKeyOf(column) !== null) throw invalid(`LIKE is for the stored text columns (text, source, heading...), not metadata fields: compare ${column} with =, IN or a range`);
       this.#likeChars += [...pattern].length;
       if (this.#likeChars > MAX_LIKE_PATTERN_CHARS) throw invalid(`LIKE patterns longer than ${MAX_LIKE_PATTERN_CHARS} characters in all`);
       return { kind: 'like', column, pattern, negated };
@@ -249,6 +267,7 @@ class Parser {
     if (op === undefined) throw invalid(`expected a comparison after ${column}, got ${JSON.stringify(written)}`);
     const value = this.#literal();
     checkValue(column, value);
+    if (typeof value === 'boolean' && op !== '=' && op !== '<>') throw invalid(`true and false compare with = or <> only (${column} ${op} ${String(value)})`);
     return { kind: 'compare', column, op, value };
   }
 }
@@ -327,16 +346,22 @@ function evaluate(node: FilterNode, row: Readonly<Record<string, unknown>>, like
       const value = evaluate(node.item, row, likes);
       return value === null ? null : !value;
     }
-    case 'compare':
-      return compare(row[node.column], node.op, node.value);
+    case 'compare': {
+      const key = metadataKeyOf(node.column);
+      return key === null ? compare(row[node.column], node.op, node.value) : compareMetadata(metadataValue(row, key), node.op, node.value);
+    }
     case 'in': {
-      const value = row[node.column];
+      const key = metadataKeyOf(node.column);
+      const value = key === null ? row[node.column] : metadataValue(row, key);
       if (value === null || value === undefined) return null;
-      const found = node.values.some((candidate) => compare(value, '=', candidate) === true);
+      const equal = key === null ? compare : compareMetadata;
+      const found = node.values.some((candidate) => equal(value, '=', candidate) === true);
       return node.negated ? !found : found;
     }
     case 'null': {
-      const isNull = row[node.column] === null || row[node.column] === undefined;
+      const key = metadataKeyOf(node.column);
+      const value = key === null ? row[node.column] : metadataValue(row, key);
+      const isNull = value === null || value === undefined;
       return node.negated ? !isNull : isNull;
     }
     case 'like': {

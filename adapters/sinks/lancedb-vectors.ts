@@ -71,8 +71,8 @@ function listParts(batch: RecordBatch, name: string): { valid(row: number): bool
 const ListValues = z.union([z.instanceof(Int32Array), z.instanceof(Float32Array)]);
 const Distance = z.object({ _distance: z.number() });
 
-function hitColumns(spec: TableSpec): string[] {
-  return [...HIT_COLUMNS, ...spec.optionalColumns.filter((column) => column === 'entities' || column === 'labels')];
+function hitColumns(spec: TableSpec, extra: readonly string[]): string[] {
+  return [...HIT_COLUMNS, ...spec.optionalColumns.filter((column) => column === 'entities' || column === 'labels'), ...extra];
 }
 
 function inList(values: readonly string[]): string {
@@ -91,7 +91,7 @@ function failed(what: string, error: unknown): ShoalError {
  * 0.7 s for 100k rows of 120 terms on a 2-core machine, docs/storage.md); pgvector or Qdrant answer
  * from the store at larger sizes.
  */
-export async function searchSparseColumns(chunks: lancedb.Table, spec: TableSpec, query: SparseValues, options: SearchOptions, where: string): Promise<SearchHit[]> {
+export async function searchSparseColumns(chunks: lancedb.Table, spec: TableSpec, query: SparseValues, options: SearchOptions, where: string, extraColumns: readonly string[] = []): Promise<SearchHit[]> {
   checkSparseQuery(query, options.k);
   if (!spec.optionalColumns.includes('sparse')) throw new ShoalError(ErrorCode.INVALID_INPUT, `${where} holds no sparse vectors (its pipeline had no encode.sparse model)`);
   const condition = options.filter === undefined ? 'sparse_indices IS NOT NULL' : `(${options.filter}) AND sparse_indices IS NOT NULL`;
@@ -102,7 +102,7 @@ export async function searchSparseColumns(chunks: lancedb.Table, spec: TableSpec
       best = [...best, ...rankSparse(query, sparseCandidates(batch), options.k)].sort(byScore).slice(0, options.k);
     }
     if (best.length === 0) return [];
-    rows = await chunks.query().where(`id IN ${inList(best.map((hit) => hit.row.id))}`).select(hitColumns(spec)).toArray();
+    rows = await chunks.query().where(`id IN ${inList(best.map((hit) => hit.row.id))}`).select(hitColumns(spec, extraColumns)).toArray();
   } catch (error) {
     throw failed('sparse search', error);
   }
@@ -127,6 +127,8 @@ export async function searchMultivectorColumn(
   query: readonly (readonly number[])[],
   options: MultivectorSearchOptions,
   where: string,
+  /** Columns the table has beyond the fixed ones (its metadata column). */
+  extraColumns: readonly string[] = [],
 ): Promise<SearchHit[]> {
   checkMultivectorQuery(query, options.k);
   if (!spec.optionalColumns.includes('multivector')) throw new ShoalError(ErrorCode.INVALID_INPUT, `${where} holds no multi-vectors (its pipeline had no encode.multivector model)`);
@@ -139,7 +141,7 @@ export async function searchMultivectorColumn(
       .column('multivector')
       .distanceType('cosine')
       .where(conditions.join(' AND '))
-      .select([...hitColumns(spec), '_distance'])
+      .select([...hitColumns(spec, extraColumns), '_distance'])
       .limit(options.ids === undefined ? options.k : Math.max(options.k, options.ids.length))
       .toArray();
   } catch (error) {

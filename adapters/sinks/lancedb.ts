@@ -10,6 +10,10 @@ import { candidateCount, checkLanceDbTableName, checkRowTypes, checkSpec, rankTy
 import { checkVectorType, fromUnsignedBytes, isBinaryType, unsignedBytes } from './vector-types.js';
 import type { ChunkRow, Distance, DocumentState, OptionalColumn, SearchHit, SearchOptions, Sink, SparseValues, TableSpec, MultivectorSearchOptions } from './sink.js';
 import { extraVectorFields, searchMultivectorColumn, searchSparseColumns } from './lancedb-vectors.js';
+import { hasMetadataColumn, METADATA_COLUMN, metadataField, noMetadataColumn, rowsAsArrow } from './lancedb-metadata.js';
+import { lanceFilter } from './filter-lance.js';
+import { namesMetadata } from './filter-metadata.js';
+import { metadataText, StoredMetadata } from './row-metadata.js';
 import { makeDirectory } from '../support/directories.js';
 
 /**
@@ -67,6 +71,7 @@ const HitRow = z.object({
   entities: z.string().nullable().optional(),
   labels: z.string().nullable().optional(),
   ingested_at: z.string(),
+  metadata: StoredMetadata,
   _distance: z.number(),
 });
 
@@ -105,6 +110,7 @@ function chunkSchema(spec: TableSpec): Schema {
     ...spec.optionalColumns.filter((column) => column === 'entities' || column === 'labels').map((column) => utf8(column, true)),
     ...extraVectorFields(spec),
     utf8('ingested_at'),
+    metadataField(),
   ];
   return new Schema(fields, metadata);
 }
@@ -161,6 +167,8 @@ export class LanceDbSink implements Sink {
   #chunks: lancedb.Table | null = null;
   #documents: lancedb.Table | null = null;
   #spec: TableSpec | null = null;
+  /** Whether the chunk table has the metadata column (tables made before metadata have none; lancedb-metadata.ts). */
+  #hasMetadata = true;
 
   constructor(options: LanceDbSinkOptions) {
     this.#dir = options.dir;
@@ -226,7 +234,9 @@ export class LanceDbSink implements Sink {
     if (this.#spec !== null) return this.#spec;
     const tables = await this.#open();
     if (tables === null) return null;
-    const metadata = (await tables.chunks.schema()).metadata;
+    const schema = await tables.chunks.schema();
+    this.#hasMetadata = hasMetadataColumn(schema);
+    const metadata = schema.metadata;
     const stored = StoredSpec.safeParse({
       dimension: metadata.get(`${META_PREFIX}dimension`),
       distance: metadata.get(`${META_PREFIX}distance`),
@@ -263,6 +273,7 @@ export class LanceDbSink implements Sink {
         return;
       }
       this.#spec = Object.freeze({ ...spec, vectorType: vectorTypeOf(spec) });
+      this.#hasMetadata = true;
       return;
     }
     checkSpec(existing, spec, `table ${this.#tableName} in ${this.#dir}`);
@@ -296,6 +307,7 @@ export class LanceDbSink implements Sink {
     const spec = await this.describe();
     checkRowTypes(rows, spec);
     const optional = spec?.optionalColumns ?? [];
+    const tableSchema = this.#hasMetadata ? await chunks.schema() : null;
     for (let at = 0; at < rows.length; at += UPSERT_BATCH_ROWS) {
       const batch = rows.slice(at, at + UPSERT_BATCH_ROWS).map((row) => {
         const { sparse, ...dense } = row;
@@ -308,9 +320,12 @@ export class LanceDbSink implements Sink {
           out.sparse_indices = sparse == null ? null : [...sparse.indices];
           out.sparse_values = sparse == null ? null : [...sparse.values];
         }
+        // A table made before metadata keeps its schema: its new rows go without (lancedb-metadata.ts).
+        if (tableSchema === null) delete out[METADATA_COLUMN];
+        else out[METADATA_COLUMN] = metadataText(row.metadata);
         return out;
       });
-      await chunks.mergeInsert('id').whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(batch);
+      await chunks.mergeInsert('id').whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(tableSchema === null ? batch : rowsAsArrow(batch, tableSchema));
     }
     // Older versions of these sources: another content hash or other settings.
     const stale = states.map((state) => `(source = ${sqlString(state.source)} AND (document_id <> ${sqlString(state.document_id)} OR settings <> ${sqlString(state.settings)}))`);
@@ -342,7 +357,15 @@ export class LanceDbSink implements Sink {
   async count(filter?: string): Promise<number> {
     const tables = await this.#open();
     if (tables === null) return 0;
-    return tables.chunks.countRows(filter);
+    await this.describe();
+    return tables.chunks.countRows(this.#filter(filter));
+  }
+
+  /** A validated filter as LanceDB runs it: metadata fields translated (filter-lance.ts), refused on a table without metadata. */
+  #filter(filter: string | undefined): string | undefined {
+    if (filter === undefined || !namesMetadata(filter)) return filter;
+    if (!this.#hasMetadata) throw noMetadataColumn(`table ${this.#tableName} in ${this.#dir}`);
+    return lanceFilter(filter);
   }
 
   /**
@@ -381,7 +404,7 @@ export class LanceDbSink implements Sink {
     let query = chunks.vectorSearch(columnValues(vector, spec)).column('vector').distanceType(distanceType).limit(candidateCount(options.k)).nprobes(SEARCH_NPROBES).refineFactor(SEARCH_REFINE);
     if (options.filter !== undefined) {
       checkFilterColumns(options.filter, spec);
-      query = query.where(options.filter);
+      query = query.where(this.#filter(options.filter) ?? options.filter);
     }
     let rows: unknown[];
     try {
@@ -401,14 +424,18 @@ export class LanceDbSink implements Sink {
   async searchSparse(query: SparseValues, options: SearchOptions): Promise<SearchHit[]> {
     const { chunks } = await this.#tables();
     const spec = await this.describe();
-    return spec === null ? [] : searchSparseColumns(chunks, spec, query, options, `table ${this.#tableName} in ${this.#dir}`);
+    return spec === null ? [] : searchSparseColumns(chunks, spec, query, { ...options, filter: this.#filter(options.filter) }, `table ${this.#tableName} in ${this.#dir}`, this.#metadataColumns());
   }
 
   /** LanceDB's own MaxSim over the multi-vector column (lancedb-vectors.ts). */
   async searchMultivector(query: readonly (readonly number[])[], options: MultivectorSearchOptions): Promise<SearchHit[]> {
     const { chunks } = await this.#tables();
     const spec = await this.describe();
-    return spec === null ? [] : searchMultivectorColumn(chunks, spec, query, options, `table ${this.#tableName} in ${this.#dir}`);
+    return spec === null ? [] : searchMultivectorColumn(chunks, spec, query, { ...options, filter: this.#filter(options.filter) }, `table ${this.#tableName} in ${this.#dir}`, this.#metadataColumns());
+  }
+
+  #metadataColumns(): string[] {
+    return this.#hasMetadata ? [METADATA_COLUMN] : [];
   }
 
   async close(): Promise<void> {

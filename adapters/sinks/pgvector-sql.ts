@@ -1,6 +1,7 @@
 import type { PgVectorForm } from './pgvector-vectors.js';
 import { sparseToSql } from './pgvector-vectors.js';
 import type { ChunkRow, DocumentState, TableSpec } from './sink.js';
+import { metadataText } from './row-metadata.js';
 import { keptOptional } from './table-spec.js';
 
 /**
@@ -57,9 +58,20 @@ export function createChunksTable(t: PgTableNames, form: PgVectorForm): string {
   return (
     `CREATE TABLE IF NOT EXISTS ${t.chunks} (id text PRIMARY KEY, document_id text NOT NULL, source text NOT NULL, page integer NOT NULL, ` +
     'chunk integer NOT NULL, text text NOT NULL, start integer NOT NULL, "end" integer NOT NULL, heading text, settings text NOT NULL, ' +
-    `entities text, labels text, ingested_at text NOT NULL, vector ${form.column} NOT NULL, sparse sparsevec)`
+    `entities text, labels text, ingested_at text NOT NULL, vector ${form.column} NOT NULL, sparse sparsevec, metadata jsonb)`
   );
 }
+
+/**
+ * The document metadata column (jsonb): made with every new table, added in place to a table made
+ * before metadata on its first write (a nullable column is added without rewriting the table).
+ */
+export function addMetadataColumn(t: PgTableNames): string {
+  return `ALTER TABLE ${t.chunks} ADD COLUMN IF NOT EXISTS metadata jsonb`;
+}
+
+/** `$1`: the chunk table's unquoted name; a row when it has the metadata column. */
+export const METADATA_COLUMN_EXISTS = "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 AND column_name = 'metadata'";
 
 export function createSourceIndex(t: PgTableNames): string {
   return `CREATE INDEX IF NOT EXISTS ${t.sourceIndex} ON ${t.chunks} (source)`;
@@ -111,18 +123,19 @@ export function upsertChunks(t: PgTableNames, form: PgVectorForm, batch: readonl
   const column = <T>(pick: (row: ChunkRow) => T): T[] => batch.map(pick);
   return {
     text:
-      `INSERT INTO ${t.chunks} (id, document_id, source, page, chunk, text, start, "end", heading, settings, entities, labels, ingested_at, vector, sparse) ` +
+      `INSERT INTO ${t.chunks} (id, document_id, source, page, chunk, text, start, "end", heading, settings, entities, labels, ingested_at, vector, sparse, metadata) ` +
       'SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::text[], $7::int[], $8::int[], $9::text[], $10::text[], ' +
-      `$11::text[], $12::text[], $13::text[], $14::${form.cast}[], $15::sparsevec[]) ` +
+      `$11::text[], $12::text[], $13::text[], $14::${form.cast}[], $15::sparsevec[], $16::jsonb[]) ` +
       'ON CONFLICT (id) DO UPDATE SET document_id = EXCLUDED.document_id, source = EXCLUDED.source, page = EXCLUDED.page, chunk = EXCLUDED.chunk, ' +
       'text = EXCLUDED.text, start = EXCLUDED.start, "end" = EXCLUDED."end", heading = EXCLUDED.heading, settings = EXCLUDED.settings, ' +
-      'entities = EXCLUDED.entities, labels = EXCLUDED.labels, ingested_at = EXCLUDED.ingested_at, vector = EXCLUDED.vector, sparse = EXCLUDED.sparse',
+      'entities = EXCLUDED.entities, labels = EXCLUDED.labels, ingested_at = EXCLUDED.ingested_at, vector = EXCLUDED.vector, sparse = EXCLUDED.sparse, metadata = EXCLUDED.metadata',
     params: [
       column((r) => r.id), column((r) => r.document_id), column((r) => r.source), column((r) => r.page), column((r) => r.chunk),
       column((r) => r.text), column((r) => r.start), column((r) => r.end), column((r) => r.heading), column((r) => r.settings),
       kept.map((k) => k.entities), kept.map((k) => k.labels), column((r) => r.ingested_at),
       column((r) => form.toSql(r.vector)),
       column((r) => (r.sparse == null ? null : sparseToSql(r.sparse))),
+      column((r) => metadataText(r.metadata)),
     ],
   };
 }
@@ -130,20 +143,25 @@ export function upsertChunks(t: PgTableNames, form: PgVectorForm, batch: readonl
 /** The metadata columns of a hit (the vectors are read separately, as text). */
 const HIT_COLUMNS = '"id", "document_id", "source", "page", "chunk", "text", "start", "end", "heading", "settings", "entities", "labels", "ingested_at"';
 
+/** The metadata column of a hit; null for a table made before metadata and not written since. */
+function metadataColumn(withMetadata: boolean): string {
+  return withMetadata ? '"metadata"' : 'NULL::jsonb AS "metadata"';
+}
+
 /** `$1`: the filter's first parameter and on. */
 export function countRows(t: PgTableNames, where: string): string {
   return `SELECT count(*) AS n FROM ${t.chunks}${where}`;
 }
 
 /** `$1`: the query vector, `$2`: the candidates, the filter's parameters from `$3`; `vector_text` is the stored vector. */
-export function searchDense(t: PgTableNames, form: PgVectorForm, where: string): string {
-  return `SELECT ${HIT_COLUMNS}, vector::text AS vector_text FROM ${t.chunks}${where} ORDER BY vector ${form.op} $1::${form.cast} LIMIT $2`;
+export function searchDense(t: PgTableNames, form: PgVectorForm, where: string, withMetadata = true): string {
+  return `SELECT ${HIT_COLUMNS}, ${metadataColumn(withMetadata)}, vector::text AS vector_text FROM ${t.chunks}${where} ORDER BY vector ${form.op} $1::${form.cast} LIMIT $2`;
 }
 
 /**
  * `$1`: the query `sparsevec`, `$2`: the candidates, the filter's parameters from `$3`. `<#>` is
  * the negative inner product; rows without a sparse vector give NULL, which sorts last.
  */
-export function searchSparse(t: PgTableNames, where: string): string {
-  return `SELECT ${HIT_COLUMNS}, sparse::text AS sparse FROM ${t.chunks}${where} ORDER BY sparse <#> $1::sparsevec LIMIT $2`;
+export function searchSparse(t: PgTableNames, where: string, withMetadata = true): string {
+  return `SELECT ${HIT_COLUMNS}, ${metadataColumn(withMetadata)}, sparse::text AS sparse FROM ${t.chunks}${where} ORDER BY sparse <#> $1::sparsevec LIMIT $2`;
 }

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { namesMetadata } from './filter-metadata.js';
 import { filterToSql } from './filter-sql.js';
 import { parseFilter } from './filter-tree.js';
 import type { ChunkRow, DocumentState, MultivectorSearchOptions, SearchHit, SearchOptions, Sink, SparseValues, TableSpec } from './sink.js';
@@ -45,6 +46,8 @@ export class PgVectorSink implements Sink {
   readonly #where: string;
   #spec: TableSpec | null = null;
   #stateReady = false;
+  /** Whether the chunk table has the metadata column (pgvector-sql.ts addMetadataColumn); null until looked up. */
+  #metadataColumn: boolean | null = null;
 
   constructor(options: PgVectorSinkOptions) {
     this.#table = checkTableName(options.table ?? 'chunks');
@@ -80,6 +83,11 @@ export class PgVectorSink implements Sink {
     if (!parsed.success) throw new ShoalError(ErrorCode.CONFIG_INVALID, `${this.#where} was not written by shoal ingest`);
     this.#spec = freezeSpec(parsed.data);
     return this.#spec;
+  }
+
+  async #hasMetadataColumn(): Promise<boolean> {
+    this.#metadataColumn ??= (await this.#query('lookup', sql.METADATA_COLUMN_EXISTS, [this.#table])).rows.length > 0;
+    return this.#metadataColumn;
   }
 
   async #ensureStateTable(client: pg.PoolClient | pg.Pool): Promise<void> {
@@ -139,6 +147,11 @@ export class PgVectorSink implements Sink {
     checkRowTypes(rows, spec);
     await this.#transaction('commit', async (client) => {
       await this.#ensureStateTable(client);
+      // A table made before metadata gets its column on its first write (a cheap, nullable ALTER).
+      if (rows.length > 0 && this.#metadataColumn !== true) {
+        await client.query(sql.addMetadataColumn(this.#t));
+        this.#metadataColumn = true;
+      }
       for (let at = 0; at < rows.length; at += this.#batchRows) await this.#upsert(client, rows.slice(at, at + this.#batchRows), spec);
       if (spec !== null || (await client.query<{ found: string | null }>(sql.RELATION_EXISTS, [this.#t.chunks])).rows[0]?.found != null) {
         const stale = sql.deleteStale(this.#t, states);
@@ -173,6 +186,7 @@ export class PgVectorSink implements Sink {
 
   async #filter(filter: string | undefined, firstParam: number): Promise<{ sql: string; params: unknown[] }> {
     if (filter === undefined) return { sql: '', params: [] };
+    if (namesMetadata(filter) && !(await this.#hasMetadataColumn())) throw new ShoalError(ErrorCode.INVALID_INPUT, `--filter: ${this.#where} holds no document metadata yet (made before Shoal stored metadata, and not written since): ingest into it again to store metadata`);
     const translated = filterToSql(parseFilter(filter), firstParam);
     return { sql: ` WHERE ${translated.sql}`, params: translated.params };
   }
@@ -191,12 +205,13 @@ export class PgVectorSink implements Sink {
     const form = pgForm(spec);
     const where = await this.#filter(options.filter, 3);
     const candidates = candidateCount(options.k);
+    const withMetadata = await this.#hasMetadataColumn();
     const result = await this.#transaction('search', async (client) => {
       // With the HNSW index built, pgvector returns at most ef_search rows, and fewer under a
       // filter unless the scan is iterative: both set for this query only.
       await client.query(`SET LOCAL hnsw.ef_search = ${Math.min(1_000, candidates)}`);
       await client.query("SET LOCAL hnsw.iterative_scan = 'strict_order'");
-      return client.query<Record<string, unknown>>(sql.searchDense(this.#t, form, where.sql), [form.toSql(vector), candidates, ...where.params]);
+      return client.query<Record<string, unknown>>(sql.searchDense(this.#t, form, where.sql, withMetadata), [form.toSql(vector), candidates, ...where.params]);
     });
     // The scan is exact in float32 (and approximate with the HNSW index): the over-fetched
     // candidates are ranked by the one exact scoring every backend shares.
@@ -221,7 +236,7 @@ export class PgVectorSink implements Sink {
     const result = await this.#query<Record<string, unknown>>(
       'sparse search',
       // Rows without a sparse vector give NULL, which sorts last; rankSparse leaves them out.
-      sql.searchSparse(this.#t, where.sql),
+      sql.searchSparse(this.#t, where.sql, await this.#hasMetadataColumn()),
       [sparseToSql(query), candidateCount(options.k), ...where.params],
     );
     const candidates = result.rows.map((raw) => ({ row: toHitRow(raw), sparse: sparseFromText(raw.sparse) }));

@@ -1,3 +1,4 @@
+import type { DocumentMetadata } from '../protocol/metadata.js';
 import type { EmbeddingDtype } from '../protocol/output-types.js';
 
 /**
@@ -64,6 +65,11 @@ export interface ChunkRow {
   sparse?: SparseValues | null | undefined;
   /** Token vectors, stored where the backend has multi-vectors (LanceDB, Qdrant); other backends refuse such tables. */
   multivector?: readonly (readonly number[])[] | null | undefined;
+  /**
+   * The document's metadata (adapters/protocol/metadata.ts), the same on each of its chunks;
+   * filterable as `metadata.<field>` and returned with hits. Absent or null: none.
+   */
+  metadata?: DocumentMetadata | null | undefined;
 }
 
 /** What was last committed from a source; a document counts as ingested only once this row exists. */
@@ -78,7 +84,7 @@ export interface DocumentState {
 
 export interface SearchOptions {
   k: number;
-  /** A where-clause over metadata columns, already validated by `validateFilter`. */
+  /** A where-clause over stored columns and `metadata.<field>`, already validated by `validateFilter`. */
   filter?: string | undefined;
 }
 

@@ -3,6 +3,7 @@ import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import { EmbeddingDtype } from '../protocol/output-types.js';
 import { bitLength, checkVectorType, hammingDistance, hammingScore, isBinaryType } from './vector-types.js';
 import type { ChunkRow, Distance, DocumentState, OptionalColumn, SearchHit, TableSpec } from './sink.js';
+import { StoredMetadata } from './row-metadata.js';
 
 /**
  * What the backends other than LanceDB share: the stored spec's shape, the mismatch check with
@@ -86,6 +87,8 @@ export const HitShape = z.object({
   entities: z.string().nullable().optional().transform((value) => value ?? null),
   labels: z.string().nullable().optional().transform((value) => value ?? null),
   ingested_at: z.string(),
+  /** The document's metadata (null when it has none, or the table was written before metadata). */
+  metadata: StoredMetadata,
 });
 
 export type HitRow = SearchHit['row'];

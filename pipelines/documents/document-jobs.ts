@@ -352,8 +352,10 @@ export class DocumentJobs implements Lifecycle {
   #pending(job: Job, definition: PipelineDefinition): PendingSource {
     const { source } = job.job;
     const maxBytes = capParseSettings(definition.stages.parse, this.#options.limits ?? {}).maxBytes;
+    // The job's metadata is stored with the document's chunks (checked against the metadata bounds by the runner: document-metadata.ts).
+    const metadata = job.job.metadata === undefined ? {} : { metadata: job.job.metadata };
     if ('text' in source) {
-      return { uri: job.source, load: async () => ({ source: { uri: job.source, id: source.id, text: source.text }, bytes: new TextEncoder().encode(source.text) }) };
+      return { uri: job.source, load: async () => ({ source: { uri: job.source, id: source.id, text: source.text, ...metadata }, bytes: new TextEncoder().encode(source.text) }) };
     }
     return {
       uri: job.source,
@@ -364,7 +366,7 @@ export class DocumentJobs implements Lifecycle {
         });
         // The name is a hint for the type (`.md` is Markdown), as for a file read in process.
         const name = (source.id ?? source.uri).split('/').at(-1);
-        return { source: { uri: job.source, bytes, ...(name === undefined || name === '' ? {} : { path: name }) }, bytes };
+        return { source: { uri: job.source, bytes, ...(name === undefined || name === '' ? {} : { path: name }), ...metadata }, bytes };
       },
     };
   }

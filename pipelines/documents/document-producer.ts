@@ -124,7 +124,9 @@ export class DocumentProducer {
       const at = n++;
       const task = (async () => {
         const source = run.references?.[at] ?? (await this.#stage(runId, at, pending));
-        const job = parseWith(DocumentJob, { v: WIRE_VERSION, run_id: runId, doc, source, pipeline: run.pipeline, index: run.index, ...(run.metadata === undefined ? {} : { metadata: run.metadata }), submitted_at: new Date().toISOString() }, 'document job', ErrorCode.INVALID_INPUT);
+        // A source's own metadata (a stdin record's) over the run's.
+        const metadata = run.metadata === undefined && pending.metadata === undefined ? undefined : { ...run.metadata, ...pending.metadata };
+        const job = parseWith(DocumentJob, { v: WIRE_VERSION, run_id: runId, doc, source, pipeline: run.pipeline, index: run.index, ...(metadata === undefined ? {} : { metadata }), submitted_at: new Date().toISOString() }, 'document job', ErrorCode.INVALID_INPUT);
         await withNatsRetry(`publish document ${doc} of run ${runId}`, () => this.#js.publish(subject, JSON.stringify(job), { msgID: documentMessageId(runId, doc), expect: { streamName: this.#topology.names.stream } }));
       })();
       inFlight.add(task);

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { DocumentType } from '../../adapters/protocol/document-types.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { MAX_DOCUMENT_BYTES } from '../../adapters/protocol/limits.js';
+import type { DocumentMetadata } from '../../adapters/protocol/metadata.js';
 
 /**
  * What the parse stage reads and what it hands to the rest of a document pipeline. A document is
@@ -20,6 +21,10 @@ export interface DocumentSource {
   bytes?: Uint8Array;
   text?: string;
   id?: string;
+  /** Metadata the source came with (a record's `metadata`, a document job's), stored over the automatic file fields (document-metadata.ts). */
+  metadata?: DocumentMetadata;
+  /** A local file's modification time (ISO 8601), stored as the `mtime` metadata field. */
+  modified?: string;
 }
 
 export interface ParsedPage {

@@ -5,7 +5,7 @@
  * `{"_id","title","text"}`), which the bare "expected ..." message left to guesswork.
  */
 
-const RECORD_FIELDS = new Set(['id', 'text', 'path']);
+const RECORD_FIELDS = new Set(['id', 'text', 'path', 'metadata']);
 
 /** A jq path for a field: `.name`, or `.["odd name"]` when the name is not an identifier. */
 function jqField(name: string): string {
@@ -39,6 +39,8 @@ export function recordProblem(value: unknown): string {
     if (!ok) problems.push(`"${field}" must be ${field === 'id' ? 'a non-empty string or a number' : 'a string'}`);
     if (field === 'id' && typeof given === 'number' && !exactId(given)) problems.push(`"id" ${INEXACT_ID}`);
   }
+  const metadata = record.metadata;
+  if (metadata !== undefined && (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata))) problems.push('"metadata" must be an object of fields ({"title": "...", "year": 2024})');
   const extra = keys.filter((key) => !RECORD_FIELDS.has(key));
   if (extra.length > 0 || !('id' in record) || !('text' in record || 'path' in record)) {
     const id = 'id' in record ? 'id' : idLikeField(keys) ?? 'ID_FIELD';
@@ -47,7 +49,7 @@ export function recordProblem(value: unknown): string {
     const body = text === 'path' ? `path: ${jqField('path')}` : text === undefined ? `text: ${jqField('TEXT_FIELD')}` : title === undefined ? `text: ${jqField(text)}` : `text: (${jqField(title)} + ". " + ${jqField(text)})`;
     if (!('id' in record)) problems.push('no "id"');
     if (!('text' in record || 'path' in record)) problems.push('no "text" or "path"');
-    if (extra.length > 0) problems.push(`other fields are not allowed (${extra.map((key) => JSON.stringify(key)).join(', ')})`);
+    if (extra.length > 0) problems.push(`other fields are not allowed (${extra.map((key) => JSON.stringify(key)).join(', ')}): put them in "metadata", or lift them there with --metadata-fields ${extra.slice(0, 3).join(',')}`);
     problems.push(`reshape the lines first, e.g. jq -c '{id: ${jqField(id)}, ${body}}'`);
   }
   return problems.join('; ');

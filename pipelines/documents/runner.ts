@@ -4,7 +4,9 @@ import { MULTIVECTOR_DIMENSION_KEY } from '../../adapters/sinks/multivector.js';
 import type { ChunkRow, DocumentState, Sink } from '../../adapters/sinks/sink.js';
 import { chunkPages, encoderTokenLimit, engineTokenCounter, type ChunkSettings, type TextChunk, type TokenCounter } from './chunk.js';
 import type { PipelineDefinition } from './definition.js';
+import type { DocumentMetadata } from '../../adapters/protocol/metadata.js';
 import type { DocumentSource, ParseOutcome } from './document.js';
+import { documentMetadata } from './document-metadata.js';
 import { chunkId, contentHash, settingsHash } from './identity.js';
 import { interruptedWith } from './interrupted.js';
 import type { FailedDocument, IngestSummary } from './summary.js';
@@ -101,6 +103,8 @@ interface ReadyDocument {
   pages: number;
   ocrPages: number;
   chunks: TextChunk[];
+  /** Stored with each of its chunks (document-metadata.ts). */
+  metadata: DocumentMetadata | undefined;
 }
 
 /** Failures of the content itself: the file changed into something with no rows to keep. */
@@ -354,6 +358,13 @@ export class IngestRunner {
       return { kind: 'failed', failure: { source: pending.uri, code: outcome.code, reason: outcome.reason }, documentId };
     }
     const { pages } = outcome.document;
+    let metadata: DocumentMetadata | undefined;
+    try {
+      metadata = documentMetadata(loaded.source, outcome.document);
+    } catch (error) {
+      const shoal = toShoalError(error);
+      return { kind: 'failed', failure: { source: pending.uri, code: shoal.code, reason: shoal.message }, documentId };
+    }
     const ocrPages = pages.filter((page) => page.ocr).length;
     const chunking = performance.now();
     let chunks: TextChunk[];
@@ -370,7 +381,7 @@ export class IngestRunner {
     this.#progress.ocrPages += ocrPages;
     this.#progress.chunks += chunks.length;
     if (this.#options.onOutcome !== undefined) this.#ocrPages.set(pending.uri, ocrPages);
-    return { kind: 'ready', document: { uri: pending.uri, documentId, pages: pages.length, ocrPages, chunks } };
+    return { kind: 'ready', document: { uri: pending.uri, documentId, pages: pages.length, ocrPages, chunks, metadata } };
   }
 
   /** The pipeline's chunk settings, shrunk to what the encoder reads without truncating. */
@@ -425,6 +436,7 @@ export class IngestRunner {
           entities: entities?.[at] ?? null,
           labels: labels?.[at] ?? null,
           ingested_at: ingestedAt,
+          metadata: document.metadata ?? null,
           ...(sparse === null ? {} : { sparse: sparse[at] ?? null }),
           ...(multivectors === null ? {} : { multivector: multivectors[at] ?? null }),
         });

@@ -1,6 +1,7 @@
 import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { EmbeddingDtype } from '../../adapters/protocol/output-types.js';
+import type { DocumentMetadata } from '../../adapters/protocol/metadata.js';
 import type { SearchHit, Sink, TableSpec } from '../../adapters/sinks/sink.js';
 import { fusionDepth, reciprocalRankFusion } from './fusion.js';
 import { encodeDense } from './stages/encode.js';
@@ -48,6 +49,8 @@ export interface HitLine {
   source: string;
   page: number;
   text: string;
+  /** The document's metadata (title, dates, tags... adapters/protocol/metadata.ts); null when it has none. */
+  metadata: DocumentMetadata | null;
 }
 
 /** Candidates handed to the reranker per hit asked for (it can only reorder what it is given). */
@@ -148,5 +151,5 @@ export function queryShape(spec: TableSpec): { dtype?: EmbeddingDtype; dimension
 /** One hit as printed (scores rounded to 6 decimals). */
 export function hitLine(rank: number, hit: SearchHit): HitLine {
   const { row } = hit;
-  return { rank, score: Math.round(hit.score * 1e6) / 1e6, id: row.id, document_id: row.document_id, source: row.source, page: row.page, text: row.text };
+  return { rank, score: Math.round(hit.score * 1e6) / 1e6, id: row.id, document_id: row.document_id, source: row.source, page: row.page, text: row.text, metadata: row.metadata ?? null };
 }

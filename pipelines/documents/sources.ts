@@ -8,6 +8,7 @@ import { z } from 'zod';
 import type { S3Store } from '../../adapters/object-store/index.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { MAX_DOCUMENT_BYTES } from '../../adapters/protocol/limits.js';
+import { checkMetadata, type DocumentMetadata } from '../../adapters/protocol/metadata.js';
 import { readRegularFile } from '../../adapters/sources/checked-file.js';
 import type { DocumentSource } from './document.js';
 import { exactId, INEXACT_ID, recordProblem } from './record-hint.js';
@@ -51,6 +52,8 @@ const DEFAULT_MAX_BYTES = MAX_DOCUMENT_BYTES;
 /** A document to ingest, with its bytes read lazily (only when it is not already in the index). */
 export interface PendingSource {
   uri: string;
+  /** Metadata given with the source (a record's), known before it is read: a document-job producer publishes it with the job. */
+  metadata?: DocumentMetadata;
   /** Reads the bytes (file) or encodes the text (record) and builds the parser's input. */
   load(): Promise<{ source: DocumentSource; bytes: Uint8Array }>;
 }
@@ -61,12 +64,15 @@ export interface PendingSource {
  * the limit is refused without loading it; either fails this document alone, as the parser's own
  * checks do.
  */
-function fileSource(path: string, uri: string, maxBytes: number, id?: string): PendingSource {
+function fileSource(path: string, uri: string, maxBytes: number, id?: string, metadata?: DocumentMetadata): PendingSource {
   return {
     uri,
+    ...(metadata === undefined ? {} : { metadata }),
     load: async () => {
       const bytes = await readRegularFile(path, { maxBytes, tooLarge: (size) => documentTooLarge(size, maxBytes) });
-      return { source: { uri, path, bytes, ...(id === undefined ? {} : { id }) }, bytes };
+      // The file's own mtime, for the automatic metadata (document-metadata.ts); a file gone since is read-failed above.
+      const modified = await stat(path).then((info) => info.mtime.toISOString(), () => undefined);
+      return { source: { uri, path, bytes, ...(id === undefined ? {} : { id }), ...(metadata === undefined ? {} : { metadata }), ...(modified === undefined ? {} : { modified }) }, bytes };
     },
   };
 }
@@ -218,9 +224,11 @@ const RecordId = z
       .refine(exactId, { message: INEXACT_ID }),
   ])
   .transform(String);
+/** A record's `metadata`: any object here, checked with its line number by checkMetadata (adapters/protocol/metadata.ts). */
+const RecordMetadata = z.record(z.string(), z.unknown()).optional();
 export const SourceRecord = z.union([
-  z.strictObject({ id: RecordId, text: z.string().max(100 * 1024 * 1024) }),
-  z.strictObject({ id: RecordId, path: z.string().min(1).max(4096) }),
+  z.strictObject({ id: RecordId, text: z.string().max(100 * 1024 * 1024), metadata: RecordMetadata }),
+  z.strictObject({ id: RecordId, path: z.string().min(1).max(4096), metadata: RecordMetadata }),
 ]);
 export type SourceRecord = z.output<typeof SourceRecord>;
 
@@ -235,6 +243,11 @@ export interface RejectedRecord {
 }
 
 export interface RecordReadOptions {
+  /**
+   * Top-level fields of each record moved into its metadata (`--metadata-fields title,year`);
+   * other fields beside id, text/path and metadata are still refused, so a typo stays loud.
+   */
+  metadataFields?: readonly string[];
   /**
    * Called for each bad line (not JSON, neither shape, an id already read), which is then left
    * out; without it the first bad line fails the whole read (INVALID_INPUT with its line number).
@@ -252,7 +265,7 @@ export async function recordSources(input: Readable, baseDir: string, maxBytes: 
   for await (const line of createInterface({ input, crlfDelay: Infinity })) {
     lineNumber += 1;
     if (line.trim() === '') continue;
-    const record = readRecord(line, lineNumber, ids);
+    const record = readRecord(line, lineNumber, ids, options.metadataFields ?? []);
     if (record instanceof ShoalError) {
       if (options.onReject === undefined) throw record;
       await options.onReject({ line: lineNumber, code: record.code, reason: record.message, input: line.slice(0, REJECTED_INPUT_CHARS), truncated: line.length > REJECTED_INPUT_CHARS });
@@ -265,7 +278,7 @@ export async function recordSources(input: Readable, baseDir: string, maxBytes: 
 }
 
 /** One line → a record, or the error that refuses it (returned, so a caller can skip it). */
-function readRecord(line: string, lineNumber: number, ids: ReadonlySet<string>): SourceRecord | ShoalError {
+function readRecord(line: string, lineNumber: number, ids: ReadonlySet<string>, metadataFields: readonly string[]): SourceRecord | ShoalError {
   let value: unknown;
   try {
     // A byte order mark some editors put before the first line is not part of the JSON.
@@ -273,10 +286,39 @@ function readRecord(line: string, lineNumber: number, ids: ReadonlySet<string>):
   } catch (error) {
     return new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: not JSON`, { cause: error });
   }
-  const parsed = SourceRecord.safeParse(value);
-  if (!parsed.success) return new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: expected {"id","text"} or {"id","path"}: ${recordProblem(value)}`);
+  const lifted = liftMetadataFields(value, metadataFields, `stdin line ${lineNumber}`);
+  if (lifted instanceof ShoalError) return lifted;
+  const parsed = SourceRecord.safeParse(lifted);
+  if (!parsed.success) return new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: expected {"id","text"} or {"id","path"}: ${recordProblem(lifted)}`);
   if (ids.has(parsed.data.id)) return new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: duplicate id ${JSON.stringify(parsed.data.id)}`);
+  try {
+    if (parsed.data.metadata !== undefined) checkMetadata(parsed.data.metadata, `stdin line ${lineNumber}`);
+  } catch (error) {
+    return error instanceof ShoalError ? error : new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: invalid metadata`);
+  }
   return parsed.data;
+}
+
+/**
+ * The record with `fields` moved from its top level into its `metadata` (absent fields are
+ * skipped); a field both lifted and already in `metadata` is refused rather than one silently
+ * winning.
+ */
+export function liftMetadataFields(value: unknown, fields: readonly string[], where: string): unknown {
+  if (fields.length === 0 || typeof value !== 'object' || value === null || Array.isArray(value)) return value;
+  const record: Record<string, unknown> = { ...(value as Record<string, unknown>) };
+  const given = record.metadata;
+  if (given !== undefined && (typeof given !== 'object' || given === null || Array.isArray(given))) return value;
+  const metadata: Record<string, unknown> = { ...(given as Record<string, unknown> | undefined) };
+  let moved = false;
+  for (const field of fields) {
+    if (!Object.hasOwn(record, field)) continue;
+    if (Object.hasOwn(metadata, field)) return new ShoalError(ErrorCode.INVALID_INPUT, `${where}: "${field}" is both a field lifted by --metadata-fields and a key of "metadata"; keep one`);
+    metadata[field] = record[field];
+    delete record[field];
+    moved = true;
+  }
+  return moved ? { ...record, metadata } : value;
 }
 
 /**
@@ -296,15 +338,17 @@ export function addRecordSources(out: PendingSource[], records: readonly Pending
  * by the record's id. The library's `ingest({records})` builds its sources with this too.
  */
 export function recordSource(record: SourceRecord, baseDir: string, maxBytes: number = DEFAULT_MAX_BYTES): PendingSource {
+  const metadata = record.metadata === undefined ? undefined : checkMetadata(record.metadata, `record ${JSON.stringify(record.id)}`);
   if ('text' in record) {
     const { id, text } = record;
     return {
       uri: id,
+      ...(metadata === undefined ? {} : { metadata }),
       load: async () => {
         const bytes = new TextEncoder().encode(text);
-        return { source: { uri: id, id, text }, bytes };
+        return { source: { uri: id, id, text, ...(metadata === undefined ? {} : { metadata }) }, bytes };
       },
     };
   }
-  return fileSource(resolve(baseDir, record.path), record.id, maxBytes, record.id);
+  return fileSource(resolve(baseDir, record.path), record.id, maxBytes, record.id, metadata);
 }

@@ -4,6 +4,7 @@ import type { Readable } from 'node:stream';
 import type { ClassifyRunStatus, ParsedClassifyRequest } from '../../adapters/protocol/classify.js';
 import type { Engine } from '../../adapters/protocol/engine.js';
 import type { IngestRunStatus } from '../../adapters/protocol/ingest.js';
+import type { DocumentMetadata } from '../../adapters/protocol/metadata.js';
 import type { JobsApi } from '../../adapters/protocol/jobs.js';
 import type { PipelineDefinition } from '../../pipelines/documents/definition.js';
 import type { NatsNames } from '../../adapters/protocol/subjects.js';
@@ -112,7 +113,7 @@ export interface ClassifySettings {
 }
 
 /** A source of an ingest request: an inline text record or a document by reference. */
-export type IngestRecord = { id: string; text: string } | { id?: string | undefined; ref: string };
+export type IngestRecord = ({ id: string; text: string } | { id?: string | undefined; ref: string }) & { metadata?: DocumentMetadata | undefined };
 
 export interface IngestStart {
   job_id?: string | undefined;

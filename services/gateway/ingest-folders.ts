@@ -74,7 +74,8 @@ export async function expandFolders(records: readonly IngestRecord[], fileRoots:
     if (record.id !== undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, `a folder reference takes no id (its files are named by their file:// URIs): ${record.id.slice(0, 200)}`);
     const prefix = pathToFileURL(folder).href;
     folders.push({ given: record.ref, prefix: prefix.endsWith('/') ? prefix : `${prefix}/` });
-    for (const file of await fileSources([folder])) add({ ref: pathToFileURL(file.uri).href });
+    // The folder's metadata, if any, goes with each of its files.
+    for (const file of await fileSources([folder])) add({ ref: pathToFileURL(file.uri).href, ...(record.metadata === undefined ? {} : { metadata: record.metadata }) });
   }
   return { records: out, roots: folders };
 }

@@ -238,17 +238,19 @@ function documentLimit(parseMaxBytes: number): ReadLimit {
 }
 
 function pendingOf(record: IngestRecord, payloads: PayloadStore, limit: ReadLimit): PendingSource {
+  const metadata = record.metadata === undefined ? {} : { metadata: record.metadata };
   if ('text' in record) {
     const { id, text } = record;
-    return { uri: id, load: async () => ({ source: { uri: id, id, text }, bytes: new TextEncoder().encode(text) }) };
+    return { uri: id, ...metadata, load: async () => ({ source: { uri: id, id, text, ...metadata }, bytes: new TextEncoder().encode(text) }) };
   }
   const uri = record.id ?? record.ref;
   return {
     uri,
+    ...metadata,
     load: async () => {
       // obj:// from the object store, file:// only inside the configured roots (PayloadStore checks).
       const bytes = await payloads.get(record.ref, limit);
-      return { source: { uri, bytes, ...(record.id === undefined ? {} : { id: record.id }) }, bytes };
+      return { source: { uri, bytes, ...(record.id === undefined ? {} : { id: record.id }), ...metadata }, bytes };
     },
   };
 }

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import type { DocumentMetadata } from '../../adapters/protocol/metadata.js';
 import type { SinkWriteObserver } from '../../adapters/sinks/delivery.js';
 import { validateFilter } from '../../adapters/sinks/filter.js';
 import { openSink, redactUri, type OpenedSink } from '../../adapters/sinks/open.js';
@@ -51,7 +52,8 @@ export function openIndex(index: string, options: OpenIndexOptions = {}): Opened
 }
 
 /** A record to index: inline text, or a file (relative to `baseDir`), named by `id` (its source in the index). */
-export type IngestRecord = { id: string | number; text: string } | { id: string | number; path: string };
+/** `metadata`: stored with the document's chunks, filterable as metadata.<field> (adapters/protocol/metadata.ts). */
+export type IngestRecord = ({ id: string | number; text: string } | { id: string | number; path: string }) & { metadata?: DocumentMetadata };
 
 const Strings = z.array(z.string().min(1)).optional();
 const IngestOptionsSchema = z.object({

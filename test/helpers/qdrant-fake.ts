@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
  * uses: collections list / exists / get / create, payload index, points upsert / retrieve / delete (by
  * ids or filter) / scroll / count / query (dense; sparse on a named sparse vector; max_sim on a
  * named multivector), the filter language (must, should, must_not, match value / any, range,
- * is_null, has_id) and Qdrant's rules that matter to a client: point ids are unsigned
+ * is_null, is_empty, has_id; nested keys `a.b`, a list matching by any item) and Qdrant's rules that matter to a client: point ids are unsigned
  * integers or UUIDs, vector sizes are checked, Cosine vectors are normalised on upsert, Euclid
  * scores are distances (ascending), responses are wrapped in {result, status, time}. A vector's
  * `datatype` is kept as Qdrant keeps it: `float16` values rounded to half precision (after the
@@ -79,7 +79,7 @@ function matches(filter: unknown, payload: Payload, id?: string | number): boole
   if (typeof filter !== 'object' || filter === null) return true;
   const f = filter as Record<string, unknown>;
   if ('has_id' in f) return Array.isArray(f.has_id) && f.has_id.some((wanted) => String(wanted).toLowerCase() === String(id));
-  if ('key' in f || 'is_null' in f) return condition(f, payload);
+  if ('key' in f || 'is_null' in f || 'is_empty' in f) return condition(f, payload);
   const all = (list: unknown): unknown[] => (Array.isArray(list) ? list : list === undefined ? [] : [list]);
   if (!all(f.must).every((c) => matches(c, payload, id))) return false;
   const should = all(f.should);
@@ -87,16 +87,43 @@ function matches(filter: unknown, payload: Payload, id?: string | number): boole
   return !all(f.must_not).some((c) => matches(c, payload, id));
 }
 
+/**
+ * A payload value by Qdrant's key syntax: `a.b` is field b of the object under a (metadata
+ * fields); undefined when a part is missing.
+ */
+function valueAt(payload: Payload, key: string): unknown {
+  let value: unknown = payload;
+  for (const part of key.split('.')) {
+    if (typeof value !== 'object' || value === null || Array.isArray(value) || !Object.hasOwn(value, part)) return undefined;
+    value = (value as Payload)[part];
+  }
+  return value;
+}
+
 function condition(c: Record<string, unknown>, payload: Payload): boolean {
   if ('is_null' in c) {
     const key = String((c.is_null as { key: string }).key);
-    return key in payload && payload[key] === null;
+    const value = valueAt(payload, key);
+    return value === null;
   }
-  const value = payload[String(c.key)];
+  // Qdrant: true when the key is absent, null or an empty list.
+  if ('is_empty' in c) {
+    const value = valueAt(payload, String((c.is_empty as { key: string }).key));
+    return value === undefined || value === null || (Array.isArray(value) && value.length === 0);
+  }
+  const value = valueAt(payload, String(c.key));
   const match = c.match as { value?: unknown; any?: unknown[] } | undefined;
   if (match !== undefined) {
-    if ('value' in match) return value !== null && value !== undefined && value === match.value;
-    if (Array.isArray(match.any)) return match.any.includes(value);
+    // Qdrant's match takes keywords, integers and booleans (`any`: all keywords or all integers), never fractions.
+    const matchable = (item: unknown): boolean => typeof item === 'string' || typeof item === 'boolean' || Number.isInteger(item);
+    if ('value' in match && !matchable(match.value)) throw new HttpError(400, 'Wrong input: match value must be a keyword, an integer or a boolean');
+    if (Array.isArray(match.any) && !(match.any.every((item) => typeof item === 'string') || match.any.every((item) => Number.isInteger(item)))) {
+      throw new HttpError(400, 'Wrong input: match any takes keywords or integers');
+    }
+    // A list value matches when any of its items does (Qdrant's rule for arrays in payloads).
+    const items = Array.isArray(value) ? value : [value];
+    if ('value' in match) return items.some((item) => item !== null && item !== undefined && item === match.value);
+    if (Array.isArray(match.any)) return items.some((item) => match.any?.includes(item) === true);
   }
   const range = c.range as { lt?: number; lte?: number; gt?: number; gte?: number } | undefined;
   if (range !== undefined) {

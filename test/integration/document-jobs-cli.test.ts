@@ -142,7 +142,8 @@ describe.skipIf(!natsServerAvailable())('document jobs through the CLI', () => {
   }, 240_000);
 
   it(natsServerAvailable() ? 'survives SIGKILL of the documents worker: every document ends once, and the rows equal an undisturbed run' : NATS_SERVER_MISSING, async () => {
-    const records = Array.from({ length: 300 }, (_, n) => ({ id: `rec-${n}`, text: `Record ${n}: ${['harbour pilots guide ships', 'tides follow the moon', 'dredging keeps channels deep', 'fish markets open at dawn'][n % 4]} in paragraph ${n}. `.repeat(1 + (n % 5)) }));
+    // Every tenth record carries metadata: it travels in its document job and is stored with its rows.
+    const records = Array.from({ length: 300 }, (_, n) => ({ id: `rec-${n}`, text: `Record ${n}: ${['harbour pilots guide ships', 'tides follow the moon', 'dredging keeps channels deep', 'fish markets open at dawn'][n % 4]} in paragraph ${n}. `.repeat(1 + (n % 5)), ...(n % 10 === 0 ? { metadata: { n, tags: ['tenth'] } } : {}) }));
     const detached = await runShoal(['ingest', '-', '--pipeline', 'tiny', '--nats', server.url, '--index', 'records', '--detach', '--json'], { env: env(), stdin: jsonl(records) });
     expect(detached.code, detached.stderr).toBe(0);
     const { run_id: runId, documents } = JSON.parse(detached.stdout.trim()) as { run_id: string; documents: number };
@@ -181,5 +182,12 @@ describe.skipIf(!natsServerAvailable())('document jobs through the CLI', () => {
     const inProcess = await runShoal(['ingest', '-', '--no-progress', '--pipeline', join(pipelines, 'tiny.yaml'), '--index', local], { env: env(), stdin: jsonl(records) });
     expect(inProcess.code, inProcess.stderr).toBe(0);
     expectSameRows(await readRows(local), await readRows(join(root, 'records')));
+    for (const index of [join(root, 'records'), local]) {
+      const found = await runShoal(['search', 'harbour pilots', '--index', index, '--k', '200', '--filter', "metadata.n >= 250 AND metadata.tags = 'tenth'"], { env: env() });
+      expect(found.code, found.stderr).toBe(0);
+      const hits = found.stdout.trim().split('\n').map((line) => JSON.parse(line) as { source: string; metadata: { n: number } });
+      expect([...new Set(hits.map((hit) => hit.source))].sort()).toEqual(['rec-250', 'rec-260', 'rec-270', 'rec-280', 'rec-290']);
+      expect(hits.every((hit) => hit.source === `rec-${hit.metadata.n}`)).toBe(true);
+    }
   }, 300_000);
 });

@@ -83,5 +83,10 @@ describe.skipIf(!natsServerAvailable())('document jobs from a foreign client', (
     const hits = search.stdout.trim().split('\n').map((line) => JSON.parse(line) as { source: string; text: string });
     expect(hits).toHaveLength(3);
     expect(hits.every((hit) => hit.source.startsWith('foreign/doc-'))).toBe(true);
+
+    // A job's metadata is stored with its rows too: returned with each hit and filterable.
+    const seven = await runShoal(['search', 'glaciers carve valleys', '--index', index, '--k', '10', '--filter', 'metadata.n = 7'], { env: { SHOAL_MODEL_DIR: FIXTURE_MODELS_DIR } });
+    expect(seven.code, seven.stderr).toBe(0);
+    expect(seven.stdout.trim().split('\n').map((line) => JSON.parse(line) as { source: string; metadata: unknown })).toEqual([expect.objectContaining({ source: 'foreign/doc-7', metadata: { n: 7 } })]);
   }, 180_000);
 });

@@ -31,7 +31,7 @@ const RECORDS = [
   { id: 'mill', text: 'An old water mill still grinds barley for the village bakery.' },
 ];
 
-const Hit = z.strictObject({ rank: z.number(), score: z.number(), id: z.string(), document_id: z.string(), source: z.string(), page: z.number(), text: z.string() });
+const Hit = z.strictObject({ rank: z.number(), score: z.number(), id: z.string(), document_id: z.string(), source: z.string(), page: z.number(), text: z.string(), metadata: z.record(z.string(), z.unknown()).nullable() });
 const Hits = z.strictObject({ hits: z.array(Hit) });
 
 /** Rows without their write time, sorted by id. */
@@ -61,7 +61,7 @@ describe.skipIf(!natsServerAvailable())('gateway: POST /v1/search and POST /v1/i
     expect(built.code, built.stderr).toBe(0);
 
     // The gateway's gate (on by default): jobs (and ingest runs) only for models some worker serves, for that operation.
-    gateway = await startIngestGateway({ prefix, indexes: { notes: notesIndex, fresh: join(root, 'fresh-index') } });
+    gateway = await startIngestGateway({ prefix, indexes: { notes: notesIndex, fresh: join(root, 'fresh-index'), meta: join(root, 'meta-index') } });
     app = gateway.app;
   }, 120_000);
 
@@ -93,7 +93,7 @@ describe.skipIf(!natsServerAvailable())('gateway: POST /v1/search and POST /v1/i
   it('refuses unknown or path-like indexes, unbounded k and queries, and bad filters', async () => {
     const unknown = await search({ query: 'x', index: 'other' });
     expect(unknown.statusCode).toBe(404);
-    expect(unknown.json()).toMatchObject({ error: { code: 'NOT_FOUND', details: { configured: ['notes', 'fresh'] } } });
+    expect(unknown.json()).toMatchObject({ error: { code: 'NOT_FOUND', details: { configured: ['notes', 'fresh', 'meta'] } } });
     for (const body of [
       { query: 'x', index: '../notes-index' },
       { query: 'x', index: notesIndex },
@@ -152,6 +152,41 @@ describe.skipIf(!natsServerAvailable())('gateway: POST /v1/search and POST /v1/i
       expect(taken.json()).toMatchObject({ error: { code: 'JOB_CONFLICT', message: 'job id "ingest-fresh-1" already names an ingest run; choose another job_id', details: { kind: 'ingest' } } });
     }
     expect((await app.inject({ method: 'GET', url: '/v1/jobs/ingest-fresh-1' })).json()).toMatchObject({ kind: 'ingest', state: 'completed' });
+  }, 120_000);
+
+  it('stores the metadata of ingest sources, returns it with /v1/search hits and filters on it', async () => {
+    // Files ingested by the CLI carry their automatic metadata.
+    const notes = Hits.parse((await search({ query: 'harbor', index: 'notes', k: 10, filter: "metadata.mime = 'text/plain' AND metadata.size < 80" })).json()).hits;
+    expect(notes.map((hit) => hit.source.split('/').at(-1)).sort()).toEqual(Object.entries(NOTES).filter(([, text]) => Buffer.byteLength(text) < 80).map(([name]) => name).sort());
+    for (const hit of notes) expect(hit.metadata).toMatchObject({ mime: 'text/plain', size: Buffer.byteLength(NOTES[hit.source.split('/').at(-1) ?? ''] ?? '') });
+
+    const sources = [
+      { id: 'm-old', text: 'Ferry timetables from the old harbour office.', metadata: { year: 2018, tag: ['ferry'] } },
+      { id: 'm-new', text: 'New ferry routes across the bay since spring.', metadata: { year: 2024, tag: ['ferry', 'routes'], title: 'Routes' } },
+      { id: 'm-none', text: 'A ferry without any metadata at all.' },
+    ];
+    const bad = await app.inject({ method: 'POST', url: '/v1/ingest', payload: { index: 'meta', sources: [{ id: 'x', text: 'x', metadata: { 'not a key': 1 } }], model: TINY_MEAN } });
+    expect(bad.statusCode, bad.body).toBe(422);
+    expect(bad.json()).toMatchObject({ error: { code: 'INVALID_INPUT', message: expect.stringContaining('metadata field "not a key" is not a name') } });
+    const started = await app.inject({ method: 'POST', url: '/v1/ingest', payload: { index: 'meta', sources, model: TINY_MEAN, job_id: 'ingest-meta-1' } });
+    expect(started.statusCode, started.body).toBe(202);
+    await eventually(async () => {
+      const status = await app.inject({ method: 'GET', url: '/v1/jobs/ingest-meta-1' });
+      expect(status.json()).toMatchObject({ state: 'completed', documents: { total: 3, ok: 3, failed: 0 } });
+    }, 60_000);
+    const found = async (filter?: string): Promise<z.infer<typeof Hit>[]> => {
+      const response = await search({ query: 'ferry', index: 'meta', k: 10, ...(filter === undefined ? {} : { filter }) });
+      expect(response.statusCode, response.body).toBe(200);
+      return Hits.parse(response.json()).hits;
+    };
+    const all = await found();
+    expect(Object.fromEntries(all.map((hit) => [hit.source, hit.metadata]))).toEqual({ 'm-old': sources[0]?.metadata, 'm-new': sources[1]?.metadata, 'm-none': null });
+    expect((await found('metadata.year >= 2020')).map((hit) => hit.source)).toEqual(['m-new']);
+    expect((await found("metadata.tag IN ('ferry') AND metadata.year < 2020")).map((hit) => hit.source)).toEqual(['m-old']);
+    expect((await found('metadata.title IS NULL')).map((hit) => hit.source).sort()).toEqual(['m-none', 'm-old']);
+    const refused = await search({ query: 'ferry', index: 'meta', filter: "metadata.title LIKE 'R%'" });
+    expect(refused.statusCode).toBe(422);
+    expect(refused.json()).toMatchObject({ error: { code: 'INVALID_INPUT', message: expect.stringContaining('LIKE is for the stored text columns') } });
   }, 120_000);
 
   it('refuses ingest requests naming a path, a pipeline file or an unknown index', async () => {

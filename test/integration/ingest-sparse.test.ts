@@ -147,7 +147,7 @@ describe('ingest with a sparse encoder, hybrid search', () => {
       expect(cli.code, cli.stderr).toBe(0);
       const lines = cli.stdout.trim().split('\n').map((line) => JSON.parse(line) as unknown);
       expect(lines).toEqual(hybrid.map((hit, i) => hitLine(i + 1, hit)));
-      expect(Object.keys(lines[0] as object)).toEqual(['rank', 'score', 'id', 'document_id', 'source', 'page', 'text']);
+      expect(Object.keys(lines[0] as object)).toEqual(['rank', 'score', 'id', 'document_id', 'source', 'page', 'text', 'metadata']);
       const sparseOnly = await shoalInProcess(['search', LEXICAL_QUERY, '--index', index, '--k', '1', '--mode', 'sparse']);
       expect(sparseOnly.code, sparseOnly.stderr).toBe(0);
       expect(JSON.parse(sparseOnly.stdout)).toMatchObject({ rank: 1, text: LEXICAL_QUERY });

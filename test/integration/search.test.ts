@@ -31,6 +31,7 @@ const Hit = z.strictObject({
   source: z.string(),
   page: z.number().int(),
   text: z.string(),
+  metadata: z.record(z.string(), z.unknown()).nullable(),
 });
 
 const NOTES: Record<string, string> = {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MAX_METADATA_KEYS, METADATA_KEY } from '../../../adapters/protocol/metadata.js';
 import { TableName } from '../../../pipelines/documents/definition.js';
 import { WholeNumberFlag } from '../../settings/flag-values.js';
 
@@ -22,6 +23,12 @@ export const IngestFlags = z.strictObject({
   onError: z.enum(['skip', 'fail']).optional(),
   rejects: z.string().min(1).optional(),
   detach: z.boolean().optional(),
+  /** `--metadata-fields title,year`: record fields lifted into the record's metadata (sources.ts liftMetadataFields). */
+  metadataFields: z
+    .string()
+    .transform((value) => value.split(',').map((field) => field.trim()).filter((field) => field !== ''))
+    .pipe(z.array(z.string().regex(METADATA_KEY, 'metadata fields are names of 1-64 letters, digits and _ (not starting with a digit)').refine((field) => !['id', 'text', 'path', 'metadata'].includes(field), 'id, text, path and metadata are the record itself, not metadata')).min(1).max(MAX_METADATA_KEYS))
+    .optional(),
 });
 
 export type IngestFlagValues = z.output<typeof IngestFlags>;

@@ -57,6 +57,7 @@ Examples:
   $ shoal ingest docs/ --prune               (also delete the rows of files no longer in docs/)
   $ shoal ingest docs/ --chunk-size 128 --chunk-overlap 16
   $ cat records.jsonl | shoal ingest - --on-error skip --rejects bad.jsonl
+  $ cat records.jsonl | shoal ingest - --metadata-fields title,year   (those fields become filterable metadata)
 
 Exit status: 0 every document indexed (or unchanged), 3 some documents failed (the others are
 indexed; each failure is listed with its code and reason) or, with --on-error skip, some stdin
@@ -71,12 +72,13 @@ async function collectSources(paths: readonly string[], flags: IngestFlagValues,
   if (paths.length === 0 && !fromStdin) {
     throw new ShoalError(ErrorCode.INVALID_INPUT, 'name files or folders to ingest, or pipe JSON Lines records on stdin (see --help)');
   }
+  if (flags.metadataFields !== undefined && !fromStdin) throw new ShoalError(ErrorCode.INVALID_INPUT, '--metadata-fields lifts fields of the JSON Lines records read from stdin: give - (and pipe the records), or leave it out (files get title, mtime, size and mime by themselves)');
   const selection = { include: flags.include ?? [], exclude: flags.exclude ?? [] };
   // Links are followed here (a user's own folders); the run's own index is never walked into (`shoal ingest .`).
   const walking = { hidden: flags.hidden === true, followLinks: true, skip: ownIndex === null ? [] : [ownIndex] };
   const out = await fileSources(files, { ...selection, ...walking, maxBytes, s3: () => new S3Store(s3SettingsFromEnv(app.io.env), health.s3) });
   if (fromStdin) {
-    const records = await recordSources(app.io.stdin, process.cwd(), maxBytes, rejects === null ? {} : { onReject: rejects.add });
+    const records = await recordSources(app.io.stdin, process.cwd(), maxBytes, { ...(rejects === null ? {} : { onReject: rejects.add }), ...(flags.metadataFields === undefined ? {} : { metadataFields: flags.metadataFields }) });
     addRecordSources(out, records, { record: 'stdin record id', file: 'given on the command line' });
   }
   // Nothing found is almost always a wrong folder, glob or empty pipe: say so instead of a "0 documents" success.
@@ -175,6 +177,7 @@ export function registerIngest(program: Command, app: CliApp): void {
     .option('--chunk-size <n>', "chunk size in the encoder's tokens, 8 to 8192 (default: the pipeline's, 200); a changed size re-indexes")
     .option('--chunk-overlap <n>', 'tokens repeated between chunks, below the size (default: the pipeline\'s, or min(32, size/4) with --chunk-size)')
     .option('--on-error <mode>', 'stdin records: fail (default: a bad line stops the run before anything is indexed) or skip (bad lines go to --rejects, the others are indexed, exit 3)')
+    .option('--metadata-fields <a,b>', 'stdin records: top-level fields moved into the record\'s metadata (stored with its chunks, filterable as metadata.<field>); other unknown fields are still refused')
     .option('--rejects <file>', `with --on-error skip: the JSON Lines file of rejected lines (default: ./${DEFAULT_REJECTS_FILE}, replaced when a line is rejected)`)
     .option('--detach', 'with --nats and --index NAME: publish the document jobs, print the run id and exit (follow it with `shoal runs watch RUN`)')
     .option('--json', 'print the summary as one JSON object on stdout')

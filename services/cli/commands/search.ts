@@ -31,17 +31,20 @@ const SearchFlags = z.strictObject({
 
 
 const EXAMPLE = `
-Output lines: {"rank":1,"score":0.83,"id":"…","document_id":"…","source":"/docs/a.pdf","page":3,"text":"…"}
+Output lines: {"rank":1,"score":0.83,"id":"…","document_id":"…","source":"/docs/a.pdf","page":3,"text":"…","metadata":{"title":"…"}}
 
---filter takes an SQL where-clause over the metadata columns id, document_id, source, page, chunk,
-text, start, end, heading, settings, entities, labels, ingested_at: comparisons (= <> != < <= > >=),
-AND, OR, NOT, IN (...), LIKE, IS [NOT] NULL, BETWEEN, 'strings' and numbers.
+--filter takes an SQL where-clause over the columns id, document_id, source, page, chunk,
+text, start, end, heading, settings, entities, labels, ingested_at and the document metadata
+fields metadata.<field> (title, mtime, size, mime of files; a record's own metadata):
+comparisons (= <> != < <= > >=), AND, OR, NOT, IN (...), LIKE (columns only), IS [NOT] NULL,
+BETWEEN, 'strings', numbers and true/false.
 
 Examples:
   $ shoal search "how do I reset the device?"
   $ shoal search "termination clause" --k 5 --filter "source LIKE '%contracts%' AND page <= 3"
   $ shoal search "revenue in 2023" --rerank cross-encoder/ms-marco-MiniLM-L6-v2
   $ shoal search "error E1234" --mode sparse       # an index whose pipeline has encode.sparse
+  $ shoal search "budget" --filter "metadata.year >= 2020 AND metadata.tag IN ('finance', 'ops')"
 
 An index built with an encode.sparse model is searched both ways by default: the dense and the
 sparse top lists are fused by reciprocal rank fusion (score = sum of 1/(60 + rank)); one built

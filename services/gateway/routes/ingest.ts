@@ -8,6 +8,7 @@ import { parseWith } from '../../../adapters/protocol/validate.js';
 import { builtinModelIds } from '../../../adapters/sources/builtin-models.js';
 import { builtinPipelineNames, pipelineByName, resolvePipeline } from '../../../pipelines/documents/builtin.js';
 import { RESOURCE_NAME } from '../../../adapters/protocol/documents.js';
+import { DocumentMetadataSchema } from '../../../adapters/protocol/metadata.js';
 import type { IngestRunStatus } from '../../../adapters/protocol/ingest.js';
 import { applyOverrides, parseDefinition, type PipelineDefinition } from '../../../pipelines/documents/definition.js';
 import { checkJobIdFree } from '../job-ids.js';
@@ -36,7 +37,8 @@ const RecordId = z.union([z.string().min(1).max(512), z.number().finite()]).tran
 export const IngestBody = z.strictObject({
   index: z.string().regex(INDEX_NAME, 'an index name: letters, digits, _ or -, up to 64'),
   sources: z
-    .array(z.union([z.strictObject({ id: RecordId, text: z.string().max(16 * 1024 * 1024) }), z.strictObject({ id: RecordId.optional(), ref: DataRef })]))
+    // `metadata`: stored with the document's chunks, filterable as metadata.<field> (adapters/protocol/metadata.ts).
+    .array(z.union([z.strictObject({ id: RecordId, text: z.string().max(16 * 1024 * 1024), metadata: DocumentMetadataSchema.optional() }), z.strictObject({ id: RecordId.optional(), ref: DataRef, metadata: DocumentMetadataSchema.optional() })]))
     .min(1)
     .max(MAX_SOURCES),
   /** A built-in pipeline name, or a definition object (never a file path). */

@@ -25,6 +25,7 @@ function packed(bits: readonly number[], type: string): number[] {
 
 sinkContract('chroma', (name) => new ChromaSink({ host: '127.0.0.1', port: server.port, collection: name }), {
   unsupportedFilters: ['like', 'null'],
+  refusedMetadataFilters: ['negated', 'null', 'string-range'],
   storedVectors: {
     read: async (name, id, type) => {
       const found = await (await collection(name)).get({ ids: [id], include: ['embeddings'] });

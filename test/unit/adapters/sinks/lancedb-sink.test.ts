@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import * as lancedb from '@lancedb/lancedb';
 import { z } from 'zod';
+import { ErrorCode } from '../../../../adapters/protocol/errors.js';
+import { validateFilter } from '../../../../adapters/sinks/filter.js';
 import { LanceDbSink } from '../../../../adapters/sinks/lancedb.js';
 import type { ChunkRow, DocumentState } from '../../../../adapters/sinks/sink.js';
 import { sinkContract } from './sink-contract.js';
@@ -103,6 +105,36 @@ describe('LanceDbSink output types', () => {
     // Row 5's bytes also belong to rows 261 and 517 (the pattern repeats every 256): all at distance 0, ties by id.
     const hits = await sink.search(bytes(5), { k: 3 });
     expect(hits.map((hit) => [hit.row.id, hit.score])).toEqual([['r261', 1], ['r5', 1], ['r517', 1]]);
+    await sink.close();
+  });
+});
+
+describe('LanceDbSink metadata on a table made before metadata', () => {
+  it('opens, searches and appends as before, and refuses a metadata filter with the advice to re-index', async () => {
+    const name = 'before_metadata';
+    const row = (source: string, vector: number[], metadata: ChunkRow['metadata']): ChunkRow => ({
+      id: `${source}:0`, document_id: `d-${source}`, source, page: 1, chunk: 0, text: source, start: 0, end: 1, heading: null, settings: 's',
+      vector, entities: null, labels: null, ingested_at: '2026-01-01T00:00:00.000Z', metadata,
+    });
+    const state = (source: string): DocumentState => ({ source, document_id: `d-${source}`, settings: 's', chunks: 1, pages: 1, ingested_at: '2026-01-01T00:00:00.000Z' });
+    const first = new LanceDbSink({ dir, table: name });
+    await first.prepare({ dimension: 2, distance: 'cosine', optionalColumns: [], metadata: {} });
+    await first.commit([row('a', [1, 0], null)], [state('a')]);
+    await first.close();
+    // What an index written by an earlier Shoal looks like: the same table without the column.
+    await (await table(name)).dropColumns(['metadata']);
+
+    const sink = new LanceDbSink({ dir, table: name });
+    await sink.prepare({ dimension: 2, distance: 'cosine', optionalColumns: [], metadata: {} });
+    await sink.commit([row('b', [0, 1], { year: 2020 })], [state('b')]);
+    expect((await table(name).then((t) => t.schema())).fields.map((field) => field.name)).not.toContain('metadata');
+    const hits = await sink.search([1, 0], { k: 5, filter: validateFilter("source IN ('a', 'b')") });
+    expect(hits.map((hit) => [hit.row.source, hit.row.metadata])).toEqual([['a', null], ['b', null]]);
+    await expect(sink.search([1, 0], { k: 5, filter: validateFilter('metadata.year = 2020') })).rejects.toMatchObject({
+      code: ErrorCode.INVALID_INPUT,
+      message: expect.stringContaining('re-index'),
+    });
+    await expect(sink.count(validateFilter('metadata.year = 2020'))).rejects.toMatchObject({ code: ErrorCode.INVALID_INPUT });
     await sink.close();
   });
 });

@@ -3,7 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../../../adapters/protocol/errors.js';
 import { ShoalMetrics } from '../../../../adapters/observability/metrics.js';
 import { RetryingSink } from '../../../../adapters/sinks/delivery.js';
+import { validateFilter } from '../../../../adapters/sinks/filter.js';
 import { PgVectorSink } from '../../../../adapters/sinks/pgvector.js';
+import type { ChunkRow, DocumentState } from '../../../../adapters/sinks/sink.js';
 import { fromFloat16Bits, toFloat16Bits } from '../../../../adapters/protocol/output-types.js';
 import { startPgliteServer, type PgliteServerHandle } from '../../../helpers/pglite-server.js';
 import { sinkContract } from './sink-contract.js';
@@ -158,4 +160,33 @@ describe('PgVectorSink output types', () => {
       await sink.close();
     }
   });
+});
+
+describe('PgVectorSink metadata on a table made before metadata', () => {
+  it('searches it as before, refuses a metadata filter until written, then adds the column in place on the first write', async () => {
+    const table = 'before_metadata';
+    const row = (source: string, vector: number[], metadata: ChunkRow['metadata']): ChunkRow => ({
+      id: `${source}:0`, document_id: `d-${source}`, source, page: 1, chunk: 0, text: source, start: 0, end: 1, heading: null, settings: 's',
+      vector, entities: null, labels: null, ingested_at: '2026-01-01T00:00:00.000Z', metadata,
+    });
+    const state = (source: string): DocumentState => ({ source, document_id: `d-${source}`, settings: 's', chunks: 1, pages: 1, ingested_at: '2026-01-01T00:00:00.000Z' });
+    const first = new PgVectorSink({ connection: connection(), table });
+    await first.prepare({ dimension: 2, distance: 'cosine', optionalColumns: [], metadata: {} });
+    await first.commit([row('a', [1, 0], null)], [state('a')]);
+    await first.close();
+    // What an earlier Shoal made: the same table without the column.
+    await sql(`ALTER TABLE "${table}" DROP COLUMN metadata`);
+
+    const reader = new PgVectorSink({ connection: connection(), table });
+    expect((await reader.search([1, 0], { k: 5 })).map((hit) => [hit.row.source, hit.row.metadata])).toEqual([['a', null]]);
+    await expect(reader.search([1, 0], { k: 5, filter: validateFilter('metadata.year = 2020') })).rejects.toMatchObject({ code: ErrorCode.INVALID_INPUT, message: expect.stringContaining('holds no document metadata yet') });
+    await reader.close();
+
+    const writer = new PgVectorSink({ connection: connection(), table });
+    await writer.prepare({ dimension: 2, distance: 'cosine', optionalColumns: [], metadata: {} });
+    await writer.commit([row('b', [0, 1], { year: 2020, tags: ['x'] })], [state('b')]);
+    expect((await writer.search([0, 1], { k: 5, filter: validateFilter("metadata.year = 2020 AND metadata.tags = 'x'") })).map((hit) => [hit.row.source, hit.row.metadata])).toEqual([['b', { year: 2020, tags: ['x'] }]]);
+    await writer.close();
+    expect(await sql<{ data_type: string }>("SELECT data_type FROM information_schema.columns WHERE table_name = $1 AND column_name = 'metadata'", [table])).toEqual([{ data_type: 'jsonb' }]);
+  }, 60_000);
 });

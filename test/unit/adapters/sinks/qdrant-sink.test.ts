@@ -33,6 +33,7 @@ const DenseParams = z.object({ config: z.object({ params: z.object({ vectors: z.
 
 sinkContract('qdrant (REST contract server)', (collection) => new QdrantSink({ host: '127.0.0.1', port: server.port, collection }), {
   unsupportedFilters: ['like'],
+  refusedMetadataFilters: ['string-range'],
   storedVectors: {
     read: async (collection, id, type) => {
       const [point] = await client().retrieve(collection, { ids: [pointId(id)], with_vector: true, with_payload: false });

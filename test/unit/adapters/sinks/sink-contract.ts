@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../../../adapters/protocol/errors.js';
 import { validateFilter } from '../../../../adapters/sinks/filter.js';
 import type { ChunkRow, DocumentState, Sink, TableSpec } from '../../../../adapters/sinks/sink.js';
+import { metadataContract, type MetadataFilterForm } from './sink-contract-metadata.js';
 import { vectorTypeContract, type StoredVectorReader } from './sink-contract-types.js';
 
 /**
@@ -29,12 +30,15 @@ export interface ContractOptions {
   unsupportedFilters?: readonly ('like' | 'null')[];
   /** Reads stored vectors through the backend's own client, for the output-type cases (sink-contract-types.ts). */
   storedVectors?: StoredVectorReader;
+  /** Metadata filter forms the backend refuses with UNSUPPORTED_OPERATION (sink-contract-metadata.ts). */
+  refusedMetadataFilters?: readonly MetadataFilterForm[];
 }
 
 /** `open(name)` opens the table `name` of one backend; a second call with the same name sees the same data. */
 export function sinkContract(backend: string, open: (table: string) => Sink, options: ContractOptions = {}): void {
   describe(`Sink contract: ${backend}`, () => {
     vectorTypeContract(open, options.storedVectors);
+    metadataContract(open, options.refusedMetadataFilters);
     it('creates the table with its spec, upserts, replaces a changed source and searches with a filter', async () => {
       const sink = open('docs');
       expect(await sink.describe()).toBeNull();

@@ -5,7 +5,7 @@ import { recordProblem } from '../../../../pipelines/documents/record-hint.js';
 describe('recordProblem', () => {
   it('names the fields of a corpus under other names and a jq command that reshapes it', () => {
     expect(recordProblem({ _id: '4983', title: 'T', text: 'abc' })).toBe(
-      `got the fields "_id", "title", "text"; no "id"; other fields are not allowed ("_id", "title"); reshape the lines first, e.g. jq -c '{id: ._id, text: (.title + ". " + .text)}'`,
+      `got the fields "_id", "title", "text"; no "id"; other fields are not allowed ("_id", "title"): put them in "metadata", or lift them there with --metadata-fields _id,title; reshape the lines first, e.g. jq -c '{id: ._id, text: (.title + ". " + .text)}'`,
     );
     // A field name jq cannot write as .name is quoted; a missing text field is a placeholder.
     expect(recordProblem({ 'doc-id': 7, body: 'x' })).toContain(`jq -c '{id: .["doc-id"], text: .TEXT_FIELD}'`);
