@@ -21,6 +21,11 @@ export const IngestJsonSummary = z.strictObject({
 });
 export type IngestJsonSummary = z.output<typeof IngestJsonSummary>;
 
+/** The summary `shoal ingest --json` prints as its last stdout line. */
+export function summaryOf(stdout: string): IngestJsonSummary {
+  return IngestJsonSummary.parse(JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}'));
+}
+
 /** Documents committed so far to a LanceDB index's default table (its state rows; 0 before the table exists). */
 export async function committedDocuments(index: string): Promise<number> {
   try {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeAlternativeEml, makeDocx, makeEml, makeEpub, makePptx, makeXlsx } from '../helpers/document-samples.js';
-import { IngestJsonSummary } from '../helpers/ingest-summary.js';
+import { summaryOf } from '../helpers/ingest-summary.js';
 import { expectSameRows, INGEST_ENV as ENV, readRows, startWorkerProcess } from '../helpers/ingest-nats.js';
 import { natsServerAvailable, NATS_SERVER_MISSING, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
 import { TINY_MEAN, uniquePrefix } from '../helpers/nats-worker.js';
@@ -15,10 +15,6 @@ import { runShoal } from '../helpers/shoal-cli.js';
  * emails and stores their pages (their type on the wire, StoredPages.type); the CLI coordinates.
  * The rows must be those of an in-process run, and a truncated DOCX must fail alike.
  */
-
-function summaryOf(stdout: string): IngestJsonSummary {
-  return IngestJsonSummary.parse(JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}'));
-}
 
 describe.skipIf(!natsServerAvailable())('shoal ingest --nats of DOCX, PPTX, XLSX, EPUB and EML', () => {
   let server: NatsServerHandle;

@@ -10,7 +10,7 @@ import { natsServerAvailable, NATS_SERVER_MISSING, startNatsServer, type NatsSer
 import { TINY_MEAN, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
 import { REPO_ROOT, DATA_DIR } from '../helpers/shared.js';
 import { runShoal } from '../helpers/shoal-cli.js';
-import { IngestJsonSummary } from '../helpers/ingest-summary.js';
+import { summaryOf } from '../helpers/ingest-summary.js';
 import { expectSameRows, INGEST_ENV as ENV, readRows, startWorkerProcess } from '../helpers/ingest-nats.js';
 
 /**
@@ -24,10 +24,6 @@ import { expectSameRows, INGEST_ENV as ENV, readRows, startWorkerProcess } from 
 const PDFS = join(DATA_DIR, 'pdfs');
 const SOURCES = [join(REPO_ROOT, 'examples', 'docs'), join(PDFS, '001-trivial__minimal-document.pdf'), join(PDFS, '005-libreoffice-writer-password__libreoffice-writer-password.pdf')];
 
-
-function summaryOf(stdout: string): IngestJsonSummary {
-  return IngestJsonSummary.parse(JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}'));
-}
 
 describe.skipIf(!natsServerAvailable())('shoal ingest --nats', () => {
   let server: NatsServerHandle;

@@ -9,7 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { openPdf, renderPdfPage } from '../../adapters/documents/pdf-reader.js';
 import { wrapText, writePdf, type PageSpec } from '../../adapters/documents/pdf-writer.js';
-import { committedDocuments, IngestJsonSummary } from '../helpers/ingest-summary.js';
+import { committedDocuments, summaryOf } from '../helpers/ingest-summary.js';
 import { runShoal, SHOAL_BIN } from '../helpers/shoal-cli.js';
 import { CONFORMANCE_DIR, DATA_DIR } from '../helpers/shared.js';
 import { CLI_FROM_SOURCE } from '../helpers/cli-build.js';
@@ -70,10 +70,6 @@ await writeFile(pipelineFile, 'name: small\nstages:\n  chunk: {size: 48, overlap
 
 function ingest(index: string, extra: readonly string[] = [], stdin?: string): ReturnType<typeof runShoal> {
   return runShoal(['ingest', '--no-progress', '--model', MODEL, '--pipeline', pipelineFile, '--index', index, '--json', ...extra], stdin === undefined ? {} : { stdin });
-}
-
-function summaryOf(stdout: string): IngestJsonSummary {
-  return IngestJsonSummary.parse(JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}'));
 }
 
 const withoutTime = (rows: readonly Row[]): Omit<Row, 'ingested_at' | 'vector'>[] => rows.map(({ ingested_at: _t, vector: _v, ...rest }) => rest);

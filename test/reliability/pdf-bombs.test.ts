@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { NO_ENGINE, peakGrowth } from '../helpers/bomb-harness.js';
 import { checkPdfBudget, PDF_LIMITS } from '../../adapters/documents/pdf-budget.js';
 import { MAX_PAGE_TEXT_ITEMS } from '../../adapters/documents/pdf-reader.js';
-import type { Engine } from '../../adapters/protocol/engine.js';
-import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { DocumentParser } from '../../pipelines/documents/parse.js';
 import { contentBomb, imageBomb, textItemsPdf } from '../helpers/pdf-bomb.js';
 
@@ -13,30 +13,6 @@ import { contentBomb, imageBomb, textItemsPdf } from '../helpers/pdf-bomb.js';
  * of two of them parsed at once a small fraction of a parse thread's 1 GiB budget.
  */
 
-/** No OCR is expected: any call is a failure of the test. */
-const noEngine: Engine = {
-  encode: () => Promise.reject(new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, 'not in this test')),
-  score: () => Promise.reject(new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, 'not in this test')),
-  extract: () => Promise.reject(new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, 'no OCR in this test')),
-  tokenize: () => Promise.reject(new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, 'not in this test')),
-  close: async () => undefined,
-};
-
-/** Peak resident memory above the level at the start, sampled every 10 ms while `work` runs. */
-async function peakGrowth<T>(work: () => Promise<T>): Promise<{ result: T; megabytes: number }> {
-  const base = process.memoryUsage.rss();
-  let peak = base;
-  const timer = setInterval(() => {
-    peak = Math.max(peak, process.memoryUsage.rss());
-  }, 10);
-  try {
-    const result = await work();
-    peak = Math.max(peak, process.memoryUsage.rss());
-    return { result, megabytes: (peak - base) / 2 ** 20 };
-  } finally {
-    clearInterval(timer);
-  }
-}
 
 describe('PDF decompression bombs', () => {
   it('a 1 GiB content stream and a 20000² image, parsed at once, fail alone as DOCUMENT_TOO_LARGE in bounded memory', async () => {
@@ -44,7 +20,7 @@ describe('PDF decompression bombs', () => {
     const image = imageBomb(20_000);
     expect(content.length).toBeLessThan(8 * 2 ** 20);
     expect(image.length).toBeLessThan(3 * 2 ** 20);
-    const parser = new DocumentParser(noEngine, { ocr: 'auto', threads: 2, stepTimeoutMs: 20_000 });
+    const parser = new DocumentParser(NO_ENGINE, { ocr: 'auto', threads: 2, stepTimeoutMs: 20_000 });
     try {
       // Threads started first, so their own start-up is not counted.
       await parser.parse({ uri: 'warm.txt', text: 'Warm the threads up.' });
@@ -62,7 +38,7 @@ describe('PDF decompression bombs', () => {
   }, 60_000);
 
   it('a page of more text items than the limit fails as DOCUMENT_TOO_LARGE; a page under it is read', async () => {
-    const parser = new DocumentParser(noEngine, { ocr: 'never', threads: 1 });
+    const parser = new DocumentParser(NO_ENGINE, { ocr: 'never', threads: 1 });
     try {
       const over = await parser.parse({ uri: 'items.pdf', bytes: textItemsPdf(MAX_PAGE_TEXT_ITEMS + 1_000) });
       expect(over).toMatchObject({ ok: false, code: ErrorCode.DOCUMENT_TOO_LARGE, reason: expect.stringContaining(`over ${MAX_PAGE_TEXT_ITEMS} text items`) });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { Engine } from '../../adapters/protocol/engine.js';
+import { NO_ENGINE, peakGrowth } from '../helpers/bomb-harness.js';
 import { ARCHIVE_LIMITS } from '../../adapters/documents/formats/zip-archive.js';
-import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { DocumentParser } from '../../pipelines/documents/parse.js';
 import { makeDocx, makeEpub, makePptx, makeXlsx } from '../helpers/document-samples.js';
 import { zipBomb } from '../helpers/zip-bomb.js';
@@ -14,30 +14,6 @@ import { zipBomb } from '../helpers/zip-bomb.js';
  * memory: bytes are counted as they come out of the inflater, whatever the headers say.
  */
 
-/** No engine call is expected: any call is a failure of the test. */
-const noEngine: Engine = {
-  encode: () => Promise.reject(new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, 'not in this test')),
-  score: () => Promise.reject(new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, 'not in this test')),
-  extract: () => Promise.reject(new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, 'not in this test')),
-  tokenize: () => Promise.reject(new ShoalError(ErrorCode.UNSUPPORTED_OPERATION, 'not in this test')),
-  close: async () => undefined,
-};
-
-/** Peak resident memory above the level at the start, sampled every 10 ms while `work` runs. */
-async function peakGrowth<T>(work: () => Promise<T>): Promise<{ result: T; megabytes: number }> {
-  const base = process.memoryUsage.rss();
-  let peak = base;
-  const timer = setInterval(() => {
-    peak = Math.max(peak, process.memoryUsage.rss());
-  }, 10);
-  try {
-    const result = await work();
-    peak = Math.max(peak, process.memoryUsage.rss());
-    return { result, megabytes: (peak - base) / 2 ** 20 };
-  } finally {
-    clearInterval(timer);
-  }
-}
 
 const GIB = 2 ** 30;
 
@@ -50,7 +26,7 @@ describe('ZIP decompression bombs', () => {
       { uri: 'bomb.epub', bytes: await zipBomb(await makeEpub({ title: 'B', chapters: [{ file: 'a.xhtml', title: 'A', paragraphs: ['p'] }] }), 'OEBPS/text/a.xhtml', GIB, { lie: true }) },
     ];
     for (const bomb of bombs) expect(bomb.bytes.length).toBeLessThan(2 * 2 ** 20);
-    const parser = new DocumentParser(noEngine, { ocr: 'never', threads: 2, stepTimeoutMs: 30_000 });
+    const parser = new DocumentParser(NO_ENGINE, { ocr: 'never', threads: 2, stepTimeoutMs: 30_000 });
     try {
       // Threads started first, so their own start-up is not counted.
       await Promise.all([parser.parse({ uri: 'warm-1.txt', text: 'Warm up.' }), parser.parse({ uri: 'warm-2.txt', text: 'Warm up.' })]);
