@@ -3,13 +3,14 @@ import { join } from 'node:path';
 import * as lancedb from '@lancedb/lancedb';
 import { Field, FixedSizeList, Float16, Float32, Int32, Schema, Uint8, Utf8 } from 'apache-arrow';
 import { z } from 'zod';
-import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { ErrorCode, isShoalError, ShoalError } from '../protocol/errors.js';
 import { EmbeddingDtype } from '../protocol/output-types.js';
 import { sqlString } from './filter.js';
 import { candidateCount, checkLanceDbTableName, checkRowTypes, checkSpec, rankTyped, vectorTypeOf } from './table-spec.js';
 import { checkVectorType, fromUnsignedBytes, isBinaryType, unsignedBytes } from './vector-types.js';
 import type { ChunkRow, Distance, DocumentState, OptionalColumn, SearchHit, SearchOptions, Sink, SparseValues, TableSpec, MultivectorSearchOptions } from './sink.js';
 import { extraVectorFields, searchMultivectorColumn, searchSparseColumns } from './lancedb-vectors.js';
+import { refreshTextIndex, searchTextColumn } from './lancedb-text.js';
 import { makeDirectory } from '../runtime/directories.js';
 
 /**
@@ -354,6 +355,8 @@ export class LanceDbSink implements Sink {
     const spec = await this.describe();
     if (tables === null || spec === null) return;
     const { chunks } = tables;
+    // A full-text index built by an earlier text search does not cover rows added since (lancedb-text.ts).
+    await refreshTextIndex(chunks);
     if ((await chunks.countRows()) < this.#vectorIndexMinRows) return;
     const indices = await chunks.listIndices();
     if (indices.some((index) => index.columns.includes('vector'))) {
@@ -409,6 +412,20 @@ export class LanceDbSink implements Sink {
     const { chunks } = await this.#tables();
     const spec = await this.describe();
     return spec === null ? [] : searchMultivectorColumn(chunks, spec, query, options, `table ${this.#tableName} in ${this.#dir}`);
+  }
+
+  /** BM25 over LanceDB's full-text index on `text`, built on first use and kept current (lancedb-text.ts). */
+  async searchText(query: string, options: SearchOptions): Promise<SearchHit[]> {
+    const { chunks } = await this.#tables();
+    const spec = await this.describe();
+    if (spec === null) return [];
+    if (options.filter !== undefined) checkFilterColumns(options.filter, spec);
+    try {
+      return await searchTextColumn(chunks, spec, query, options);
+    } catch (error) {
+      if (isShoalError(error)) throw error;
+      throw new ShoalError(ErrorCode.INVALID_INPUT, `full-text search of table ${this.#tableName} in ${this.#dir} failed: ${briefLanceError(error)}`);
+    }
   }
 
   async close(): Promise<void> {

@@ -127,8 +127,8 @@ export function upsertChunks(t: PgTableNames, form: PgVectorForm, batch: readonl
   };
 }
 
-/** The metadata columns of a hit (the vectors are read separately, as text). */
-const HIT_COLUMNS = '"id", "document_id", "source", "page", "chunk", "text", "start", "end", "heading", "settings", "entities", "labels", "ingested_at"';
+/** The metadata columns of a hit (the vectors are read separately, as text); pgvector-text.ts reads the same. */
+export const HIT_COLUMNS = '"id", "document_id", "source", "page", "chunk", "text", "start", "end", "heading", "settings", "entities", "labels", "ingested_at"';
 
 /** `$1`: the filter's first parameter and on. */
 export function countRows(t: PgTableNames, where: string): string {
