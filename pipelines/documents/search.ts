@@ -25,9 +25,11 @@ export type GroupBy = (typeof GROUP_BY)[number];
  * `POST /v1/search`: the query is encoded (role `query`, interactive lane: it goes into the very
  * next batch) with the model the index records, the k nearest chunks are read (with an already
  * validated filter), optionally rescored by a cross-encoder, and each hit is shaped as one line.
- * An index whose pipeline also stored sparse vectors is searched both ways by default: the query
- * is encoded by both models, the top fusionDepth(n) of each list fused by reciprocal rank fusion.
- * An index with multi-vectors (ColBERT) has its candidates rescored by late interaction (MaxSim).
+ * `text` mode ranks by the chunk text in the store (no encoder). `hybrid` fuses every ranking the
+ * index has, dense, sparse (a pipeline with encode.sparse) and full-text (a store that has it),
+ * the top fusionDepth(n) of each by reciprocal rank fusion; it is the default of an index with
+ * sparse vectors. An index with multi-vectors (ColBERT) has its candidates rescored by late
+ * interaction (MaxSim). Grouping per document is search-groups.ts's.
  */
 
 export interface SearchQuery {

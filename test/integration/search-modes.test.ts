@@ -171,6 +171,10 @@ describe('--group-by document', () => {
     expect(answer.json()).toEqual({ documents });
     const bad = await post({ query: 'lighthouse', group_by: 'chunk' });
     expect(bad.statusCode).toBe(422);
+    // Grouped and reranked, each document asked for hands the reranker 20 candidates: k is bounded at 25 (512 candidates).
+    const tooMany = await post({ query: 'lighthouse', group_by: 'document', rerank: 'some/cross-encoder', k: 26 });
+    expect(tooMany.statusCode, tooMany.body).toBe(413);
+    expect(tooMany.json<{ error: { code: string; details?: Record<string, unknown> } }>().error).toMatchObject({ code: 'INPUT_TOO_LARGE', details: { field: 'k', limit: 25 } });
   });
 
   it('counts documents, not chunks, in dense mode too: k = 6 gives all six documents once each', async () => {
