@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { HIT_COLUMNS } from './pgvector-sql.js';
+import { HIT_COLUMNS, RELATION_EXISTS } from './pgvector-sql.js';
 import type { SearchHit } from './sink.js';
 import { byScore, toHitRow } from './table-spec.js';
 
@@ -51,8 +51,14 @@ export function searchTextSql(chunks: string, where: string): string {
 /** PostgreSQL's "insufficient privilege" (not the table's owner, no CREATE right). */
 const INSUFFICIENT_PRIVILEGE = '42501';
 
-/** Makes the GIN index, or leaves the table unindexed when this role may not (then matched by a scan). */
+/**
+ * Makes the GIN index, or leaves the table unindexed when this role may not (then matched by a
+ * scan). Looked up first: CREATE INDEX IF NOT EXISTS takes the table's SHARE lock before it finds
+ * the index made, which would make every search wait for an ingest's open transaction.
+ */
 export async function ensureTextIndex(run: PgRun, table: string, chunks: string): Promise<void> {
+  const found = await run<{ found: string | null }>('text index', RELATION_EXISTS, [textIndexName(table)]);
+  if (found.rows[0]?.found != null) return;
   try {
     await run('text index', createTextIndex(table, chunks));
   } catch (error) {
