@@ -8,7 +8,7 @@ import { openPool, query, transaction, type PgConnection } from './pgvector-pool
 import * as sql from './pgvector-sql.js';
 import { pgForm, sparseFromText, sparseToSql } from './pgvector-vectors.js';
 import { checkSparseQuery, rankSparse } from './sparse.js';
-import { ensureTextIndex, searchTextSql, textHits } from './pgvector-text.js';
+import { ensureTextVector, searchTextSql, textHits, type TextVectorSource } from './pgvector-text.js';
 import { checkTextQuery } from './text-search.js';
 import { candidateCount, checkQuery, checkRowTypes, checkSpec, checkTableName, existsMatching, freezeSpec, rankTyped, StoredSpec, storedSpecOf, toHitRow, toState } from './table-spec.js';
 
@@ -47,8 +47,8 @@ export class PgVectorSink implements Sink {
   readonly #where: string;
   #spec: TableSpec | null = null;
   #stateReady = false;
-  /** Whether this sink made sure of the text index (pgvector-text.ts): once per sink. */
-  #textIndexReady = false;
+  /** Where this table's tsvector comes from, once the first text search made sure of it (pgvector-text.ts). */
+  #textVector: TextVectorSource | null = null;
 
   constructor(options: PgVectorSinkOptions) {
     this.#table = checkTableName(options.table ?? 'chunks');
@@ -232,17 +232,14 @@ export class PgVectorSink implements Sink {
     return rankSparse(query, candidates, options.k);
   }
 
-  /** ts_rank_cd over the chunk text, its GIN index made by the first text search (pgvector-text.ts). */
+  /** ts_rank over a stored tsvector column with a GIN index, both added by the first text search (pgvector-text.ts). */
   async searchText(query: string, options: SearchOptions): Promise<SearchHit[]> {
     const spec = await this.describe();
     if (spec === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no ${this.#where} (run shoal ingest first)`);
     checkTextQuery(query, options.k);
-    if (!this.#textIndexReady) {
-      await ensureTextIndex((what, text, params) => this.#query(what, text, params), this.#table, this.#t.chunks);
-      this.#textIndexReady = true;
-    }
+    this.#textVector ??= await ensureTextVector((what, text, params) => this.#query(what, text, params), (what, body) => this.#transaction(what, body), this.#table, this.#t.chunks);
     const where = await this.#filter(options.filter, 3);
-    const result = await this.#query<Record<string, unknown>>('text search', searchTextSql(this.#t.chunks, where.sql), [query, candidateCount(options.k), ...where.params]);
+    const result = await this.#query<Record<string, unknown>>('text search', searchTextSql(this.#t.chunks, where.sql, this.#textVector), [query, candidateCount(options.k), ...where.params]);
     return textHits(result.rows, options.k);
   }
 

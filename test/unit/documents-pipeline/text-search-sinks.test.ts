@@ -16,7 +16,7 @@ import { startPgliteServer, type PgliteServerHandle } from '../../helpers/pglite
 
 /**
  * Full-text search in the stores that rank by text: LanceDB (its inverted index, BM25) and
- * pgvector (ts_rank_cd over a GIN expression index, PGlite over its socket server). Asserted on
+ * pgvector (ts_rank over a stored tsvector column with a GIN index, PGlite over its socket server). Asserted on
  * real rankings: a chunk with the query's rare words ranks first, stemming matches other forms,
  * rows sharing no word are left out, filters apply; the index is built by the first text search
  * (a table written before text search existed) and follows later commits (appended, replaced and
@@ -133,7 +133,7 @@ describe('LanceDB full-text search', () => {
 });
 
 describe('pgvector full-text search', () => {
-  it('ranks by ts_rank_cd over a GIN expression index made by the first text search, applies filters, follows commits', async () => {
+  it('ranks by ts_rank over a stored tsvector column and its GIN index, both added by the first text search, applies filters, follows commits', async () => {
     const sink = new PgVectorSink({ connection: connection(), table: 'notes' });
     const client = new pg.Client(connection());
     await client.connect();
@@ -144,7 +144,10 @@ describe('pgvector full-text search', () => {
       expect(await indexes()).toEqual(['notes__source', 'notes_pkey']);
       await expectRankings(sink);
       expect(await indexes()).toEqual(['notes__source', 'notes__text', 'notes_pkey']);
-      const plan = (await client.query<{ 'QUERY PLAN': string }>("SET enable_seqscan = off; EXPLAIN SELECT id FROM notes WHERE to_tsvector('english'::regconfig, text) @@ 'bakeri'::tsquery"));
+      // The tsvector is a stored generated column, and the GIN index on it serves the match.
+      const column = await client.query<{ generation_expression: string }>("SELECT generation_expression FROM information_schema.columns WHERE table_name = 'notes' AND column_name = 'text_tsv'");
+      expect(column.rows[0]?.generation_expression).toMatch(/^to_tsvector\('english'::regconfig, text\)$/);
+      const plan = await client.query("SET enable_seqscan = off; EXPLAIN SELECT id FROM notes WHERE text_tsv @@ 'bakeri'::tsquery");
       expect(JSON.stringify(plan)).toContain('notes__text');
       await expectFollowsCommits(sink, async () => undefined);
     } finally {
