@@ -27,7 +27,7 @@ import { startPgliteServer } from '../test/helpers/pglite-server.js';
  * `--docs N` takes a subset: every abstract judged for a test query, then the others in file
  * order up to N (distractors). `--stores lancedb,pgvector` measures each store (pgvector: PGlite,
  * PostgreSQL 18 in WebAssembly, served on a loopback port as the tests do; its text ranking is
- * ts_rank_cd, not BM25). Latencies are per query through searchDocuments, one at a time; the first
+ * ts_rank, not BM25). Latencies are per query through searchDocuments, one at a time; the first
  * text search of each store (which builds its full-text index) is timed apart.
  *
  *   npx tsx bench/search-modes.ts [--model DIR] [--docs 5183] [--modes dense,text,hybrid] [--stores lancedb,pgvector] [--out bench/measured/search-modes.json]

@@ -126,7 +126,7 @@ export interface Sink {
   searchMultivector(query: readonly (readonly number[])[], options: MultivectorSearchOptions): Promise<SearchHit[]>;
   /**
    * Full-text search over the chunk text: the k rows that best match the query's words (BM25 in
-   * LanceDB, ts_rank_cd in PostgreSQL; higher is better; rows sharing no word with the query are
+   * LanceDB, ts_rank in PostgreSQL; higher is better; rows sharing no word with the query are
    * left out). Optional: a backend that cannot rank by text (Chroma, Qdrant, the file sinks)
    * leaves it out, and `searchTextOf` (text-search.ts) answers UNSUPPORTED_OPERATION for it.
    */

@@ -10,7 +10,7 @@ import { encodeSparse, SPARSE_MODEL_KEY } from './stages/encode-sparse.js';
 
 /**
  * What a search ranks by: the dense vectors, the sparse ones, the chunk text (full-text search,
- * BM25 in LanceDB, ts_rank_cd in PostgreSQL; adapters/sinks/text-search.ts), or every one of
+ * BM25 in LanceDB, ts_rank in PostgreSQL; adapters/sinks/text-search.ts), or every one of
  * those the index has, fused by reciprocal rank fusion (fusion.ts).
  */
 export const SEARCH_MODES = ['dense', 'sparse', 'text', 'hybrid'] as const;

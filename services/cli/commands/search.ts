@@ -50,7 +50,7 @@ Examples:
   $ shoal search "warranty terms" --group-by document --k 5
 
 --mode text ranks chunks by their words (LanceDB: BM25 over its full-text index, built by the
-first text search; pgvector: PostgreSQL's ts_rank_cd); Chroma and Qdrant cannot rank by text and
+first text search; pgvector: PostgreSQL's ts_rank); Chroma and Qdrant cannot rank by text and
 refuse it. --mode hybrid fuses every ranking the index has (dense, sparse when the pipeline had an
 encode.sparse model, full-text where the store has it) by reciprocal rank fusion (score = sum of
 1/(60 + rank)). Default: hybrid on an index with sparse vectors, else dense. An index built with
