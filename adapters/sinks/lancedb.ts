@@ -356,7 +356,7 @@ export class LanceDbSink implements Sink {
     if (tables === null || spec === null) return;
     const { chunks } = tables;
     // A full-text index built by an earlier text search does not cover rows added since (lancedb-text.ts).
-    await refreshTextIndex(chunks);
+    await refreshTextIndex(chunks, join(this.#dir, this.#tableName));
     if ((await chunks.countRows()) < this.#vectorIndexMinRows) return;
     const indices = await chunks.listIndices();
     if (indices.some((index) => index.columns.includes('vector'))) {
@@ -421,7 +421,7 @@ export class LanceDbSink implements Sink {
     if (spec === null) return [];
     if (options.filter !== undefined) checkFilterColumns(options.filter, spec);
     try {
-      return await searchTextColumn(chunks, spec, query, options);
+      return await searchTextColumn(chunks, join(this.#dir, this.#tableName), spec, query, options);
     } catch (error) {
       if (isShoalError(error)) throw error;
       throw new ShoalError(ErrorCode.INVALID_INPUT, `full-text search of table ${this.#tableName} in ${this.#dir} failed: ${briefLanceError(error)}`);

@@ -132,6 +132,26 @@ describe('LanceDB full-text search', () => {
   });
 });
 
+describe('LanceDB full-text search, concurrent first searches', () => {
+  it('two sinks searching a table without a text index at once (the gateway opens one per request) build it once, and both answer', async () => {
+    const writer = new LanceDbSink({ dir: join(dir, 'lance-race') });
+    const readers = [new LanceDbSink({ dir: join(dir, 'lance-race') }), new LanceDbSink({ dir: join(dir, 'lance-race') })];
+    const db = await lancedb.connect(join(dir, 'lance-race'), { readConsistencyInterval: 0 });
+    try {
+      await writer.prepare(SPEC);
+      await writer.commit(ROWS, STATES);
+      const answers = await Promise.all(readers.map((reader) => ids(reader, 'cardamom bun')));
+      expect(answers).toEqual([['r0'], ['r0']]);
+      const table = await db.openTable('chunks');
+      expect((await table.listIndices()).map((index) => index.name)).toEqual([TEXT_INDEX_NAME]);
+      table.close();
+    } finally {
+      db.close();
+      await Promise.all([writer, ...readers].map((sink) => sink.close()));
+    }
+  });
+});
+
 describe('pgvector full-text search', () => {
   it('ranks by ts_rank over a stored tsvector column and its GIN index, both added by the first text search, applies filters, follows commits', async () => {
     const sink = new PgVectorSink({ connection: connection(), table: 'notes' });
