@@ -2,7 +2,7 @@ import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, isShoalError, ShoalError } from '../../adapters/protocol/errors.js';
 import type { EmbeddingDtype } from '../../adapters/protocol/output-types.js';
 import type { SearchHit, Sink, TableSpec } from '../../adapters/sinks/sink.js';
-import { searchTextOf, TEXT_SEARCH_BACKENDS } from '../../adapters/sinks/text-search.js';
+import { MAX_TEXT_QUERY_CHARS, searchTextOf, TEXT_SEARCH_BACKENDS } from '../../adapters/sinks/text-search.js';
 import { fusionDepth, reciprocalRankFusion } from './fusion.js';
 import { encodeDense } from './stages/encode.js';
 import { encodeMultivector, MULTIVECTOR_MODEL_KEY } from './stages/encode-multivector.js';
@@ -129,7 +129,8 @@ async function hybridHits(engine: Engine, sink: Sink, spec: TableSpec, query: Se
   const [dense, sparse, text] = await Promise.all([
     denseHits(engine, sink, spec, query, depth, call),
     hasSparse(spec) ? sparseHits(engine, sink, spec, query, depth, call) : null,
-    searchTextOf(sink, query.query, { k: depth, filter }).catch((error: unknown) => {
+    // A query longer than a text query may be (a pasted page) still searches: its first words rank the text leg.
+    searchTextOf(sink, query.query.slice(0, MAX_TEXT_QUERY_CHARS), { k: depth, filter }).catch((error: unknown) => {
       if (isShoalError(error) && error.code === ErrorCode.UNSUPPORTED_OPERATION) return null;
       throw error;
     }),

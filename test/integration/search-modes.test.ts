@@ -142,6 +142,16 @@ describe('--mode hybrid', () => {
     expect(answer.json()).toEqual({ hits: hybrid });
   });
 
+  it('takes a pasted page: the text leg ranks by its first 4,096 characters, while text mode alone refuses it', async () => {
+    const page = `zygomorphic orchids ${'and so on '.repeat(1_000)}`;
+    const hybrid = await search([page, '--mode', 'hybrid', '--k', '3']);
+    expect(hybrid).toHaveLength(3);
+    expect(hybrid.some((hit) => hit.source === join(docs, 'greenhouse.txt'))).toBe(true);
+    const text = await shoalInProcess(['search', page, '--index', index, '--mode', 'text']);
+    expect(text.code).toBe(2);
+    expect(text.stderr.trim()).toBe(`error [INVALID_INPUT]: the text query has ${page.length} characters, at most 4096`);
+  });
+
   it('is not the default of a dense-only index: dense stays the default', async () => {
     expect(await search(['zygomorphic orchids', '--k', '100'])).toEqual(await search(['zygomorphic orchids', '--mode', 'dense', '--k', '100']));
   });
