@@ -77,12 +77,18 @@ export const TeiInfoResponse = z.strictObject({
   docker_label: z.null(),
 });
 
-/** POST /v1/search: the lines `shoal search` prints. */
-export const SearchResponse = z.strictObject({
-  hits: z.array(
-    z.strictObject({ rank: z.number().int(), score: z.number(), id: z.string(), document_id: z.string(), source: z.string(), page: z.number().int(), text: z.string(), metadata: DocumentMetadataSchema.nullable() }),
-  ),
+/** One hit of POST /v1/search: a line `shoal search` prints. */
+export const SearchHitLine = z.strictObject({
+  rank: z.number().int(), score: z.number(), id: z.string(), document_id: z.string(), source: z.string(), page: z.number().int(), text: z.string(),
+  heading: z.string().nullable(), chunk: z.number().int(), start: z.number().int(), end: z.number().int(),
+  metadata: DocumentMetadataSchema.nullable(),
 });
+
+/** One document of POST /v1/search with `group_by: "document"`: its best chunk's score, its best chunks. */
+export const SearchDocumentLine = z.strictObject({ rank: z.number().int(), score: z.number(), document_id: z.string(), source: z.string(), hits: z.array(SearchHitLine) });
+
+/** POST /v1/search: the lines `shoal search` prints (`hits`), or per document with `group_by` (`documents`). */
+export const SearchResponse = z.union([z.strictObject({ hits: z.array(SearchHitLine) }), z.strictObject({ documents: z.array(SearchDocumentLine) })]);
 
 /** Where a job's results can be read (jobs.ts `resultLocation`). */
 export const ResultLocation = z.union([

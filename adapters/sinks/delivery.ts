@@ -1,4 +1,5 @@
 import { ErrorCode, ShoalError, toShoalError } from '../protocol/errors.js';
+import { searchTextOf } from './text-search.js';
 import type { ChunkRow, DocumentState, SearchHit, SearchOptions, Sink, SparseValues, TableSpec, MultivectorSearchOptions } from './sink.js';
 
 /**
@@ -149,6 +150,11 @@ export class RetryingSink implements Sink {
 
   searchMultivector(query: readonly (readonly number[])[], options: MultivectorSearchOptions): Promise<SearchHit[]> {
     return this.#run('multi-vector search', () => this.#inner.searchMultivector(query, options));
+  }
+
+  /** Forwarded, or UNSUPPORTED_OPERATION (not retried) when the backend cannot rank by text. */
+  searchText(query: string, options: SearchOptions): Promise<SearchHit[]> {
+    return this.#run('text search', () => searchTextOf(this.#inner, query, options));
   }
 
   optimize(): Promise<void> {

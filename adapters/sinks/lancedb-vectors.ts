@@ -71,7 +71,8 @@ function listParts(batch: RecordBatch, name: string): { valid(row: number): bool
 const ListValues = z.union([z.instanceof(Int32Array), z.instanceof(Float32Array)]);
 const Distance = z.object({ _distance: z.number() });
 
-function hitColumns(spec: TableSpec, extra: readonly string[]): string[] {
+/** The columns a hit reads: the metadata ones, the optional entities and labels, and `extra` (never the vectors). */
+export function hitColumns(spec: TableSpec, extra: readonly string[] = []): string[] {
   return [...HIT_COLUMNS, ...spec.optionalColumns.filter((column) => column === 'entities' || column === 'labels'), ...extra];
 }
 

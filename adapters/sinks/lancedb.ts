@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import * as lancedb from '@lancedb/lancedb';
 import { Field, FixedSizeList, Float16, Float32, Int32, Schema, Uint8, Utf8 } from 'apache-arrow';
 import { z } from 'zod';
-import { ErrorCode, ShoalError } from '../protocol/errors.js';
+import { ErrorCode, isShoalError, ShoalError } from '../protocol/errors.js';
 import { EmbeddingDtype } from '../protocol/output-types.js';
 import { sqlString } from './filter.js';
 import { candidateCount, checkLanceDbTableName, checkRowTypes, checkSpec, rankTyped, vectorTypeOf } from './table-spec.js';
@@ -15,6 +15,7 @@ import { lanceFilter } from './filter-lance.js';
 import { namesMetadata } from './filter-metadata.js';
 import { metadataText, StoredMetadata } from './row-metadata.js';
 import { makeDirectory } from '../support/directories.js';
+import { refreshTextIndex, searchTextColumn } from './lancedb-text.js';
 
 /**
  * The default index: LanceDB embedded in a folder (no server). Chunks live in the named table,
@@ -377,6 +378,8 @@ export class LanceDbSink implements Sink {
     const spec = await this.describe();
     if (tables === null || spec === null) return;
     const { chunks } = tables;
+    // A full-text index built by an earlier text search does not cover rows added since (lancedb-text.ts).
+    await refreshTextIndex(chunks, join(this.#dir, this.#tableName));
     if ((await chunks.countRows()) < this.#vectorIndexMinRows) return;
     const indices = await chunks.listIndices();
     if (indices.some((index) => index.columns.includes('vector'))) {
@@ -436,6 +439,20 @@ export class LanceDbSink implements Sink {
 
   #metadataColumns(): string[] {
     return this.#hasMetadata ? [METADATA_COLUMN] : [];
+  }
+
+  /** BM25 over LanceDB's full-text index on `text`, built on first use and kept current (lancedb-text.ts). */
+  async searchText(query: string, options: SearchOptions): Promise<SearchHit[]> {
+    const { chunks } = await this.#tables();
+    const spec = await this.describe();
+    if (spec === null) return [];
+    if (options.filter !== undefined) checkFilterColumns(options.filter, spec);
+    try {
+      return await searchTextColumn(chunks, join(this.#dir, this.#tableName), spec, query, { ...options, filter: this.#filter(options.filter) }, this.#metadataColumns());
+    } catch (error) {
+      if (isShoalError(error)) throw error;
+      throw new ShoalError(ErrorCode.INVALID_INPUT, `full-text search of table ${this.#tableName} in ${this.#dir} failed: ${briefLanceError(error)}`);
+    }
   }
 
   async close(): Promise<void> {

@@ -1,3 +1,4 @@
+import { searchTextOf } from './text-search.js';
 import type { ChunkRow, DocumentState, SearchHit, SearchOptions, Sink, SparseValues, TableSpec, MultivectorSearchOptions } from './sink.js';
 
 /**
@@ -66,6 +67,11 @@ export class LazySink implements Sink {
 
   async searchMultivector(query: readonly (readonly number[])[], options: MultivectorSearchOptions): Promise<SearchHit[]> {
     return (await this.#sink()).searchMultivector(query, options);
+  }
+
+  /** The backend's full-text search, or UNSUPPORTED_OPERATION when it has none (known only once loaded). */
+  async searchText(query: string, options: SearchOptions): Promise<SearchHit[]> {
+    return searchTextOf(await this.#sink(), query, options);
   }
 
   async optimize(): Promise<void> {

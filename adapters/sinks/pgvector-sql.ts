@@ -140,11 +140,11 @@ export function upsertChunks(t: PgTableNames, form: PgVectorForm, batch: readonl
   };
 }
 
-/** The metadata columns of a hit (the vectors are read separately, as text). */
-const HIT_COLUMNS = '"id", "document_id", "source", "page", "chunk", "text", "start", "end", "heading", "settings", "entities", "labels", "ingested_at"';
+/** The metadata columns of a hit (the vectors are read separately, as text); pgvector-text.ts reads the same. */
+export const HIT_COLUMNS = '"id", "document_id", "source", "page", "chunk", "text", "start", "end", "heading", "settings", "entities", "labels", "ingested_at"';
 
 /** The metadata column of a hit; null for a table made before metadata and not written since. */
-function metadataColumn(withMetadata: boolean): string {
+export function metadataColumn(withMetadata: boolean): string {
   return withMetadata ? '"metadata"' : 'NULL::jsonb AS "metadata"';
 }
 

@@ -9,6 +9,8 @@ import { openPool, query, transaction, type PgConnection } from './pgvector-pool
 import * as sql from './pgvector-sql.js';
 import { pgForm, sparseFromText, sparseToSql } from './pgvector-vectors.js';
 import { checkSparseQuery, rankSparse } from './sparse.js';
+import { ensureTextVector, searchTextSql, textHits, type TextVectorSource } from './pgvector-text.js';
+import { checkTextQuery } from './text-search.js';
 import { candidateCount, checkQuery, checkRowTypes, checkSpec, checkTableName, existsMatching, freezeSpec, rankTyped, StoredSpec, storedSpecOf, toHitRow, toState } from './table-spec.js';
 
 export type { PgConnection } from './pgvector-pool.js';
@@ -48,6 +50,8 @@ export class PgVectorSink implements Sink {
   #stateReady = false;
   /** Whether the chunk table has the metadata column (pgvector-sql.ts addMetadataColumn); null until looked up. */
   #metadataColumn: boolean | null = null;
+  /** Where this table's tsvector comes from, once the first text search made sure of it (pgvector-text.ts). */
+  #textVector: TextVectorSource | null = null;
 
   constructor(options: PgVectorSinkOptions) {
     this.#table = checkTableName(options.table ?? 'chunks');
@@ -241,6 +245,17 @@ export class PgVectorSink implements Sink {
     );
     const candidates = result.rows.map((raw) => ({ row: toHitRow(raw), sparse: sparseFromText(raw.sparse) }));
     return rankSparse(query, candidates, options.k);
+  }
+
+  /** ts_rank over a stored tsvector column with a GIN index, both added by the first text search (pgvector-text.ts). */
+  async searchText(query: string, options: SearchOptions): Promise<SearchHit[]> {
+    const spec = await this.describe();
+    if (spec === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no ${this.#where} (run shoal ingest first)`);
+    checkTextQuery(query, options.k);
+    this.#textVector ??= await ensureTextVector((what, text, params) => this.#query(what, text, params), (what, body) => this.#transaction(what, body), this.#table, this.#t.chunks);
+    const where = await this.#filter(options.filter, 3);
+    const result = await this.#query<Record<string, unknown>>('text search', searchTextSql(this.#t.chunks, where.sql, this.#textVector, await this.#hasMetadataColumn()), [query, candidateCount(options.k), ...where.params]);
+    return textHits(result.rows, options.k);
   }
 
   /** The HNSW index once the table is large enough (below that an exact scan is fast and exact, as in LanceDB). */

@@ -130,6 +130,13 @@ export interface Sink {
    * is better). UNSUPPORTED_OPERATION on backends without multi-vectors.
    */
   searchMultivector(query: readonly (readonly number[])[], options: MultivectorSearchOptions): Promise<SearchHit[]>;
+  /**
+   * Full-text search over the chunk text: the k rows that best match the query's words (BM25 in
+   * LanceDB, ts_rank in PostgreSQL; higher is better; rows sharing no word with the query are
+   * left out). Optional: a backend that cannot rank by text (Chroma, Qdrant, the file sinks)
+   * leaves it out, and `searchTextOf` (text-search.ts) answers UNSUPPORTED_OPERATION for it.
+   */
+  searchText?(query: string, options: SearchOptions): Promise<SearchHit[]>;
   /** After a run: builds or refreshes whatever index the backend needs (an ANN index once the table is large). */
   optimize(): Promise<void>;
   close(): Promise<void>;

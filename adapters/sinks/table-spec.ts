@@ -185,12 +185,12 @@ export function checkQuery(vector: readonly number[], spec: TableSpec, k: number
 
 /**
  * Endings of the relations a table T keeps beside itself: `T__documents` (states, every backend),
- * `T__spec` (pgvector), and pgvector's index names `T__source` and `T__hnsw` (indexes share the
+ * `T__spec` (pgvector), and pgvector's index names `T__source`, `T__hnsw` and `T__text` (indexes share the
  * table namespace in PostgreSQL). A table named like one of them would be written into another
  * table's state table (a schema error at its first commit, and `--prune` of the other table
  * deleting its rows by source), so such names are refused.
  */
-export const RESERVED_TABLE_SUFFIXES: readonly string[] = Object.freeze(['__documents', '__spec', '__source', '__hnsw']);
+export const RESERVED_TABLE_SUFFIXES: readonly string[] = Object.freeze(['__documents', '__spec', '__source', '__hnsw', '__text']);
 
 /** The reserved ending `name` has, or undefined. */
 export function reservedSuffixOf(name: string): string | undefined {

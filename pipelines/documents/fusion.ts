@@ -2,9 +2,10 @@ import type { SearchHit } from '../../adapters/sinks/sink.js';
 
 /**
  * Reciprocal rank fusion (Cormack, Clarke and Büttcher, SIGIR 2009), how `shoal search` merges the
- * dense and the sparse ranking of a hybrid index: a row scores Σ 1 / (RRF_K + rank) over the
- * lists it appears in (rank from 1). Ranks, not scores, are fused, so cosine similarities and
- * SPLADE dot products (different scales) need no calibration. Equal fused scores are ordered by
+ * rankings of a hybrid search (dense, sparse, full-text: every one the index has): a row scores
+ * Σ 1 / (RRF_K + rank) over the lists it appears in (rank from 1). Ranks, not scores, are fused,
+ * so cosine similarities, SPLADE dot products and BM25 scores (different scales) need no
+ * calibration; every list weighs the same. Equal fused scores are ordered by
  * id, so the same lists always give the same order.
  */
 

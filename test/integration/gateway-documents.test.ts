@@ -31,7 +31,7 @@ const RECORDS = [
   { id: 'mill', text: 'An old water mill still grinds barley for the village bakery.' },
 ];
 
-const Hit = z.strictObject({ rank: z.number(), score: z.number(), id: z.string(), document_id: z.string(), source: z.string(), page: z.number(), text: z.string(), metadata: z.record(z.string(), z.unknown()).nullable() });
+const Hit = z.strictObject({ rank: z.number(), score: z.number(), id: z.string(), document_id: z.string(), source: z.string(), page: z.number(), text: z.string(), heading: z.string().nullable(), chunk: z.number(), start: z.number(), end: z.number(), metadata: z.record(z.string(), z.unknown()).nullable() });
 const Hits = z.strictObject({ hits: z.array(Hit) });
 
 /** Rows without their write time, sorted by id. */

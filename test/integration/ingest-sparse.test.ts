@@ -118,7 +118,10 @@ async function expectSearches(sink: Sink): Promise<SearchHit[]> {
   const dense = await sink.search(denseVector, { k: 100 });
   const sparse = await sink.searchSparse({ indices: sparseVector?.indices ?? [], values: sparseVector?.values ?? [], dimension: SPARSE_DIMENSION }, { k: 100 });
   expect(dense).toHaveLength(6);
-  const expected = rrf([dense, sparse], 4);
+  // Hybrid fuses every ranking the index has: on a store that ranks by text (LanceDB, pgvector)
+  // the full-text list too, so the expected fusion includes it there.
+  const text = sink.searchText === undefined ? null : await sink.searchText(query, { k: 100 });
+  const expected = rrf(text === null ? [dense, sparse] : [dense, sparse, text], 4);
   const hybrid = await searchIndex(engine, sink, { query, k: 4, where: 'test' });
   expect(hybrid.map((hit) => hit.row.id)).toEqual(expected.map((entry) => entry.id));
   hybrid.forEach((hit, i) => expect(hit.score).toBeCloseTo(expected[i]?.score ?? Number.NaN, 12));
@@ -147,7 +150,7 @@ describe('ingest with a sparse encoder, hybrid search', () => {
       expect(cli.code, cli.stderr).toBe(0);
       const lines = cli.stdout.trim().split('\n').map((line) => JSON.parse(line) as unknown);
       expect(lines).toEqual(hybrid.map((hit, i) => hitLine(i + 1, hit)));
-      expect(Object.keys(lines[0] as object)).toEqual(['rank', 'score', 'id', 'document_id', 'source', 'page', 'text', 'metadata']);
+      expect(Object.keys(lines[0] as object)).toEqual(['rank', 'score', 'id', 'document_id', 'source', 'page', 'text', 'heading', 'chunk', 'start', 'end', 'metadata']);
       const sparseOnly = await shoalInProcess(['search', LEXICAL_QUERY, '--index', index, '--k', '1', '--mode', 'sparse']);
       expect(sparseOnly.code, sparseOnly.stderr).toBe(0);
       expect(JSON.parse(sparseOnly.stdout)).toMatchObject({ rank: 1, text: LEXICAL_QUERY });

@@ -76,7 +76,7 @@ beforeAll(() => {
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 const Counts = z.strictObject({ total: z.number(), ok: z.number(), failed: z.number(), unchanged: z.number() });
-const Hit = z.strictObject({ rank: z.number(), score: z.number(), id: z.string(), document_id: z.string(), source: z.string(), page: z.number(), text: z.string(), metadata: z.record(z.string(), z.unknown()).nullable() });
+const Hit = z.strictObject({ rank: z.number(), score: z.number(), id: z.string(), document_id: z.string(), source: z.string(), page: z.number(), text: z.string(), heading: z.string().nullable(), chunk: z.number(), start: z.number(), end: z.number(), metadata: z.record(z.string(), z.unknown()).nullable() });
 
 describe('shoal packed from a fresh clone', () => {
   it('builds dist/ on npm pack (prepack) and ships ingest and search in the main entry', () => {

@@ -31,6 +31,10 @@ const Hit = z.strictObject({
   source: z.string(),
   page: z.number().int(),
   text: z.string(),
+  heading: z.string().nullable(),
+  chunk: z.number().int(),
+  start: z.number().int(),
+  end: z.number().int(),
   metadata: z.record(z.string(), z.unknown()).nullable(),
 });
 

@@ -3,7 +3,8 @@ import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { validateFilter } from '../../../adapters/sinks/filter.js';
 import type { SearchHit } from '../../../adapters/sinks/sink.js';
-import { hitLine, SEARCH_MODES, searchIndex } from '../../../pipelines/documents/search.js';
+import { GROUP_BY, hitLine, SEARCH_MODES, searchIndex, type SearchQuery } from '../../../pipelines/documents/search.js';
+import { CHUNKS_PER_DOCUMENT, searchDocuments } from '../../../pipelines/documents/search-groups.js';
 import type { CliApp } from '../app.js';
 import { INDEX_HELP, openIndex } from '../index-sink.js';
 import { resolveIndexTarget } from '../index-target.js';
@@ -14,7 +15,8 @@ import { parseFlags, PositiveIntFlag } from '../line-options.js';
  * `shoal search "QUERY"`: encodes the query (role `query`) with the model the index was built
  * with (stored by ingest; `--model` overrides), takes the k nearest chunks, optionally rescored
  * by a cross-encoder (`--rerank`), and prints one JSON line per hit, best first. `--mode` picks
- * dense, sparse or hybrid (fused) retrieval on an index with sparse vectors (pipelines/documents/search.ts).
+ * dense, sparse, full-text or hybrid (fused) retrieval (pipelines/documents/search.ts);
+ * `--group-by document` prints one line per document instead (pipelines/documents/search-groups.ts).
  */
 
 const SearchFlags = z.strictObject({
@@ -27,11 +29,15 @@ const SearchFlags = z.strictObject({
   rerank: z.string().min(1).optional(),
   filter: z.string().optional(),
   mode: z.enum(SEARCH_MODES).optional(),
+  groupBy: z.enum(GROUP_BY).optional(),
 });
 
 
 const EXAMPLE = `
-Output lines: {"rank":1,"score":0.83,"id":"…","document_id":"…","source":"/docs/a.pdf","page":3,"text":"…","metadata":{"title":"…"}}
+Output lines: {"rank":1,"score":0.83,"id":"…","document_id":"…","source":"/docs/a.pdf","page":3,"text":"…",
+               "heading":"2. Terms","chunk":7,"start":5120,"end":5884,"metadata":{"title":"…"}}
+With --group-by document, one line per document (k counts documents), its best chunks inside:
+  {"rank":1,"score":0.83,"document_id":"…","source":"/docs/a.pdf","hits":[{"rank":1,…},{"rank":4,…}]}
 
 --filter takes an SQL where-clause over the columns id, document_id, source, page, chunk,
 text, start, end, heading, settings, entities, labels, ingested_at and the document metadata
@@ -44,11 +50,17 @@ Examples:
   $ shoal search "termination clause" --k 5 --filter "source LIKE '%contracts%' AND page <= 3"
   $ shoal search "revenue in 2023" --rerank cross-encoder/ms-marco-MiniLM-L6-v2
   $ shoal search "error E1234" --mode sparse       # an index whose pipeline has encode.sparse
+  $ shoal search "error E1234" --mode text        # full-text (BM25) over the chunk text
+  $ shoal search "error E1234" --mode hybrid      # dense + full-text (+ sparse) fused
+  $ shoal search "warranty terms" --group-by document --k 5
   $ shoal search "budget" --filter "metadata.year >= 2020 AND metadata.tag IN ('finance', 'ops')"
 
-An index built with an encode.sparse model is searched both ways by default: the dense and the
-sparse top lists are fused by reciprocal rank fusion (score = sum of 1/(60 + rank)); one built
-with an encode.multivector (ColBERT) model has its candidates rescored by MaxSim.`;
+--mode text ranks chunks by their words (LanceDB: BM25 over its full-text index, built by the
+first text search; pgvector: PostgreSQL's ts_rank); Chroma and Qdrant cannot rank by text and
+refuse it. --mode hybrid fuses every ranking the index has (dense, sparse when the pipeline had an
+encode.sparse model, full-text where the store has it) by reciprocal rank fusion (score = sum of
+1/(60 + rank)). Default: hybrid on an index with sparse vectors, else dense. An index built with
+an encode.multivector (ColBERT) model has its candidates rescored by MaxSim.`;
 
 function line(rank: number, hit: SearchHit): string {
   return `${JSON.stringify(hitLine(rank, hit))}\n`;
@@ -66,7 +78,8 @@ export function registerSearch(program: Command, app: CliApp): void {
     .option('--top-k <n>', 'the same as --k')
     .option('-m, --model <model>', 'query encoder (default: the model the index was built with)')
     .option('--rerank <model>', 'rescore the candidates with this cross-encoder')
-    .option('--mode <mode>', 'dense, sparse or hybrid (default: hybrid when the index holds sparse vectors, else dense)')
+    .option('--mode <mode>', 'dense, sparse, text or hybrid (default: hybrid when the index holds sparse vectors, else dense)')
+    .option('--group-by <what>', `document: one line per document, k counting documents, up to ${CHUNKS_PER_DOCUMENT} of its chunks each`)
     .option('--filter <expr>', 'SQL where-clause over metadata columns (see below)')
     .addHelpText('after', EXAMPLE)
     .action(async (query: string, _options: unknown, self: Command) => {
@@ -92,9 +105,15 @@ export function registerSearch(program: Command, app: CliApp): void {
         if (flags.model !== undefined && built !== undefined && flags.model !== built && !config.quiet) {
           app.io.stderr.write(`warning: --model ${flags.model} is not the model ${display} was built with (${built}): unless it is the same model under another name, the scores mean nothing\n`);
         }
-        const hits = await app.withEngine(config, progress, (engine) =>
-          searchIndex(engine, sink, { query, k, filter, model: flags.model, mode: flags.mode, rerank: flags.rerank, where: `${display} (table ${table})` }, { signal: app.io.signal }),
-        );
+        const search: SearchQuery = { query, k, filter, model: flags.model, mode: flags.mode, rerank: flags.rerank, where: `${display} (table ${table})` };
+        const call = { signal: app.io.signal };
+        if (flags.groupBy === 'document') {
+          const documents = await app.withEngine(config, progress, (engine) => searchDocuments(engine, sink, search, call));
+          progress.stop();
+          for (const document of documents) app.io.stdout.write(`${JSON.stringify(document)}\n`);
+          return;
+        }
+        const hits = await app.withEngine(config, progress, (engine) => searchIndex(engine, sink, search, call));
         progress.stop();
         hits.forEach((hit, index) => app.io.stdout.write(line(index + 1, hit)));
       } finally {

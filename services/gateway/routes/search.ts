@@ -4,7 +4,8 @@ import { ErrorCode, isShoalError, ShoalError } from '../../../adapters/protocol/
 import { checkRemoteModelName } from '../../../adapters/protocol/model-names.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import { validateFilter } from '../../../adapters/sinks/filter.js';
-import { hitLine, RERANK_CANDIDATES_PER_HIT, rerankCandidates, SEARCH_MODES, searchIndex } from '../../../pipelines/documents/search.js';
+import { GROUP_BY, hitLine, RERANK_CANDIDATES_PER_HIT, rerankCandidates, SEARCH_MODES, searchIndex, type SearchQuery } from '../../../pipelines/documents/search.js';
+import { GROUP_POOL_PER_DOCUMENT, groupPool, searchDocuments } from '../../../pipelines/documents/search-groups.js';
 import type { SinkWriteObserver } from '../../../adapters/sinks/delivery.js';
 import type { RouteContext } from '../context.js';
 import { SEARCH_STORE_RETRY_MS } from '../index-outages.js';
@@ -12,9 +13,10 @@ import { INDEX_NAME, indexTarget, openIndexSink } from '../index-sinks.js';
 import { OTHER_MODEL } from '../request-metrics.js';
 
 /**
- * POST /v1/search: `{query, index, k?, filter?, rerank?, mode?}` → `{hits: [{rank, score, id,
- * document_id, source, page, text}]}`, the lines `shoal search` prints for the same index (one
- * implementation: pipelines/documents/search.ts). The query is encoded through the interactive
+ * POST /v1/search: `{query, index, k?, filter?, rerank?, mode?, group_by?}` → `{hits: [{rank,
+ * score, id, document_id, source, page, text, heading, chunk, start, end}]}`, the lines `shoal
+ * search` prints for the same index (one implementation: pipelines/documents/search.ts); with
+ * `group_by: "document"`, `{documents: [{rank, score, document_id, source, hits}]}`, k documents. The query is encoded through the interactive
  * lane of the gateway's engine (the workers' request-reply path); `index` names an index the
  * operator configured (SHOAL_INDEXES), never a path; the filter is checked by validateFilter.
  */
@@ -32,6 +34,8 @@ const MAX_K = 1_000;
 export const MAX_RERANK_CANDIDATES = 512;
 /** The largest `k` a reranked search may ask for: its candidates, max(4k, 50), stay within MAX_RERANK_CANDIDATES. */
 export const MAX_RERANK_K = Math.floor(MAX_RERANK_CANDIDATES / RERANK_CANDIDATES_PER_HIT);
+/** The largest `k` (documents) a reranked, grouped search may ask for: rerankCandidates(groupPool(k)) ≤ MAX_RERANK_CANDIDATES. */
+export const MAX_GROUPED_RERANK_K = Math.floor(MAX_RERANK_CANDIDATES / (RERANK_CANDIDATES_PER_HIT * GROUP_POOL_PER_DOCUMENT));
 
 export const SearchBody = z.strictObject({
   // One message for "" and "   " alike (a .min(1) said it twice for "").
@@ -40,8 +44,10 @@ export const SearchBody = z.strictObject({
   k: z.number().int().min(1).max(MAX_K).default(10),
   filter: z.string().min(1).max(4_096).optional(),
   rerank: z.string().min(1).max(1_024).optional(),
-  /** dense, sparse or hybrid; default hybrid when the index holds sparse vectors (as `shoal search --mode`). */
+  /** dense, sparse, text or hybrid; default hybrid when the index holds sparse vectors (as `shoal search --mode`). */
   mode: z.enum(SEARCH_MODES).optional(),
+  /** "document": one entry per document, `k` counting documents (as `shoal search --group-by`). */
+  group_by: z.enum(GROUP_BY).optional(),
 });
 
 /**
@@ -94,11 +100,14 @@ export function registerSearchRoutes(app: FastifyInstance, context: RouteContext
     // (a name from the request body that no operator configured never becomes a label).
     context.metrics.track(request, { primitive: 'search', model: OTHER_MODEL, lane: 'interactive' });
     const body = parseWith(SearchBody, request.body, 'search request');
-    if (body.rerank !== undefined && rerankCandidates(body.k) > MAX_RERANK_CANDIDATES) {
+    if (body.rerank !== undefined && rerankCandidates(body.group_by === undefined ? body.k : groupPool(body.k)) > MAX_RERANK_CANDIDATES) {
+      const limit = body.group_by === undefined ? MAX_RERANK_K : MAX_GROUPED_RERANK_K;
       throw new ShoalError(
         ErrorCode.INPUT_TOO_LARGE,
-        `k: at most ${MAX_RERANK_K} with rerank (each hit asked for hands ${RERANK_CANDIDATES_PER_HIT} candidates to the reranker, at most ${MAX_RERANK_CANDIDATES} per search); ask for fewer hits, or search without rerank and score the hits with POST /v1/score in batches`,
-        { details: { field: 'k', limit: MAX_RERANK_K, maxRerankCandidates: MAX_RERANK_CANDIDATES } },
+        body.group_by === undefined
+          ? `k: at most ${MAX_RERANK_K} with rerank (each hit asked for hands ${RERANK_CANDIDATES_PER_HIT} candidates to the reranker, at most ${MAX_RERANK_CANDIDATES} per search); ask for fewer hits, or search without rerank and score the hits with POST /v1/score in batches`
+          : `k: at most ${MAX_GROUPED_RERANK_K} documents with rerank and group_by (each document asked for hands the reranker ${RERANK_CANDIDATES_PER_HIT * GROUP_POOL_PER_DOCUMENT} candidates, at most ${MAX_RERANK_CANDIDATES} per search); ask for fewer documents`,
+        { details: { field: 'k', limit, maxRerankCandidates: MAX_RERANK_CANDIDATES } },
       );
     }
     const filter = body.filter === undefined ? undefined : requestFilter(body.filter);
@@ -112,16 +121,18 @@ export function registerSearchRoutes(app: FastifyInstance, context: RouteContext
       succeeded: () => context.indexOutages.answered(body.index),
     };
     try {
-      const hits = await context.call(reply)(async (signal) => {
+      return await context.call(reply)(async (signal) => {
         // Retried briefly, and never past the request's life: ingest's minute of retries is for writes.
         const sink = openIndexSink(target, context.settings.indexOptions, observer, { maxElapsedMs: SEARCH_STORE_RETRY_MS, signal });
+        const search: SearchQuery = { query: body.query, k: body.k, filter, mode: body.mode, rerank: body.rerank, where: `index ${body.index}` };
         try {
-          return await searchIndex(context.deps.engine, sink, { query: body.query, k: body.k, filter, mode: body.mode, rerank: body.rerank, where: `index ${body.index}` }, { signal });
+          if (body.group_by === 'document') return { documents: await searchDocuments(context.deps.engine, sink, search, { signal }) };
+          const hits = await searchIndex(context.deps.engine, sink, search, { signal });
+          return { hits: hits.map((hit, index) => hitLine(index + 1, hit)) };
         } finally {
           await sink.close();
         }
       });
-      return { hits: hits.map((hit, index) => hitLine(index + 1, hit)) };
     } catch (error) {
       throw explainModelRefusal(asRequestFields(error), body.rerank, body.index);
     }

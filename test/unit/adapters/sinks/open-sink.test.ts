@@ -63,7 +63,7 @@ describe('openSink', () => {
     }
   });
 
-  // `T__documents`, `T__spec` (and pgvector's index names `T__source`, `T__hnsw`) are table T's
+  // `T__documents`, `T__spec` (and pgvector's index names `T__source`, `T__hnsw`, `T__text`) are table T's
   // own relations: a table of that name was written into T's state table (an INTERNAL schema error
   // on LanceDB and pgvector, and `--prune` of T deleting its rows by source).
   it('refuses table names that end like the tables another table keeps beside it', () => {
@@ -71,7 +71,7 @@ describe('openSink', () => {
       `/tmp/shoal-x?${table}`.replace(/\?.*/, ''), `lancedb:///tmp/x?table=${table}`, `postgres://u@h/db?table=${table}`, `chroma://h:8000/${table}`,
       `qdrant://h:6333/${table}`, `file:///tmp/x?table=${table}`, `s3://bucket/prefix?table=${table}`,
     ];
-    for (const suffix of ['__documents', '__spec', '__source', '__hnsw']) {
+    for (const suffix of ['__documents', '__spec', '__source', '__hnsw', '__text']) {
       for (const uri of uris(`notes${suffix}`)) {
         let error: unknown = null;
         try {

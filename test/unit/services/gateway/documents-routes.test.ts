@@ -169,7 +169,6 @@ describe('POST /v1/search: the checks made against the index name the request fi
     [{ filter: "labels LIKE '%invoice%'" }, 'filter', /^filter: this index has no labels column/],
     [{ filter: 'entities IS NULL' }, 'filter', /^filter: this index has no entities column/],
     [{ mode: 'sparse' }, 'mode', /^mode sparse needs sparse vectors/],
-    [{ mode: 'hybrid' }, 'mode', /^mode hybrid needs sparse vectors/],
   ])('%j: 422 INVALID_INPUT naming the field, not the CLI flag', async (payload, field, message) => {
     const response = await search(payload);
     expect(response.statusCode, response.body).toBe(422);
