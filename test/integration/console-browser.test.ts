@@ -267,7 +267,10 @@ describe.skipIf(!runnable)(`web console in Chromium against shoal dev ${runnable
     expect(row[4]).toMatch(/^\d+(\.\d)? (B|KiB|MiB)$/);
     expect(await textOf(page, '#memory-text')).toMatch(/^[\d.]+ (B|KiB|MiB|GiB) of [\d.]+ (MiB|GiB) budget used by resident models \(\d+ %\)\.$/);
     const lanes = await page.$$eval('#lanes-table tbody tr', (nodes) => nodes.map((node) => node.getAttribute('data-lane')));
-    expect(lanes).toEqual(['interactive', 'bulk', 'all']);
+    expect(lanes).toEqual(['interactive', 'bulk']);
+    // Each lane's own queue depth (shoal_queue_items{lane}): nothing waits once the work is done.
+    const queued = await page.$$eval('#lanes-table tbody tr td:nth-of-type(1)', (nodes) => nodes.map((node) => node.textContent));
+    expect(queued).toEqual(['0', '0']);
     // The upload and the job ran batches in the bulk lane, the searches in the interactive one.
     const batches = await page.$$eval('#lanes-table tbody tr td:nth-of-type(2)', (nodes) => nodes.map((node) => Number(node.textContent)));
     expect(batches[0]).toBeGreaterThan(0);

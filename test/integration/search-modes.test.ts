@@ -54,6 +54,7 @@ const MANUAL = [
 const Hit = z.strictObject({
   rank: z.number().int(), score: z.number(), id: z.string(), document_id: z.string(), source: z.string(), page: z.number().int(), text: z.string(),
   heading: z.string().nullable(), chunk: z.number().int(), start: z.number().int(), end: z.number().int(),
+  metadata: z.record(z.string(), z.unknown()).nullable(),
 });
 type Hit = z.output<typeof Hit>;
 const DocumentLine = z.strictObject({ rank: z.number().int(), score: z.number(), document_id: z.string(), source: z.string(), hits: z.array(Hit) });
