@@ -1,15 +1,17 @@
 import { z } from 'zod';
-import type { Engine } from '../../adapters/protocol/engine.js';
+import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { DocumentMetadata } from '../../adapters/protocol/metadata.js';
 import type { SinkWriteObserver } from '../../adapters/sinks/delivery.js';
 import { validateFilter } from '../../adapters/sinks/filter.js';
 import { openSink, redactUri, type OpenedSink } from '../../adapters/sinks/open.js';
+import type { Sink } from '../../adapters/sinks/sink.js';
 import { resolvePipeline } from '../../pipelines/documents/builtin.js';
 import { applyOverrides, modelPathFromCwd, TableName } from '../../pipelines/documents/definition.js';
 import { ingestInProcess } from '../../pipelines/documents/ingest-local.js';
 import type { IngestProgress, IngestSummary } from '../../pipelines/documents/runner.js';
-import { hitLine, SEARCH_MODES, searchIndex, type HitLine, type SearchMode } from '../../pipelines/documents/search.js';
+import { hitLine, SEARCH_MODES, searchIndex, type HitLine, type SearchMode, type SearchQuery } from '../../pipelines/documents/search.js';
+import { searchDocuments, type DocumentLine } from '../../pipelines/documents/search-groups.js';
 import { fileSources, recordSource, addRecordSources, SourceRecord, type PendingSource } from '../../pipelines/documents/sources.js';
 import { s3SettingsFromEnv, sinkCredentialsFromEnv } from '../settings/environment.js';
 
@@ -197,18 +199,31 @@ export interface SearchOptions {
 }
 
 export type SearchHit = HitLine;
+/** One document of a grouped search: its best chunk's score and its best chunks (at most 3). */
+export type SearchDocument = DocumentLine;
 
 /** The chunks nearest the query, best first: `shoal search`'s lines, as objects. NOT_FOUND when nothing was indexed there. */
 export async function search(engine: Engine, options: SearchOptions): Promise<SearchHit[]> {
+  return withSearch(options, async (sink, query, call) => (await searchIndex(engine, sink, query, call)).map((hit, index) => hitLine(index + 1, hit)));
+}
+
+/**
+ * The k documents nearest the query, best first (`shoal search --group-by document`): each scored
+ * by its best chunk, with its best chunks; `k` counts documents.
+ */
+export async function searchByDocument(engine: Engine, options: SearchOptions): Promise<SearchDocument[]> {
+  return withSearch(options, (sink, query, call) => searchDocuments(engine, sink, query, call));
+}
+
+async function withSearch<T>(options: SearchOptions, run: (sink: Sink, query: SearchQuery, call: CallOptions) => Promise<T>): Promise<T> {
   const parsed = SearchOptionsSchema.safeParse(options);
   if (!parsed.success) throw invalid('search options', parsed.error);
   const given = parsed.data;
   const filter = given.filter === undefined ? undefined : validateFilter(given.filter);
   const { sink, display, table } = openIndex(given.index ?? './shoal-index', { table: given.table, env: options.env, signal: options.signal });
   try {
-    const query = { query: given.query, k: given.k ?? 10, filter, model: given.model, mode: given.mode, rerank: given.rerank, where: `${display} (table ${table})` };
-    const hits = await searchIndex(engine, sink, query, options.signal === undefined ? {} : { signal: options.signal });
-    return hits.map((hit, index) => hitLine(index + 1, hit));
+    const query: SearchQuery = { query: given.query, k: given.k ?? 10, filter, model: given.model, mode: given.mode, rerank: given.rerank, where: `${display} (table ${table})` };
+    return await run(sink, query, options.signal === undefined ? {} : { signal: options.signal });
   } finally {
     await sink.close();
   }

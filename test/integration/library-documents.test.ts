@@ -4,11 +4,11 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
-import { ingest, interruptedSummary, search, type IngestProgress } from '../../services/library/index.js';
+import { ingest, interruptedSummary, search, searchByDocument, type IngestProgress } from '../../services/library/index.js';
 import { FIXTURES_DIR } from '../helpers/shared.js';
 
 /**
- * `import { ingest, search } from 'shoal'` in process (library-fresh-clone.test.ts runs them from a
+ * `import { ingest, search, searchByDocument } from 'shoal'` in process (library-fresh-clone.test.ts runs them from a
  * packed tarball): progress callbacks, an AbortSignal that stops an ingest with the summary of what
  * finished (kept: the same call again continues), chunk options, and options refused by name.
  */
@@ -64,6 +64,17 @@ describe('shoal library: ingest and search', () => {
     expect(new Set(hits.map((hit) => hit.source)).size).toBe(5);
     const filtered = await search(engine, { index, query: 'ferry', k: 50, filter: "source = 'n3'" });
     expect(filtered.map((hit) => hit.source)).toEqual(['n3']);
+    // Grouped by document (shoal search --group-by document): k counts documents, each once, its chunks
+    // ranked as the plain search ranks them.
+    const documents = await searchByDocument(engine, { index, query: 'ferry pier', k: 3 });
+    expect(documents.map((document) => document.rank)).toEqual([1, 2, 3]);
+    expect(new Set(documents.map((document) => document.source)).size).toBe(3);
+    const ranked = await search(engine, { index, query: 'ferry pier', k: 50 });
+    for (const document of documents) {
+      expect(document.hits.length).toBeGreaterThan(0);
+      for (const hit of document.hits) expect(hit).toEqual(ranked[hit.rank - 1]);
+      expect(document.score).toBe(document.hits[0]?.score);
+    }
   }, 60_000);
 
   it('refuses wrong options by name, and a search of an empty place is NOT_FOUND', async () => {
