@@ -64,7 +64,7 @@ export interface NatsClusterOptions {
   size?: number;
   /** Cluster name, also the prefix of the server names (`<name>-0`...). @default 'shoal-test' */
   name?: string;
-  /** How long the cluster (or a restarted server) may take to become healthy. @default 20000 */
+  /** How long the cluster (or a restarted server) may take to become healthy (a loaded 2-core machine running three test lanes took over 20 s to form one). @default 60000 */
   readyTimeoutMs?: number;
   /** @default NATS_CLUSTER_SERVER_BIN */
   bin?: string;
@@ -93,7 +93,7 @@ async function healthy(monitorPort: number, size: number, timeoutMs: number): Pr
 export async function startNatsCluster(options: NatsClusterOptions = {}): Promise<NatsClusterHandle> {
   const size = options.size ?? 3;
   const clusterName = options.name ?? 'shoal-test';
-  const readyTimeoutMs = options.readyTimeoutMs ?? 20_000;
+  const readyTimeoutMs = options.readyTimeoutMs ?? 60_000;
   const bin = options.bin ?? NATS_CLUSTER_SERVER_BIN;
   const root = mkdtempSync(join(tmpdir(), 'shoal-nats-cluster-'));
   const ports: Array<{ client: number; monitor: number; cluster: number }> = [];

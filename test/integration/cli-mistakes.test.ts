@@ -96,7 +96,7 @@ describe('shoal search on a folder that is not an index', () => {
     const before = readdirSync(join(work, 'notes'));
     const run = await runShoal(['search', 'pilot', '--index', join(work, 'notes')], { env: ENV });
     expect(run.code, run.stderr).toBe(1);
-    expect(errorLine(run.stderr)).toMatch(/^error \[NOT_FOUND\]: no table chunks in /);
+    expect(errorLine(run.stderr)).toMatch(/^error \[NOT_FOUND\]: no table "chunks" in /);
     expect(readdirSync(join(work, 'notes'))).toEqual(before);
   }, 60_000);
 });

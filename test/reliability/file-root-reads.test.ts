@@ -26,12 +26,17 @@ import { testConnection } from '../helpers/nats-worker.js';
 const INSIDE = 'inside content';
 const OUTSIDE = 'OUTSIDE SECRET';
 const READS = 600;
+/**
+ * Flips the reads must overlap: on a loaded machine the flipping thread can be starved while 600
+ * quick reads finish, which would race nothing; the reads then go on (up to ten times as many).
+ */
+const MIN_FLIPS = 20;
 
-/** Reads `read()` many times while the link flips; counts what came back. */
-async function raceReads(read: () => Promise<Uint8Array>): Promise<{ inside: number; outside: number; refused: number; codes: Set<string> }> {
+/** Reads `read()` many times while the link flips (`flipped()`: flips so far); counts what came back. */
+async function raceReads(read: () => Promise<Uint8Array>, flipped: () => number): Promise<{ inside: number; outside: number; refused: number; codes: Set<string> }> {
   const counts = { inside: 0, outside: 0, refused: 0, codes: new Set<string>() };
   const batch = 20;
-  for (let done = 0; done < READS; done += batch) {
+  for (let done = 0; done < READS || (flipped() < MIN_FLIPS && done < 10 * READS); done += batch) {
     await Promise.all(
       Array.from({ length: batch }, async () => {
         try {
@@ -76,8 +81,9 @@ describe('file reads under the roots: opened once, checked on the descriptor', (
   });
 
   /** Flips the link for the duration of `run`. */
-  async function whileSwapping<T>(run: () => Promise<T>): Promise<T> {
-    const stop = new SharedArrayBuffer(4);
+  async function whileSwapping<T>(run: (flipped: () => number) => Promise<T>): Promise<T> {
+    // [0]: stop, [1]: flips so far.
+    const stop = new SharedArrayBuffer(8);
     const worker = new Worker(
       `const { symlinkSync, renameSync, rmSync } = require('node:fs');
        const { workerData, parentPort } = require('node:worker_threads');
@@ -89,6 +95,7 @@ describe('file reads under the roots: opened once, checked on the descriptor', (
          symlinkSync(workerData.targets[flips % 2], temporary);
          renameSync(temporary, workerData.link);
          flips += 1;
+         Atomics.store(stop, 1, flips);
          if (flips === 2) parentPort.postMessage('flipping');
        }
        parentPort.postMessage(flips);`,
@@ -103,7 +110,7 @@ describe('file reads under the roots: opened once, checked on the descriptor', (
     await next();
     const flips = next();
     try {
-      return await run();
+      return await run(() => Atomics.load(new Int32Array(stop), 1));
     } finally {
       Atomics.store(new Int32Array(stop), 0, 1);
       expect(await flips).toBeGreaterThan(2);
@@ -128,7 +135,7 @@ describe('file reads under the roots: opened once, checked on the descriptor', (
     });
 
     it(`never returns the outside file's content while a link flips under ${READS} reads`, async () => {
-      const counts = await whileSwapping(() => raceReads(() => payloads.get(pathToFileURL(link).href)));
+      const counts = await whileSwapping((flipped) => raceReads(() => payloads.get(pathToFileURL(link).href), flipped));
       expect(counts.outside).toBe(0);
       // The race ran both ways: reads of the inside file, refusals of the outside one.
       expect(counts.inside).toBeGreaterThan(0);
@@ -156,7 +163,7 @@ describe('file reads under the roots: opened once, checked on the descriptor', (
 
   it(`image paths: never the outside file's bytes while a link flips under ${READS} reads`, async () => {
     const policy = ImagePolicy.parse({ roots: [root] });
-    const counts = await whileSwapping(() => raceReads(() => readImageInput({ kind: 'path', path: link }, policy)));
+    const counts = await whileSwapping((flipped) => raceReads(() => readImageInput({ kind: 'path', path: link }, policy), flipped));
     expect(counts.outside).toBe(0);
     expect(counts.inside).toBeGreaterThan(0);
     expect(counts.refused).toBeGreaterThan(0);
