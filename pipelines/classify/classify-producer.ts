@@ -95,8 +95,8 @@ export class ClassifyProducer {
    * producer may read back.
    */
   static async open(nc: NatsConnection, topologySettings: TopologySettingsInput = {}, payloads: Omit<PayloadStoreOptions, 'bucket'> = {}): Promise<ClassifyProducer> {
-    const topology = await ensureTopology(nc, topologySettings);
-    const classify = await ensureClassifyTopology(nc, topology);
+    const topology = await withNatsRetry('set up the NATS topology', () => ensureTopology(nc, topologySettings));
+    const classify = await withNatsRetry('set up the classification topology', () => ensureClassifyTopology(nc, topology));
     const ledger = await ClassifyLedger.open(nc, classify.ingest.bucket);
     return new ClassifyProducer(nc, classify, ledger, new PayloadStore(nc, { ...payloads, bucket: topology.names.payloadBucket }));
   }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { withNatsRetry } from '../../adapters/nats/connection/nats-retry.js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { NatsEngine } from '../../adapters/nats/rpc/engine-client.js';
 import type { ParseConsumerSettings } from '../../adapters/nats/ingest/ingest-store.js';
@@ -124,7 +125,7 @@ export class NatsIngest {
   /** Sets up the jobs and ingest topology (idempotent). The connection stays the caller's. */
   static async open(nc: NatsConnection, options: NatsIngestOptions = {}): Promise<NatsIngest> {
     const topologyInput = { prefix: options.prefix ?? 'shoal', ...(options.replicas === undefined ? {} : { replicas: options.replicas }) };
-    const topology = await ensureTopology(nc, topologyInput);
+    const topology = await withNatsRetry('set up the NATS topology', () => ensureTopology(nc, topologyInput));
     const jobs = await JobsClient.open(nc, { topology: topologyInput });
     const tasks = await ParseTaskClient.open(nc, topology, options.parse);
     const rpc = new NatsEngine(nc, { prefix: topologyInput.prefix, loadTimeoutMs: options.loadTimeoutMs ?? 30_000 });

@@ -1,4 +1,5 @@
 import type { Priority } from '../../adapters/protocol/requests.js';
+import { withNatsRetry } from '../../adapters/nats/connection/nats-retry.js';
 import { jetstream } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { connectNats } from '../../adapters/nats/connection/connection.js';
@@ -136,8 +137,11 @@ export class ShoalWorker implements Lifecycle {
       if (routes.length === 0 && !roleOnly) throw new ShoalError(ErrorCode.CONFIG_INVALID, `the worker serves no models: none of ${selection.models.join(', ')} can be used (see the warnings above)`);
       nc = await connectNats(config.nats, { logger, name: `shoal-worker ${config.workerId}`, ...(deps.signal === undefined ? {} : { signal: deps.signal }) });
       const connection = nc;
-      const topology = await ensureTopology(connection, config.topology);
-      const pulled = await ensureConsumers(topology, routes, config);
+      // A replicated stream's leader may be electing (a broker restarting, a cluster forming on a busy
+      // machine): its calls time out for a while, and a worker starting then waits, not exits.
+      const retry = { ...(deps.signal === undefined ? {} : { signal: deps.signal }), onRetry: (error: ShoalError) => logger.warn({ code: error.code, err: error.message }, 'NATS not ready; setting up the topology again') };
+      const topology = await withNatsRetry('set up the NATS topology', () => ensureTopology(connection, config.topology), retry);
+      const pulled = await withNatsRetry('set up the consumers', () => ensureConsumers(topology, routes, config), retry);
       const js = jetstream(connection);
       const status = await StatusStore.open(connection, topology.names.statusBucket);
       // S3 retries are logged (every fifth of an operation) and counted: while S3 is down, parts wait here instead of failing.

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { withNatsRetry } from '../connection/nats-retry.js';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { S3SettingsInput, S3Store } from '../../object-store/index.js';
@@ -136,8 +137,9 @@ export class JobsClient implements JobsApi {
 
   /** Sets up the topology (idempotent) and opens the status bucket. The connection stays the caller's. */
   static async open(nc: NatsConnection, options: JobsClientOptions = {}): Promise<JobsClient> {
-    const topology = await ensureTopology(nc, options.topology ?? {});
-    const status = await StatusStore.open(nc, topology.names.statusBucket);
+    // A replicated stream's leader may be electing: its calls time out for a while (bounded retry).
+    const topology = await withNatsRetry('set up the NATS topology', () => ensureTopology(nc, options.topology ?? {}));
+    const status = await withNatsRetry('open the job status bucket', () => StatusStore.open(nc, topology.names.statusBucket));
     return new JobsClient(nc, topology, status, options);
   }
 
