@@ -63,9 +63,19 @@ describe.skipIf(!REPLICATES)('document jobs on a 3-server JetStream cluster', ()
     SHOAL_LOG_LEVEL: 'error',
   });
 
+  /** Workers that exited without the test killing them, and the signal that stops what waits for them. */
+  const gone: string[] = [];
+  const workerGone = new AbortController();
+  const killedOnPurpose = new Set<ChildProcess>();
+
   function worker(args: readonly string[]): ChildProcess {
     const child = spawn(process.execPath, [SHOAL_BIN, 'worker', ...args, '--ack-wait', '4000'], { cwd: tmpdir(), env: { ...process.env, ...env() }, stdio: ['ignore', 'ignore', 'inherit'] });
     children.push(child);
+    child.once('exit', (code, signal) => {
+      if (killedOnPurpose.has(child)) return;
+      gone.push(`shoal worker ${args.join(' ')} exited (${signal ?? code})`);
+      workerGone.abort();
+    });
     return child;
   }
 
@@ -120,6 +130,7 @@ describe.skipIf(!REPLICATES)('document jobs on a 3-server JetStream cluster', ()
     const leader = (await jsm.streams.info('SHOAL_DOCUMENTS')).cluster?.leader;
     expect(leader).toBeDefined();
     const leaderServer = cluster.server(leader ?? '');
+    killedOnPurpose.add(documentsA);
     await Promise.all([leaderServer.kill('SIGKILL'), new Promise<void>((resolve) => {
       documentsA.once('exit', () => resolve());
       documentsA.kill('SIGKILL');
@@ -128,7 +139,9 @@ describe.skipIf(!REPLICATES)('document jobs on a 3-server JetStream cluster', ()
     await leaderServer.start();
     worker(['--documents', '--pipelines', 'tiny']);
 
-    const watched = await runShoal(['runs', 'watch', runId, '--json', '--nats', cluster.urls.join(',')], { env: env() });
+    // A worker that exits on its own (it could not start, it crashed) ends the wait at once, saying which.
+    const watched = await runShoal(['runs', 'watch', runId, '--json', '--nats', cluster.urls.join(',')], { env: env(), signal: workerGone.signal });
+    expect(gone).toEqual([]);
     expect(watched.code, watched.stderr).toBe(0);
     expect(JSON.parse(watched.stdout.trim())).toMatchObject({ state: 'completed', documents: { total: COUNT, ok: COUNT, failed: 0, unchanged: 0 } });
 

@@ -23,6 +23,8 @@ export interface ShoalRunOptions {
   stdin?: string;
   env?: Record<string, string>;
   cwd?: string;
+  /** Aborting stops the command (SIGTERM): a test that sees its premise fail need not wait it out. */
+  signal?: AbortSignal;
 }
 
 export function runShoal(args: readonly string[], options: ShoalRunOptions = {}): Promise<ShoalRun> {
@@ -38,7 +40,11 @@ export function runShoal(args: readonly string[], options: ShoalRunOptions = {})
     child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
     child.stderr.on('data', (chunk: Buffer) => err.push(chunk));
     child.on('error', reject);
+    const stop = (): void => void child.kill('SIGTERM');
+    if (options.signal?.aborted === true) stop();
+    options.signal?.addEventListener('abort', stop, { once: true });
     child.on('close', (code, signal) => {
+      options.signal?.removeEventListener('abort', stop);
       resolve({ code, signal, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
     });
     // The CLI may exit before reading all of stdin (an early error): that is not a test failure.
