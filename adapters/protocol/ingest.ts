@@ -73,6 +73,8 @@ export const StoredPages = z.strictObject({
   document_id: Hex64,
   type: z.enum(DOCUMENT_TYPES),
   pages: z.array(StoredPage).max(1_000_000),
+  /** The title the reader found (PDF info, front matter, <title>, an email's subject…): the document's automatic `title` metadata. */
+  title: z.string().max(4096).optional(),
 });
 export type StoredPages = z.infer<typeof StoredPages>;
 

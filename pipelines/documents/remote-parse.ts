@@ -56,6 +56,8 @@ interface Published {
   /** The task's secret (parse-task-token.ts) and the digest a worker's answer to it carries. */
   token: string;
   check: string;
+  /** The document's size, read here before publishing (the parse worker's answer does not carry it). */
+  bytes: number;
 }
 
 export class RemoteParseReader implements DocumentReader {
@@ -163,7 +165,7 @@ export class RemoteParseReader implements DocumentReader {
       while (this.#window >= PUBLISH_WINDOW) await new Promise<void>((resolve) => (this.#windowWaiter = resolve));
       this.#window += 1;
       const token = newParseToken();
-      const published: Published = { doc, documentId, token, check: parseTaskCheck({ token }) ?? '' };
+      const published: Published = { doc, documentId, token, check: parseTaskCheck({ token }) ?? '', bytes: loaded.bytes.length };
       this.#published.set(pending.uri, published);
       this.#byDoc.set(doc, published);
       const { source } = loaded;
@@ -208,7 +210,8 @@ export class RemoteParseReader implements DocumentReader {
         return { ok: false, source: source.uri, code: status.code ?? ErrorCode.INTERNAL, reason: status.reason ?? 'no reason recorded' };
       }
       const stored = await this.#client.pages(status, task);
-      const document = { source: source.uri, type: stored.type, contentHash: documentId, pages: stored.pages, bytes: 0 };
+      // The size and title a local parse gives (the document's automatic metadata): the bytes counted here when published, the title as the parse worker's reader found it.
+      const document = { source: source.uri, type: stored.type, contentHash: documentId, pages: stored.pages, bytes: published.bytes, ...(stored.title === undefined ? {} : { title: stored.title }) };
       return { ok: true, document: source.id === undefined ? document : { ...document, id: source.id } };
     } catch (error) {
       throw toShoalError(error);

@@ -107,7 +107,7 @@ export class ParseRole implements Lifecycle {
       ...(page.headings === undefined ? {} : { headings: page.headings }),
       ...(page.ocrReason === undefined ? {} : { ocrReason: page.ocrReason }),
     }));
-    return { ok: true, type: outcome.document.type, pages };
+    return { ok: true, type: outcome.document.type, pages, ...(outcome.document.title === undefined ? {} : { title: outcome.document.title }) };
   }
 
   get inFlight(): number {

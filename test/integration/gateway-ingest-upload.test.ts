@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startIngestGateway, type IngestGateway } from '../helpers/ingest-gateway.js';
+import { makeDocx, makeEml, makeXlsx } from '../helpers/document-samples.js';
 import { z } from 'zod';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
@@ -165,5 +166,41 @@ describe.skipIf(!runnable)(`multipart uploads through the real pipeline ${runnab
     const hits = z.object({ hits: z.array(z.object({ source: z.string(), text: z.string() })) }).parse(search.json()).hits;
     expect(hits.find((hit) => hit.source === 'notes.md')?.text).toContain('The pilot boat leaves the harbour at dawn');
     expect(hits.some((hit) => hit.source === 'minimal.pdf' && hit.text.trim() !== '')).toBe(true);
+  }, 120_000);
+
+  it('a DOCX, an XLSX and an email uploaded under other names are told by their content, indexed with their headings and metadata, and found by the full-text mode', async () => {
+    const docx = await makeDocx({ heading: 'Harbour rules', subheading: 'Moorings', paragraphs: ['Visiting yachts moor on the eastern pontoon.'] });
+    const xlsx = await makeXlsx([{ name: 'Tides', rows: [['day', 'high water'], ['Monday', '06:40'], ['Tuesday', '07:25']] }]);
+    const eml = makeEml({ subject: 'Dredging notice', from: 'harbour@example.org', to: 'crews@example.org', date: 'Mon, 2 Nov 2026 08:00:00 +0000', body: 'The channel is dredged on Thursday; keep clear of the buoys.' });
+    const body = await form([
+      { name: 'index', value: 'up' },
+      { name: 'model', value: TINY_MEAN },
+      // Names that say nothing of the format: the content decides.
+      { name: 'file', file: 'rules.bin', bytes: docx },
+      { name: 'file', file: 'tides.dat', bytes: xlsx },
+      { name: 'file', file: 'notice.txt', bytes: eml },
+    ]);
+    const response = await app.inject({ method: 'POST', url: '/v1/ingest?wait=true', ...body });
+    expect(response.statusCode, response.body).toBe(200);
+    const { status } = IngestAccepted.parse(response.json());
+    expect(status, JSON.stringify(status.failed)).toMatchObject({ state: 'completed', documents: { total: 3, ok: 3, failed: 0 } });
+    const Hits = z.object({ hits: z.array(z.object({ source: z.string(), text: z.string(), heading: z.string().nullable(), metadata: z.record(z.string(), z.unknown()).nullable() })) });
+    const find = async (query: string) => {
+      const search = await app.inject({ method: 'POST', url: '/v1/search', payload: { index: 'up', query, k: 3, mode: 'text' } });
+      expect(search.statusCode, search.body).toBe(200);
+      return Hits.parse(search.json()).hits;
+    };
+    const [mooring] = await find('eastern pontoon');
+    // One short chunk holds the whole document: it sits under the first heading.
+    expect(mooring).toMatchObject({ source: 'rules.bin', heading: 'Harbour rules' });
+    expect(mooring?.text).toContain('Visiting yachts moor on the eastern pontoon.');
+    // Read by a parse worker over NATS, the automatic metadata is what a local parse gives: the bytes' size, the reader's title.
+    expect(mooring?.metadata).toMatchObject({ mime: 'application/vnd.openxmlformats-officedocument.wordprocessingml.document', size: docx.length, title: 'Harbour rules' });
+    const [tides] = await find('Tuesday high water');
+    expect(tides).toMatchObject({ source: 'tides.dat', heading: 'Tides' });
+    expect(tides?.text).toContain('Tuesday\t07:25');
+    const [notice] = await find('channel dredged buoys');
+    expect(notice).toMatchObject({ source: 'notice.txt', heading: 'Dredging notice' });
+    expect(notice?.metadata).toMatchObject({ title: 'Dredging notice', size: eml.length, mime: 'message/rfc822' });
   }, 120_000);
 });

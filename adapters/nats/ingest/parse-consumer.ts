@@ -37,7 +37,7 @@ export interface ParseInput {
 }
 
 export type ParseAnswer =
-  | { ok: true; type: StoredPages['type']; pages: StoredPage[] }
+  | { ok: true; type: StoredPages['type']; pages: StoredPage[]; title?: string | undefined }
   | { ok: false; code: string; reason: string };
 
 /** Parses one document; a bad document is an answer with a code, a throw is an infrastructure failure (retried). */
@@ -150,7 +150,8 @@ export class ParseTaskConsumer implements Lifecycle {
       const answer = await this.#options.parse({ source: task.source, id: task.id, name: task.name, bytes, inlineText: task.inline_text === true, settings: task.parse });
       const now = new Date().toISOString();
       if (answer.ok) {
-        const stored = parseWith(StoredPages, { v: WIRE_VERSION, document_id: task.document_id, type: answer.type, pages: answer.pages }, 'parsed pages', ErrorCode.INTERNAL);
+        const title = answer.title === undefined ? {} : { title: answer.title.slice(0, 4096) };
+        const stored = parseWith(StoredPages, { v: WIRE_VERSION, document_id: task.document_id, type: answer.type, pages: answer.pages, ...title }, 'parsed pages', ErrorCode.INTERNAL);
         const pagesRef = await payloads.put(pagesKey(task), Buffer.from(JSON.stringify(stored), 'utf8'));
         const ocrPages = answer.pages.filter((page) => page.ocr).length;
         await status.putDocument({ ...base, state: 'parsed', pages: answer.pages.length, ocr_pages: ocrPages, pages_ref: pagesRef, updated_at: now });
