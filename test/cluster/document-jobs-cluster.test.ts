@@ -96,7 +96,7 @@ describe.skipIf(!REPLICATES)('document jobs on a 3-server JetStream cluster', ()
       );
     }
     client.destroy();
-  }, 120_000);
+  }, 180_000);
 
   afterAll(async () => {
     for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');

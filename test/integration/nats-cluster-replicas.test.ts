@@ -101,7 +101,7 @@ describe.runIf(REPLICATES)(`streams replicated on a 3-server JetStream cluster (
     await worker.waitFor(/"worker started"/, 30_000);
     // This client sets no replica count: what the worker created keeps its 3.
     jobs = await JobsClient.open(nc, { topology: { prefix } });
-  }, 120_000);
+  }, 180_000);
 
   afterAll(async () => {
     await worker?.stop('SIGTERM');
