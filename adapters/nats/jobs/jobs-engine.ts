@@ -58,7 +58,7 @@ export class JobsEngine implements Engine {
   /** Submits one job, waits for it and reads its parts back; each step outlives a brief NATS outage. */
   async #run(primitive: 'encode' | 'extract' | 'score', request: EncodeRequest | ExtractRequest | ScoreRequest, options: CallOptions): Promise<{ jobId: string; parts: ResolvedPartResult[] }> {
     const jobId = `${this.#prefix}-${primitive[0]}${this.#next++}`;
-    const submission = { job_id: jobId, primitive, request: { ...request }, result: { kind: 'stream' } } as JobSubmission;
+    const submission: JobSubmission = { job_id: jobId, primitive, request: { ...request }, result: { kind: 'stream' } };
     if (this.#options.partItems !== undefined) submission.part_items = this.#options.partItems;
     // Submitting (idempotent for one job id and content), waiting and reading results back each
     // outlive a brief NATS outage (a broker restart): retried for a bounded time, not failed.
