@@ -43,6 +43,13 @@ export function startWorkerProcess(url: string, prefix: string): ChildProcess {
   });
 }
 
+/** Stops a worker started by startWorkerProcess (SIGTERM: it drains) and waits for it; nothing when it has exited. */
+export async function stopWorkerProcess(worker: ChildProcess): Promise<void> {
+  if (worker.exitCode !== null || worker.signalCode !== null) return;
+  worker.kill('SIGTERM');
+  await exited(worker);
+}
+
 export function expectSameRows(local: readonly Row[], remote: readonly Row[]): void {
   expect(remote.map((row) => row.id)).toEqual(local.map((row) => row.id));
   const strip = ({ vector: _v, ...rest }: Row): Omit<Row, 'vector'> => rest;

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeAlternativeEml, makeDocx, makeEml, makeEpub, makePptx, makeXlsx } from '../helpers/document-samples.js';
 import { summaryOf } from '../helpers/ingest-summary.js';
-import { expectSameRows, INGEST_ENV as ENV, readRows, startWorkerProcess } from '../helpers/ingest-nats.js';
+import { expectSameRows, INGEST_ENV as ENV, readRows, startWorkerProcess, stopWorkerProcess } from '../helpers/ingest-nats.js';
 import { natsServerAvailable, NATS_SERVER_MISSING, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
 import { TINY_MEAN, uniquePrefix } from '../helpers/nats-worker.js';
 import { runShoal } from '../helpers/shoal-cli.js';
@@ -40,10 +40,7 @@ describe.skipIf(!natsServerAvailable())('shoal ingest --nats of DOCX, PPTX, XLSX
   }, 60_000);
 
   afterAll(async () => {
-    if (worker.exitCode === null) {
-      worker.kill('SIGTERM');
-      await new Promise((resolve) => worker.once('exit', resolve));
-    }
+    await stopWorkerProcess(worker);
     await server?.stop();
     await rm(root, { recursive: true, force: true });
   }, 30_000);

@@ -11,7 +11,7 @@ import { TINY_MEAN, testConnection, uniquePrefix } from '../helpers/nats-worker.
 import { REPO_ROOT, DATA_DIR } from '../helpers/shared.js';
 import { runShoal } from '../helpers/shoal-cli.js';
 import { summaryOf } from '../helpers/ingest-summary.js';
-import { expectSameRows, INGEST_ENV as ENV, readRows, startWorkerProcess } from '../helpers/ingest-nats.js';
+import { expectSameRows, INGEST_ENV as ENV, readRows, startWorkerProcess, stopWorkerProcess } from '../helpers/ingest-nats.js';
 
 /**
  * `shoal ingest --nats` end to end: a private nats-server, one real `shoal worker --parse`
@@ -38,10 +38,7 @@ describe.skipIf(!natsServerAvailable())('shoal ingest --nats', () => {
   }, 30_000);
 
   afterAll(async () => {
-    if (worker.exitCode === null) {
-      worker.kill('SIGTERM');
-      await new Promise((resolve) => worker.once('exit', resolve));
-    }
+    await stopWorkerProcess(worker);
     await server?.stop();
     await rm(root, { recursive: true, force: true });
   }, 30_000);
