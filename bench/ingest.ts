@@ -5,7 +5,7 @@ import { Readable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import { spawn } from 'node:child_process';
 import { connectNats } from '../adapters/nats/connection/connection.js';
-import { LanceDbSink } from '../adapters/sinks/lancedb.js';
+import { LanceDbStore } from '../adapters/stores/lancedb/store.js';
 import { NatsIngest } from '../pipelines/documents/nats-ingest.js';
 import { startNatsServer } from '../test/helpers/nats-server.js';
 import { resolvePipeline } from '../pipelines/documents/builtin.js';
@@ -23,7 +23,7 @@ import { percentile, printTable, writeResult, type Row } from './lib/report.js';
 
 /**
  * `shoal ingest` speed, in process, through the same runner the CLI uses (IngestRunner with the
- * built-in `documents` pipeline, DocumentParser, LanceDbSink), with bench-minilm-l6 (real
+ * built-in `documents` pipeline, DocumentParser, LanceDbStore), with bench-minilm-l6 (real
  * all-MiniLM-L6-v2 geometry, random weights) as the encoder and the built-in OCR:
  *
  * 1. SciFact abstracts as JSON Lines records `{"id","text": title + "\n\n" + abstract}` into a
@@ -130,7 +130,7 @@ interface PipelineRun {
 async function runPipeline(engine: InferenceEngine, parser: DocumentParser, base: PipelineDefinition, sources: readonly PendingSource[]): Promise<PipelineRun> {
   const dir = mkdtempSync(join(tmpdir(), 'shoal-bench-ingest-'));
   const definition = applyOverrides(base, { index: dir });
-  const sink = new LanceDbSink({ dir, table: definition.stages.write.table });
+  const sink = new LanceDbStore({ dir, table: definition.stages.write.table });
   const stages = Object.fromEntries(STAGES.map((stage) => [stage, 0])) as Record<IngestStage, number>;
   try {
     const runner = new IngestRunner({ definition, engine, sink, reader: parser, onStage: (stage, ms) => (stages[stage] += ms / 1000) });
@@ -180,7 +180,7 @@ async function startNats(): Promise<{ ingest: NatsIngest; stop: () => Promise<vo
 async function runNatsPipeline(ingest: NatsIngest, base: PipelineDefinition, sources: readonly PendingSource[]): Promise<PipelineRun> {
   const dir = mkdtempSync(join(tmpdir(), 'shoal-bench-ingest-nats-'));
   const definition = applyOverrides(base, { index: dir, model: basename(BENCH_MODEL) });
-  const sink = new LanceDbSink({ dir, table: definition.stages.write.table });
+  const sink = new LanceDbStore({ dir, table: definition.stages.write.table });
   const stages = Object.fromEntries(STAGES.map((stage) => [stage, 0])) as Record<IngestStage, number>;
   try {
     const started = performance.now();

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { MIB, S3Store } from '../adapters/object-store/index.js';
-import { S3Sink } from '../adapters/sinks/s3.js';
-import type { ChunkRow, DocumentState } from '../adapters/sinks/sink.js';
+import { S3JsonStore } from '../adapters/stores/s3/store.js';
+import type { ChunkRow, DocumentState } from '../adapters/stores/store.js';
 import { startS3Server } from '../test/helpers/s3-server.js';
 import { percentile, printTable, writeResult } from './lib/report.js';
 
@@ -49,7 +49,7 @@ try {
     }
     states.push({ source: `s3://corpus/doc-${d}.pdf`, document_id: `d${d}`, settings: 's', chunks: perDoc, pages: 1, ingested_at: new Date().toISOString() });
   }
-  const sink = new S3Sink({ uri: 's3://bench/index', store });
+  const sink = new S3JsonStore({ uri: 's3://bench/index', store });
   await sink.prepare({ dimension: DIM, distance: 'cosine', optionalColumns: [], metadata: {} });
   const started = performance.now();
   for (let at = 0; at < docs; at += 100) await sink.commit(rows.slice(at * perDoc, (at + 100) * perDoc), states.slice(at, at + 100));

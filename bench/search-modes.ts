@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import { openSink } from '../adapters/sinks/open.js';
+import { openIndexUri } from '../adapters/stores/open.js';
 import { searchDocuments } from '../pipelines/documents/search-groups.js';
 import type { SearchMode } from '../pipelines/documents/search.js';
 import { InferenceEngine } from '../pipelines/inference/engine.js';
@@ -101,7 +101,7 @@ async function measure(engine: InferenceEngine, store: string, index: string): P
   const summary = await ingest(engine, { records: subset.map((doc) => ({ id: doc._id, text: `${doc.title}\n\n${doc.text}` })), index, model: args.model });
   const ingestSeconds = (performance.now() - ingestStarted) / 1000;
   console.log(`${store}: ingested ${subset.length} abstracts (${summary.chunks} chunks) with ${args.model} in ${ingestSeconds.toFixed(1)} s`);
-  const { sink } = openSink(index);
+  const { store: sink } = openIndexUri(index);
   const rows: Row[] = [];
   let firstTextSearchSeconds = Number.NaN;
   try {

@@ -2,8 +2,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { openSink } from '../adapters/sinks/open.js';
-import type { ChunkRow, DocumentState, Sink } from '../adapters/sinks/sink.js';
+import { openIndexUri } from '../adapters/stores/open.js';
+import type { ChunkRow, DocumentState, Store } from '../adapters/stores/store.js';
 import { startChromaServer } from '../test/helpers/chroma-server.js';
 import { startPgliteServer } from '../test/helpers/pglite-server.js';
 import { unitVectors } from '../test/helpers/seeded-vectors.js';
@@ -16,7 +16,7 @@ import { DATA_DIR, queries as scifactQueries } from './lib/corpora.js';
 import { percentile, printTable, writeResult, type Row } from './lib/report.js';
 
 /**
- * Index write and search speed per backend, through the same `openSink(URI)` that
+ * Index write and search speed per backend, through the same `openIndexUri(URI)` that
  * `shoal ingest/search --index URI` use: LanceDB (embedded), pgvector (PGlite served on a
  * loopback port, through the production `pg` driver), Chroma (its own local server), file://
  * (JSON Lines) and s3:// (s3rver). `qdrant` is the REST-contract server of the tests (no Qdrant
@@ -122,14 +122,14 @@ function uri(backend: string, table: string): string {
   throw new Error(`unknown backend ${backend}`);
 }
 
-async function write(sink: Sink, batch: number): Promise<number> {
+async function write(sink: Store, batch: number): Promise<number> {
   const started = performance.now();
   for (let at = 0; at < rows.length; at += batch) await sink.commit(rows.slice(at, at + batch), states.slice(at, at + batch));
   return (performance.now() - started) / 1000;
 }
 
 /** Rows a re-run of `shoal ingest` would write: documents whose stored state differs. */
-async function secondRunRows(sink: Sink): Promise<number> {
+async function secondRunRows(sink: Store): Promise<number> {
   const stored = await sink.states(states.map((state) => state.source));
   const changed = new Set(states.filter((state) => {
     const was = stored.get(state.source);
@@ -164,7 +164,7 @@ try {
   for (const backend of BACKENDS) {
     for (const batch of BATCHES) {
       const table = `w${batch}`;
-      const { sink } = openSink(uri(backend, table), { batchRows: Math.min(batch, 1_000), ...(s3 === null ? {} : { s3: s3.settings() }) });
+      const { store: sink } = openIndexUri(uri(backend, table), { batchRows: Math.min(batch, 1_000), ...(s3 === null ? {} : { s3: s3.settings() }) });
       await sink.prepare({ dimension: DIM, distance: 'cosine', optionalColumns: [], metadata: { model: 'random-384' } });
       const seconds = await write(sink, batch);
       const secondRun = await secondRunRows(sink);

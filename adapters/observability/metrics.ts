@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { SinkWriteObserver } from '../sinks/delivery.js';
+import type { StoreWriteObserver } from '../stores/shared/delivery.js';
 
 /**
  * Shoal's Prometheus metrics (prom-client). Every name starts with `shoal_`; labels are bounded
@@ -144,8 +144,8 @@ export class ShoalMetrics {
     registers: [this.registry],
   });
 
-  /** What a RetryingSink reports (adapters/sinks/delivery.ts), recorded on this registry. */
-  readonly sinkObserver: SinkWriteObserver = {
+  /** What a RetryingStore reports (adapters/stores/shared/delivery.ts), recorded on this registry. */
+  readonly sinkObserver: StoreWriteObserver = {
     write: (backend, outcome, seconds) => {
       this.sinkWrites.inc({ backend, outcome });
       if (outcome !== 'retry') this.sinkWriteSeconds.observe({ backend }, seconds);

@@ -18,7 +18,7 @@ export const MAX_DOCUMENTS_OFFSET = 1_000_000_000;
 export const INDEX_BACKENDS = ['lancedb', 'pgvector', 'chroma', 'qdrant', 'file', 's3'] as const;
 const Backend = z.enum(INDEX_BACKENDS);
 
-/** A document as the index keeps its state (adapters/sinks/sink.ts DocumentState). */
+/** A document as the index keeps its state (adapters/stores/store.ts DocumentState). */
 export const IndexDocument = z.strictObject({
   source: z.string(),
   document_id: z.string(),

@@ -5,7 +5,7 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { connectNats } from '../../adapters/nats/connection/connection.js';
-import { LanceDbSink } from '../../adapters/sinks/lancedb.js';
+import { LanceDbStore } from '../../adapters/stores/lancedb/store.js';
 import type { PipelineDefinition } from '../../pipelines/documents/definition.js';
 import { DocumentProducer } from '../../pipelines/documents/document-producer.js';
 import type { IngestSummary } from '../../pipelines/documents/runner.js';
@@ -209,7 +209,7 @@ export class JobsFleet {
     const cpuAfter = cpu();
     const after = await counters();
     if (followed.end === null) throw new Error(`run ${runId}: no end event`);
-    const sink = new LanceDbSink({ dir: join(this.#root, 'indexes', index), table: this.#table });
+    const sink = new LanceDbStore({ dir: join(this.#root, 'indexes', index), table: this.#table });
     let rows: number;
     try {
       rows = await sink.count();

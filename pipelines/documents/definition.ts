@@ -4,7 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ErrorCode, isShoalError, ShoalError } from '../../adapters/protocol/errors.js';
 import { MAX_DOCUMENT_BYTES } from '../../adapters/protocol/limits.js';
-import { uriScheme } from '../../adapters/sinks/uri-scheme.js';
+import { uriScheme } from '../../adapters/stores/shared/uri-parts.js';
 import { Dimensions, EmbeddingDtype } from '../../adapters/protocol/output-types.js';
 
 /**

@@ -20,7 +20,7 @@ import type { Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
 import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
 import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
-import type { Sink } from '../../adapters/sinks/sink.js';
+import type { Store } from '../../adapters/stores/store.js';
 import type { PipelineDefinition } from './definition.js';
 import { capParseSettings, type ParseLimits } from './parse-limits.js';
 import { ParserCache } from './parser-cache.js';
@@ -52,7 +52,7 @@ export interface DocumentJobsOptions {
   /** A pipeline by name (built-in or the SHOAL_PIPELINES folder); NOT_FOUND/CONFIG_INVALID fail the document. */
   resolvePipeline: (name: string) => Promise<PipelineDefinition>;
   /** The sink of a configured index (SHOAL_INDEXES), opened once and kept; NOT_FOUND fails the document. */
-  openIndex: (name: string, table: string) => Sink;
+  openIndex: (name: string, table: string) => Store;
   /** Reads `s3://`, `obj://` and `file://` sources (file roots and S3 buckets as configured). */
   payloads: PayloadStore;
   /** Request-reply to model workers (token counts) and the jobs client (encode jobs). */
@@ -377,7 +377,7 @@ export class DocumentJobs implements Lifecycle {
     if (first === undefined) return [];
     const { pipeline, index } = first.job;
     let definition: PipelineDefinition;
-    let sink: Sink;
+    let sink: Store;
     try {
       definition = await this.#definition(pipeline);
       sink = this.#options.openIndex(index, definition.stages.write.table);

@@ -1,4 +1,4 @@
-import type { SearchHit } from '../../adapters/sinks/sink.js';
+import type { SearchHit } from '../../adapters/stores/store.js';
 
 /**
  * Reciprocal rank fusion (Cormack, Clarke and Büttcher, SIGIR 2009), how `shoal search` merges the

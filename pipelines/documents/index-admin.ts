@@ -9,17 +9,17 @@ import {
   type IndexStats,
   type IndexTables,
 } from '../../adapters/protocol/index-admin.js';
-import { sqlString, validateFilter } from '../../adapters/sinks/filter.js';
-import type { IndexAdmin, TableEntry } from '../../adapters/sinks/index-admin.js';
-import type { OpenedSink } from '../../adapters/sinks/open.js';
-import type { TableSpec } from '../../adapters/sinks/sink.js';
+import { sqlString, validateFilter } from '../../adapters/stores/shared/filter.js';
+import type { IndexAdmin, TableEntry } from '../../adapters/stores/shared/index-admin.js';
+import type { OpenedStore } from '../../adapters/stores/open.js';
+import type { TableSpec } from '../../adapters/stores/store.js';
 
 /**
  * Index management, one implementation for `shoal index` and the gateway's /v1/indexes routes:
  * a table's statistics, its documents page by page, the deletion of one document, the tables of
- * the store. Per-document work goes through the Sink (states, counts, remove: what ingest itself
+ * the store. Per-document work goes through the Store (states, counts, remove: what ingest itself
  * uses, so a deleted source is re-indexed by the next ingest), the store-wide facts through its
- * IndexAdmin (adapters/sinks/index-admin.ts). `label` names the index in answers and messages:
+ * IndexAdmin (adapters/stores/shared/index-admin.ts). `label` names the index in answers and messages:
  * the URI without credentials on the command line, the configured name on the gateway.
  */
 
@@ -32,7 +32,7 @@ export interface DocumentsPageOptions {
   sourcePrefix?: string | undefined;
 }
 
-async function withAdmin<T>(opened: OpenedSink, body: (admin: IndexAdmin) => Promise<T>): Promise<T> {
+async function withAdmin<T>(opened: OpenedStore, body: (admin: IndexAdmin) => Promise<T>): Promise<T> {
   const admin = await opened.openAdmin();
   try {
     return await body(admin);
@@ -49,7 +49,7 @@ function tableList(tables: readonly TableEntry[]): string {
  * NOT_FOUND for a table the index does not hold, naming the ones it does (`--table chunkz`
  * answered "nothing has been indexed there" while `chunks` sat beside it).
  */
-export async function missingTableError(opened: OpenedSink, label: string): Promise<ShoalError> {
+export async function missingTableError(opened: OpenedStore, label: string): Promise<ShoalError> {
   let tables: TableEntry[] | null = null;
   try {
     tables = await withAdmin(opened, (admin) => admin.tables());
@@ -65,16 +65,16 @@ export async function missingTableError(opened: OpenedSink, label: string): Prom
 }
 
 /** The table's spec, or NOT_FOUND listing the tables there are. */
-export async function requireTable(opened: OpenedSink, label: string): Promise<TableSpec> {
-  const spec = await opened.sink.describe();
+export async function requireTable(opened: OpenedStore, label: string): Promise<TableSpec> {
+  const spec = await opened.store.describe();
   if (spec === null) throw await missingTableError(opened, label);
   return spec;
 }
 
-export async function indexStats(opened: OpenedSink, label: string): Promise<IndexStats> {
+export async function indexStats(opened: OpenedStore, label: string): Promise<IndexStats> {
   const spec = await requireTable(opened, label);
-  const rows = await opened.sink.count();
-  const states = await opened.sink.statesUnder('');
+  const rows = await opened.store.count();
+  const states = await opened.store.statesUnder('');
   let last: string | null = null;
   for (const state of states) if (last === null || state.ingested_at > last) last = state.ingested_at;
   const size = await withAdmin(opened, (admin) => admin.sizeBytes(opened.table));
@@ -110,11 +110,11 @@ function checkedPage(options: DocumentsPageOptions): { limit: number; offset: nu
  * document, as `shoal ingest --prune` reads them) and cut here: every store answers the same
  * order, whatever its own paging.
  */
-export async function listDocuments(opened: OpenedSink, label: string, options: DocumentsPageOptions = {}): Promise<IndexDocumentsPage> {
+export async function listDocuments(opened: OpenedStore, label: string, options: DocumentsPageOptions = {}): Promise<IndexDocumentsPage> {
   const { limit, offset, prefix } = checkedPage(options);
   // First: reading the states of a table that does not exist would create its state table (LanceDB).
   await requireTable(opened, label);
-  const states = await opened.sink.statesUnder(prefix);
+  const states = await opened.store.statesUnder(prefix);
   states.sort((a, b) => (a.source < b.source ? -1 : a.source > b.source ? 1 : 0));
   const page = states.slice(offset, offset + limit);
   return {
@@ -130,27 +130,27 @@ export async function listDocuments(opened: OpenedSink, label: string, options: 
 }
 
 /**
- * Deletes one source: its rows, then its state (Sink.remove, as `--prune` does), so the next
+ * Deletes one source: its rows, then its state (Store.remove, as `--prune` does), so the next
  * `shoal ingest` of it indexes it afresh. NOT_FOUND when the table holds neither a state nor rows
  * of it (a mistyped source is said, not silently "deleted"); deleting twice answers NOT_FOUND the
  * second time and changes nothing.
  */
-export async function deleteDocument(opened: OpenedSink, label: string, source: string): Promise<IndexDeleted> {
+export async function deleteDocument(opened: OpenedStore, label: string, source: string): Promise<IndexDeleted> {
   if (source === '') throw new ShoalError(ErrorCode.INVALID_INPUT, 'the source to delete is empty', { details: { field: 'source' } });
   if (source.length > MAX_SOURCE_CHARS) throw new ShoalError(ErrorCode.INPUT_TOO_LARGE, `the source has ${source.length} characters, at most ${MAX_SOURCE_CHARS}`, { details: { field: 'source' } });
   await requireTable(opened, label);
-  const state = (await opened.sink.states([source])).get(source);
-  const chunks = await opened.sink.count(validateFilter(`source = ${sqlString(source)}`));
+  const state = (await opened.store.states([source])).get(source);
+  const chunks = await opened.store.count(validateFilter(`source = ${sqlString(source)}`));
   if (state === undefined && chunks === 0) {
     throw new ShoalError(ErrorCode.NOT_FOUND, `no document ${JSON.stringify(source)} in table ${opened.table} of ${label} (list them with shoal index documents, or GET /v1/indexes/NAME/documents)`, {
       details: { source, table: opened.table },
     });
   }
-  await opened.sink.remove([source]);
+  await opened.store.remove([source]);
   return { index: label, table: opened.table, source, documents: state === undefined ? 0 : 1, chunks };
 }
 
-export async function listTables(opened: OpenedSink, label: string): Promise<IndexTables> {
+export async function listTables(opened: OpenedStore, label: string): Promise<IndexTables> {
   const tables = await withAdmin(opened, (admin) => admin.tables());
   return { index: label, backend: opened.backend, tables };
 }

@@ -1,5 +1,5 @@
 import type { Engine } from '../../adapters/protocol/engine.js';
-import type { Sink } from '../../adapters/sinks/sink.js';
+import type { Store } from '../../adapters/stores/store.js';
 import type { PipelineDefinition } from './definition.js';
 import { DocumentParser } from './parse.js';
 import { IngestRunner, type IngestProgress, type IngestSummary } from './runner.js';
@@ -14,7 +14,7 @@ import type { PendingSource } from './sources.js';
 export interface LocalIngestOptions {
   definition: PipelineDefinition;
   engine: Engine;
-  sink: Sink;
+  sink: Store;
   sources: readonly PendingSource[];
   /** Redo documents already in the index unchanged. */
   force?: boolean | undefined;

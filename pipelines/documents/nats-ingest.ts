@@ -12,7 +12,7 @@ import { canonicalHash } from '../../adapters/nats/jobs/job-identity.js';
 import type { IngestRunStatus } from '../../adapters/protocol/ingest.js';
 import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
 import { checkJobId } from '../../adapters/protocol/subjects.js';
-import type { Sink } from '../../adapters/sinks/sink.js';
+import type { Store } from '../../adapters/stores/store.js';
 import { redactUri } from '../../adapters/protocol/uri-credentials.js';
 import type { PipelineDefinition } from './definition.js';
 import { settingsHash } from './identity.js';
@@ -28,7 +28,7 @@ import type { PendingSource } from './sources.js';
  * task per document (bytes in the object store), reads back the pages parse workers store,
  * chunks them (token counts by request-reply from a worker serving the encode model), submits
  * the chunks of many documents as encode jobs on the model's subject (workers batch the parts),
- * and commits each document's rows and state through the Sink once all its chunks are encoded.
+ * and commits each document's rows and state through the Store once all its chunks are encoded.
  * Per-document status lives in the ingest KV bucket; the run's status under `run.<id>`.
  * Rows are identical to an in-process run: same chunker, same deterministic ids, same upserts.
  */
@@ -82,7 +82,7 @@ export interface NatsIngestRun {
   /** Run id (also the job id of `GET /v1/jobs/:id`). @default a random UUID */
   runId?: string;
   definition: PipelineDefinition;
-  sink: Sink;
+  sink: Store;
   /** Where the rows go, as shown in the run's status (an index name or folder). */
   index: string;
   force?: boolean;

@@ -2,7 +2,7 @@ import { stat } from 'node:fs/promises';
 import { resolve, sep } from 'node:path';
 import picomatch from 'picomatch';
 import { folderPrefix, parseS3Uri } from '../../adapters/object-store/index.js';
-import type { Sink } from '../../adapters/sinks/sink.js';
+import type { Store } from '../../adapters/stores/store.js';
 import type { FailedDocument } from './runner.js';
 
 /**
@@ -74,7 +74,7 @@ export interface PruneRun {
 }
 
 /** Deletes the sources under `roots` that the index holds and the run did not see (see the file comment). */
-export async function pruneRemoved(sink: Sink, roots: readonly PruneRoot[], run: PruneRun): Promise<PruneOutcome> {
+export async function pruneRemoved(sink: Store, roots: readonly PruneRoot[], run: PruneRun): Promise<PruneOutcome> {
   const seen = new Set(run.seen);
   const selected = selector(run.globs ?? {});
   const removed = new Set<string>();

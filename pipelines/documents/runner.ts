@@ -1,7 +1,7 @@
 import type { Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
-import { MULTIVECTOR_DIMENSION_KEY } from '../../adapters/sinks/multivector.js';
-import type { ChunkRow, DocumentState, Sink } from '../../adapters/sinks/sink.js';
+import { MULTIVECTOR_DIMENSION_KEY } from '../../adapters/stores/shared/multivector.js';
+import type { ChunkRow, DocumentState, Store } from '../../adapters/stores/store.js';
 import { chunkPages, encoderTokenLimit, engineTokenCounter, type ChunkSettings, type TextChunk, type TokenCounter } from './chunk.js';
 import type { PipelineDefinition } from './definition.js';
 import type { DocumentMetadata } from '../../adapters/protocol/metadata.js';
@@ -56,7 +56,7 @@ export type IngestStage = 'parse' | 'chunk' | 'encode' | 'write' | 'wait';
 export interface IngestRunOptions {
   definition: PipelineDefinition;
   engine: Engine;
-  sink: Sink;
+  sink: Store;
   reader: DocumentReader;
   /** Re-ingest documents that are already in the index unchanged. */
   force?: boolean;

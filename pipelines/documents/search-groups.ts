@@ -1,5 +1,5 @@
 import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
-import type { SearchHit, Sink } from '../../adapters/sinks/sink.js';
+import type { SearchHit, Store } from '../../adapters/stores/store.js';
 import { hitLine, indexSpec, rankedChunks, type HitLine, type SearchQuery } from './search.js';
 
 /**
@@ -64,7 +64,7 @@ export function groupByDocument(ranked: readonly SearchHit[], k: number): Docume
  * groupPool(k), widened while fewer than k documents came out of a full pool. A reranked search
  * ranks one pool (each widening would rescore every candidate again).
  */
-export async function searchDocuments(engine: Engine, sink: Sink, query: SearchQuery, call: CallOptions = {}): Promise<DocumentLine[]> {
+export async function searchDocuments(engine: Engine, sink: Store, query: SearchQuery, call: CallOptions = {}): Promise<DocumentLine[]> {
   const spec = await indexSpec(sink, query);
   let pool = groupPool(query.k);
   for (;;) {

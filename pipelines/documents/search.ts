@@ -2,8 +2,8 @@ import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, isShoalError, ShoalError } from '../../adapters/protocol/errors.js';
 import type { EmbeddingDtype } from '../../adapters/protocol/output-types.js';
 import type { DocumentMetadata } from '../../adapters/protocol/metadata.js';
-import type { SearchHit, Sink, TableSpec } from '../../adapters/sinks/sink.js';
-import { MAX_TEXT_QUERY_CHARS, searchTextOf, TEXT_SEARCH_BACKENDS } from '../../adapters/sinks/text-search.js';
+import type { SearchHit, Store, TableSpec } from '../../adapters/stores/store.js';
+import { MAX_TEXT_QUERY_CHARS, searchTextOf, TEXT_SEARCH_BACKENDS } from '../../adapters/stores/shared/text-search.js';
 import { fusionDepth, reciprocalRankFusion } from './fusion.js';
 import { encodeDense } from './stages/encode.js';
 import { encodeMultivector, MULTIVECTOR_MODEL_KEY } from './stages/encode-multivector.js';
@@ -11,7 +11,7 @@ import { encodeSparse, SPARSE_MODEL_KEY } from './stages/encode-sparse.js';
 
 /**
  * What a search ranks by: the dense vectors, the sparse ones, the chunk text (full-text search,
- * BM25 in LanceDB, ts_rank in PostgreSQL; adapters/sinks/text-search.ts), or every one of
+ * BM25 in LanceDB, ts_rank in PostgreSQL; adapters/stores/shared/text-search.ts), or every one of
  * those the index has, fused by reciprocal rank fusion (fusion.ts).
  */
 export const SEARCH_MODES = ['dense', 'sparse', 'text', 'hybrid'] as const;
@@ -81,13 +81,13 @@ export function rerankCandidates(k: number): number {
   return Math.max(k * RERANK_CANDIDATES_PER_HIT, MIN_RERANK_CANDIDATES);
 }
 
-export async function searchIndex(engine: Engine, sink: Sink, query: SearchQuery, call: CallOptions = {}): Promise<SearchHit[]> {
+export async function searchIndex(engine: Engine, sink: Store, query: SearchQuery, call: CallOptions = {}): Promise<SearchHit[]> {
   const spec = await indexSpec(sink, query);
   return rankedChunks(engine, sink, spec, query, query.k, call);
 }
 
 /** The index's spec, after the checks every search makes first (an empty query, nothing ingested). */
-export async function indexSpec(sink: Sink, query: SearchQuery): Promise<TableSpec> {
+export async function indexSpec(sink: Store, query: SearchQuery): Promise<TableSpec> {
   if (query.query.trim() === '') throw new ShoalError(ErrorCode.INVALID_INPUT, 'the query is empty');
   const spec = await sink.describe();
   if (spec === null) throw new ShoalError(ErrorCode.NOT_FOUND, `nothing ingested into ${query.where} yet: run shoal ingest (or POST /v1/ingest) first`);
@@ -95,7 +95,7 @@ export async function indexSpec(sink: Sink, query: SearchQuery): Promise<TableSp
 }
 
 /** The best `wanted` chunks for the query, in the query's mode, rescored by late interaction and the reranker when asked. */
-export async function rankedChunks(engine: Engine, sink: Sink, spec: TableSpec, query: SearchQuery, wanted: number, call: CallOptions): Promise<SearchHit[]> {
+export async function rankedChunks(engine: Engine, sink: Store, spec: TableSpec, query: SearchQuery, wanted: number, call: CallOptions): Promise<SearchHit[]> {
   const mode = searchMode(spec, query.mode);
   // Late interaction and the cross-encoder can only reorder what they are given: a wider pool then.
   const multivectorModel = spec.optionalColumns.includes('multivector') ? spec.metadata[MULTIVECTOR_MODEL_KEY] : undefined;
@@ -126,7 +126,7 @@ export async function rankedChunks(engine: Engine, sink: Sink, spec: TableSpec, 
  * query encodings in their model threads, the text search in the store. Fewer than two legs is
  * no hybrid: refused, naming what would give one.
  */
-async function hybridHits(engine: Engine, sink: Sink, spec: TableSpec, query: SearchQuery, wanted: number, call: CallOptions): Promise<SearchHit[]> {
+async function hybridHits(engine: Engine, sink: Store, spec: TableSpec, query: SearchQuery, wanted: number, call: CallOptions): Promise<SearchHit[]> {
   const depth = fusionDepth(wanted);
   const filter = query.filter;
   const [dense, sparse, text] = await Promise.all([
@@ -142,7 +142,8 @@ async function hybridHits(engine: Engine, sink: Sink, spec: TableSpec, query: Se
   if (lists.length < 2) {
     throw new ShoalError(
       ErrorCode.INVALID_INPUT,
-      `--mode hybrid fuses the dense ranking with a sparse or a full-text one, and this index has neither: no sparse vectors (its pipeline had no encode.sparse model) and a store that cannot rank by text (${TEXT_SEARCH_BACKENDS.join(' and ')} can)`,
+      `mode hybrid fuses the dense ranking with a sparse or a full-text one, and this index has neither: no sparse vectors (its pipeline had no encode.sparse model) and a store that cannot rank by text (${TEXT_SEARCH_BACKENDS.join(' and ')} can)`,
+      { details: { field: 'mode' } },
     );
   }
   return reciprocalRankFusion(lists, wanted);
@@ -160,7 +161,7 @@ function hasSparse(spec: TableSpec): boolean {
 export function searchMode(spec: TableSpec, asked: SearchMode | undefined): SearchMode {
   const sparse = hasSparse(spec);
   if (asked === undefined) return sparse ? 'hybrid' : 'dense';
-  if (asked === 'sparse' && !sparse) throw new ShoalError(ErrorCode.INVALID_INPUT, `--mode sparse needs sparse vectors, and this index has none (its pipeline had no encode.sparse model)`);
+  if (asked === 'sparse' && !sparse) throw new ShoalError(ErrorCode.INVALID_INPUT, `mode sparse needs sparse vectors, and this index has none (its pipeline had no encode.sparse model)`, { details: { field: 'mode' } });
   return asked;
 }
 
@@ -169,14 +170,14 @@ export function searchMode(spec: TableSpec, asked: SearchMode | undefined): Sear
  * candidate's stored ones, MaxSim computed by the store among the candidate ids; the candidates
  * come back in MaxSim order with MaxSim as their score.
  */
-async function lateInteraction(engine: Engine, sink: Sink, model: string, query: SearchQuery, candidates: readonly SearchHit[], call: CallOptions): Promise<SearchHit[]> {
+async function lateInteraction(engine: Engine, sink: Store, model: string, query: SearchQuery, candidates: readonly SearchHit[], call: CallOptions): Promise<SearchHit[]> {
   const [tokens] = await encodeMultivector(engine, [query.query], { model, role: 'query', priority: 'interactive' }, call);
   if (tokens === undefined) return [...candidates];
   return sink.searchMultivector(tokens, { k: candidates.length, ids: candidates.map((hit) => hit.row.id) });
 }
 
 /** The k best rows by sparse dot product with the query's sparse vector (the index's sparse model). */
-async function sparseHits(engine: Engine, sink: Sink, spec: TableSpec, query: SearchQuery, k: number, call: CallOptions): Promise<SearchHit[]> {
+async function sparseHits(engine: Engine, sink: Store, spec: TableSpec, query: SearchQuery, k: number, call: CallOptions): Promise<SearchHit[]> {
   const model = spec.metadata[SPARSE_MODEL_KEY];
   if (model === undefined) return [];
   const [vector] = await encodeSparse(engine, [query.query], { model, role: 'query', priority: 'interactive' }, call);
@@ -184,7 +185,7 @@ async function sparseHits(engine: Engine, sink: Sink, spec: TableSpec, query: Se
 }
 
 /** The k nearest rows by the dense vector (the index's model, or `query.model`). */
-async function denseHits(engine: Engine, sink: Sink, spec: TableSpec, query: SearchQuery, k: number, call: CallOptions): Promise<SearchHit[]> {
+async function denseHits(engine: Engine, sink: Store, spec: TableSpec, query: SearchQuery, k: number, call: CallOptions): Promise<SearchHit[]> {
   const model = query.model ?? spec.metadata.model;
   if (model === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, 'the index does not record its model: give --model');
   // The query takes the output type and Matryoshka cut the index's vectors were stored with.

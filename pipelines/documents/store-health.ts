@@ -1,11 +1,11 @@
 import type { RetryEvent } from '../../adapters/object-store/index.js';
 import type { ShoalError } from '../../adapters/protocol/errors.js';
 import type { Degraded } from '../../adapters/protocol/jobs.js';
-import type { SinkWriteObserver } from '../../adapters/sinks/delivery.js';
+import type { StoreWriteObserver } from '../../adapters/stores/shared/delivery.js';
 
 /**
  * Whether the stores an ingest run depends on answer: the index it writes (through
- * RetryingSink's observer) and S3 when it reads `s3://` sources (through S3Store's retry hooks).
+ * RetryingStore's observer) and S3 when it reads `s3://` sources (through S3Store's retry hooks).
  * A store is failing from its first transient failure (a retry is coming) until its next call
  * that succeeds. While any store fails the run is `degraded: {reason, since}` (the earliest
  * failure): its status says so, the CLI shows it, the gateway sets `shoal_sink_degraded`.
@@ -80,8 +80,8 @@ export class StoreHealth {
     for (const listener of this.#listeners) listener(store, degraded);
   }
 
-  /** For openSink's `observer` (chained to `inner`, the metrics observer, when there is one). */
-  sinkObserver(inner?: SinkWriteObserver): SinkWriteObserver {
+  /** For openStore's `observer` (chained to `inner`, the metrics observer, when there is one). */
+  sinkObserver(inner?: StoreWriteObserver): StoreWriteObserver {
     return {
       write: (backend, outcome, seconds) => inner?.write(backend, outcome, seconds),
       retrying: (backend: string, failure: ShoalError) => {

@@ -9,7 +9,7 @@ import { loadCatalog, type Catalog } from '../../pipelines/inference/catalog.js'
 import { InferenceEngine, type EngineOptionsInput } from '../../pipelines/inference/engine.js';
 import { engineOptionsFromSettings } from '../settings/engine-settings.js';
 import { resolveCliConfig, type CliConfig } from './config.js';
-import { openSink, openSource } from './jsonl.js';
+import { openLineOutput, openSource } from './jsonl.js';
 import { lineFieldMapper, type LineFieldOptions } from './line-fields.js';
 import { streamLines, type LineJob, type LinePrepare } from './line-stream.js';
 import { StderrProgress } from './progress.js';
@@ -146,7 +146,7 @@ export class CliApp {
     if (source.name === 'stdin' && this.io.stdin.isTTY === true && !config.quiet) {
       this.io.stderr.write(`reading JSON Lines from the terminal (end with Ctrl-D; see shoal ${command.name()} --help)\n`);
     }
-    const sink = await openSink(io.output, this.io.stdout, { resume: io.resume === true });
+    const sink = await openLineOutput(io.output, this.io.stdout, { resume: io.resume === true });
     const progress = this.progress(config);
     // An interrupt must also end a read that is waiting for more input (a slow or idle pipe).
     const stopReading = (): void => {

@@ -39,8 +39,22 @@ export function exitCodeFor(error: ShoalError): ExitCode {
 }
 
 /** `error [CODE]: message`, plus the underlying cause on its own line when it adds something. */
+/**
+ * Fields the lower layers name in `details.field` that are this CLI's flags: their messages start
+ * with the field's name (`filter: …`, `mode text needs …`, as a JSON request reads them), and a
+ * terminal user reads the flag they typed (`--filter: …`).
+ */
+const FLAG_FIELDS: ReadonlySet<string> = new Set(['filter', 'mode', 'index']);
+
+/** The message as the CLI words it: a field that is one of its flags named as that flag. */
+export function cliMessage(error: ShoalError): string {
+  const field = error.details?.field;
+  if (typeof field !== 'string' || !FLAG_FIELDS.has(field) || !error.message.startsWith(field)) return error.message;
+  return `--${error.message}`;
+}
+
 export function formatError(error: ShoalError): string {
-  const serialized = serializeError(error);
+  const serialized = { ...serializeError(error), message: cliMessage(error) };
   // A message may quote a file or key name: what a terminal would act on is escaped (printable.ts).
   const lines = [`error [${serialized.code}]: ${printableLines(serialized.message)}`];
   if (serialized.cause !== undefined && !serialized.message.includes(serialized.cause)) lines.push(`  cause: ${printableLines(serialized.cause)}`);

@@ -2,15 +2,15 @@ import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
-import { describeFsError } from './line-sink.js';
+import { describeFsError } from './line-output.js';
 
-// The output side lives in line-sink.ts; re-exported for the modules that read and write lines.
-export { isBrokenPipe, openSink, type LineSink } from './line-sink.js';
+// The output side lives in line-output.ts; re-exported for the modules that read and write lines.
+export { isBrokenPipe, openLineOutput, type LineOutput } from './line-output.js';
 
 /**
  * JSON Lines in and out, streaming. Input is split on raw bytes (a UTF-8 newline byte never occurs
  * inside a multi-byte character), so every line knows its exact byte offset for the progress bar
- * and memory stays bounded by one chunk of lines however large the file. Output: line-sink.ts.
+ * and memory stays bounded by one chunk of lines however large the file. Output: line-output.ts.
  */
 
 /** Longest accepted input line. A score line may carry many long items; beyond this it is a mistake. */

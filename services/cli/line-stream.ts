@@ -3,8 +3,8 @@ import type { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { ItemId } from '../../adapters/protocol/requests.js';
 import { describeIssues } from '../../adapters/protocol/validate.js';
-import { readLineChunks, type LineSink, type LineSource, type RawLine } from './jsonl.js';
-import type { ResumePoint } from './line-sink.js';
+import { readLineChunks, type LineOutput, type LineSource, type RawLine } from './jsonl.js';
+import type { ResumePoint } from './line-output.js';
 
 /**
  * The streaming loop every line command shares: read a chunk of lines, validate each, hand the
@@ -151,7 +151,7 @@ interface InFlight {
 
 export async function streamLines<T extends { id?: ItemId | undefined }>(
   source: LineSource,
-  sink: LineSink,
+  sink: LineOutput,
   job: LineJob<T>,
   options: StreamOptions,
 ): Promise<StreamSummary> {

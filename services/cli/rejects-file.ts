@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { RejectedRecord } from '../../pipelines/documents/sources.js';
-import { describeFsError } from './line-sink.js';
+import { describeFsError } from './line-output.js';
 
 /**
  * `shoal ingest --on-error skip`: each refused stdin line as one JSON line

@@ -19,6 +19,7 @@ import { registerClassifyRoutes } from './routes/classify.js';
 import { registerConsoleRoutes } from './routes/console.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerIngestRoutes } from './routes/ingest.js';
+import { IndexPool } from './index-pool.js';
 import { registerIndexRoutes } from './routes/indexes.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerModelRoutes } from './routes/models.js';
@@ -183,6 +184,9 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
   const classifyRuns = new ClassifyRuns({ engine: deps.engine, resultsDir: settings.classify?.resultsDir ?? null, cacheDir: settings.classify?.cacheDir ?? null, ...(deps.logger === undefined ? {} : { logger: deps.logger }) });
   app.addHook('onClose', async () => classifyRuns.close());
   const engine = admittedEngine(deps.engine, admission);
+  // Every configured index parsed now (a bad URI stops the start), each store opened once and kept.
+  const indexPool = new IndexPool(settings.indexes, settings.indexOptions);
+  app.addHook('onClose', async () => indexPool.close());
   const context: RouteContext = {
     deps: { ...deps, engine },
     settings,
@@ -192,6 +196,7 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
     classifyRuns,
     modelFacts: new ModelFactsCache(engine),
     indexOutages: new IndexOutages(),
+    indexPool,
     closing: () => closing,
   };
   registerHealthRoutes(app, context);

@@ -11,7 +11,8 @@ import type { NatsNames } from '../../adapters/protocol/subjects.js';
 import type { AdmissionSettings } from './admission.js';
 import type { CallRunner, callWithDeadline } from './call-context.js';
 import type { RequestMetrics } from './request-metrics.js';
-import type { IndexSinkOptions } from './index-sinks.js';
+import type { IndexPool } from './index-pool.js';
+import type { IndexStoreOptions } from './index-stores.js';
 import type { ClassifyRuns } from './classify-runs.js';
 import type { ModelFactsCache } from './model-facts.js';
 import type { IndexOutages } from './index-outages.js';
@@ -85,7 +86,7 @@ export interface GatewaySettings {
   /** Indexes served by /v1/search and /v1/ingest: name → sink target (SHOAL_INDEXES). @default none */
   indexes?: Readonly<Record<string, string>>;
   /** Credentials and S3 client settings the indexes are opened with (never logged). @default none */
-  indexOptions?: IndexSinkOptions;
+  indexOptions?: IndexStoreOptions;
   /**
    * POST /v1/ingest publishes document jobs (SHOAL_DOCUMENT_JOBS): the run is the workers', any
    * replica answers its status, and a gateway restart loses nothing. @default false: this gateway coordinates
@@ -170,6 +171,8 @@ export interface RouteContext {
   modelFacts: ModelFactsCache;
   /** Served indexes whose store is known to be down: searches of them answer 503 at once (index-outages.ts). */
   indexOutages: IndexOutages;
+  /** The served indexes, parsed at start, each store kept open across requests (index-pool.ts). */
+  indexPool: IndexPool;
   /** True once shutdown began (readiness turns false so load balancers stop sending). */
   closing(): boolean;
 }

@@ -11,7 +11,7 @@ import type { Logger } from '../../adapters/observability/logger.js';
 import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import type { IngestRunStatus } from '../../adapters/protocol/ingest.js';
 import { checkJobId } from '../../adapters/protocol/subjects.js';
-import type { Sink } from '../../adapters/sinks/sink.js';
+import type { Store } from '../../adapters/stores/store.js';
 import { NatsIngest, runContentHash } from '../../pipelines/documents/nats-ingest.js';
 import { pruneRemoved, type PruneRoot } from '../../pipelines/documents/prune.js';
 import type { IngestSummary } from '../../pipelines/documents/runner.js';
@@ -19,7 +19,7 @@ import type { PendingSource } from '../../pipelines/documents/sources.js';
 import { StoreHealth } from '../../pipelines/documents/store-health.js';
 import { DocumentProducer } from '../../pipelines/documents/document-producer.js';
 import type { IngestApi, IngestJobsStart, IngestRecord, IngestStart } from './context.js';
-import { openIndexSink, type IndexSinkOptions } from './index-sinks.js';
+import { openIndexStore, type IndexStoreOptions } from './index-stores.js';
 import { expandFolders } from './ingest-folders.js';
 import { IngestStoreGauge } from './ingest-health.js';
 
@@ -55,7 +55,7 @@ export interface IngestRunsOptions {
    */
   s3: S3SettingsInput | S3Store;
   /** Credentials and S3 settings the configured indexes are opened with. */
-  indexOptions?: IndexSinkOptions;
+  indexOptions?: IndexStoreOptions;
   /** A run fails after this long with no parse worker. @default 300000 */
   parseWorkerTimeoutMs?: number;
   /** How often a run's status is rewritten (its heartbeat). @default 5000 */
@@ -166,7 +166,7 @@ export class IngestRuns implements IngestApi {
     // A failing index marks the run `degraded` (its status) and sets shoal_sink_degraded while the run waits on it.
     const health = new StoreHealth();
     const unfollow = this.#gauge.follow(runId, health);
-    const sink = openIndexSink(request.index.target, this.#options.indexOptions, health.sinkObserver(this.#options.metrics?.sinkObserver));
+    const sink = openIndexStore(request.index.target, this.#options.indexOptions, health.sinkObserver(this.#options.metrics?.sinkObserver));
     const run = ingest
       .run(
         {
@@ -197,7 +197,7 @@ export class IngestRuns implements IngestApi {
   }
 
   /** `shoal ingest --prune` after a run: the same decision (pipelines/documents/prune.ts), skipped roots logged. */
-  async #prune(runId: string, sink: Sink, roots: readonly PruneRoot[], sources: readonly PendingSource[], summary: IngestSummary): Promise<IngestSummary> {
+  async #prune(runId: string, sink: Store, roots: readonly PruneRoot[], sources: readonly PendingSource[], summary: IngestSummary): Promise<IngestSummary> {
     if (roots.length === 0) {
       this.#options.logger?.warn({ run: runId }, 'prune: no file:// folder among the sources (files, records and obj:// references are never pruned); nothing removed');
       return { ...summary, removed: 0 };

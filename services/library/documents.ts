@@ -2,10 +2,10 @@ import { z } from 'zod';
 import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { DocumentMetadata } from '../../adapters/protocol/metadata.js';
-import type { SinkWriteObserver } from '../../adapters/sinks/delivery.js';
-import { validateFilter } from '../../adapters/sinks/filter.js';
-import { openSink, redactUri, type OpenedSink } from '../../adapters/sinks/open.js';
-import type { Sink } from '../../adapters/sinks/sink.js';
+import type { StoreWriteObserver } from '../../adapters/stores/shared/delivery.js';
+import { validateFilter } from '../../adapters/stores/shared/filter.js';
+import { openStore, parseIndexRef, redactUri, type OpenedStore } from '../../adapters/stores/open.js';
+import type { Store } from '../../adapters/stores/store.js';
 import { resolvePipeline } from '../../pipelines/documents/builtin.js';
 import { applyOverrides, modelPathFromCwd, TableName } from '../../pipelines/documents/definition.js';
 import { ingestInProcess } from '../../pipelines/documents/ingest-local.js';
@@ -18,7 +18,7 @@ import { s3SettingsFromEnv, sinkCredentialsFromEnv } from '../settings/environme
 /**
  * `import { ingest, search, openIndex } from 'shoal'`: what `shoal ingest` and `shoal search` do,
  * as functions over an engine you hold (`new InferenceEngine(...)`, or a NatsEngine). They run the
- * same code as the CLI (pipelines/documents: ingest-local.ts, search.ts; adapters/sinks/open.ts):
+ * same code as the CLI (pipelines/documents: ingest-local.ts, search.ts; adapters/stores/open.ts):
  * the same rows, ids and skip-if-unchanged rule, so an index built here is searched by the CLI
  * and the other way round. Options are checked with zod (a wrong value is INVALID_INPUT, naming it).
  */
@@ -32,22 +32,20 @@ export interface OpenIndexOptions {
   /** Ends the retries of a failing store. */
   signal?: AbortSignal | undefined;
   /** Told of each write failure and recovery (the CLI's degraded mark). */
-  observer?: SinkWriteObserver | undefined;
+  observer?: StoreWriteObserver | undefined;
 }
 
-export type { OpenedSink } from '../../adapters/sinks/open.js';
+export type { OpenedStore } from '../../adapters/stores/open.js';
 
 /**
  * An index URI (a folder = LanceDB, `lancedb://`, `postgres://`, `chroma://`, `qdrant://`,
  * `file://`, `s3://`; docs/storage.md) → its sink, the table the rows go to, and a printable
  * name without credentials. Close `sink` when done. The CLI opens its `--index` with this.
  */
-export function openIndex(index: string, options: OpenIndexOptions = {}): OpenedSink {
+export function openIndex(index: string, options: OpenIndexOptions = {}): OpenedStore {
   const env = options.env ?? process.env;
-  return openSink(index, {
-    table: options.table ?? 'chunks',
-    credentials: sinkCredentialsFromEnv(env),
-    s3: s3SettingsFromEnv(env),
+  const ref = parseIndexRef(index, { table: options.table ?? 'chunks', credentials: sinkCredentialsFromEnv(env), s3: s3SettingsFromEnv(env) });
+  return openStore(ref, {
     retry: options.signal === undefined ? {} : { signal: options.signal },
     ...(options.observer === undefined ? {} : { observer: options.observer }),
   });
@@ -158,7 +156,7 @@ export async function ingest(engine: Engine, options: IngestOptions): Promise<In
   const sources = await fileSources(given.paths ?? [], { include: given.include ?? [], exclude: given.exclude ?? [], hidden: given.hidden === true, followLinks: true, maxBytes });
   addRecordSources(sources, sourcesOfRecords(given.records ?? [], given.baseDir ?? process.cwd(), maxBytes));
   if (sources.length === 0) throw new ShoalError(ErrorCode.INVALID_INPUT, 'nothing to ingest: no file found under paths and no records');
-  const { sink, table } = openIndex(definition.stages.write.index, { table: definition.stages.write.table, env: options.env, signal: options.signal });
+  const { store: sink, table } = openIndex(definition.stages.write.index, { table: definition.stages.write.table, env: options.env, signal: options.signal });
   try {
     const summary = await ingestInProcess({ definition, engine, sink, sources, force: given.force, signal: options.signal, onProgress: options.onProgress });
     return { ...summary, index: redactUri(definition.stages.write.index), table, pipeline: definition.name };
@@ -215,12 +213,12 @@ export async function searchByDocument(engine: Engine, options: SearchOptions): 
   return withSearch(options, (sink, query, call) => searchDocuments(engine, sink, query, call));
 }
 
-async function withSearch<T>(options: SearchOptions, run: (sink: Sink, query: SearchQuery, call: CallOptions) => Promise<T>): Promise<T> {
+async function withSearch<T>(options: SearchOptions, run: (sink: Store, query: SearchQuery, call: CallOptions) => Promise<T>): Promise<T> {
   const parsed = SearchOptionsSchema.safeParse(options);
   if (!parsed.success) throw invalid('search options', parsed.error);
   const given = parsed.data;
   const filter = given.filter === undefined ? undefined : validateFilter(given.filter);
-  const { sink, display, table } = openIndex(given.index ?? './shoal-index', { table: given.table, env: options.env, signal: options.signal });
+  const { store: sink, display, table } = openIndex(given.index ?? './shoal-index', { table: given.table, env: options.env, signal: options.signal });
   try {
     const query: SearchQuery = { query: given.query, k: given.k ?? 10, filter, model: given.model, mode: given.mode, rerank: given.rerank, where: `${display} (table ${table})` };
     return await run(sink, query, options.signal === undefined ? {} : { signal: options.signal });

@@ -22,7 +22,7 @@ export type { Taxonomy, Category } from '../../adapters/taxonomy/index.js';
 export type { ClassifyRequest, ClassifyResult, Classification } from '../../adapters/protocol/classify.js';
 /** Document ingest and search, as `shoal ingest` / `shoal search` run them (docs/ingest.md "Library use"). */
 export { ingest, search, searchByDocument, openIndex } from './documents.js';
-export type { IngestOptions, IngestRecord, IngestResult, SearchOptions, SearchHit, SearchDocument, OpenIndexOptions, OpenedSink } from './documents.js';
+export type { IngestOptions, IngestRecord, IngestResult, SearchOptions, SearchHit, SearchDocument, OpenIndexOptions, OpenedStore } from './documents.js';
 export type { IngestProgress, IngestSummary, FailedDocument } from '../../pipelines/documents/runner.js';
 export type { SearchMode } from '../../pipelines/documents/search.js';
 /** The summary of what finished, from the CANCELLED error of an ingest stopped by its signal (else null). */

@@ -3,7 +3,7 @@ import { delimiter } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
-import { SETTINGS, type SettingKey } from './table.js';
+import { SETTINGS, type SettingKey, type SettingSpec } from './table.js';
 
 /**
  * The settings file (`--config FILE` or SHOAL_CONFIG): YAML or JSON, one key per setting, named as
@@ -22,7 +22,7 @@ const FileShape = z.record(z.string(), FileValue);
 
 /** Variable name → setting key, and camelCase key → its first variable. */
 const KEY_OF_VARIABLE = new Map<string, SettingKey>(
-  (Object.entries(SETTINGS) as [SettingKey, (typeof SETTINGS)[SettingKey]][]).flatMap(([key, spec]) => spec.env.map((name) => [name, key] as const)),
+  (Object.entries(SETTINGS) as [SettingKey, SettingSpec][]).flatMap(([key, spec]) => spec.env.map((name) => [name, key] as const)),
 );
 
 function variableFor(name: string): { variable: string; key: SettingKey } | null {

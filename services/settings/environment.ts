@@ -2,7 +2,7 @@ import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import type { NatsConnectionSettingsInput } from '../../adapters/nats/connection/connection.js';
 import type { TopologySettingsInput } from '../../adapters/nats/connection/topology.js';
-import type { SinkCredentials } from '../../adapters/sinks/open.js';
+import type { StoreCredentials } from '../../adapters/stores/open.js';
 import type { S3SettingsInput } from '../../adapters/object-store/index.js';
 import type { SourceOptionsInput } from '../../adapters/sources/resolve.js';
 import { envValue, isTrueValue, SETTINGS } from './table.js';
@@ -151,7 +151,7 @@ export function s3SettingsFromEnv(env: NodeJS.ProcessEnv): S3SettingsInput {
 }
 
 /** Credentials and TLS of the vector stores `--index URI` may name (PGPASSWORD, PGSSLMODE, PGSSLROOTCERT, CHROMA_*, QDRANT_API_KEY). */
-export function sinkCredentialsFromEnv(env: NodeJS.ProcessEnv): SinkCredentials {
+export function sinkCredentialsFromEnv(env: NodeJS.ProcessEnv): StoreCredentials {
   return {
     pgPassword: envValue(env, 'pgPassword'),
     pgSslMode: envValue(env, 'pgSslMode'),

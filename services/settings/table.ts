@@ -7,6 +7,8 @@
  * they get plain option objects built from these settings.
  */
 
+import { STORE_SETTINGS } from '../../adapters/stores/registry.js';
+
 export type SettingUser = 'all' | 'cli' | 'worker' | 'gateway' | 'sink' | 'dev' | 'submit';
 
 export interface SettingSpec {
@@ -23,6 +25,12 @@ export interface SettingSpec {
 }
 
 const natsClients: readonly SettingUser[] = ['worker', 'gateway', 'sink', 'submit'];
+
+/** The stores registry's settings as entries of this table, read by the services that open indexes. */
+function storeSettings<U extends readonly SettingUser[]>(usedBy: U): { readonly [K in keyof typeof STORE_SETTINGS]: (typeof STORE_SETTINGS)[K] & { readonly usedBy: U } } {
+  const entries = Object.entries(STORE_SETTINGS).map(([key, spec]) => [key, { ...spec, usedBy }] as const);
+  return Object.fromEntries(entries) as { readonly [K in keyof typeof STORE_SETTINGS]: (typeof STORE_SETTINGS)[K] & { readonly usedBy: U } };
+}
 
 export const SETTINGS = {
   config: { env: ['SHOAL_CONFIG'], flag: '--config', usedBy: ['all'], meaning: 'settings file (YAML/JSON), keys named as in this table (`memoryBudget: 4GiB`) or as their variables; variables and flags win over it', default: null, shown: 'none' },
@@ -103,14 +111,8 @@ export const SETTINGS = {
   embedModel: { env: ['SHOAL_EMBED_MODEL'], flag: '--embed-model', usedBy: ['gateway'], meaning: "model behind TEI's `/embed`", default: null, shown: 'none' },
   rerankModel: { env: ['SHOAL_RERANK_MODEL'], flag: '--rerank-model', usedBy: ['gateway'], meaning: "model behind TEI's `/rerank`", default: null, shown: 'none' },
   sparseModel: { env: ['SHOAL_SPARSE_MODEL'], flag: '--sparse-model', usedBy: ['gateway'], meaning: "sparse (SPLADE) model behind TEI's `/embed_sparse` (unset: the embed model)", default: null, shown: 'none' },
-  pgPassword: { env: ['PGPASSWORD'], usedBy: ['cli', 'worker', 'sink'], meaning: 'password for a `postgres://` index whose URI has none (never logged)', default: null, shown: 'none' },
-  pgSslMode: { env: ['PGSSLMODE'], usedBy: ['cli', 'worker', 'sink'], meaning: 'TLS to PostgreSQL: `disable`, `require` (encrypted) or `verify-full` (certificate and host checked); a URI\'s `sslmode=` wins', default: 'disable' },
-  pgSslRootCert: { env: ['PGSSLROOTCERT'], usedBy: ['cli', 'worker', 'sink'], meaning: 'CA bundle file for `verify-full`; a URI\'s `sslrootcert=` wins', default: null, shown: 'system roots' },
-  chromaApiKey: { env: ['CHROMA_API_KEY'], usedBy: ['cli', 'worker', 'sink'], meaning: 'token for a `chroma://` index, sent as `x-chroma-token` (never logged)', default: null, shown: 'none' },
-  chromaTenant: { env: ['CHROMA_TENANT'], usedBy: ['cli', 'worker', 'sink'], meaning: 'Chroma tenant of a `chroma://` index', default: null, shown: 'the server\'s default' },
-  chromaDatabase: { env: ['CHROMA_DATABASE'], usedBy: ['cli', 'worker', 'sink'], meaning: 'Chroma database of a `chroma://` index', default: null, shown: 'the server\'s default' },
-  qdrantApiKey: { env: ['QDRANT_API_KEY'], usedBy: ['cli', 'worker', 'sink'], meaning: 'API key for a `qdrant://` index (never logged)', default: null, shown: 'none' },
-  storeTimeoutMs: { env: ['SHOAL_STORE_TIMEOUT_MS'], usedBy: ['cli', 'gateway', 'worker', 'sink'], meaning: 'longest wait for one request to a `chroma://` or `qdrant://` index, in ms: a store that accepts connections and never answers fails as TIMEOUT (retried as an outage)', default: 60000 },
+  // PGPASSWORD, CHROMA_API_KEY, QDRANT_API_KEY, SHOAL_STORE_TIMEOUT_MS...: declared by the store backend that reads them (adapters/stores/<backend>/backend.ts).
+  ...storeSettings(['cli', 'gateway', 'worker', 'sink']),
 } as const satisfies Record<string, SettingSpec>;
 
 export type SettingKey = keyof typeof SETTINGS;

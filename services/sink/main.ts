@@ -8,7 +8,7 @@ import type { S3SettingsInput } from '../../adapters/object-store/index.js';
 import type { Logger } from '../../adapters/observability/logger.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { ResultIndexWriter } from '../../adapters/nats/results/result-index.js';
-import { openSink, type SinkCredentials } from '../../adapters/sinks/open.js';
+import { openStore, parseIndexRef, type StoreCredentials } from '../../adapters/stores/open.js';
 import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
 import { envValue, SETTINGS } from '../settings/table.js';
 import { startMetricsServer } from '../../adapters/observability/metrics-server.js';
@@ -17,7 +17,7 @@ import { LOOPBACK_HOST } from '../../adapters/observability/bind-address.js';
 /**
  * Composition root of the results sink (`shoal sink`, and the one `shoal dev` runs): its own
  * NATS connection, the topology, and a ResultSink writing every job's results into `dir`, or
- * into a vector store when `index` names one (any `--index` URI of adapters/sinks/open.ts).
+ * into a vector store when `index` names one (any `--index` URI of adapters/stores/open.ts).
  */
 
 /**
@@ -56,7 +56,7 @@ export interface SinkSettings {
   /** Named indexes (SHOAL_INDEXES `name=URI`) for jobs with an `{kind: "index", index: name}` target. @default none */
   indexes?: Readonly<Record<string, string>> | undefined;
   /** Credentials of the stores (PGPASSWORD, CHROMA_API_KEY...; never logged). */
-  credentials?: SinkCredentials | undefined;
+  credentials?: StoreCredentials | undefined;
   /** Records shoal_sink_degraded and the write metrics. @default one of its own when metricsPort is set, else none */
   metrics?: ShoalMetrics | undefined;
   /** Serve /metrics, /healthz and /readyz on this port (0: a free one). @default off */
@@ -86,22 +86,24 @@ export async function startSink(settings: SinkSettings): Promise<SinkHandle> {
       ? null
       : await startMetricsServer({ metrics, host: settings.metricsHost ?? SINK_METRICS_HOST, port, ready: () => taking, service: 'sink', ...(settings.logger === undefined ? {} : { logger: settings.logger }) });
   if (server !== null) settings.logger?.info({ url: server.url }, 'sink metrics: /metrics, /healthz, /readyz');
-  // The index URIs are checked before NATS (openSink does not connect): a mistyped --index is
+  // The index URIs are checked before NATS (parsing connects to nothing): a mistyped --index is
   // refused at once instead of after a connection that may be retried for a long time.
   let index: IndexTarget | undefined;
   let indexes: Map<string, IndexTarget>;
   let nc: Awaited<ReturnType<typeof connectNats>>;
   try {
     const target = (uri: string, table: string | undefined): IndexTarget => {
-      const opened = openSink(uri, {
+      const ref = parseIndexRef(uri, {
         table,
         ...(settings.credentials === undefined ? {} : { credentials: settings.credentials }),
         ...(settings.s3 === undefined ? {} : { s3: settings.s3 }),
+      });
+      const opened = openStore(ref, {
         ...(metrics === undefined ? {} : { observer: metrics.sinkObserver }),
         retry: { maxElapsedMs: INDEX_WRITE_RETRY_MS },
       });
       metrics?.sinkDegraded.set({ backend: opened.backend }, 0);
-      return { writer: new ResultIndexWriter(opened.sink), display: opened.display, backend: opened.backend };
+      return { writer: new ResultIndexWriter(opened.store), display: opened.display, backend: opened.backend };
     };
     index = settings.index === undefined ? undefined : target(settings.index.uri, settings.index.table);
     indexes = new Map(Object.entries(settings.indexes ?? {}).map(([name, uri]) => [name, target(uri, undefined)] as const));

@@ -8,8 +8,8 @@ import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import type { Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
-import { openSink } from '../../adapters/sinks/open.js';
-import type { Sink } from '../../adapters/sinks/sink.js';
+import { openStore, parseIndexRef } from '../../adapters/stores/open.js';
+import type { Store } from '../../adapters/stores/store.js';
 import { pipelineByName } from '../../pipelines/documents/builtin.js';
 import { DocumentJobs } from '../../pipelines/documents/document-jobs.js';
 import { s3SettingsFromEnv, sinkCredentialsFromEnv } from '../settings/environment.js';
@@ -36,9 +36,9 @@ export interface DocumentsRoleOptions {
 export class DocumentsRole implements Lifecycle {
   readonly #jobs: DocumentJobs;
   readonly #rpc: NatsEngine;
-  readonly #sinks: Map<string, Sink>;
+  readonly #sinks: Map<string, Store>;
 
-  private constructor(jobs: DocumentJobs, rpc: NatsEngine, sinks: Map<string, Sink>) {
+  private constructor(jobs: DocumentJobs, rpc: NatsEngine, sinks: Map<string, Store>) {
     this.#jobs = jobs;
     this.#rpc = rpc;
     this.#sinks = sinks;
@@ -48,10 +48,10 @@ export class DocumentsRole implements Lifecycle {
     const { config, nc, topology, logger } = options;
     const rpc = new NatsEngine(nc, { prefix: topology.names.prefix, loadTimeoutMs: 30_000 });
     const client = await JobsClient.open(nc, { topology: config.topology, fileRoots: config.fileRoots, s3: config.s3 });
-    const sinks = new Map<string, Sink>();
+    const sinks = new Map<string, Store>();
     const credentials = sinkCredentialsFromEnv(options.env);
     const s3 = s3SettingsFromEnv(options.env);
-    const openIndex = (name: string, table: string): Sink => {
+    const openIndex = (name: string, table: string): Store => {
       const target = Object.hasOwn(config.indexes, name) ? config.indexes[name] : undefined;
       if (target === undefined) {
         const known = Object.keys(config.indexes);
@@ -60,7 +60,8 @@ export class DocumentsRole implements Lifecycle {
       const key = `${name}\u0000${table}`;
       let sink = sinks.get(key);
       if (sink === undefined) {
-        sink = openSink(target, { table, credentials, s3 }).sink;
+        // Parsed once per index and table this worker serves; the store is kept open for every later job.
+        sink = openStore(parseIndexRef(target, { table, credentials, s3 })).store;
         sinks.set(key, sink);
       }
       return sink;

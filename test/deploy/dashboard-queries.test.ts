@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SETTINGS, type SettingUser } from '../../services/settings/table.js';
+import { SETTINGS, type SettingSpec, type SettingUser } from '../../services/settings/table.js';
 import { DISPOSITIONS } from '../../adapters/nats/jobs/part-handler.js';
 import { NATS_SERVER_MISSING, eventually, freePort, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
 import { TINY_CROSS, TINY_MEAN } from '../helpers/nats-worker.js';
@@ -180,7 +180,7 @@ describe('the labels Prometheus adds, and the variables the deployment sets', ()
     expect([...targetLabels()].sort()).toEqual(['instance', 'job', 'pool']);
   });
 
-  const byEnv = new Map<string, readonly SettingUser[]>(Object.values(SETTINGS).flatMap((s) => s.env.map((e) => [e, s.usedBy] as const)));
+  const byEnv = new Map<string, readonly SettingUser[]>((Object.values(SETTINGS) as SettingSpec[]).flatMap((s) => s.env.map((e) => [e, s.usedBy] as const)));
   const unknownFor = (role: string, names: readonly string[]): string[] =>
     names.filter((name) => {
       const usedBy = byEnv.get(name);

@@ -3,14 +3,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { openSink } from '../../adapters/sinks/open.js';
+import { openIndexUri } from '../../adapters/stores/open.js';
 import { FIXTURES_DIR, REPO_ROOT } from '../helpers/shared.js';
 import { parseJsonl, runShoal, type ShoalRun } from '../helpers/shoal-cli.js';
 
 /**
  * `shoal encode` must not import what it never uses: the database clients behind `--index`
  * (LanceDB with apache-arrow, pg, chromadb, Qdrant's), the S3 SDK, pdfjs and fastify cost start-up
- * on every run (adapters/sinks/open.ts loads the backends on first use instead). Nor may
+ * on every run (adapters/stores/open.ts loads the backends on first use instead). Nor may
  * `shoal --version` load the NATS clients, pino or prom-client: the worker, submit, classify,
  * sink, dev and `ingest --nats` commands import them inside their actions. Evidence: a
  * module-resolution hook (node:module register, preloaded through NODE_OPTIONS) records every
@@ -119,16 +119,16 @@ describe('shoal encode imports', () => {
 
   it('opens a backend only on first use, and then it works', async () => {
     const dir = join(scratch, 'index');
-    const opened = openSink(dir, { table: 'lazy' });
+    const opened = openIndexUri(dir, { table: 'lazy' });
     expect(opened.backend).toBe('lancedb');
     // A table name the backend refuses is still refused at once, before any import.
-    expect(() => openSink(dir, { table: 'bad name' })).toThrow(/table name/);
-    expect(await opened.sink.describe()).toBeNull();
-    await opened.sink.prepare({ dimension: 3, distance: 'cosine', optionalColumns: [], metadata: { model: 'lazy' } });
-    expect(await opened.sink.describe()).toMatchObject({ dimension: 3, distance: 'cosine' });
-    expect(await opened.sink.count()).toBe(0);
-    await opened.sink.close();
+    expect(() => openIndexUri(dir, { table: 'bad name' })).toThrow(/table name/);
+    expect(await opened.store.describe()).toBeNull();
+    await opened.store.prepare({ dimension: 3, distance: 'cosine', optionalColumns: [], metadata: { model: 'lazy' } });
+    expect(await opened.store.describe()).toMatchObject({ dimension: 3, distance: 'cosine' });
+    expect(await opened.store.count()).toBe(0);
+    await opened.store.close();
     // A sink never used has nothing to close.
-    await openSink('chroma://127.0.0.1:9/unused').sink.close();
+    await openIndexUri('chroma://127.0.0.1:9/unused').store.close();
   }, 60_000);
 });

@@ -5,9 +5,9 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { IndexDeleted, IndexDocumentsPage, IndexList, IndexStats, IndexTables } from '../../adapters/protocol/index-admin.js';
-import { sqlString, validateFilter } from '../../adapters/sinks/filter.js';
-import { openSink } from '../../adapters/sinks/open.js';
-import type { ChunkRow, DocumentState } from '../../adapters/sinks/sink.js';
+import { sqlString, validateFilter } from '../../adapters/stores/shared/filter.js';
+import { openIndexUri } from '../../adapters/stores/open.js';
+import type { ChunkRow, DocumentState } from '../../adapters/stores/store.js';
 import { generator } from '../fixtures/build/random.js';
 import { ErrorBody, localGateway, ScriptedEngine } from '../helpers/gateway.js';
 import { unitVector } from '../helpers/seeded-vectors.js';
@@ -45,7 +45,7 @@ function contents(): { rows: ChunkRow[]; states: DocumentState[] } {
 }
 
 async function fill(uri: string): Promise<void> {
-  const { sink } = openSink(uri);
+  const { store: sink } = openIndexUri(uri);
   await sink.prepare({ dimension: DIM, distance: 'dot', optionalColumns: [], metadata: { model: 'org/tiny', pipeline: 'documents' } });
   const { rows, states } = contents();
   await sink.commit(rows, states);
@@ -125,7 +125,7 @@ describe('/v1/indexes', () => {
     const response = await app.inject({ method: 'DELETE', url, headers: auth });
     expect(response.statusCode, response.body).toBe(200);
     expect(IndexDeleted.parse(response.json())).toEqual({ index: 'docs', table: 'chunks', source: ODD, documents: 1, chunks: CHUNKS[SOURCES.indexOf(ODD)] });
-    const { sink } = openSink(lance);
+    const { store: sink } = openIndexUri(lance);
     expect(await sink.count(validateFilter(`source = ${sqlString(ODD)}`))).toBe(0);
     expect((await sink.states([ODD])).size).toBe(0);
     expect(await sink.count()).toBe(CHUNKS.reduce((a, b) => a + b, 0) - (CHUNKS[SOURCES.indexOf(ODD)] ?? 0));

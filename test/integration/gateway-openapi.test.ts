@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
-import { LanceDbSink } from '../../adapters/sinks/lancedb.js';
+import { LanceDbStore } from '../../adapters/stores/lancedb/store.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { buildGatewayApp, registeredRoutes } from '../../services/gateway/app.js';
 import { openApiPath } from '../../services/gateway/openapi/document.js';
@@ -53,7 +53,7 @@ beforeAll(async () => {
   const text = 'the pilot boat leaves at dawn';
   const encoded = await engine.encode({ model: 'tiny-bert-mean', items: [{ text }] });
   const vector = encoded.items[0]?.dense ?? [];
-  const sink = new LanceDbSink({ dir });
+  const sink = new LanceDbStore({ dir });
   await sink.prepare({ dimension: vector.length, distance: 'cosine', optionalColumns: [], metadata: { model: 'tiny-bert-mean' } });
   await sink.commit(
     [{ id: 'r1', document_id: 'd1', source: 's1', page: 1, chunk: 0, text, start: 0, end: text.length, heading: null, settings: 's', vector, entities: null, labels: null, ingested_at: 'now' }],

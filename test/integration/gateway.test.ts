@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { ERROR_TRAITS, ErrorCode } from '../../adapters/protocol/errors.js';
-import { LanceDbSink } from '../../adapters/sinks/lancedb.js';
+import { LanceDbStore } from '../../adapters/stores/lancedb/store.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { buildGatewayApp } from '../../services/gateway/app.js';
 import type { GatewayDeps, GatewaySettings } from '../../services/gateway/context.js';
@@ -344,7 +344,7 @@ describe('probes, metrics and CORS', () => {
     const root = mkdtempSync(join(tmpdir(), 'shoal-gw-metrics-'));
     const index = join(root, 'index');
     // A one-row index, as `shoal ingest` would leave it, so a search succeeds.
-    const sink = new LanceDbSink({ dir: index });
+    const sink = new LanceDbStore({ dir: index });
     try {
       const vector = EXPECTED[0] ?? [];
       await sink.prepare({ dimension: vector.length, distance: 'cosine', optionalColumns: [], metadata: { model: 'tiny-bert-mean' } });

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { IndexDeleted, IndexDocumentsPage, IndexStats, IndexTables } from '../../adapters/protocol/index-admin.js';
-import { LanceDbSink } from '../../adapters/sinks/lancedb.js';
+import { LanceDbStore } from '../../adapters/stores/lancedb/store.js';
 import { FIXTURE_MODELS_DIR, TINY_MEAN } from '../helpers/nats-worker.js';
 import { shoalInProcess, type InProcessRun } from '../helpers/shoal-in-process.js';
 
@@ -52,7 +52,7 @@ async function json<S extends z.ZodType>(schema: S, args: readonly string[], env
 
 /** Rows of each source and the sources with a state, read through the table's own sink. */
 async function stored(table = 'chunks'): Promise<{ rows: number; perSource: number[]; states: string[] }> {
-  const sink = new LanceDbSink({ dir: index, table });
+  const sink = new LanceDbStore({ dir: index, table });
   try {
     const perSource = [];
     for (const source of sources) perSource.push(await sink.count(`source = '${source}'`));

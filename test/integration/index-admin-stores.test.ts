@@ -7,7 +7,7 @@ import pg from 'pg';
 import { z } from 'zod';
 import { S3Store } from '../../adapters/object-store/index.js';
 import { IndexDeleted, IndexDocumentsPage, IndexStats, IndexTables } from '../../adapters/protocol/index-admin.js';
-import { openSink } from '../../adapters/sinks/open.js';
+import { openIndexUri } from '../../adapters/stores/open.js';
 import { startChromaServer, type ChromaServerHandle } from '../helpers/chroma-server.js';
 import { FIXTURE_MODELS_DIR, TINY_MEAN } from '../helpers/nats-worker.js';
 import { startPgliteServer, type PgliteServerHandle } from '../helpers/pglite-server.js';
@@ -113,7 +113,7 @@ describe.each(STORES)('shoal index on $name', (store) => {
   /** Rows in all and per source, and the sources with a state, read through the table's own sink. */
   async function stored(table: string): Promise<{ rows: number; perSource: number[]; states: string[] }> {
     const credentials = store.name === 's3' ? { s3: s3.settings() } : {};
-    const { sink } = openSink(store.uri(), { table, ...credentials });
+    const { store: sink } = openIndexUri(store.uri(), { table, ...credentials });
     try {
       const perSource: number[] = [];
       for (const source of sources) perSource.push(await sink.count(`source = '${source}'`));

@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
-import { LanceDbSink } from '../../adapters/sinks/lancedb.js';
+import { LanceDbStore } from '../../adapters/stores/lancedb/store.js';
 import { searchIndex } from '../../pipelines/documents/search.js';
 import type { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { buildGatewayApp } from '../../services/gateway/app.js';
@@ -15,7 +15,7 @@ import { runShoal } from '../helpers/shoal-cli.js';
 
 /**
  * Readers that live longer than one write: the gateway serving POST /v1/search on an index that
- * did not exist when it started, and a LanceDbSink held open (as `shoal sink` and library users
+ * did not exist when it started, and a LanceDbStore held open (as `shoal sink` and library users
  * hold theirs) while another process, the real `shoal ingest`, creates the table and then adds
  * rows to it. Both must see the table and every row committed by the other process, at the next
  * request or call, with no restart.
@@ -49,7 +49,7 @@ describe('index readers see what another process wrote after they opened it', ()
   let index: string;
   let engine: InferenceEngine;
   let app: FastifyInstance;
-  let held: LanceDbSink;
+  let held: LanceDbStore;
 
   beforeAll(async () => {
     root = await mkdtemp(join(tmpdir(), 'shoal-freshness-'));
@@ -63,7 +63,7 @@ describe('index readers see what another process wrote after they opened it', ()
       { engine, jobs: new MemoryJobs(), models: async () => [], metrics: new ShoalMetrics(), ready: async () => ({ ready: true }) },
       { ...TEST_SETTINGS, indexes: { late: index } },
     );
-    held = new LanceDbSink({ dir: index });
+    held = new LanceDbStore({ dir: index });
   }, 60_000);
 
   afterAll(async () => {

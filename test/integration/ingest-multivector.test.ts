@@ -5,8 +5,8 @@ import * as lancedb from '@lancedb/lancedb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
-import { JsonlSink } from '../../adapters/sinks/jsonl.js';
-import { LanceDbSink } from '../../adapters/sinks/lancedb.js';
+import { JsonlStore } from '../../adapters/stores/file/store.js';
+import { LanceDbStore } from '../../adapters/stores/lancedb/store.js';
 import { parseDefinition, type PipelineDefinition } from '../../pipelines/documents/definition.js';
 import { DocumentParser } from '../../pipelines/documents/parse.js';
 import { IngestRunner } from '../../pipelines/documents/runner.js';
@@ -60,7 +60,7 @@ function maxSim(query: readonly number[][], document: readonly number[][]): numb
 describe('ingest with a multi-vector encoder, late-interaction search', () => {
   it('LanceDB: stores the engine token vectors and rescores the fused candidates by MaxSim', async () => {
     const index = join(dir, 'lance');
-    const sink = new LanceDbSink({ dir: index });
+    const sink = new LanceDbStore({ dir: index });
     const parser = new DocumentParser(engine, { ocr: 'never' });
     try {
       const summary = await new IngestRunner({ definition: definition(index), engine, sink, reader: parser }).run(await fileSources([dir], { include: ['*.txt'] }));
@@ -105,7 +105,7 @@ describe('ingest with a multi-vector encoder, late-interaction search', () => {
   it('searches the dense column by name when the token vectors have the same width (the fixture models: 8 and 8)', async () => {
     const models = join(FIXTURES_DIR, 'models');
     const index = join(dir, 'same-width');
-    const sink = new LanceDbSink({ dir: index });
+    const sink = new LanceDbStore({ dir: index });
     const parser = new DocumentParser(engine, { ocr: 'never' });
     const same = parseDefinition(
       { name: 'same', stages: { parse: { ocr: 'never' }, encode: { model: join(models, 'tiny-bert-mean'), multivector: { model: join(models, 'tiny-colbert') } }, write: { index } } },
@@ -127,7 +127,7 @@ describe('ingest with a multi-vector encoder, late-interaction search', () => {
 
   it('a backend without multi-vectors refuses the pipeline before writing anything', async () => {
     const index = join(dir, 'jsonl');
-    const sink = new JsonlSink({ dir: index });
+    const sink = new JsonlStore({ dir: index });
     const parser = new DocumentParser(engine, { ocr: 'never' });
     try {
       const runner = new IngestRunner({ definition: definition(index), engine, sink, reader: parser });

@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { JsonlSink } from '../../adapters/sinks/jsonl.js';
-import { LanceDbSink } from '../../adapters/sinks/lancedb.js';
-import type { Sink } from '../../adapters/sinks/sink.js';
+import { JsonlStore } from '../../adapters/stores/file/store.js';
+import { LanceDbStore } from '../../adapters/stores/lancedb/store.js';
+import type { Store } from '../../adapters/stores/store.js';
 import { FIXTURE_MODELS_DIR, TINY_MEAN } from '../helpers/nats-worker.js';
 import { DATA_DIR } from '../helpers/shared.js';
 import { shoalInProcess, type InProcessRun } from '../helpers/shoal-in-process.js';
@@ -49,8 +49,8 @@ async function makeFolder(name: string): Promise<{ dir: string; a: string; b: st
   return paths;
 }
 
-/** Rows per source and the sources that have a state, read through the backend's own Sink. */
-async function indexed(sink: Sink, sources: readonly string[]): Promise<{ rows: Record<string, number>; states: string[] }> {
+/** Rows per source and the sources that have a state, read through the backend's own Store. */
+async function indexed(sink: Store, sources: readonly string[]): Promise<{ rows: Record<string, number>; states: string[] }> {
   const rows: Record<string, number> = {};
   for (const source of sources) rows[source] = await sink.count(`source = '${source}'`);
   const states = [...(await sink.states(sources)).keys()].sort();
@@ -64,7 +64,7 @@ describe('shoal ingest --prune', () => {
       const { dir, a, b, c } = await makeFolder(`docs-${backend}`);
       const folder = join(root, `index-${backend}`);
       const index = backend === 'file' ? `file://${folder}` : folder;
-      const open = (): Sink => (backend === 'file' ? new JsonlSink({ dir: folder }) : new LanceDbSink({ dir: folder }));
+      const open = (): Store => (backend === 'file' ? new JsonlStore({ dir: folder }) : new LanceDbStore({ dir: folder }));
 
       const first = await ingest(index, [dir]);
       expect(first.code, first.stderr).toBe(0);
@@ -98,7 +98,7 @@ describe('shoal ingest --prune', () => {
   it('never prunes through a single file, a root with a failed document, or outside --include', async () => {
     const { dir, a, b, c } = await makeFolder('docs-safety');
     const index = join(root, 'index-safety');
-    const open = (): Sink => new LanceDbSink({ dir: index });
+    const open = (): Store => new LanceDbStore({ dir: index });
     expect((await ingest(index, [dir])).code).toBe(0);
     const before = await indexed(open(), [a, b, c]);
     await rm(b);

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { LanceDbSink } from '../../adapters/sinks/lancedb.js';
+import { LanceDbStore } from '../../adapters/stores/lancedb/store.js';
 import { parseDefinition } from '../../pipelines/documents/definition.js';
 import { NatsIngest } from '../../pipelines/documents/nats-ingest.js';
 import { DocumentParser } from '../../pipelines/documents/parse.js';
@@ -82,7 +82,7 @@ describe.skipIf(!natsServerAvailable())('ingest with sparse and multi-vector enc
 
     const engine = new InferenceEngine({ sources: { modelDirs: [CONFORMANCE_DIR], allowDownload: false }, runtime: { intraOpThreads: 1 } });
     const parser = new DocumentParser(engine, { ocr: 'never' });
-    const localSink = new LanceDbSink({ dir: localIndex });
+    const localSink = new LanceDbStore({ dir: localIndex });
     try {
       const summary = await new IngestRunner({ definition: DEFINITION, engine, sink: localSink, reader: parser }).run(await sources());
       expect(summary.documents).toEqual({ total: 4, ok: 4, failed: 0, unchanged: 0 });
@@ -93,7 +93,7 @@ describe.skipIf(!natsServerAvailable())('ingest with sparse and multi-vector enc
     }
 
     const ingest = await NatsIngest.open(nc, { prefix });
-    const natsSink = new LanceDbSink({ dir: natsIndex });
+    const natsSink = new LanceDbStore({ dir: natsIndex });
     try {
       const summary = await ingest.run({ definition: DEFINITION, sink: natsSink, index: natsIndex }, await sources());
       expect(summary.documents).toEqual({ total: 4, ok: 4, failed: 0, unchanged: 0 });

@@ -7,11 +7,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
-import { JsonlSink } from '../../adapters/sinks/jsonl.js';
-import { LanceDbSink } from '../../adapters/sinks/lancedb.js';
-import { PgVectorSink } from '../../adapters/sinks/pgvector.js';
-import type { SearchHit, Sink } from '../../adapters/sinks/sink.js';
-import { SPARSE_DIMENSION } from '../../adapters/sinks/sparse.js';
+import { JsonlStore } from '../../adapters/stores/file/store.js';
+import { LanceDbStore } from '../../adapters/stores/lancedb/store.js';
+import { PgVectorStore } from '../../adapters/stores/pgvector/store.js';
+import type { SearchHit, Store } from '../../adapters/stores/store.js';
+import { SPARSE_DIMENSION } from '../../adapters/stores/shared/sparse.js';
 import { parseDefinition, type PipelineDefinition } from '../../pipelines/documents/definition.js';
 import { DocumentParser } from '../../pipelines/documents/parse.js';
 import { IngestRunner } from '../../pipelines/documents/runner.js';
@@ -62,7 +62,7 @@ function definition(index: string): PipelineDefinition {
   return parseDefinition({ name: 'hybrid', stages: { parse: { ocr: 'never' }, chunk: { size: 64, overlap: 0 }, encode: { model: DENSE, sparse: { model: SPLADE } }, write: { index } } }, 'test');
 }
 
-async function ingest(sink: Sink, index: string): Promise<void> {
+async function ingest(sink: Store, index: string): Promise<void> {
   const parser = new DocumentParser(engine, { ocr: 'never' });
   try {
     const summary = await new IngestRunner({ definition: definition(index), engine, sink, reader: parser }).run(await fileSources([dir], { include: ['*.txt'] }));
@@ -102,7 +102,7 @@ function rrf(lists: readonly (readonly SearchHit[])[], k: number): { id: string;
   return [...scores].map(([id, score]) => ({ id, score })).sort((a, b) => b.score - a.score || (a.id < b.id ? -1 : 1)).slice(0, k);
 }
 
-async function expectSearches(sink: Sink): Promise<SearchHit[]> {
+async function expectSearches(sink: Store): Promise<SearchHit[]> {
   const spec = await sink.describe();
   expect(spec).toMatchObject({ optionalColumns: ['sparse'], metadata: { model: DENSE, sparse_model: SPLADE } });
 
@@ -134,7 +134,7 @@ async function expectSearches(sink: Sink): Promise<SearchHit[]> {
 describe('ingest with a sparse encoder, hybrid search', () => {
   it('LanceDB: stores the engine sparse vectors in list columns, fuses dense and sparse; shoal search and POST /v1/search give the same hits', async () => {
     const index = join(dir, 'lance');
-    const sink = new LanceDbSink({ dir: index });
+    const sink = new LanceDbStore({ dir: index });
     try {
       await ingest(sink, index);
       const db = await lancedb.connect(index);
@@ -178,7 +178,7 @@ describe('ingest with a sparse encoder, hybrid search', () => {
 
   it('pgvector: stores them as sparsevec and gives the same hybrid hits', async () => {
     const connection = { host: '127.0.0.1', port: pglite.port, user: 'postgres', database: 'postgres', ssl: false as const };
-    const sink = new PgVectorSink({ connection, table: 'hybrid' });
+    const sink = new PgVectorStore({ connection, table: 'hybrid' });
     const client = new pg.Client(connection);
     try {
       await ingest(sink, 'postgres');
@@ -198,7 +198,7 @@ describe('ingest with a sparse encoder, hybrid search', () => {
 
   it('JSON Lines: keeps them in each row and gives the same hybrid hits; an index without sparse vectors refuses hybrid mode', async () => {
     const index = join(dir, 'jsonl');
-    const sink = new JsonlSink({ dir: index });
+    const sink = new JsonlStore({ dir: index });
     try {
       await ingest(sink, index);
       const files = (await readdir(join(index, 'chunks'))).filter((name) => name.endsWith('.jsonl'));
@@ -210,7 +210,7 @@ describe('ingest with a sparse encoder, hybrid search', () => {
       await sink.close();
     }
     // An index without sparse vectors answers dense only, and says so when asked for more.
-    const plain = new JsonlSink({ dir: join(dir, 'plain') });
+    const plain = new JsonlStore({ dir: join(dir, 'plain') });
     try {
       await plain.prepare({ dimension: 32, distance: 'cosine', optionalColumns: [], metadata: { model: DENSE } });
       await expect(searchIndex(engine, plain, { query: 'pilot', k: 3, mode: 'hybrid', where: 'test' })).rejects.toMatchObject({ code: ErrorCode.INVALID_INPUT });

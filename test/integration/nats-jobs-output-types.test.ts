@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
 import type { JobPartResult } from '../../adapters/protocol/jobs.js';
 import { EncodeResult } from '../../adapters/protocol/results.js';
-import { LanceDbSink } from '../../adapters/sinks/lancedb.js';
+import { LanceDbStore } from '../../adapters/stores/lancedb/store.js';
 import { startSink, type SinkHandle } from '../../services/sink/main.js';
 import type { ShoalWorker } from '../../services/worker/worker.js';
 import { NATS_SERVER_MISSING, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
@@ -98,13 +98,13 @@ describe.skipIf(!natsServerAvailable())(`NATS jobs with output types ${natsServe
     expect(await jobs.wait('indexed', { timeoutMs: 30_000 })).toMatchObject({ state: 'completed', parts_done: 3 });
     // A fresh reader per poll: a LanceDB connection opened before the table existed keeps not seeing it.
     const rowsWritten = async (): Promise<number> => {
-      const reader = new LanceDbSink({ dir: indexDir, table: 'typed' });
+      const reader = new LanceDbStore({ dir: indexDir, table: 'typed' });
       const count = await reader.count("document_id = 'indexed'");
       await reader.close();
       return count;
     };
     await expect.poll(rowsWritten, { timeout: 20_000, interval: 250 }).toBe(TEXTS.length);
-    const index = new LanceDbSink({ dir: indexDir, table: 'typed' });
+    const index = new LanceDbStore({ dir: indexDir, table: 'typed' });
     expect(await index.describe()).toMatchObject({ vectorType: 'ubinary', dimension: 1, metadata: { model: TINY_MEAN, dimensions: String(CUT) } });
 
     // Read back with LanceDB's own client: one packed byte per row, the bits job's value for the same item.

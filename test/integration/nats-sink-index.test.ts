@@ -9,7 +9,7 @@ import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
 import { ResultIndexWriter } from '../../adapters/nats/results/result-index.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { EncodeResult } from '../../adapters/protocol/results.js';
-import { openSink } from '../../adapters/sinks/open.js';
+import { openIndexUri } from '../../adapters/stores/open.js';
 import { startSink, type SinkHandle } from '../../services/sink/main.js';
 import type { ShoalWorker } from '../../services/worker/worker.js';
 import { expectAllClose } from '../helpers/conformance.js';
@@ -106,8 +106,8 @@ describe.skipIf(!natsServerAvailable())(`results sink into pgvector ${natsServer
   });
 
   it('writing the same part again adds no row (upsert by id)', async () => {
-    const opened = openSink(`${postgres.url}?table=${TABLE}`);
-    const writer = new ResultIndexWriter(opened.sink);
+    const opened = openIndexUri(`${postgres.url}?table=${TABLE}`);
+    const writer = new ResultIndexWriter(opened.store);
     try {
       for await (const part of jobs.results('calm')) {
         if (part.part !== 0 || part.result === undefined) continue;

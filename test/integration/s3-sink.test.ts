@@ -1,19 +1,19 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { S3Store } from '../../adapters/object-store/index.js';
-import { validateFilter } from '../../adapters/sinks/filter.js';
-import { LanceDbSink } from '../../adapters/sinks/lancedb.js';
-import { S3Sink, openS3Sink } from '../../adapters/sinks/s3.js';
-import type { ChunkRow, DocumentState } from '../../adapters/sinks/sink.js';
+import { validateFilter } from '../../adapters/stores/shared/filter.js';
+import { LanceDbStore } from '../../adapters/stores/lancedb/store.js';
+import { S3JsonStore, openS3Sink } from '../../adapters/stores/s3/store.js';
+import type { ChunkRow, DocumentState } from '../../adapters/stores/store.js';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
-import { sinkContract } from '../unit/adapters/sinks/sink-contract.js';
+import { storeContract } from '../conformance/stores/contract.js';
 import { startS3Server, type S3ServerHandle } from '../helpers/s3-server.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 /**
- * The S3 sink against a real s3rver: the shared Sink contract suite, the object layout a reader
+ * The S3 sink against a real s3rver: the shared Store contract suite, the object layout a reader
  * of the bucket sees, filters beyond the contract's, and the same ranking as LanceDB on the same rows.
  */
 
@@ -37,7 +37,7 @@ async function storedVector(table: string, id: string): Promise<number[]> {
   return [];
 }
 
-sinkContract('s3', (table) => new S3Sink({ uri: `s3://${BUCKET}/contract`, table, store }), {
+storeContract('s3', (table) => new S3JsonStore({ uri: `s3://${BUCKET}/contract`, table, store }), {
   storedVectors: {
     read: storedVector,
     storage: async (table) => {
@@ -66,7 +66,7 @@ function rowsOf(count: number, dim: number): { rows: ChunkRow[]; states: Documen
   return { rows, states };
 }
 
-describe('S3Sink', () => {
+describe('S3JsonStore', () => {
   it('lays the index out as plain objects: spec, one JSON Lines object of rows and one state per source', async () => {
     const sink = await openS3Sink(`s3://${BUCKET}/layout?table=t1`, { store });
     await sink.prepare({ dimension: 4, distance: 'cosine', optionalColumns: [], metadata: { model: 'm' } });
@@ -85,7 +85,7 @@ describe('S3Sink', () => {
   });
 
   it('evaluates the filter subset: IN, IS NULL, LIKE, BETWEEN, NOT, numeric comparisons', async () => {
-    const sink = new S3Sink({ uri: `s3://${BUCKET}/filters`, store });
+    const sink = new S3JsonStore({ uri: `s3://${BUCKET}/filters`, store });
     await sink.prepare({ dimension: 4, distance: 'cosine', optionalColumns: [], metadata: {} });
     const { rows, states } = rowsOf(16, 4);
     await sink.commit(rows, states);
@@ -104,8 +104,8 @@ describe('S3Sink', () => {
     try {
       for (const distance of ['cosine', 'l2'] as const) {
         const { rows, states } = rowsOf(200, 16);
-        const s3 = new S3Sink({ uri: `s3://${BUCKET}/rank`, table: distance, store });
-        const lance = new LanceDbSink({ dir, table: distance });
+        const s3 = new S3JsonStore({ uri: `s3://${BUCKET}/rank`, table: distance, store });
+        const lance = new LanceDbStore({ dir, table: distance });
         for (const sink of [s3, lance]) {
           await sink.prepare({ dimension: 16, distance, optionalColumns: [], metadata: {} });
           await sink.commit(rows, states);

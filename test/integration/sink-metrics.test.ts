@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
-import { openSink } from '../../adapters/sinks/open.js';
+import { openIndexUri } from '../../adapters/stores/open.js';
 import type { ShoalWorker } from '../../services/worker/worker.js';
 import { NATS_SERVER_MISSING, freePort, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
 import { TINY_MEAN, startTestWorker, testConnection, uniquePrefix } from '../helpers/nats-worker.js';
@@ -77,7 +77,7 @@ describe.skipIf(!natsServerAvailable())(`shoal sink metrics port ${natsServerAva
       expect(sample(after, 'shoal_sink_writes_total', { backend: 'lancedb', outcome: 'retry' })).toBeNull();
       expect(sample(after, 'shoal_sink_degraded', { backend: 'lancedb' })).toBe(0);
       // The counted writes are the rows in the index.
-      const { sink } = openSink(index);
+      const { store: sink } = openIndexUri(index);
       try {
         expect(await sink.count()).toBe(items.length);
       } finally {

@@ -4,10 +4,10 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
-import { MAX_LIKE_PATTERN_CHARS, MAX_PREDICATES, matchesFilter, parseFilter } from '../../adapters/sinks/filter-tree.js';
-import { JsonlSink } from '../../adapters/sinks/jsonl.js';
-import { likeMatcher } from '../../adapters/sinks/like-pattern.js';
-import type { ChunkRow, DocumentState } from '../../adapters/sinks/sink.js';
+import { MAX_LIKE_PATTERN_CHARS, MAX_PREDICATES, matchesFilter, parseFilter } from '../../adapters/stores/shared/filter-tree.js';
+import { JsonlStore } from '../../adapters/stores/file/store.js';
+import { likeMatcher } from '../../adapters/stores/shared/like-pattern.js';
+import type { ChunkRow, DocumentState } from '../../adapters/stores/store.js';
 
 /**
  * Issue 42, item 3: LIKE in the in-process filter (file:// and s3:// indexes) ran as a regular
@@ -82,7 +82,7 @@ describe('in-process LIKE without backtracking', () => {
   it('a file:// index counts and searches with that filter over 2,000 rows of 500 characters in well under a second', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'shoal-redos-'));
     dirs.push(dir);
-    const sink = new JsonlSink({ dir });
+    const sink = new JsonlStore({ dir });
     await sink.prepare({ dimension: 2, distance: 'cosine', optionalColumns: [], metadata: {} });
     // Two 500-character sources (one ending in b), 1,000 chunks each.
     const sources = [`${'a'.repeat(499)}b`, 'a'.repeat(500)];

@@ -15,7 +15,7 @@ import { ensureTopology } from '../../adapters/nats/connection/topology.js';
 import { ingestNames } from '../../adapters/nats/ingest/ingest-store.js';
 import { WIRE_VERSION, type JobPartResult } from '../../adapters/protocol/jobs.js';
 import { natsNames } from '../../adapters/protocol/subjects.js';
-import { LanceDbSink } from '../../adapters/sinks/lancedb.js';
+import { LanceDbStore } from '../../adapters/stores/lancedb/store.js';
 import { resolvePipeline } from '../../pipelines/documents/builtin.js';
 import { applyOverrides } from '../../pipelines/documents/definition.js';
 import { NatsIngest } from '../../pipelines/documents/nats-ingest.js';
@@ -118,7 +118,7 @@ describe.skipIf(!natsServerAvailable())(`forgery over NATS ${natsServerAvailable
     for (const task of forged) await js.publish(names.parseSubject, JSON.stringify(task), { msgID: `${runId}.${task.doc}`, expect: { streamName: names.stream } });
 
     const warnings: string[] = [];
-    const sink = new LanceDbSink({ dir: join(root, 'victim') });
+    const sink = new LanceDbStore({ dir: join(root, 'victim') });
     try {
       const running = ingest.run({ runId, definition, sink, index: 'victim', onWarning: (message) => warnings.push(message) }, sources);
       running.catch(() => undefined);

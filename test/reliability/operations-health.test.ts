@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
-import { JsonlSink } from '../../adapters/sinks/jsonl.js';
+import { JsonlStore } from '../../adapters/stores/file/store.js';
 import { resolvePipeline } from '../../pipelines/documents/builtin.js';
 import { NatsIngest } from '../../pipelines/documents/nats-ingest.js';
 import type { PendingSource } from '../../pipelines/documents/sources.js';
@@ -88,7 +88,7 @@ describe.skipIf(!natsServerAvailable())(`ingest run status after a failure${nats
     const text = 'A note about tide tables.';
     const source: PendingSource = { uri: 'note-1', load: () => Promise.resolve({ source: { uri: 'note-1', id: 'note-1', text }, bytes: new TextEncoder().encode(text) }) };
     try {
-      const running = ingest.run({ runId, definition: await resolvePipeline(undefined), sink: new JsonlSink({ dir }), index: dir, health }, [source]);
+      const running = ingest.run({ runId, definition: await resolvePipeline(undefined), sink: new JsonlStore({ dir }), index: dir, health }, [source]);
       const outcome = running.then(() => null, (error: unknown) => error);
       // The index fails while the run waits: the status shows it at once.
       await eventually(async () => expect((await ingest.status(runId))?.state).toBe('running'));

@@ -7,8 +7,8 @@ import { z } from 'zod';
 import type { Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { ScoreResult } from '../../adapters/protocol/results.js';
-import { openSink } from '../../adapters/sinks/open.js';
-import type { ChunkRow } from '../../adapters/sinks/sink.js';
+import { openIndexUri } from '../../adapters/stores/open.js';
+import type { ChunkRow } from '../../adapters/stores/store.js';
 import { MAX_RERANK_CANDIDATES, MAX_RERANK_K } from '../../services/gateway/routes/search.js';
 import { ErrorBody, localGateway } from '../helpers/gateway.js';
 import { unitVectors } from '../helpers/seeded-vectors.js';
@@ -73,7 +73,7 @@ describe('search: rerank candidates are bounded and admitted like any score call
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'shoal-rerank-bound-'));
-    const { sink } = openSink(join(dir, 'index'));
+    const { store: sink } = openIndexUri(join(dir, 'index'));
     await sink.prepare({ dimension: DIMENSION, distance: 'cosine', optionalColumns: [], metadata: { model: 'encoder' } });
     const vectors = unitVectors(ROWS, DIMENSION, 1);
     // Rows count as ingested once their document's state is committed with them.

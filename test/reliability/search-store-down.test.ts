@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
-import { openSink } from '../../adapters/sinks/open.js';
+import { openIndexUri } from '../../adapters/stores/open.js';
 import { SEARCH_STORE_RETRY_MS, STORE_DOWN_MS } from '../../services/gateway/index-outages.js';
 import { ErrorBody, localGateway } from '../helpers/gateway.js';
 import { startPgliteServer, type PgliteServerHandle } from '../helpers/pglite-server.js';
@@ -40,7 +40,7 @@ describe('search: a store that is down answers 503 fast, not 504 after the deadl
   beforeAll(async () => {
     postgres = await startPgliteServer();
     const target = `${postgres.url}?table=down_test`;
-    const { sink } = openSink(target);
+    const { store: sink } = openIndexUri(target);
     await sink.prepare({ dimension: DIMENSION, distance: 'cosine', optionalColumns: [], metadata: { model: 'encoder' } });
     const vectors = unitVectors(5, DIMENSION, 1);
     await sink.commit(

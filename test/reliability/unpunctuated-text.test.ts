@@ -6,7 +6,7 @@ import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { EncodeRequest, TokenizeRequest } from '../../adapters/protocol/requests.js';
 import type { EncodeResult, TokenizeResult } from '../../adapters/protocol/results.js';
-import { JsonlSink } from '../../adapters/sinks/jsonl.js';
+import { JsonlStore } from '../../adapters/stores/file/store.js';
 import { MAX_CHUNK_CHARS } from '../../pipelines/documents/chunk.js';
 import { parseDefinition } from '../../pipelines/documents/definition.js';
 import { DocumentParser } from '../../pipelines/documents/parse.js';
@@ -92,7 +92,7 @@ await writeFile(join(small, 'three.txt'), 'The anchor holds in sand. The draught
 describe('a text with no sentence end over 1,000,000 characters', () => {
   it('is cut into bounded pieces: every document is indexed, each tokenize request fits a NATS message', async () => {
     const engine = new TokenizingEngine();
-    const sink = new JsonlSink({ dir: join(dir, 'index') });
+    const sink = new JsonlStore({ dir: join(dir, 'index') });
     const parser = new DocumentParser(engine, { ocr: 'never' });
     try {
       const definition = parseDefinition({ name: 'long-runs', stages: { chunk: { size: 254, overlap: 0 }, encode: { model: MODEL } } }, 'test');
@@ -116,7 +116,7 @@ describe('a text with no sentence end over 1,000,000 characters', () => {
   it('a document whose text is still refused fails alone, with its code; the others are indexed', async () => {
     const engine = new TokenizingEngine();
     engine.refuse = 'tide turns';
-    const sink = new JsonlSink({ dir: join(dir, 'refused') });
+    const sink = new JsonlStore({ dir: join(dir, 'refused') });
     const parser = new DocumentParser(engine, { ocr: 'never' });
     try {
       const definition = parseDefinition({ name: 'refused', stages: { encode: { model: MODEL } } }, 'test');

@@ -1,11 +1,11 @@
 import type { z } from 'zod';
 import type { JobPartResult, PrimitiveResult } from '../../protocol/jobs.js';
 import type { ItemId } from '../../protocol/requests.js';
-import type { ChunkRow, DocumentState, Sink } from '../../sinks/sink.js';
+import type { ChunkRow, DocumentState, Store } from '../../stores/store.js';
 
 /**
  * Job results into a vector store (`shoal sink --index URI`): each part of an encode job becomes
- * one committed batch of rows, through the same Sink every backend implements.
+ * one committed batch of rows, through the same Store every backend implements.
  *
  * Rows: `id` = the item's own id when the request gave one (so a row joins back to the caller's
  * document, and re-encoding the document in a later job replaces its vector), else
@@ -78,11 +78,11 @@ export function partRows(message: JobPartResult, result: { items: readonly Vecto
 }
 
 export class ResultIndexWriter {
-  readonly #sink: Sink;
+  readonly #sink: Store;
   /** Dimension and output type the table was prepared for in this process (prepare once per shape, then only a check here). */
   #prepared: string | null = null;
 
-  constructor(sink: Sink) {
+  constructor(sink: Store) {
     this.#sink = sink;
   }
 

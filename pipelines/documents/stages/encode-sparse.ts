@@ -1,6 +1,6 @@
 import type { CallOptions, Engine } from '../../../adapters/protocol/engine.js';
-import type { SparseValues } from '../../../adapters/sinks/sink.js';
-import { SPARSE_DIMENSION } from '../../../adapters/sinks/sparse.js';
+import type { SparseValues } from '../../../adapters/stores/store.js';
+import { SPARSE_DIMENSION } from '../../../adapters/stores/shared/sparse.js';
 import { encodeInRequests, stageRequest, type EncodeStageOptions } from './batched-encode.js';
 
 /**

@@ -9,7 +9,7 @@ import { loadTaxonomyFile } from '../../../adapters/taxonomy/index.js';
 import { Evaluator, TaxonomyClassifier } from '../../../pipelines/classify/index.js';
 import { natsSettingsFromEnv, shoalCacheDirFromEnv, topologySettingsFromEnv } from '../../settings/environment.js';
 import type { CliApp } from '../app.js';
-import { openSink, openSource } from '../jsonl.js';
+import { openLineOutput, openSource } from '../jsonl.js';
 import { addImageOptions, CommaListFlag, ImageFlags, imagePolicyFromFlags, parseFlags, PositiveIntFlag } from '../line-options.js';
 import { catalogFormat, FIELD_CHECK_RECORDS, readCheckedProducts, readProducts, textFlag, type ProductRecord } from './classify/products.js';
 import { ClassifyBar } from './classify/progress.js';
@@ -222,7 +222,7 @@ export function registerClassify(program: Command, app: CliApp): void {
       if (source.name !== 'stdin') source.stream.destroy();
       throw error;
     }
-    const sink = await openSink(flags.out, app.io.stdout, { resume: flags.resume === true });
+    const sink = await openLineOutput(flags.out, app.io.stdout, { resume: flags.resume === true });
     // --resume with nothing to continue starts from the first product: said, not silent.
     if (flags.resume === true && (sink.resumed?.lines ?? 0) === 0 && !config.quiet) {
       app.io.stderr.write(`warning: --resume: ${flags.out ?? ''}.partial holds no finished product (${sink.resumed === null ? 'there is none' : 'it is empty'}): starting from the first one\n`);

@@ -1,10 +1,10 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { DEFAULT_DOCUMENTS_PAGE, MAX_DOCUMENTS_OFFSET, MAX_DOCUMENTS_PAGE, MAX_SOURCE_CHARS } from '../../../adapters/protocol/index-admin.js';
-import type { OpenedSink } from '../../../adapters/sinks/open.js';
+import type { OpenedStore } from '../../../adapters/stores/open.js';
 import { deleteDocument, indexStats, listDocuments, listTables } from '../../../pipelines/documents/index-admin.js';
 import type { CliApp } from '../app.js';
-import { INDEX_HELP, openIndex } from '../index-sink.js';
+import { INDEX_HELP, openIndex } from '../index-ref.js';
 import { resolveIndexTarget } from '../index-target.js';
 import { parseFlags } from '../line-options.js';
 import { WholeNumberFlag } from '../../settings/flag-values.js';
@@ -50,12 +50,12 @@ function withCommon(command: Command): Command {
 }
 
 /** Opens the index the flags name, runs `body`, closes it. */
-async function onIndex<T>(app: CliApp, flags: { index: string; table: string }, body: (opened: OpenedSink) => Promise<T>): Promise<T> {
+async function onIndex<T>(app: CliApp, flags: { index: string; table: string }, body: (opened: OpenedStore) => Promise<T>): Promise<T> {
   const opened = openIndex(app, resolveIndexTarget(app, flags.index), flags.table);
   try {
     return await body(opened);
   } finally {
-    await opened.sink.close();
+    await opened.store.close();
   }
 }
 

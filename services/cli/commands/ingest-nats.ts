@@ -1,5 +1,5 @@
 import { connectNats, redacted } from '../../../adapters/nats/connection/connection.js';
-import type { Sink } from '../../../adapters/sinks/sink.js';
+import type { Store } from '../../../adapters/stores/store.js';
 import type { PipelineDefinition } from '../../../pipelines/documents/definition.js';
 import { NatsIngest } from '../../../pipelines/documents/nats-ingest.js';
 import type { IngestProgress, IngestSummary } from '../../../pipelines/documents/runner.js';
@@ -20,7 +20,7 @@ export interface NatsIngestCall {
   app: CliApp;
   nats: string;
   definition: PipelineDefinition;
-  sink: Sink;
+  sink: Store;
   sources: readonly PendingSource[];
   force: boolean;
   onProgress: (progress: IngestProgress) => void;

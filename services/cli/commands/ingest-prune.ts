@@ -1,4 +1,4 @@
-import type { Sink } from '../../../adapters/sinks/sink.js';
+import type { Store } from '../../../adapters/stores/store.js';
 import { pruneRemoved, type PruneRoot, type SelectionGlobs } from '../../../pipelines/documents/prune.js';
 import type { IngestSummary } from '../../../pipelines/documents/runner.js';
 import type { PendingSource } from '../../../pipelines/documents/sources.js';
@@ -16,7 +16,7 @@ export { pruneRoots } from '../../../pipelines/documents/prune.js';
 
 export interface PruneCall {
   app: CliApp;
-  sink: Sink;
+  sink: Store;
   roots: readonly PruneRoot[];
   sources: readonly PendingSource[];
   summary: IngestSummary;

@@ -4,7 +4,7 @@ import { dirname } from 'node:path';
 import type { Command } from 'commander';
 import { S3Store } from '../../../adapters/object-store/index.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
-import { localIndexDir, redactUri } from '../../../adapters/sinks/open.js';
+import { redactUri } from '../../../adapters/stores/open.js';
 import { resolvePipeline } from '../../../pipelines/documents/builtin.js';
 import { applyOverrides, modelPathFromCwd, type PipelineDefinition } from '../../../pipelines/documents/definition.js';
 import { settleInterrupt, type SettledRun } from '../../../pipelines/documents/interrupted.js';
@@ -15,7 +15,7 @@ import { printable } from '../printable.js';
 import { StoreHealth, type DegradedPeriod } from '../../../pipelines/documents/store-health.js';
 import { namedIndexesFromEnv, s3SettingsFromEnv } from '../../settings/environment.js';
 import type { CliApp } from '../app.js';
-import { INDEX_HELP, openIndex } from '../index-sink.js';
+import { INDEX_HELP, openIndexRef, parseIndex } from '../index-ref.js';
 import { parseFlags } from '../line-options.js';
 import { DEFAULT_REJECTS_FILE, RejectsFile } from '../rejects-file.js';
 import { IngestFlags, type IngestFlagValues, type Rejected } from './ingest-flags.js';
@@ -209,8 +209,10 @@ export function registerIngest(program: Command, app: CliApp): void {
       const rejects = flags.onError === 'skip' ? new RejectsFile(flags.rejects ?? DEFAULT_REJECTS_FILE) : null;
       // Whether S3 (sources) and the index answer: the run waits on a failing one, and says so.
       const health = new StoreHealth();
-      // The index's local folder, if it has one: never walked into, and checked writable before any work.
-      const indexDir = localIndexDir(definition.stages.write.index);
+      // The index parsed once (a bad --index refused before any work); its local folder, if it has
+      // one, is never walked into and is checked writable before any work.
+      const indexRef = parseIndex(app, definition.stages.write.index, definition.stages.write.table);
+      const indexDir = indexRef.localDir;
       let sources: PendingSource[];
       try {
         sources = await collectSources(paths, flags, app, health, definition.stages.parse.maxBytes, indexDir, rejects);
@@ -231,7 +233,7 @@ export function registerIngest(program: Command, app: CliApp): void {
         app.io.stderr.write(failing && degraded !== null ? `warning: degraded since ${degraded.since}: ${printable(degraded.reason)}\n` : `${store} answers again; ${degraded === null ? 'no store is failing' : printable(degraded.reason)}\n`);
       });
       await checkIndexWritable(indexDir);
-      const { sink, table } = openIndex(app, definition.stages.write.index, definition.stages.write.table, health.sinkObserver());
+      const { store: sink, table } = openIndexRef(app, indexRef, health.sinkObserver());
       const ingestAll = async (): Promise<IngestSummary> => flags.nats !== undefined
         ? await (await import('./ingest-nats.js')).ingestOverNats({ app, nats: flags.nats, definition, sink, sources, force: flags.force === true, onProgress: bar.update, quiet: config.quiet, health })
         : await app.withEngine(config, progress, async (engine) =>

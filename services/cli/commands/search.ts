@@ -1,12 +1,12 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
-import { validateFilter } from '../../../adapters/sinks/filter.js';
-import type { SearchHit } from '../../../adapters/sinks/sink.js';
+import { validateFilter } from '../../../adapters/stores/shared/filter.js';
+import type { SearchHit } from '../../../adapters/stores/store.js';
 import { GROUP_BY, hitLine, SEARCH_MODES, searchIndex, type SearchQuery } from '../../../pipelines/documents/search.js';
 import { CHUNKS_PER_DOCUMENT, searchDocuments } from '../../../pipelines/documents/search-groups.js';
 import type { CliApp } from '../app.js';
-import { INDEX_HELP, openIndex } from '../index-sink.js';
+import { INDEX_HELP, openIndex } from '../index-ref.js';
 import { resolveIndexTarget } from '../index-target.js';
 import { missingTableError } from '../../../pipelines/documents/index-admin.js';
 import { parseFlags, PositiveIntFlag } from '../line-options.js';
@@ -92,7 +92,7 @@ export function registerSearch(program: Command, app: CliApp): void {
       const filter = flags.filter === undefined ? undefined : validateFilter(flags.filter);
       const config = app.config(self);
       const opened = openIndex(app, resolveIndexTarget(app, flags.index), flags.table);
-      const { sink, display, table } = opened;
+      const { store: sink, display, table } = opened;
       const progress = app.progress(config);
       try {
         // Checked before an engine starts: a missing index fails at once.

@@ -5,7 +5,7 @@ import { logLevelFromEnv, namedIndexesFromEnv, natsSettingsFromEnv, s3SettingsFr
 import { envValue } from '../../settings/table.js';
 import type { CliApp } from '../app.js';
 import { CommaListFlag, parseFlags } from '../line-options.js';
-import { INDEX_HELP } from '../index-sink.js';
+import { INDEX_HELP } from '../index-ref.js';
 import { interrupted } from './gateway.js';
 
 /**

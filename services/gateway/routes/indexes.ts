@@ -3,12 +3,13 @@ import { z } from 'zod';
 import { DeleteDocumentQuery, DocumentsQuery, type IndexList } from '../../../adapters/protocol/index-admin.js';
 import type { ShoalError } from '../../../adapters/protocol/errors.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
-import type { SinkWriteObserver } from '../../../adapters/sinks/delivery.js';
-import { openSink, type OpenedSink } from '../../../adapters/sinks/open.js';
+import type { StoreWriteObserver } from '../../../adapters/stores/shared/delivery.js';
+import type { OpenedStore } from '../../../adapters/stores/open.js';
+import type { StoreName } from '../../../adapters/stores/registry.js';
 import { deleteDocument, indexStats, listDocuments, listTables } from '../../../pipelines/documents/index-admin.js';
 import type { RouteContext } from '../context.js';
 import { SEARCH_STORE_RETRY_MS } from '../index-outages.js';
-import { INDEX_NAME, indexTarget } from '../index-sinks.js';
+import { INDEX_NAME } from '../index-stores.js';
 import { OTHER_MODEL } from '../request-metrics.js';
 
 /**
@@ -24,39 +25,37 @@ import { OTHER_MODEL } from '../request-metrics.js';
 export const IndexParams = z.strictObject({ name: z.string().regex(INDEX_NAME, 'an index name: letters, digits, _ or -, up to 64') });
 
 export function registerIndexRoutes(app: FastifyInstance, context: RouteContext): void {
-  /** Opens the configured index `name`, runs `body` within the request's life, closes it. */
-  const onIndex = async <T>(request: FastifyRequest, reply: FastifyReply, body: (opened: OpenedSink, name: string) => Promise<T>): Promise<T> => {
+  /** Borrows the kept store of the configured index `name` (index-pool.ts) and runs `body` within the request's life. */
+  const onIndex = async <T>(request: FastifyRequest, reply: FastifyReply, body: (opened: OpenedStore, name: string) => Promise<T>): Promise<T> => {
     context.metrics.track(request, { primitive: 'index', model: OTHER_MODEL });
     const { name } = parseWith(IndexParams, request.params, 'index path');
-    const target = indexTarget(context.settings.indexes, name);
+    context.indexPool.ref(name);
     // A label only once it names a configured index (as /v1/search): a caller's made-up names never become series.
     context.metrics.track(request, { primitive: 'index', model: name });
     context.indexOutages.check(name);
-    const observer: SinkWriteObserver = {
+    const observer: StoreWriteObserver = {
       write: () => undefined,
       retrying: (_backend, failure: ShoalError) => context.indexOutages.failed(name, failure),
       succeeded: () => context.indexOutages.answered(name),
     };
     return context.call(reply)(async (signal) => {
-      const opened = openSink(target, { ...context.settings.indexOptions, observer, retry: { maxElapsedMs: SEARCH_STORE_RETRY_MS, signal } });
+      const opened = context.indexPool.borrow(name, { observer, retry: { maxElapsedMs: SEARCH_STORE_RETRY_MS, signal } });
       try {
         return await body(opened, name);
-      } finally {
-        await opened.sink.close();
+      } catch (error) {
+        context.indexPool.failed(name, error);
+        throw error;
       }
     });
   };
 
   app.get('/v1/indexes', async (request): Promise<IndexList> => {
     context.metrics.track(request, { primitive: 'index', model: OTHER_MODEL });
-    const configured = context.settings.indexes ?? {};
-    const indexes: IndexList['indexes'] = [];
-    for (const name of Object.keys(configured).sort()) {
-      // Opening connects to nothing (the stores are reached on first use): the backend and table come from the target.
-      const opened = openSink(configured[name] ?? '', context.settings.indexOptions ?? {});
-      await opened.sink.close();
-      indexes.push({ name, backend: opened.backend, table: opened.table });
-    }
+    // The backend and table come from each IndexRef, parsed at start: no store is reached.
+    const indexes: IndexList['indexes'] = context.indexPool.names().sort().map((name) => {
+      const ref = context.indexPool.ref(name);
+      return { name, backend: ref.backend as StoreName, table: ref.table };
+    });
     return { indexes };
   });
 

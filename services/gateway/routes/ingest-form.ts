@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import type { IngestApi, RouteContext } from '../context.js';
-import { indexTarget } from '../index-sinks.js';
+import { indexTarget } from '../index-stores.js';
 import { readUpload } from '../ingest-upload.js';
 
 /**

@@ -13,7 +13,7 @@ import type { IngestRunStatus } from '../../../adapters/protocol/ingest.js';
 import { applyOverrides, parseDefinition, type PipelineDefinition } from '../../../pipelines/documents/definition.js';
 import { checkJobIdFree } from '../job-ids.js';
 import type { IngestApi, RouteContext } from '../context.js';
-import { INDEX_NAME, indexTarget } from '../index-sinks.js';
+import { INDEX_NAME, indexTarget } from '../index-stores.js';
 import { isFinishedRun, waitForRun } from '../ingest-wait.js';
 import { OTHER_MODEL } from '../request-metrics.js';
 import { publicIngestStatus } from '../redact.js';

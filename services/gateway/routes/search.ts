@@ -3,13 +3,13 @@ import { z } from 'zod';
 import { ErrorCode, isShoalError, ShoalError } from '../../../adapters/protocol/errors.js';
 import { checkRemoteModelName } from '../../../adapters/protocol/model-names.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
-import { validateFilter } from '../../../adapters/sinks/filter.js';
+import { validateFilter } from '../../../adapters/stores/shared/filter.js';
 import { GROUP_BY, hitLine, RERANK_CANDIDATES_PER_HIT, rerankCandidates, SEARCH_MODES, searchIndex, type SearchQuery } from '../../../pipelines/documents/search.js';
 import { GROUP_POOL_PER_DOCUMENT, groupPool, searchDocuments } from '../../../pipelines/documents/search-groups.js';
-import type { SinkWriteObserver } from '../../../adapters/sinks/delivery.js';
+import type { StoreWriteObserver } from '../../../adapters/stores/shared/delivery.js';
 import type { RouteContext } from '../context.js';
 import { SEARCH_STORE_RETRY_MS } from '../index-outages.js';
-import { INDEX_NAME, indexTarget, openIndexSink } from '../index-sinks.js';
+import { INDEX_NAME } from '../index-stores.js';
 import { OTHER_MODEL } from '../request-metrics.js';
 
 /**
@@ -51,18 +51,6 @@ export const SearchBody = z.strictObject({
 });
 
 /**
- * The filter checks (validateFilter, and the sink's own at search time: a column this index was
- * made without, a filter the store cannot run) and the mode check name the CLI flags (`--filter:
- * ...`, `--mode sparse ...`); a request has `filter` and `mode` fields instead.
- */
-function asRequestFields(error: unknown): unknown {
-  if (!isShoalError(error)) return error;
-  const field = /^--(filter|mode)\b/.exec(error.message)?.[1];
-  if (field === undefined) return error;
-  return new ShoalError(error.code, error.message.slice(2), { details: { ...error.details, field } });
-}
-
-/**
  * A model name the engine refused as a path or URL (checkRemoteModelName): the request's `rerank`
  * when that is the one, else the model the index records, since the request names no other. An
  * index built by `shoal ingest --model ./folder` records the folder, which workers never load
@@ -86,14 +74,6 @@ function explainModelRefusal(error: unknown, rerank: string | undefined, index: 
   );
 }
 
-function requestFilter(expression: string): string {
-  try {
-    return validateFilter(expression);
-  } catch (error) {
-    throw asRequestFields(error);
-  }
-}
-
 export function registerSearchRoutes(app: FastifyInstance, context: RouteContext): void {
   app.post('/v1/search', async (request, reply) => {
     // Counted as `search`, not `encode`; the model label is the index, once it names a configured one
@@ -110,12 +90,14 @@ export function registerSearchRoutes(app: FastifyInstance, context: RouteContext
         { details: { field: 'k', limit, maxRerankCandidates: MAX_RERANK_CANDIDATES } },
       );
     }
-    const filter = body.filter === undefined ? undefined : requestFilter(body.filter);
-    const target = indexTarget(context.settings.indexes, body.index);
+    // A bad filter is INVALID_INPUT naming the field `filter` (its message reads as the request's field).
+    const filter = body.filter === undefined ? undefined : validateFilter(body.filter);
+    // The configured index (NOT_FOUND names the configured ones), its store kept open across requests.
+    context.indexPool.ref(body.index);
     context.metrics.track(request, { primitive: 'search', model: body.index, lane: 'interactive' });
     // A store known to be down answers 503 at once instead of holding the caller (index-outages.ts).
     context.indexOutages.check(body.index);
-    const observer: SinkWriteObserver = {
+    const observer: StoreWriteObserver = {
       write: () => undefined,
       retrying: (_backend, failure) => context.indexOutages.failed(body.index, failure),
       succeeded: () => context.indexOutages.answered(body.index),
@@ -123,18 +105,20 @@ export function registerSearchRoutes(app: FastifyInstance, context: RouteContext
     try {
       return await context.call(reply)(async (signal) => {
         // Retried briefly, and never past the request's life: ingest's minute of retries is for writes.
-        const sink = openIndexSink(target, context.settings.indexOptions, observer, { maxElapsedMs: SEARCH_STORE_RETRY_MS, signal });
+        const { store } = context.indexPool.borrow(body.index, { observer, retry: { maxElapsedMs: SEARCH_STORE_RETRY_MS, signal } });
         const search: SearchQuery = { query: body.query, k: body.k, filter, mode: body.mode, rerank: body.rerank, where: `index ${body.index}` };
         try {
-          if (body.group_by === 'document') return { documents: await searchDocuments(context.deps.engine, sink, search, { signal }) };
-          const hits = await searchIndex(context.deps.engine, sink, search, { signal });
+          if (body.group_by === 'document') return { documents: await searchDocuments(context.deps.engine, store, search, { signal }) };
+          const hits = await searchIndex(context.deps.engine, store, search, { signal });
           return { hits: hits.map((hit, index) => hitLine(index + 1, hit)) };
-        } finally {
-          await sink.close();
+        } catch (error) {
+          // An outage closes the kept store: the next search opens it again.
+          context.indexPool.failed(body.index, error);
+          throw error;
         }
       });
     } catch (error) {
-      throw explainModelRefusal(asRequestFields(error), body.rerank, body.index);
+      throw explainModelRefusal(error, body.rerank, body.index);
     }
   });
 }

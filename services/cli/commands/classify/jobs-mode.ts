@@ -16,7 +16,7 @@ import { ClassifyProducer } from '../../../../pipelines/classify/classify-produc
 import { natsSettingsFromEnv, s3SettingsFromEnv, splitDirs, topologySettingsFromEnv } from '../../../settings/environment.js';
 import { envValue } from '../../../settings/table.js';
 import type { CliApp } from '../../app.js';
-import type { LineSink } from '../../jsonl.js';
+import type { LineOutput } from '../../jsonl.js';
 import { printable } from '../../printable.js';
 import { hasProductText, textFieldNames, type ProductRecord } from './products.js';
 import { ClassifyBar } from './progress.js';
@@ -53,7 +53,7 @@ export interface ClassifyJobsCall {
   chunkItems: number;
   detach: boolean;
   /** Null with --detach. */
-  sink: LineSink | null;
+  sink: LineOutput | null;
   barsEnabled: boolean;
   log: (line: string) => void;
   warn: (line: string) => void;

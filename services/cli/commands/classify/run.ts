@@ -4,7 +4,7 @@ import type { ClassifyItem } from '../../../../adapters/protocol/classify.js';
 import { ErrorCode, ShoalError } from '../../../../adapters/protocol/errors.js';
 import type { Taxonomy } from '../../../../adapters/taxonomy/index.js';
 import { goldPath, type Evaluator, type TaxonomyClassifier } from '../../../../pipelines/classify/index.js';
-import { readLineChunks, type LineSink, type LineSource } from '../../jsonl.js';
+import { readLineChunks, type LineOutput, type LineSource } from '../../jsonl.js';
 import { looksLikeId } from '../../line-fields.js';
 import { fieldText, hasProductText, productText, textFieldNames, type ProductRecord, type ProductTextSpec } from './products.js';
 
@@ -31,7 +31,7 @@ export interface ClassifyRunOptions {
   products: AsyncIterable<ProductRecord[]>;
   classifier: TaxonomyClassifier;
   taxonomy: Taxonomy;
-  sink: LineSink;
+  sink: LineOutput;
   /** Where the resumed lines are, to score them with --gold. */
   partialOutput: string | null;
   fields: readonly string[];

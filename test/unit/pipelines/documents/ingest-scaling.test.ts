@@ -2,8 +2,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, sep } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { ChunkRow, DocumentState } from '../../../../adapters/sinks/sink.js';
-import { JsonlSink } from '../../../../adapters/sinks/jsonl.js';
+import type { ChunkRow, DocumentState } from '../../../../adapters/stores/store.js';
+import { JsonlStore } from '../../../../adapters/stores/file/store.js';
 import { chunkPages, type TokenCounter } from '../../../../pipelines/documents/chunk.js';
 import type { ParsedPage } from '../../../../pipelines/documents/document.js';
 import { pruneRemoved } from '../../../../pipelines/documents/prune.js';
@@ -86,7 +86,7 @@ function state(source: string, chunks: number): DocumentState {
 }
 
 /** An index whose states are in memory and whose remove deletes nothing: pruning's own work, timed without file I/O, and every run finds the same index. */
-class MemoryStates extends JsonlSink {
+class MemoryStates extends JsonlStore {
   readonly #states: readonly DocumentState[];
 
   constructor(states: readonly DocumentState[]) {
@@ -118,7 +118,7 @@ describe('ingest scaling', () => {
   it('the file:// index commits a 50,000-chunk document in at most 16× the time of a 5,000-chunk one', async () => {
     let round = 0;
     const timing = await ratio(50_000, async (chunks) => {
-      const sink = new JsonlSink({ dir, table: `rows${(round += 1)}` });
+      const sink = new JsonlStore({ dir, table: `rows${(round += 1)}` });
       await sink.prepare({ dimension: 2, distance: 'dot', optionalColumns: [], metadata: {} });
       await sink.commit(Array.from({ length: chunks }, (_, i) => row('big.txt', i)), [state('big.txt', chunks)]);
       expect((await sink.states(['big.txt'])).get('big.txt')?.chunks).toBe(chunks);

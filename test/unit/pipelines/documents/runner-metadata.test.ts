@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../../../adapters/protocol/errors.js';
-import { JsonlSink } from '../../../../adapters/sinks/jsonl.js';
+import { JsonlStore } from '../../../../adapters/stores/file/store.js';
 import { parseDefinition } from '../../../../pipelines/documents/definition.js';
 import { DocumentParser } from '../../../../pipelines/documents/parse.js';
 import { IngestRunner } from '../../../../pipelines/documents/runner.js';
@@ -30,7 +30,7 @@ describe('IngestRunner metadata', () => {
     const file = join(dir, 'notes.md');
     await writeFile(file, `---\ntitle: Harbour notes\n---\n# Tides\n\n${'The tide turns twice a day in the harbour. '.repeat(40)}`);
     const definition = parseDefinition({ name: 'meta', stages: { chunk: { size: 64, overlap: 0 }, encode: { model: ENCODER }, write: { index: `file://${join(dir, 'index')}` } } }, 'test');
-    const sink = new JsonlSink({ dir: join(dir, 'index') });
+    const sink = new JsonlStore({ dir: join(dir, 'index') });
     const parser = new DocumentParser(engine, { ocr: 'never' });
     // As document-jobs.ts builds a job's source: its metadata rides on the loaded source.
     const job = (id: string, metadata: Record<string, string | number>): PendingSource => ({ uri: id, load: async () => ({ source: { uri: id, id, text: `${id} is about ferries.`, metadata }, bytes: new TextEncoder().encode(id) }) });

@@ -2,9 +2,9 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { JsonlSink } from '../../../../adapters/sinks/jsonl.js';
-import { LanceDbSink } from '../../../../adapters/sinks/lancedb.js';
-import type { SearchHit, Sink } from '../../../../adapters/sinks/sink.js';
+import { JsonlStore } from '../../../../adapters/stores/file/store.js';
+import { LanceDbStore } from '../../../../adapters/stores/lancedb/store.js';
+import type { SearchHit, Store } from '../../../../adapters/stores/store.js';
 import { parseDefinition } from '../../../../pipelines/documents/definition.js';
 import { DocumentParser } from '../../../../pipelines/documents/parse.js';
 import { IngestRunner } from '../../../../pipelines/documents/runner.js';
@@ -37,7 +37,7 @@ const DOCS = {
 };
 await Promise.all(Object.entries(DOCS).map(([name, text]) => writeFile(join(dir, name), text)));
 
-async function ingest(sink: Sink, encode: Record<string, unknown>): Promise<void> {
+async function ingest(sink: Store, encode: Record<string, unknown>): Promise<void> {
   const definition = parseDefinition(
     { name: 'typed', stages: { chunk: { size: 64, overlap: 0 }, encode: { model: ENCODER, ...encode }, classify: { labels: ['weather', 'cooking', 'finance'], threshold: -1, topK: 1 } } },
     'test',
@@ -48,13 +48,13 @@ async function ingest(sink: Sink, encode: Record<string, unknown>): Promise<void
 }
 
 /** Every row of a sink by source, through a search wide enough to return them all. */
-async function rowsBySource(sink: Sink, query: number[]): Promise<Map<string, SearchHit['row']>> {
+async function rowsBySource(sink: Store, query: number[]): Promise<Map<string, SearchHit['row']>> {
   return new Map((await sink.search(query, { k: 10 })).map((hit) => [hit.row.source, hit.row]));
 }
 
 it('ingests ubinary + dimensions vectors, classifies from float32, and searches with the same conversion', async () => {
-  const plain = new JsonlSink({ dir: join(dir, 'plain') });
-  const bits = new LanceDbSink({ dir: join(dir, 'bits') });
+  const plain = new JsonlStore({ dir: join(dir, 'plain') });
+  const bits = new LanceDbStore({ dir: join(dir, 'bits') });
   await ingest(plain, {});
   await ingest(bits, { dtype: 'ubinary', dimensions: 128 });
 

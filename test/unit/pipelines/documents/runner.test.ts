@@ -6,8 +6,8 @@ import type { Engine } from '../../../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../../../adapters/protocol/errors.js';
 import type { EncodeRequest, TokenizeRequest } from '../../../../adapters/protocol/requests.js';
 import type { EncodeResult, TokenizeResult } from '../../../../adapters/protocol/results.js';
-import { JsonlSink } from '../../../../adapters/sinks/jsonl.js';
-import { LanceDbSink } from '../../../../adapters/sinks/lancedb.js';
+import { JsonlStore } from '../../../../adapters/stores/file/store.js';
+import { LanceDbStore } from '../../../../adapters/stores/lancedb/store.js';
 import { parseDefinition } from '../../../../pipelines/documents/definition.js';
 import { interruptedSummary } from '../../../../pipelines/documents/interrupted.js';
 import { DocumentParser } from '../../../../pipelines/documents/parse.js';
@@ -43,7 +43,7 @@ describe('IngestRunner', () => {
       { name: 'broken-extract', stages: { encode: { model: ENCODER }, extract: { model: join(CONFORMANCE_DIR, 'no-such-extractor'), labels: ['city'] }, write: { index: join(dir, 'never') } } },
       'test',
     );
-    const sink = new LanceDbSink({ dir: join(dir, 'never') });
+    const sink = new LanceDbStore({ dir: join(dir, 'never') });
     let parsed = 0;
     const parser = new DocumentParser(engine, { ocr: 'never' });
     const counting = { parse: (source: Parameters<DocumentParser['parse']>[0]) => ((parsed += 1), parser.parse(source)) };
@@ -72,7 +72,7 @@ describe('IngestRunner', () => {
       },
       'test',
     );
-    const sink = new LanceDbSink({ dir: join(dir, 'index') });
+    const sink = new LanceDbStore({ dir: join(dir, 'index') });
     const parser = new DocumentParser(engine, { ocr: 'never' });
     const progress: IngestProgress[] = [];
     try {
@@ -105,7 +105,7 @@ describe('IngestRunner', () => {
 
   it('an aborted run throws CANCELLED and records no document as failed', async () => {
     const definition = parseDefinition({ name: 'plain', stages: { encode: { model: ENCODER } } }, 'test');
-    const sink = new LanceDbSink({ dir: join(dir, 'aborted') });
+    const sink = new LanceDbStore({ dir: join(dir, 'aborted') });
     const parser = new DocumentParser(engine, { ocr: 'never' });
     const controller = new AbortController();
     controller.abort();
@@ -160,7 +160,7 @@ describe('IngestRunner with one very long document', () => {
     // One sentence of six words per chunk of at most 8.
     const chunks = 200_000;
     const definition = parseDefinition({ name: 'long', stages: { chunk: { size: 8, overlap: 0 }, encode: { model: 'word-engine' } } }, 'test');
-    const sink = new JsonlSink({ dir: join(dir, 'long') });
+    const sink = new JsonlStore({ dir: join(dir, 'long') });
     const reader = {
       parse: async (source: { uri: string }) => ({
         ok: true as const,

@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Engine } from '../../../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../../../adapters/protocol/errors.js';
-import { LanceDbSink } from '../../../../adapters/sinks/lancedb.js';
-import type { ChunkRow, DocumentState, SearchHit, SearchOptions } from '../../../../adapters/sinks/sink.js';
+import { LanceDbStore } from '../../../../adapters/stores/lancedb/store.js';
+import type { ChunkRow, DocumentState, SearchHit, SearchOptions } from '../../../../adapters/stores/store.js';
 import { groupPool, searchDocuments } from '../../../../pipelines/documents/search-groups.js';
 
 /**
@@ -22,7 +22,7 @@ const row = (id: string, source: string, chunk: number, text: string): ChunkRow 
 const state = (source: string, chunks: number): DocumentState => ({ source, document_id: `d-${source}`, settings: 's', chunks, pages: 1, ingested_at: AT });
 
 /** Records the k of every text search it is asked. */
-class CountingSink extends LanceDbSink {
+class CountingStore extends LanceDbStore {
   readonly asked: number[] = [];
   override searchText(query: string, options: SearchOptions): Promise<SearchHit[]> {
     this.asked.push(options.k);
@@ -46,7 +46,7 @@ afterAll(() => rm(dir, { recursive: true, force: true }));
 
 describe('searchDocuments', () => {
   it('widens the pool while fewer than k documents came out of a full one, and stops when the store has no more', async () => {
-    const sink = new CountingSink({ dir });
+    const sink = new CountingStore({ dir });
     try {
       await sink.prepare({ dimension: 2, distance: 'cosine', optionalColumns: [], metadata: { model: 'm' } });
       // 80 short chunks of one manual say "lighthouse" twice (the best BM25 scores); two notes say it once in longer text.

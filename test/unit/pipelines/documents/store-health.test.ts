@@ -6,13 +6,13 @@ import { withRetry as withS3Retry } from '../../../../adapters/object-store/inde
 import { ShoalMetrics } from '../../../../adapters/observability/metrics.js';
 import { ErrorCode, ShoalError } from '../../../../adapters/protocol/errors.js';
 import type { Degraded } from '../../../../adapters/protocol/jobs.js';
-import { RetryingSink } from '../../../../adapters/sinks/delivery.js';
-import { JsonlSink } from '../../../../adapters/sinks/jsonl.js';
-import type { ChunkRow, DocumentState, Sink } from '../../../../adapters/sinks/sink.js';
+import { RetryingStore } from '../../../../adapters/stores/shared/delivery.js';
+import { JsonlStore } from '../../../../adapters/stores/file/store.js';
+import type { ChunkRow, DocumentState, Store } from '../../../../adapters/stores/store.js';
 import { StoreHealth } from '../../../../pipelines/documents/store-health.js';
 
 /**
- * An ingest run's degraded mark (store-health.ts) fed by the real retry loops: RetryingSink over
+ * An ingest run's degraded mark (store-health.ts) fed by the real retry loops: RetryingStore over
  * a real file:// sink whose commits fail transiently a given number of times, and the S3 retry
  * of adapters/object-store. The mark appears at the first retried failure, keeps its first
  * `since`, and goes at the next success; the summary's periods record each stretch.
@@ -25,8 +25,8 @@ const ROW: ChunkRow = { id: 'r1', document_id: 'd', source: 'a.txt', page: 1, ch
 const STATE: DocumentState = { source: 'a.txt', document_id: 'd', settings: 's', chunks: 1, pages: 1, ingested_at: 'now' };
 
 /** The real JSON Lines sink, with its first `failures` commits refused as a store that is down would refuse them. */
-function flaky(table: string, failures: number, onCommit: () => void): Sink {
-  const inner = new JsonlSink({ dir, table });
+function flaky(table: string, failures: number, onCommit: () => void): Store {
+  const inner = new JsonlStore({ dir, table });
   let left = failures;
   return new Proxy(inner, {
     get(target, property, receiver) {
@@ -47,13 +47,13 @@ function flaky(table: string, failures: number, onCommit: () => void): Sink {
 }
 
 describe('StoreHealth', () => {
-  it('marks the run degraded while RetryingSink retries a commit, and clears it when the commit lands', async () => {
+  it('marks the run degraded while RetryingStore retries a commit, and clears it when the commit lands', async () => {
     const health = new StoreHealth();
     const metrics = new ShoalMetrics({ processMetrics: false });
     const changes: (Degraded | null)[] = [];
     health.onChange((_store, degraded) => changes.push(degraded));
     const seenDuring: (Degraded | null)[] = [];
-    const sink = new RetryingSink(flaky('commits', 3, () => seenDuring.push(health.degraded)), 'pgvector', { baseDelayMs: 5, maxDelayMs: 10 }, health.sinkObserver(metrics.sinkObserver));
+    const sink = new RetryingStore(flaky('commits', 3, () => seenDuring.push(health.degraded)), 'pgvector', { baseDelayMs: 5, maxDelayMs: 10 }, health.sinkObserver(metrics.sinkObserver));
     await sink.prepare({ dimension: 2, distance: 'cosine', optionalColumns: [], metadata: {} });
     await sink.commit([ROW], [STATE]);
 

@@ -10,7 +10,7 @@ import type { IngestRunStatus } from '../../../../adapters/protocol/ingest.js';
 import { checkRemoteModelName } from '../../../../adapters/protocol/model-names.js';
 import type { EncodeRequest, ScoreRequest } from '../../../../adapters/protocol/requests.js';
 import type { EncodeResult } from '../../../../adapters/protocol/results.js';
-import { LanceDbSink } from '../../../../adapters/sinks/lancedb.js';
+import { LanceDbStore } from '../../../../adapters/stores/lancedb/store.js';
 import { buildGatewayApp } from '../../../../services/gateway/app.js';
 import type { IngestApi, IngestStart } from '../../../../services/gateway/context.js';
 import { MemoryJobs, ScriptedEngine, TEST_SETTINGS } from '../../../helpers/gateway.js';
@@ -135,7 +135,7 @@ describe('POST /v1/search: the checks made against the index name the request fi
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'shoal-search-fields-'));
     // A dense-only index without labels or entities columns: one row.
-    const sink = new LanceDbSink({ dir });
+    const sink = new LanceDbStore({ dir });
     await sink.prepare({ dimension: 4, distance: 'cosine', optionalColumns: [], metadata: { model: 'tiny-bert-mean' } });
     await sink.commit(
       [{ id: 'r1', document_id: 'd1', source: 's1', page: 1, chunk: 0, text: 'the pilot boat', start: 0, end: 14, heading: null, settings: 's', vector: [1, 0, 0, 0], entities: null, labels: null, ingested_at: 'now' }],
@@ -143,7 +143,7 @@ describe('POST /v1/search: the checks made against the index name the request fi
     );
     await sink.close();
     // The same row in an index built with a model folder (shoal ingest --model /models/local-bge).
-    const folderSink = new LanceDbSink({ dir: join(dir, 'folder') });
+    const folderSink = new LanceDbStore({ dir: join(dir, 'folder') });
     await folderSink.prepare({ dimension: 4, distance: 'cosine', optionalColumns: [], metadata: { model: '/models/local-bge' } });
     await folderSink.close();
     app = buildGatewayApp(

@@ -1,0 +1,33 @@
+import { fileURLToPath } from 'node:url';
+import { checkTableName } from '../shared/table-spec.js';
+import { invalidIndex, parsePart, parseUrl, queryParts, TableNamePart } from '../shared/uri-parts.js';
+import { redactUri } from '../../protocol/uri-credentials.js';
+import type { IndexRef, StoreBackend } from '../store-backend.js';
+import { JsonlStore } from './store.js';
+
+/** JSON Lines files in a local folder: exact search, no server, readable with any tool. */
+export const fileBackend = {
+  name: 'file',
+  schemes: ['file'],
+  forms: ['file:///dir'],
+  summary: 'JSON Lines files in a local folder: exact search over every row, readable with any tool',
+  capabilities: { search: 'exact', fullText: false, metadataFilters: true, sizes: true, embedded: true },
+  settings: {},
+  parse(uri, context): IndexRef {
+    const parsed = parseUrl(uri);
+    const params = queryParts(parsed, ['table'], 'file:///dir');
+    if (parsed.host !== '') throw invalidIndex('file:///dir takes an absolute path (three slashes)');
+    const table = parsePart(TableNamePart, params.table ?? context.fallbackTable, 'file:// table');
+    parsed.search = '';
+    const dir = fileURLToPath(parsed);
+    checkTableName(table);
+    return {
+      backend: 'file',
+      display: redactUri(uri),
+      table,
+      localDir: dir,
+      open: () => new JsonlStore({ dir, table }),
+      openAdmin: async () => new (await import('./admin.js')).JsonlAdmin({ dir }),
+    };
+  },
+} as const satisfies StoreBackend;

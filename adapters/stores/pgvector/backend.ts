@@ -1,0 +1,80 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { ErrorCode, ShoalError } from '../../protocol/errors.js';
+import { redactUri } from '../../protocol/uri-credentials.js';
+import { LazyStore } from '../shared/lazy.js';
+import { checkTableName } from '../shared/table-spec.js';
+import { HostPart, parsePart, parseUrl, PortPart, queryParts, TableNamePart } from '../shared/uri-parts.js';
+import type { IndexRef, StoreBackend, StoreCredentials } from '../store-backend.js';
+import type { PgConnection } from './store.js';
+
+const FORM = 'postgres://user@host:port/db?table=T';
+const SslMode = z.enum(['disable', 'require', 'verify-full']);
+
+const PostgresParts = z.strictObject({
+  user: z.string().min(1).max(63),
+  password: z.string().max(1_000).optional(),
+  host: HostPart,
+  port: PortPart,
+  database: z.string().regex(/^[A-Za-z0-9_$-]{1,63}$/, 'a database name'),
+  table: TableNamePart.optional(),
+  sslmode: SslMode.optional(),
+  sslrootcert: z.string().min(1).max(4_096).optional(),
+});
+
+/** The client's connection: the URI's parts, its password or PGPASSWORD, and TLS as `sslmode` (or PGSSLMODE) asks. */
+function pgConnection(parts: z.output<typeof PostgresParts>, credentials: StoreCredentials): PgConnection {
+  const mode = parts.sslmode ?? parsePart(SslMode.optional(), credentials.pgSslMode, 'PGSSLMODE') ?? 'disable';
+  const caFile = parts.sslrootcert ?? credentials.pgSslRootCert;
+  let ssl: PgConnection['ssl'] = false;
+  if (mode === 'require') ssl = { rejectUnauthorized: false };
+  if (mode === 'verify-full') {
+    let ca: string | undefined;
+    if (caFile !== undefined) {
+      try {
+        ca = readFileSync(caFile, 'utf8');
+      } catch (error) {
+        throw new ShoalError(ErrorCode.CONFIG_INVALID, `cannot read the PostgreSQL CA file ${caFile}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+      }
+    }
+    ssl = { rejectUnauthorized: true, ca };
+  }
+  return { host: parts.host, port: parts.port, user: parts.user, password: parts.password ?? credentials.pgPassword, database: parts.database, ssl };
+}
+
+/** PostgreSQL with the pgvector extension: HNSW (cosine), ts_rank full-text search. */
+export const pgvectorBackend = {
+  name: 'pgvector',
+  schemes: ['postgres', 'postgresql'],
+  forms: [FORM],
+  summary: 'PostgreSQL with pgvector: HNSW index, ts_rank full-text search, one table per index table',
+  capabilities: { search: 'ann', fullText: true, metadataFilters: true, sizes: true, embedded: false },
+  settings: {
+    pgPassword: { env: ['PGPASSWORD'], meaning: 'password for a `postgres://` index whose URI has none (never logged)', default: null, shown: 'none' },
+    pgSslMode: { env: ['PGSSLMODE'], meaning: 'TLS to PostgreSQL: `disable`, `require` (encrypted) or `verify-full` (certificate and host checked); a URI\'s `sslmode=` wins', default: 'disable' },
+    pgSslRootCert: { env: ['PGSSLROOTCERT'], meaning: 'CA bundle file for `verify-full`; a URI\'s `sslrootcert=` wins', default: null, shown: 'system roots' },
+  },
+  parse(uri, context): IndexRef {
+    const parsed = parseUrl(uri);
+    const params = queryParts(parsed, ['table', 'sslmode', 'sslrootcert'], FORM);
+    const parts = parsePart(PostgresParts, {
+      user: decodeURIComponent(parsed.username) || undefined,
+      ...(parsed.password === '' ? {} : { password: decodeURIComponent(parsed.password) }),
+      host: parsed.hostname,
+      port: parsed.port === '' ? 5432 : parsed.port,
+      database: decodeURIComponent(parsed.pathname.replace(/^\//, '')) || undefined,
+      ...params,
+    }, FORM);
+    const table = parts.table ?? parsePart(TableNamePart, context.fallbackTable, 'table');
+    const connection = pgConnection(parts, context.credentials);
+    const options = { connection, table: checkTableName(table), ...(context.batchRows === undefined ? {} : { batchRows: context.batchRows }) };
+    return {
+      backend: 'pgvector',
+      display: redactUri(uri),
+      table,
+      localDir: null,
+      open: () => new LazyStore(async () => new (await import('./store.js')).PgVectorStore(options)),
+      openAdmin: async () => new (await import('./admin.js')).PgVectorAdmin({ connection }),
+    };
+  },
+} as const satisfies StoreBackend;

@@ -1,0 +1,140 @@
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import * as lancedb from '@lancedb/lancedb';
+import { z } from 'zod';
+import { ErrorCode } from '../../../../../adapters/protocol/errors.js';
+import { validateFilter } from '../../../../../adapters/stores/shared/filter.js';
+import { LanceDbStore } from '../../../../../adapters/stores/lancedb/store.js';
+import type { ChunkRow, DocumentState } from '../../../../../adapters/stores/store.js';
+import { storeContract } from '../../../../conformance/stores/contract.js';
+
+/** The LanceDB sink on a real embedded database in a temp folder. */
+
+const dir = await mkdtemp(join(tmpdir(), 'shoal-lancedb-'));
+afterAll(() => rm(dir, { recursive: true, force: true }));
+
+/** A table opened with LanceDB's own client (not the sink). */
+async function table(name: string): Promise<lancedb.Table> {
+  return (await lancedb.connect(dir)).openTable(name);
+}
+
+storeContract('lancedb', (name) => new LanceDbStore({ dir, table: name }), {
+  storedVectors: {
+    read: async (name, id, type) => {
+      const [row] = await (await table(name)).query().where(`id = '${id}'`).select(['vector']).toArray();
+      const values = Array.from(z.custom<Iterable<number>>((value) => typeof value === 'object' && value !== null && Symbol.iterator in value).parse(row?.vector));
+      // The binary types are stored as unsigned bytes.
+      return type === 'binary' ? values.map((byte) => byte - 128) : values;
+    },
+    storage: async (name) => String((await (await table(name)).schema()).fields.find((field) => field.name === 'vector')?.type),
+    native: {
+      float32: 'FixedSizeList[20]<Float32>',
+      float16: 'FixedSizeList[20]<Float16>',
+      int8: 'FixedSizeList[20]<Float32>',
+      uint8: 'FixedSizeList[20]<Float32>',
+      binary: 'FixedSizeList[3]<Uint8>',
+      ubinary: 'FixedSizeList[3]<Uint8>',
+    },
+  },
+});
+
+describe('LanceDbStore', () => {
+  it('reading a missing index neither fails nor creates its folder', async () => {
+    const missing = join(dir, 'not-there');
+    const sink = new LanceDbStore({ dir: missing });
+    expect(await sink.describe()).toBeNull();
+    expect(await sink.states(['a'])).toEqual(new Map());
+    expect(await sink.count()).toBe(0);
+    expect(existsSync(missing)).toBe(false);
+    await sink.close();
+  });
+
+  it('builds an IVF-PQ vector index once the table reaches the threshold, and search still finds exact rows', async () => {
+    const sink = new LanceDbStore({ dir, table: 'indexed', vectorIndexMinRows: 1000 });
+    await sink.prepare({ dimension: 32, distance: 'cosine', optionalColumns: [], metadata: {} });
+    const vector = (i: number): number[] => Array.from({ length: 32 }, (_, d) => Math.sin(i * 0.37 + d * 1.3) + (d === i % 32 ? 3 : 0));
+    const rows = (from: number, to: number): ChunkRow[] =>
+      Array.from({ length: to - from }, (_, k) => {
+        const i = from + k;
+        return { id: `r${i}`, document_id: `d${i}`, source: `s${i}`, page: 1, chunk: 0, text: `row ${i}`, start: 0, end: 5, heading: null, settings: 's', vector: vector(i), entities: null, labels: null, ingested_at: 'now' };
+      });
+    const states = (from: number, to: number): DocumentState[] =>
+      Array.from({ length: to - from }, (_, k) => ({ source: `s${from + k}`, document_id: `d${from + k}`, settings: 's', chunks: 1, pages: 1, ingested_at: 'now' }));
+    await sink.commit(rows(0, 600), states(0, 600));
+    await sink.optimize();
+    expect(await vectorIndices(join(dir), 'indexed')).toBe(0);
+    await sink.commit(rows(600, 1200), states(600, 1200));
+    await sink.optimize();
+    expect(await vectorIndices(join(dir), 'indexed')).toBe(1);
+    const [hit] = await sink.search(vector(777), { k: 1 });
+    expect(hit?.row.id).toBe('r777');
+    await sink.close();
+  });
+
+  it('refuses a table name that is not a plain identifier', () => {
+    expect(() => new LanceDbStore({ dir, table: '../x' })).toThrow(/table name/);
+  });
+});
+
+async function vectorIndices(index: string, table: string): Promise<number> {
+  const db = await lancedb.connect(index);
+  const t = await db.openTable(table);
+  const indices = await t.listIndices();
+  t.close();
+  db.close();
+  return indices.filter((entry) => entry.columns.includes('vector')).length;
+}
+
+describe('LanceDbStore output types', () => {
+  it('indexes a binary table with IVF-flat under Hamming distance past the threshold, and still finds exact rows', async () => {
+    const sink = new LanceDbStore({ dir, table: 'binary-ivf', vectorIndexMinRows: 300 });
+    await sink.prepare({ dimension: 4, distance: 'cosine', vectorType: 'ubinary', optionalColumns: [], metadata: {} });
+    const bytes = (i: number): number[] => [i % 256, (i * 7) % 256, (i * 13) % 256, (i * 31) % 256];
+    const rows: ChunkRow[] = Array.from({ length: 600 }, (_, i) => ({
+      id: `r${i}`, document_id: `d${i}`, source: `s${i}`, page: 1, chunk: 0, text: `row ${i}`, start: 0, end: 5, heading: null, settings: 's',
+      vector: bytes(i), entities: null, labels: null, ingested_at: 'now',
+    }));
+    const states: DocumentState[] = rows.map((row) => ({ source: row.source, document_id: row.document_id, settings: 's', chunks: 1, pages: 1, ingested_at: 'now' }));
+    await sink.commit(rows, states);
+    await sink.optimize();
+    const indices = await (await (await lancedb.connect(dir)).openTable('binary-ivf')).listIndices();
+    expect(indices.find((index) => index.columns.includes('vector'))?.indexType).toBe('IvfFlat');
+    // Row 5's bytes also belong to rows 261 and 517 (the pattern repeats every 256): all at distance 0, ties by id.
+    const hits = await sink.search(bytes(5), { k: 3 });
+    expect(hits.map((hit) => [hit.row.id, hit.score])).toEqual([['r261', 1], ['r5', 1], ['r517', 1]]);
+    await sink.close();
+  });
+});
+
+describe('LanceDbStore metadata on a table made before metadata', () => {
+  it('opens, searches and appends as before, and refuses a metadata filter with the advice to re-index', async () => {
+    const name = 'before_metadata';
+    const row = (source: string, vector: number[], metadata: ChunkRow['metadata']): ChunkRow => ({
+      id: `${source}:0`, document_id: `d-${source}`, source, page: 1, chunk: 0, text: source, start: 0, end: 1, heading: null, settings: 's',
+      vector, entities: null, labels: null, ingested_at: '2026-01-01T00:00:00.000Z', metadata,
+    });
+    const state = (source: string): DocumentState => ({ source, document_id: `d-${source}`, settings: 's', chunks: 1, pages: 1, ingested_at: '2026-01-01T00:00:00.000Z' });
+    const first = new LanceDbStore({ dir, table: name });
+    await first.prepare({ dimension: 2, distance: 'cosine', optionalColumns: [], metadata: {} });
+    await first.commit([row('a', [1, 0], null)], [state('a')]);
+    await first.close();
+    // What an index written by an earlier Shoal looks like: the same table without the column.
+    await (await table(name)).dropColumns(['metadata']);
+
+    const sink = new LanceDbStore({ dir, table: name });
+    await sink.prepare({ dimension: 2, distance: 'cosine', optionalColumns: [], metadata: {} });
+    await sink.commit([row('b', [0, 1], { year: 2020 })], [state('b')]);
+    expect((await table(name).then((t) => t.schema())).fields.map((field) => field.name)).not.toContain('metadata');
+    const hits = await sink.search([1, 0], { k: 5, filter: validateFilter("source IN ('a', 'b')") });
+    expect(hits.map((hit) => [hit.row.source, hit.row.metadata])).toEqual([['a', null], ['b', null]]);
+    await expect(sink.search([1, 0], { k: 5, filter: validateFilter('metadata.year = 2020') })).rejects.toMatchObject({
+      code: ErrorCode.INVALID_INPUT,
+      message: expect.stringContaining('re-index'),
+    });
+    await expect(sink.count(validateFilter('metadata.year = 2020'))).rejects.toMatchObject({ code: ErrorCode.INVALID_INPUT });
+    await sink.close();
+  });
+});
