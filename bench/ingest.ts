@@ -15,7 +15,7 @@ import { DocumentParser } from '../pipelines/documents/parse.js';
 import { IngestRunner, type IngestStage, type IngestSummary } from '../pipelines/documents/runner.js';
 import { fileSources, recordSources, type PendingSource } from '../pipelines/documents/sources.js';
 import { InferenceEngine } from '../pipelines/inference/engine.js';
-import type { BatchEvent } from '../pipelines/inference/scheduler.js';
+import type { BatchEvent } from '../pipelines/inference/scheduler-options.js';
 import { engineOptionsFromEnv } from '../services/settings/engine-settings.js';
 import { BENCH_MODEL, DATA_DIR } from './lib/corpora.js';
 import { JobsFleet, jobsRow, jobsVerdict } from './lib/document-jobs.js';

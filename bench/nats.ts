@@ -14,7 +14,7 @@ import { loadCatalog } from '../pipelines/inference/catalog.js';
 import { InferenceEngine } from '../pipelines/inference/engine.js';
 import { resolveWorkerConfig } from '../services/worker/config.js';
 import { ShoalWorker } from '../services/worker/worker.js';
-import type { BatchEvent } from '../pipelines/inference/scheduler.js';
+import type { BatchEvent } from '../pipelines/inference/scheduler-options.js';
 import { freePort, startNatsServer } from '../test/helpers/nats-server.js';
 
 /**

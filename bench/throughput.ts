@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { InferenceEngine } from '../pipelines/inference/engine.js';
 import { parseCatalog } from '../pipelines/inference/catalog.js';
-import type { BatchEvent } from '../pipelines/inference/scheduler.js';
+import type { BatchEvent } from '../pipelines/inference/scheduler-options.js';
 import { measureCeiling, tokenize } from './lib/ceiling.js';
 import { ensureBuiltCli, runShoal, type CliTiming } from './lib/cli-run.js';
 import { BENCH_MODEL, mixedCorpus, queries, uniformCorpus } from './lib/corpora.js';

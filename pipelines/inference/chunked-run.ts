@@ -4,7 +4,8 @@ import type { Priority } from '../../adapters/protocol/requests.js';
 import type { ItemOutput, Prepared, PrepareRequest, PrepItem, RunOptions, Task } from '../../adapters/models/family.js';
 import type { PrepPool } from '../../adapters/model-threads/prep-pool.js';
 import type { CompareTo } from '../../adapters/model-threads/thread-messages.js';
-import type { ModelLease, ModelPool } from './pool.js';
+import type { ModelLease } from './loaded-model.js';
+import type { ModelPool } from './pool.js';
 import type { Scheduler } from './scheduler.js';
 
 /**

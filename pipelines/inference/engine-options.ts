@@ -8,8 +8,8 @@ import { ImagePolicy } from '../../adapters/sources/image-input.js';
 import { SourceOptions, resolveSourceOptions } from '../../adapters/sources/resolve.js';
 import type { Catalog } from './catalog.js';
 import { defaultMemoryBudget, parseBytes } from './memory.js';
-import type { PoolHooks } from './pool.js';
-import { DEFAULT_SCHEDULER_OPTIONS, type SchedulerHooks } from './scheduler.js';
+import type { PoolHooks } from './pool-options.js';
+import { DEFAULT_SCHEDULER_OPTIONS, type SchedulerHooks } from './scheduler-options.js';
 
 /**
  * Options of the in-process engine, with their defaults. The engine reads no environment

@@ -40,7 +40,9 @@ import { denseBytesAtLeast, shapeDense, toWireResult, type DenseShape } from './
 import { resolveEngineOptions, type EngineOptionsInput, type ResolvedEngineOptions } from './engine-options.js';
 import { predictModelBytes } from './memory.js';
 import { resolveProfile } from './model-loader.js';
-import { ModelPool, type ModelLease, type PoolSnapshot } from './pool.js';
+import type { ModelLease } from './loaded-model.js';
+import { ModelPool } from './pool.js';
+import type { PoolSnapshot } from './pool-options.js';
 import { type PromptChoice } from './prompts.js';
 import { Scheduler } from './scheduler.js';
 import { ChunkedRunner, throwIfAborted } from './chunked-run.js';

@@ -1,8 +1,11 @@
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
-import type { RuntimeOptions } from '../../adapters/runtime/runtime-options.js';
-import { ModelWorker, type ModelThreads } from '../../adapters/model-threads/model-worker.js';
-import type { ModelProfile } from '../../adapters/models/profile.js';
+import { ModelWorker } from '../../adapters/model-threads/model-worker.js';
+import type { LoadedModel, ModelLease } from './loaded-model.js';
+import { startMeasuredSession } from './measured-load.js';
 import { formatBytes } from './memory.js';
+import { idledOut, lruIdle, memoryHolders, residentModel, type Entry } from './pool-entries.js';
+import type { EvictionReason, ModelPoolOptions, PoolSnapshot } from './pool-options.js';
+import { ChangeSignal, ExclusiveSections, deferred } from './pool-sync.js';
 
 /**
  * Owns every loaded model under an explicit memory budget.
@@ -12,124 +15,21 @@ import { formatBytes } from './memory.js';
  *   after; loads are serialized so the RSS growth belongs to that model. Admission evicts the least
  *   recently used idle models until the new one fits, and never admits past the budget.
  * - Models with leases (requests in flight or queued) and pinned models are never evicted.
+ * The types it takes and reports are in pool-options.ts and loaded-model.ts; its records of models
+ * in pool-entries.ts; the measured start of a session in measured-load.ts.
  */
 
-export type EvictionReason = 'capacity' | 'idle' | 'explicit' | 'shutdown';
-
-export interface LoadedModel {
-  readonly name: string;
-  readonly profile: ModelProfile;
-  readonly worker: ModelWorker;
-  /** Optional second session reserved for the interactive lane (see ensureInteractive). */
-  interactive: ModelWorker | null;
-  readonly loadedAt: number;
-  readonly loadMs: number;
-  readonly predictedBytes: number;
-  readonly measuredBytes: number;
-  /** Batch token budget measured for this model on this machine (maxBatchTokens 'auto'), else null. */
-  readonly batchTokens: number | null;
-}
-
-export interface ModelLease {
-  readonly model: LoadedModel;
-  /** Idempotent. */
-  release(): void;
-}
-
-export interface ResidentModel {
-  name: string;
-  family: string | null;
-  state: 'loading' | 'ready';
-  chargedBytes: number;
-  predictedBytes: number | null;
-  measuredBytes: number | null;
-  lastUsed: number;
-  inFlight: number;
-  pinned: boolean;
-  interactive: boolean;
-}
-
-export interface PoolSnapshot {
-  budgetBytes: number;
-  residentBytes: number;
-  pinnedCount: number;
-  models: ResidentModel[];
-}
-
-export interface PoolHooks {
-  onLoad?(event: { name: string; family: string; seconds: number; predictedBytes: number; measuredBytes: number }): void;
-  onLoadError?(event: { name: string; error: ShoalError }): void;
-  onEvict?(event: { name: string; reason: EvictionReason; bytes: number }): void;
-  /** After every change of residency (for gauges). */
-  onChange?(snapshot: PoolSnapshot): void;
-}
-
-export interface ModelPoolOptions {
-  resolve: (name: string) => Promise<ModelProfile>;
-  runtime: RuntimeOptions;
-  budgetBytes: number;
-  /** Predicted resident bytes of a model (see memory.ts). */
-  predict: (profile: ModelProfile) => Promise<number>;
-  /** Predicted bytes of an extra interactive session (weights plus a small batch). */
-  predictInteractive?: (profile: ModelProfile) => Promise<number>;
-  /** Runtime of interactive sessions (fewer threads). */
-  interactiveRuntime?: RuntimeOptions;
-  /** Unload models idle this long; null = never. */
-  idleEvictMs?: number | null;
-  /** How long a load waits for models in use to free memory before failing with OVERLOADED. */
-  admissionTimeoutMs?: number;
-  hooks?: PoolHooks;
-  /** Where model threads come from (warm spares make cold loads faster). */
-  threads?: ModelThreads;
-  /** Evictions for capacity hand their threads to the next load (ModelThreads.give). @default true */
-  reuseThreads?: boolean;
-  /** Called in the load, after the session exists: returns the model's tuned batch budget, or null. */
-  tune?: (worker: ModelWorker) => Promise<number | null>;
-}
-
-interface Entry {
-  name: string;
-  state: 'loading' | 'ready';
-  ready: Promise<LoadedModel>;
-  model: LoadedModel | null;
-  chargedBytes: number;
-  leases: number;
-  pinned: boolean;
-  lastUsed: number;
-  /** Order of last use: a counter, since several uses can share one millisecond. */
-  useSeq: number;
-}
-
 const DEFAULT_ADMISSION_TIMEOUT_MS = 60_000;
-
-function rss(): number {
-  return process.memoryUsage.rss();
-}
-
-interface Deferred<T> {
-  promise: Promise<T>;
-  resolve: (value: T) => void;
-  reject: (error: unknown) => void;
-}
-
-/** Promise.withResolvers (Node 22+) for Node 20. */
-function deferred<T>(): Deferred<T> {
-  let resolve: (value: T) => void = () => undefined;
-  let reject: (error: unknown) => void = () => undefined;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
 
 export class ModelPool {
   readonly #options: ModelPoolOptions;
   readonly #entries = new Map<string, Entry>();
   /** Bytes of evicted models whose sessions are still being released. */
   #releasingBytes = 0;
-  #lock: Promise<void> = Promise.resolve();
-  #changed = deferred<void>();
+  /** Loads and evictions run one at a time, never interleaved (see pool-sync.ts). */
+  readonly #sections = new ExclusiveSections();
+  /** Fires when a lease is released or a model's residency changes: waiting loads look again. */
+  readonly #changed = new ChangeSignal();
   #idleTimer: NodeJS.Timeout | null = null;
   #useSeq = 0;
   #closed = false;
@@ -212,23 +112,12 @@ export class ModelPool {
     if (entry.leases > 0) {
       throw new ShoalError(ErrorCode.UNAVAILABLE, `model ${name} has ${entry.leases} request(s) in flight; unload it when they finish`);
     }
-    await this.#exclusive(() => this.#evict(entry, 'explicit'));
+    await this.#sections.run(() => this.#evict(entry, 'explicit'));
     return true;
   }
 
   snapshot(): PoolSnapshot {
-    const models: ResidentModel[] = [...this.#entries.values()].map((entry) => ({
-      name: entry.name,
-      family: entry.model?.profile.family ?? null,
-      state: entry.state,
-      chargedBytes: entry.chargedBytes,
-      predictedBytes: entry.model?.predictedBytes ?? null,
-      measuredBytes: entry.model?.measuredBytes ?? null,
-      lastUsed: entry.lastUsed,
-      inFlight: entry.leases,
-      pinned: entry.pinned,
-      interactive: entry.model?.interactive !== null && entry.model?.interactive !== undefined,
-    }));
+    const models = [...this.#entries.values()].map(residentModel);
     return {
       budgetBytes: this.budgetBytes,
       residentBytes: this.residentBytes,
@@ -263,7 +152,7 @@ export class ModelPool {
     const entry = this.#entries.get(model.name);
     if (predict === undefined || runtime === undefined || entry === undefined || entry.model !== model) return false;
     const extra = await predict(model.profile);
-    return this.#exclusive(async () => {
+    return this.#sections.run(async () => {
       if (model.interactive !== null) return true;
       // Closed or evicted while this waited for the lock: no thread is started for a model that is gone.
       if (this.#closed || this.#entries.get(model.name) !== entry) return false;
@@ -361,27 +250,12 @@ export class ModelPool {
       );
     }
     const timeout = this.#options.admissionTimeoutMs ?? DEFAULT_ADMISSION_TIMEOUT_MS;
-    return this.#exclusive(async () => {
+    return this.#sections.run(async () => {
       if (this.#closed) throw new ShoalError(ErrorCode.UNAVAILABLE, 'the model pool is closed');
       await this.#makeRoom(predicted, entry, timeout);
       entry.chargedBytes = predicted;
       this.#emitChange();
-      // The thread is taken before RSS is sampled: a spare still importing its modules is not
-      // charged to the model.
-      const threads = this.#options.threads;
-      const runtime = this.#options.runtime;
-      const thread = await threads?.take(profile.id, runtime.nice);
-      const before = rss();
-      const started = performance.now();
-      const { worker, loadMs } = await ModelWorker.start(profile, runtime, thread, threads?.recycler(runtime.nice));
-      let batchTokens: number | null = null;
-      try {
-        batchTokens = (await this.#options.tune?.(worker)) ?? null;
-      } catch (error) {
-        await worker.close();
-        throw error;
-      }
-      const measured = Math.max(0, rss() - before);
+      const { worker, loadMs, batchTokens, measuredBytes: measured, startedAt: started } = await startMeasuredSession(profile, this.#options.runtime, this.#options.threads, this.#options.tune);
       this.#options.threads?.replenish();
       const charged = profile.memory.bytes ?? Math.max(predicted, measured);
       if (charged > entry.chargedBytes) {
@@ -429,7 +303,7 @@ export class ModelPool {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       if (this.residentBytes + needed <= this.budgetBytes) return true;
-      const victim = this.#lruIdle(self);
+      const victim = lruIdle(this.#entries.values(), self);
       if (victim !== null) {
         await this.#evict(victim, 'capacity');
         continue;
@@ -437,29 +311,20 @@ export class ModelPool {
       const left = deadline - Date.now();
       if (left <= 0) {
         if (timeoutMs === 0) return false;
-        const busy = [...this.#entries.values()].filter((e) => e !== self && e.chargedBytes > 0).map((e) => `${e.name} (${e.pinned ? 'pinned' : `${e.leases} in flight`})`);
+        const busy = memoryHolders(this.#entries.values(), self);
         throw new ShoalError(
           ErrorCode.OVERLOADED,
           `no memory for model ${self.name} within ${timeoutMs} ms: the budget (${formatBytes(this.budgetBytes)}) is held by models in use: ${busy.join(', ')}`,
           { details: { retryAfterSeconds: 5 } },
         );
       }
-      await this.#waitForChange(left);
+      await this.#changed.wait(left);
     }
   }
 
   #touch(entry: Entry): void {
     entry.lastUsed = Date.now();
     entry.useSeq = ++this.#useSeq;
-  }
-
-  #lruIdle(self: Entry): Entry | null {
-    let victim: Entry | null = null;
-    for (const entry of this.#entries.values()) {
-      if (entry === self || entry.state !== 'ready' || entry.leases > 0 || entry.pinned) continue;
-      if (victim === null || entry.useSeq < victim.useSeq) victim = entry;
-    }
-    return victim;
   }
 
   async #evict(entry: Entry, reason: EvictionReason): Promise<void> {
@@ -485,36 +350,14 @@ export class ModelPool {
   async #evictIdle(idleMs: number): Promise<void> {
     const now = Date.now();
     for (const entry of [...this.#entries.values()]) {
-      if (entry.state === 'ready' && entry.leases === 0 && !entry.pinned && now - entry.lastUsed >= idleMs) {
-        await this.#exclusive(() => this.#evict(entry, 'idle'));
+      if (idledOut(entry, now, idleMs)) {
+        await this.#sections.run(() => this.#evict(entry, 'idle'));
       }
     }
   }
 
-  /** Runs `work` after every earlier exclusive section: loads and evictions never interleave. */
-  #exclusive<T>(work: () => Promise<T>): Promise<T> {
-    const run = this.#lock.then(work);
-    this.#lock = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    return run;
-  }
-
-  #waitForChange(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      void this.#changed.promise.then(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-    });
-  }
-
   #notify(): void {
-    const changed = this.#changed;
-    this.#changed = deferred<void>();
-    changed.resolve();
+    this.#changed.notify();
     this.#emitChange();
   }
 

@@ -1,9 +1,13 @@
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
 import type { Priority } from '../../adapters/protocol/requests.js';
-import { preparedCost, type ItemOutput, type Prepared, type RunOptions } from '../../adapters/models/family.js';
+import { preparedCost, type ItemOutput } from '../../adapters/models/family.js';
 import type { ModelWorker } from '../../adapters/model-threads/model-worker.js';
-import type { CompareTo } from '../../adapters/model-threads/thread-messages.js';
-import type { LoadedModel } from './pool.js';
+import { adaptedBudget, initialBudget } from './batch-budget.js';
+import { bulkFillWaitMs, busyWorkers, minServed, nextBulkModel, type ModelState } from './batch-order.js';
+import type { LoadedModel } from './loaded-model.js';
+import { QueueCapacity } from './queue-capacity.js';
+import { newRequest, optionsKey, type RequestState, type Submission, type WorkItem } from './scheduled-request.js';
+import { DEFAULT_SCHEDULER_OPTIONS, type BatchEvent, type SchedulerOptions } from './scheduler-options.js';
 import { ModelWorkQueue, type CutBatch, type CutOptions, type Queued } from './work-queue.js';
 
 /**
@@ -17,143 +21,34 @@ import { ModelWorkQueue, type CutBatch, type CutOptions, type Queued } from './w
  * - Cancelled or expired items are dropped before they reach a batch; a failing batch that mixed
  *   requests is split so one bad request cannot fail the others.
  * - The queue is bounded: bulk submitters wait for room (backpressure); see waitForCapacity.
+ * This file runs batches; the rules it follows live beside it: batch-order.ts (which model goes
+ * next), queue-capacity.ts (the bound), batch-budget.ts (token budgets), scheduled-request.ts.
  */
-
-export interface SchedulerOptions {
-  maxBatchTokens: number;
-  maxBatchItems: number;
-  /** Longest wait for more items to fill a bulk batch while its model still has items in preparation. */
-  maxWaitMs: number;
-  /** Bulk/primary batches running at once over all models (1 on CPU: a batch already uses every core). */
-  maxConcurrentBatches: number;
-  /** Items waiting over all models before bulk submitters must wait. */
-  maxQueuedItems: number;
-  maxPadRatio: number;
-  padSlackTokens: number;
-  /** A waiting item older than this anchors the next batch of its model. */
-  maxItemWaitMs: number;
-  /** Adapt each model's token budget so a bulk batch takes about this long; null = fixed budget. */
-  targetBatchMs: number | null;
-  hooks?: SchedulerHooks | undefined;
-}
-
-export const DEFAULT_SCHEDULER_OPTIONS: SchedulerOptions = Object.freeze({
-  // 1,024: best or within a few percent of best fp32 ceiling on every machine measured, and
-  // without the CPU arena (workers) 2,048-token batches lost 15-35 % to fresh memory mappings
-  // (README, CPU arena; bench/throughput.ts).
-  maxBatchTokens: 1024,
-  maxBatchItems: 256,
-  maxWaitMs: 2,
-  maxConcurrentBatches: 1,
-  maxQueuedItems: 50_000,
-  maxPadRatio: 0.25,
-  padSlackTokens: 8,
-  maxItemWaitMs: 2_000,
-  targetBatchMs: null,
-});
-
-export interface BatchEvent {
-  model: string;
-  lane: Priority;
-  items: number;
-  realTokens: number;
-  paddedTokens: number;
-  runMs: number;
-  /** Longest time an item of the batch waited in the queue. */
-  queueMs: number;
-  error?: ShoalError;
-}
-
-export interface SchedulerHooks {
-  onBatch?(event: BatchEvent): void;
-}
-
-export interface Submission {
-  model: LoadedModel;
-  lane: Priority;
-  items: Prepared[];
-  options: RunOptions;
-  compareTo?: CompareTo | undefined;
-  signal?: AbortSignal | undefined;
-  /** Epoch ms after which unstarted items fail with TIMEOUT. */
-  deadline?: number | undefined;
-}
-
-interface RequestState {
-  id: number;
-  submission: Submission;
-  outputs: ItemOutput[];
-  remaining: number;
-  settled: boolean;
-  /** Run alone after a mixed batch failed, so its own failure is final. */
-  isolated: boolean;
-  resolve: (outputs: ItemOutput[]) => void;
-  reject: (error: ShoalError) => void;
-  queued: Set<Queued<WorkItem>>;
-  /** Removes the abort listener: a caller may reuse one signal for many requests. */
-  detach: () => void;
-}
-
-interface WorkItem {
-  request: RequestState;
-  index: number;
-  prepared: Prepared;
-}
-
-interface ModelState {
-  name: string;
-  model: LoadedModel;
-  queue: ModelWorkQueue<WorkItem>;
-  /** Batches sent to the primary session and not finished (one running, at most one queued behind it). */
-  primaryInFlight: number;
-  /** When an interactive item of this model last arrived (epoch ms). */
-  lastInteractiveAt: number;
-  interactiveBusy: boolean;
-  /** Virtual time for fair share: tokens served, normalized. */
-  served: number;
-  /** Requests of this model whose items are still being prepared. */
-  preparing: number;
-  /** Adapted token budget (targetBatchMs). */
-  budget: number;
-  timer: NodeJS.Timeout | null;
-}
-
-/** Batches a primary session may hold: the running one and one queued behind it. */
-const PIPELINE_DEPTH = 2;
-/** Interactive traffic this recent on a model without an interactive session disables queuing ahead. */
-const INTERACTIVE_RECENT_MS = 10_000;
-
-function optionsKey(submission: Submission, id: number): string {
-  // Items scored against a reference can only share a batch with that request's items.
-  const compare = submission.compareTo === undefined ? '' : `#${id}`;
-  return `${JSON.stringify(submission.options)}${compare}`;
-}
 
 export class Scheduler {
   readonly #options: SchedulerOptions;
-  readonly #models = new Map<string, ModelState>();
+  readonly #models = new Map<string, ModelState<WorkItem>>();
   /** Requests not yet settled. */
   readonly #requests = new Set<RequestState>();
   #running = 0;
-  #queuedItems = 0;
-  /** The same count per lane (queue depth per lane, `shoal_queue_items{lane}`). */
-  readonly #queuedByLane: Record<Priority, number> = { interactive: 0, bulk: 0 };
+  /** Items waiting, over all models and per lane, and the submitters waiting for room. */
+  readonly #capacity: QueueCapacity;
   #nextId = 1;
-  #capacityWaiters: { items: number; resolve: () => void }[] = [];
   #idleWaiters: (() => void)[] = [];
   #closed = false;
 
   constructor(options: Partial<SchedulerOptions> = {}) {
     this.#options = { ...DEFAULT_SCHEDULER_OPTIONS, ...options };
+    this.#capacity = new QueueCapacity(this.#options.maxQueuedItems);
   }
 
   get queuedItems(): number {
-    return this.#queuedItems;
+    return this.#capacity.queued;
   }
 
   /** Items waiting per lane. */
   get queuedByLane(): Readonly<Record<Priority, number>> {
-    return { ...this.#queuedByLane };
+    return this.#capacity.byLane;
   }
 
   get runningBatches(): number {
@@ -162,27 +57,12 @@ export class Scheduler {
 
   /** Whether `items` more bulk items fit in the queue now (callers that cannot wait answer OVERLOADED). */
   hasCapacity(items: number): boolean {
-    return this.#queuedItems === 0 || this.#queuedItems + items <= this.#options.maxQueuedItems;
+    return this.#capacity.hasRoom(items);
   }
 
   /** Resolves when `items` more bulk items fit in the queue. */
   waitForCapacity(items: number, signal?: AbortSignal): Promise<void> {
-    if (this.hasCapacity(items)) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const onAbort = (): void => {
-        this.#capacityWaiters = this.#capacityWaiters.filter((w) => w !== waiter);
-        reject(new ShoalError(ErrorCode.CANCELLED, 'the request was cancelled'));
-      };
-      const waiter = {
-        items,
-        resolve: () => {
-          signal?.removeEventListener('abort', onAbort);
-          resolve();
-        },
-      };
-      this.#capacityWaiters.push(waiter);
-      signal?.addEventListener('abort', onAbort, { once: true });
-    });
+    return this.#capacity.waitForRoom(items, signal);
   }
 
   /** Declares that items of `model` are being prepared (bulk batches may wait briefly for them). */
@@ -203,18 +83,7 @@ export class Scheduler {
     if (submission.items.length === 0) return Promise.resolve([]);
     return new Promise<ItemOutput[]>((resolve, reject) => {
       const id = this.#nextId++;
-      const request: RequestState = {
-        id,
-        submission,
-        outputs: new Array<ItemOutput>(submission.items.length),
-        remaining: submission.items.length,
-        settled: false,
-        isolated: false,
-        resolve,
-        reject,
-        queued: new Set(),
-        detach: () => undefined,
-      };
+      const request = newRequest(id, submission, resolve, reject);
       const signal = submission.signal;
       if (signal?.aborted === true) {
         reject(new ShoalError(ErrorCode.CANCELLED, 'the request was cancelled'));
@@ -233,7 +102,7 @@ export class Scheduler {
 
   /** Resolves when nothing is queued or running. */
   idle(): Promise<void> {
-    if (this.#queuedItems === 0 && this.#running === 0 && !this.#interactiveRunning()) return Promise.resolve();
+    if (this.#capacity.queued === 0 && this.#running === 0 && !this.#interactiveRunning()) return Promise.resolve();
     return new Promise((resolve) => this.#idleWaiters.push(resolve));
   }
 
@@ -259,11 +128,11 @@ export class Scheduler {
     }
   }
 
-  #state(model: LoadedModel): ModelState {
+  #state(model: LoadedModel): ModelState<WorkItem> {
     let state = this.#models.get(model.name);
     if (state === undefined || state.model.worker !== model.worker) {
       // First use, or the model was evicted and reloaded: the queue starts fresh but keeps fairness.
-      const served = state?.served ?? this.#minServed();
+      const served = state?.served ?? minServed(this.#models.values());
       state = {
         name: model.name,
         model,
@@ -273,7 +142,7 @@ export class Scheduler {
         interactiveBusy: false,
         served,
         preparing: state?.preparing ?? 0,
-        budget: this.#budgetFor(model),
+        budget: initialBudget(model, this.#options.maxBatchTokens),
         timer: null,
       };
       this.#models.set(model.name, state);
@@ -281,26 +150,12 @@ export class Scheduler {
     return state;
   }
 
-  #budgetFor(model: LoadedModel): number {
-    if (model.batchTokens !== null) return model.batchTokens;
-    const override = model.profile.options.maxBatchTokens;
-    return typeof override === 'number' && override > 0 ? override : this.#options.maxBatchTokens;
-  }
-
-  #minServed(): number {
-    let min: number | null = null;
-    for (const state of this.#models.values()) {
-      if (state.queue.bulkSize > 0 && (min === null || state.served < min)) min = state.served;
-    }
-    return min ?? 0;
-  }
-
   #enqueue(request: RequestState, items: WorkItem[], key: string): void {
     const state = this.#state(request.submission.model);
     const now = Date.now();
     if (state.queue.bulkSize === 0 && request.submission.lane === 'bulk') {
       // A model that was idle joins the fair share at the current level instead of hoarding credit.
-      state.served = Math.max(state.served, this.#minServed());
+      state.served = Math.max(state.served, minServed(this.#models.values()));
     }
     for (const payload of items) {
       const queued: Queued<WorkItem> = { payload, cost: preparedCost(payload.prepared), key, enqueuedAt: now, gone: false };
@@ -310,12 +165,11 @@ export class Scheduler {
         state.lastInteractiveAt = now;
       }
       else state.queue.addBulk(queued);
-      this.#queuedItems++;
-      this.#queuedByLane[request.submission.lane]++;
+      this.#capacity.added(request.submission.lane);
     }
   }
 
-  #cutOptions(state: ModelState): CutOptions {
+  #cutOptions(state: ModelState<WorkItem>): CutOptions {
     return {
       maxBatchTokens: state.budget,
       maxBatchItems: this.#options.maxBatchItems,
@@ -340,13 +194,14 @@ export class Scheduler {
       if (dedicated !== null && !state.interactiveBusy) {
         const batch = state.queue.cutInteractive(this.#cutOptions(state));
         if (batch !== null) this.#start(state, batch, 'interactive', dedicated);
-      } else if (dedicated === null && state.primaryInFlight === 0 && this.#busyWorkers() < this.#options.maxConcurrentBatches) {
+      } else if (dedicated === null && state.primaryInFlight === 0 && busyWorkers(this.#models.values()) < this.#options.maxConcurrentBatches) {
         const batch = state.queue.cutInteractive(this.#cutOptions(state));
         if (batch !== null) this.#start(state, batch, 'interactive', state.model.worker);
       }
     }
     for (;;) {
-      const state = this.#nextBulkModel();
+      const now = Date.now();
+      const state = nextBulkModel(this.#models, now, this.#options, (candidate) => this.#bulkReady(candidate, now));
       if (state === null) break;
       const batch = state.queue.cutBulk(this.#cutOptions(state), Date.now());
       if (batch === null) break;
@@ -354,69 +209,27 @@ export class Scheduler {
     }
   }
 
-  /** The least-served model whose bulk work may start now (interactive work of a model blocks its bulk). */
-  #nextBulkModel(): ModelState | null {
-    let best: ModelState | null = null;
-    const now = Date.now();
-    // A model waiting for a slot keeps running models from queuing ahead (fair share first).
-    let waiting = false;
-    for (const state of this.#models.values()) {
-      if (state.queue.bulkSize > 0 && state.primaryInFlight === 0) waiting = true;
-    }
-    for (const state of this.#models.values()) {
-      if (state.queue.bulkSize === 0 || !this.#canStartBulk(state, now)) continue;
-      if (waiting && state.primaryInFlight > 0) continue;
-      if (state.queue.interactiveSize > 0 && state.model.interactive === null) continue;
-      if (!this.#bulkReady(state, now)) continue;
-      if (best === null || state.served < best.served) best = state;
-    }
-    return best;
-  }
-
-  /** Models whose primary session has batches in flight: each holds one of the concurrent slots. */
-  #busyWorkers(): number {
-    let busy = 0;
-    for (const state of this.#models.values()) if (state.primaryInFlight > 0) busy++;
-    return busy;
-  }
-
-  /**
-   * A bulk batch may start on an idle primary session if a slot is free, or be queued one batch
-   * ahead of the running one (so the model thread never waits for the next batch) — unless the
-   * model serves recent interactive traffic on its primary session, which must then wait behind at
-   * most the batch already running.
-   */
-  #canStartBulk(state: ModelState, now: number): boolean {
-    if (state.primaryInFlight === 0) return this.#busyWorkers() < this.#options.maxConcurrentBatches;
-    const interactiveOnPrimary = state.model.interactive === null && now - state.lastInteractiveAt < INTERACTIVE_RECENT_MS;
-    return !interactiveOnPrimary && state.primaryInFlight < PIPELINE_DEPTH;
-  }
-
-  /** Whether a bulk batch of this model should go now rather than wait to fill up. */
-  #bulkReady(state: ModelState, now: number): boolean {
-    if (state.preparing === 0 || this.#options.maxWaitMs <= 0) return true;
-    if (state.queue.bulkTokens() >= state.budget) return true;
-    const oldest = state.queue.oldestBulk();
-    const waited = oldest === undefined ? 0 : now - oldest.enqueuedAt;
-    if (waited >= this.#options.maxWaitMs) return true;
+  /** Whether a bulk batch of this model should go now; if not, pumps again once it has waited enough. */
+  #bulkReady(state: ModelState<WorkItem>, now: number): boolean {
+    const wait = bulkFillWaitMs(state, now, this.#options);
+    if (wait === 0) return true;
     if (state.timer === null) {
       state.timer = setTimeout(() => {
         state.timer = null;
         this.#pump();
-      }, this.#options.maxWaitMs - waited);
+      }, wait);
       state.timer.unref();
     }
     return false;
   }
 
-  #start(state: ModelState, cut: CutBatch<WorkItem>, lane: Priority, worker: ModelWorker): void {
+  #start(state: ModelState<WorkItem>, cut: CutBatch<WorkItem>, lane: Priority, worker: ModelWorker): void {
     const now = Date.now();
     const items: WorkItem[] = [];
     let queueMs = 0;
     for (const queued of cut.items) {
-      this.#queuedItems--;
       const request = queued.payload.request;
-      this.#queuedByLane[request.submission.lane]--;
+      this.#capacity.removed(request.submission.lane);
       request.queued.delete(queued);
       if (request.settled) continue;
       const deadline = request.submission.deadline;
@@ -427,7 +240,7 @@ export class Scheduler {
       queueMs = Math.max(queueMs, now - queued.enqueuedAt);
       items.push(queued.payload);
     }
-    this.#wakeCapacity();
+    this.#capacity.wake();
     if (items.length === 0) {
       queueMicrotask(() => this.#pump());
       return;
@@ -520,37 +333,24 @@ export class Scheduler {
     for (const queued of request.queued) {
       if (!queued.gone) {
         state?.queue.drop(queued);
-        this.#queuedItems--;
-        this.#queuedByLane[request.submission.lane]--;
+        this.#capacity.removed(request.submission.lane);
       }
     }
     request.queued.clear();
     request.detach();
     request.reject(error);
-    this.#wakeCapacity();
+    this.#capacity.wake();
     this.#wakeIdle();
   }
 
-  /** Moves a model's token budget toward the target batch time (exponential smoothing). */
-  #adapt(state: ModelState, paddedTokens: number, runMs: number): void {
-    const target = this.#options.targetBatchMs;
-    if (target === null || runMs <= 0 || paddedTokens <= 0) return;
-    const wanted = (paddedTokens / runMs) * target;
-    const next = 0.7 * state.budget + 0.3 * wanted;
-    state.budget = Math.round(Math.min(this.#budgetFor(state.model), Math.max(256, next)));
-  }
-
-  #wakeCapacity(): void {
-    const waiting = this.#capacityWaiters;
-    this.#capacityWaiters = [];
-    for (const waiter of waiting) {
-      if (this.hasCapacity(waiter.items)) waiter.resolve();
-      else this.#capacityWaiters.push(waiter);
-    }
+  /** Moves a model's token budget toward the target batch time (batch-budget.ts). */
+  #adapt(state: ModelState<WorkItem>, paddedTokens: number, runMs: number): void {
+    const ceiling = initialBudget(state.model, this.#options.maxBatchTokens);
+    state.budget = adaptedBudget(state.budget, ceiling, paddedTokens, runMs, this.#options.targetBatchMs);
   }
 
   #wakeIdle(): void {
-    if (this.#queuedItems !== 0 || this.#running !== 0 || this.#interactiveRunning()) return;
+    if (this.#capacity.queued !== 0 || this.#running !== 0 || this.#interactiveRunning()) return;
     const waiters = this.#idleWaiters;
     this.#idleWaiters = [];
     for (const resolve of waiters) resolve();

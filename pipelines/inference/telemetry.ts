@@ -1,7 +1,7 @@
 import type { Priority } from '../../adapters/protocol/requests.js';
 import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
-import type { PoolHooks, PoolSnapshot } from './pool.js';
-import type { SchedulerHooks } from './scheduler.js';
+import type { PoolHooks, PoolSnapshot } from './pool-options.js';
+import type { SchedulerHooks } from './scheduler-options.js';
 
 /**
  * Connects the pool's and the scheduler's hooks to Prometheus metrics. Services pass the result as

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
-import { DEFAULT_SCHEDULER_OPTIONS } from '../../pipelines/inference/scheduler.js';
+import { DEFAULT_SCHEDULER_OPTIONS } from '../../pipelines/inference/scheduler-options.js';
 import { EngineSettings, engineSettingsFromEnv } from '../settings/engine-settings.js';
 import { splitDirs, splitList } from '../settings/environment.js';
 import { PositiveIntFlag } from '../settings/flag-values.js';

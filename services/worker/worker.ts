@@ -18,7 +18,7 @@ import { engineOptionsFromSettings } from '../settings/engine-settings.js';
 import { loadCatalog } from '../../pipelines/inference/catalog.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
 import type { EngineOptionsInput } from '../../pipelines/inference/engine-options.js';
-import type { PoolHooks, PoolSnapshot } from '../../pipelines/inference/pool.js';
+import type { PoolHooks, PoolSnapshot } from '../../pipelines/inference/pool-options.js';
 import { poolMetrics, schedulerMetrics } from '../../pipelines/inference/telemetry.js';
 import type { WorkerConfig } from './config.js';
 import { ClassifyRole } from './classify-role.js';

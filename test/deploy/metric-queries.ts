@@ -6,7 +6,7 @@ import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { Priority } from '../../adapters/protocol/requests.js';
 import { natsNames, PRIMITIVES } from '../../adapters/protocol/subjects.js';
 import type { WriteOutcome } from '../../adapters/stores/shared/delivery.js';
-import type { EvictionReason } from '../../pipelines/inference/pool.js';
+import type { EvictionReason } from '../../pipelines/inference/pool-options.js';
 import { parsePromQL, type Selector } from './promql.js';
 
 /**

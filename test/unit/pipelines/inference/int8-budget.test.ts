@@ -5,7 +5,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { parseCatalog } from '../../../../pipelines/inference/catalog.js';
 import { InferenceEngine } from '../../../../pipelines/inference/engine.js';
 import { INT8_BATCH_TOKENS } from '../../../../pipelines/inference/engine-options.js';
-import type { BatchEvent } from '../../../../pipelines/inference/scheduler.js';
+import type { BatchEvent } from '../../../../pipelines/inference/scheduler-options.js';
 import { FIXTURES_DIR } from '../../../helpers/shared.js';
 
 /**

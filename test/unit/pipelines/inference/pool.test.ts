@@ -6,7 +6,8 @@ import { ErrorCode, hasErrorCode } from '../../../../adapters/protocol/errors.js
 import { PrepPool } from '../../../../adapters/model-threads/prep-pool.js';
 import type { ModelProfile, ProfileOverrides } from '../../../../adapters/models/profile.js';
 import { resolveRuntimeOptions } from '../../../../adapters/runtime/runtime-options.js';
-import { ModelPool, type EvictionReason, type ModelPoolOptions } from '../../../../pipelines/inference/pool.js';
+import { ModelPool } from '../../../../pipelines/inference/pool.js';
+import type { EvictionReason, ModelPoolOptions } from '../../../../pipelines/inference/pool-options.js';
 import { FIXTURES_DIR } from '../../../helpers/shared.js';
 
 /**

@@ -4,8 +4,10 @@ import { ErrorCode, hasErrorCode } from '../../../../adapters/protocol/errors.js
 import type { Prepared, PreparedText } from '../../../../adapters/models/family.js';
 import { PrepPool } from '../../../../adapters/model-threads/prep-pool.js';
 import { resolveRuntimeOptions } from '../../../../adapters/runtime/runtime-options.js';
-import { ModelPool, type LoadedModel, type ModelLease } from '../../../../pipelines/inference/pool.js';
-import { Scheduler, type BatchEvent, type SchedulerOptions } from '../../../../pipelines/inference/scheduler.js';
+import type { LoadedModel, ModelLease } from '../../../../pipelines/inference/loaded-model.js';
+import { ModelPool } from '../../../../pipelines/inference/pool.js';
+import { Scheduler } from '../../../../pipelines/inference/scheduler.js';
+import type { BatchEvent, SchedulerOptions } from '../../../../pipelines/inference/scheduler-options.js';
 import { FIXTURES_DIR } from '../../../helpers/shared.js';
 
 /**

@@ -7,7 +7,7 @@ import { DEFAULT_JOB_TIMEOUT_MS, DEFAULT_SUBMIT_TIMEOUT_MS } from '../../../../a
 import { ConsumerSettings } from '../../../../adapters/nats/connection/topology.js';
 import { DEFAULT_SUBJECT_PREFIX } from '../../../../adapters/protocol/subjects.js';
 import { resolveSourceOptions } from '../../../../adapters/sources/resolve.js';
-import { DEFAULT_SCHEDULER_OPTIONS } from '../../../../pipelines/inference/scheduler.js';
+import { DEFAULT_SCHEDULER_OPTIONS } from '../../../../pipelines/inference/scheduler-options.js';
 import { resolveCliConfig } from '../../../../services/cli/config.js';
 import { DEFAULT_ADMISSION } from '../../../../services/gateway/admission.js';
 import { resolveGatewayConfig } from '../../../../services/gateway/config.js';
