@@ -147,9 +147,12 @@ function pieceEnd(text: string, start: number, end: number): number {
   return code >= 0xd800 && code <= 0xdbff ? limit + 1 : limit;
 }
 
-/** Sentence ranges of a page, each marked when it opens a paragraph, none longer than MAX_UNIT_CHARS. */
-function sentenceUnits(page: ParsedPage): Omit<Unit, 'tokens'>[] {
-  const units: Omit<Unit, 'tokens'>[] = [];
+/**
+ * Sentence ranges of a page, each marked when it opens a paragraph, none longer than
+ * MAX_UNIT_CHARS, appended to `units` (one array for the whole document, not one per page to be
+ * flattened) with no tokens yet.
+ */
+function sentenceUnits(page: ParsedPage, units: Unit[]): void {
   const text = page.text;
   const paragraphs: [number, number][] = [];
   let from = 0;
@@ -169,7 +172,7 @@ function sentenceUnits(page: ParsedPage): Omit<Unit, 'tokens'>[] {
         const range = trimmedRange(text, from, to);
         from = to;
         if (range === null) continue;
-        units.push({ page: page.page, start: range[0], end: range[1], opensParagraph: opens });
+        units.push({ page: page.page, start: range[0], end: range[1], opensParagraph: opens, tokens: 0 });
         opens = false;
       }
     };
@@ -179,7 +182,6 @@ function sentenceUnits(page: ParsedPage): Omit<Unit, 'tokens'>[] {
     }
     push(sentenceFrom, paragraph.length);
   }
-  return units;
 }
 
 interface Word {
@@ -352,10 +354,15 @@ class HeadingCursor {
 
 /** Chunks a whole document (all pages) with two tokenize calls at most. */
 export async function chunkPages(pages: readonly ParsedPage[], settings: ChunkSettings, count: TokenCounter): Promise<TextChunk[]> {
-  const raw = pages.flatMap(sentenceUnits);
+  const raw: Unit[] = [];
+  for (const page of pages) sentenceUnits(page, raw);
   const texts = new Map(pages.map((page) => [page.page, page.text]));
   const counts = await count(raw.map((unit) => (texts.get(unit.page) ?? '').slice(unit.start, unit.end)));
-  const units = await splitLongUnits(raw.map((unit, i) => ({ ...unit, tokens: counts[i] ?? 0 })), texts, settings.size, count);
+  // Counted in place: a copy of every unit with its count was 200,000 more objects for 8,000 pages.
+  raw.forEach((unit, i) => {
+    unit.tokens = counts[i] ?? 0;
+  });
+  const units = await splitLongUnits(raw, texts, settings.size, count);
   // Grouped in one pass: filtering all units for each page was pages × units (8,000 pages: minutes).
   const byPage = new Map<number, Unit[]>();
   for (const unit of units) {
