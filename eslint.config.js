@@ -19,4 +19,14 @@ export default tseslint.config(
     plugins: { shoal: { rules: { 'layer-imports': layerImports } } },
     rules: { 'shoal/layer-imports': 'error' },
   },
+  {
+    // One frozen ShoalSettings per process (services/settings/shoal-settings.ts), built in each
+    // main.ts from the environment: nothing else reads it, so what a process was configured with
+    // is decided once, in one place.
+    files: ['adapters/**/*.ts', 'pipelines/**/*.ts', 'services/**/*.ts'],
+    ignores: ['services/settings/**', 'services/*/main.ts'],
+    rules: {
+      'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'read settings through ShoalSettings (services/settings), built once in main.ts' }],
+    },
+  },
 );

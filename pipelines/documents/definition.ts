@@ -243,23 +243,34 @@ function chunkOverride(chunk: PipelineDefinition['stages']['chunk'], overrides: 
   return { size: overrides.chunkSize, ...(overrides.chunkOverlap === undefined ? {} : { overlap: overrides.chunkOverlap }) };
 }
 
+/** One stage of a parsed definition checked again after a flag changed it, with parseDefinition's wording. */
+function overriddenStage<S extends z.ZodType>(schema: S, stage: string, value: unknown): z.output<S> {
+  const result = schema.safeParse(value);
+  if (!result.success) {
+    const problems = result.error.issues.map((issue) => `stages.${stage}${issue.path.length === 0 ? '' : `.${issue.path.join('.')}`}: ${issue.message}`).join('; ');
+    throw new ShoalError(ErrorCode.CONFIG_INVALID, `pipeline after command-line overrides: ${problems}`);
+  }
+  return result.data;
+}
+
+/**
+ * The definition with the command line's flags applied. It was parsed once, when it was read; only
+ * the stages a flag changes are checked again, against their own schemas (the stages have no rule
+ * across each other), and the untouched ones are kept as they are.
+ */
 export function applyOverrides(definition: PipelineDefinition, overrides: DefinitionOverrides): PipelineDefinition {
   const { stages } = definition;
-  return parseDefinition(
-    {
-      ...definition,
-      stages: {
-        ...stages,
-        parse: { ...stages.parse, ...(overrides.ocr === undefined ? {} : { ocr: overrides.ocr }) },
-        chunk: chunkOverride(stages.chunk, overrides),
-        encode: { ...stages.encode, ...(overrides.model === undefined ? {} : { model: overrides.model }) },
-        write: {
-          ...stages.write,
-          ...(overrides.index === undefined ? {} : { index: overrides.index }),
-          ...(overrides.table === undefined ? {} : { table: overrides.table }),
-        },
-      },
+  const write = overrides.index === undefined && overrides.table === undefined
+    ? stages.write
+    : overriddenStage(WriteStage, 'write', { ...stages.write, ...(overrides.index === undefined ? {} : { index: overrides.index }), ...(overrides.table === undefined ? {} : { table: overrides.table }) });
+  return {
+    ...definition,
+    stages: {
+      ...stages,
+      parse: overrides.ocr === undefined ? stages.parse : overriddenStage(ParseStage, 'parse', { ...stages.parse, ocr: overrides.ocr }),
+      chunk: overrides.chunkSize === undefined && overrides.chunkOverlap === undefined ? stages.chunk : overriddenStage(ChunkStage, 'chunk', chunkOverride(stages.chunk, overrides)),
+      encode: overrides.model === undefined ? stages.encode : overriddenStage(EncodeStage, 'encode', { ...stages.encode, model: overrides.model }),
+      write,
     },
-    'after command-line overrides',
-  );
+  };
 }

@@ -8,6 +8,7 @@ import { missingModelDirs } from '../../adapters/sources/model-dirs.js';
 import { loadCatalog, type Catalog } from '../../pipelines/inference/catalog.js';
 import { InferenceEngine, type EngineOptionsInput } from '../../pipelines/inference/engine.js';
 import { engineOptionsFromSettings } from '../settings/engine-settings.js';
+import { ShoalSettings } from '../settings/shoal-settings.js';
 import { resolveCliConfig, type CliConfig } from './config.js';
 import { openLineOutput, openSource } from './jsonl.js';
 import { lineFieldMapper, type LineFieldOptions } from './line-fields.js';
@@ -25,6 +26,8 @@ export interface CliIo {
   stdout: Writable;
   stderr: NodeJS.WritableStream & { isTTY?: boolean };
   env: NodeJS.ProcessEnv;
+  /** The process's settings, built once in main.ts from `env` (and the settings file). @default built from `env` */
+  settings?: ShoalSettings;
   /** Aborted on SIGINT/SIGTERM: the line loop stops and the engine drops queued work. */
   signal: AbortSignal;
 }
@@ -66,16 +69,19 @@ export interface LineIo {
 
 export class CliApp {
   readonly io: CliIo;
+  /** Every setting this invocation reads, resolved once (services/settings/shoal-settings.ts). */
+  readonly settings: ShoalSettings;
   #modelDirsChecked = false;
 
   constructor(io: CliIo) {
     this.io = io;
+    this.settings = io.settings ?? ShoalSettings.of(io.env);
   }
 
   /** The frozen configuration for this invocation: global flags over SHOAL_* variables over defaults. */
   config(command: Command): CliConfig {
     const flags = parseWith(GlobalFlagValues, command.optsWithGlobals(), 'global options', ErrorCode.CONFIG_INVALID);
-    return resolveCliConfig(flags, this.io.env);
+    return resolveCliConfig(flags, this.settings);
   }
 
   /** The field mapping of --id-field / --text-field / --template; its one-time hint goes to stderr unless --quiet. */
@@ -104,7 +110,7 @@ export class CliApp {
     await this.warnMissingModelDirs(config);
     const configured = config.engine.catalog === null ? undefined : await loadCatalog(config.engine.catalog);
     const catalog = extra.catalog === undefined ? configured : extra.catalog(configured);
-    const base = engineOptionsFromSettings(config.engine, this.io.env);
+    const base = engineOptionsFromSettings(config.engine, this.settings);
     const engine = new InferenceEngine({
       ...base,
       // A command's own image flags add to the roots and hosts the environment allows.

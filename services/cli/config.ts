@@ -1,10 +1,11 @@
+import { ShoalSettings } from '../settings/shoal-settings.js';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { DEFAULT_SCHEDULER_OPTIONS } from '../../pipelines/inference/scheduler-options.js';
 import { EngineSettings, engineSettingsFromEnv } from '../settings/engine-settings.js';
 import { splitDirs, splitList } from '../settings/environment.js';
 import { PositiveIntFlag } from '../settings/flag-values.js';
-import { envValue, SETTINGS } from '../settings/table.js';
+import { SETTINGS } from '../settings/table.js';
 
 /**
  * The CLI's global configuration: flags over environment variables (services/settings) over
@@ -80,11 +81,12 @@ function invalid(issues: readonly z.core.$ZodIssue[]): ShoalError {
 }
 
 /** Flags win over the environment; an empty environment variable counts as unset. */
-export function resolveCliConfig(flags: GlobalFlags, env: NodeJS.ProcessEnv = process.env): CliConfig {
+export function resolveCliConfig(flags: GlobalFlags, from: ShoalSettings | NodeJS.ProcessEnv): CliConfig {
+  const settings = ShoalSettings.from(from);
   const checked = FlagStrings.safeParse({
     threads: flags.threads,
     'batch-tokens': flags.batchTokens,
-    'chunk-lines': flags.chunkLines ?? envValue(env, 'chunkLines'),
+    'chunk-lines': flags.chunkLines ?? settings.value('chunkLines'),
   });
   if (!checked.success) throw invalid(checked.error.issues);
   const fromFlags: Record<string, unknown> = {
@@ -95,7 +97,7 @@ export function resolveCliConfig(flags: GlobalFlags, env: NodeJS.ProcessEnv = pr
     batchTokens: checked.data['batch-tokens'],
     memoryBudget: flags.memoryBudget,
   };
-  const merged: Record<string, unknown> = { ...engineSettingsFromEnv(env) };
+  const merged: Record<string, unknown> = { ...engineSettingsFromEnv(settings.variables) };
   for (const [key, value] of Object.entries(fromFlags)) if (value !== undefined) merged[key] = value;
   const engine = EngineSettings.safeParse(merged);
   if (!engine.success) throw invalid(engine.error.issues);

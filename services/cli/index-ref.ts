@@ -1,7 +1,6 @@
 import type { StoreWriteObserver } from '../../adapters/stores/shared/delivery.js';
 import { INDEX_FORMS } from '../../adapters/stores/registry.js';
 import { openStore, parseIndexRef, type IndexRef, type OpenedStore } from '../../adapters/stores/open.js';
-import { s3SettingsFromEnv, sinkCredentialsFromEnv } from '../settings/environment.js';
 import type { CliApp } from './app.js';
 
 /**
@@ -12,7 +11,7 @@ import type { CliApp } from './app.js';
  * collection wins over `--table`.
  */
 export function parseIndex(app: CliApp, index: string, table: string): IndexRef {
-  return parseIndexRef(index, { table, credentials: sinkCredentialsFromEnv(app.io.env), s3: s3SettingsFromEnv(app.io.env) });
+  return parseIndexRef(index, { table, credentials: app.settings.stores, s3: app.settings.s3 });
 }
 
 export function openIndexRef(app: CliApp, ref: IndexRef, observer?: StoreWriteObserver): OpenedStore {

@@ -1,4 +1,3 @@
-import { namedIndexesFromEnv } from '../settings/environment.js';
 import type { CliApp } from './app.js';
 
 /**
@@ -8,6 +7,6 @@ import type { CliApp } from './app.js';
  * name in the current directory (write `./docs` for the folder).
  */
 export function resolveIndexTarget(app: CliApp, value: string): string {
-  const named = namedIndexesFromEnv(app.io.env) ?? {};
+  const named = app.settings.indexes ?? {};
   return Object.hasOwn(named, value) ? (named[value] ?? value) : value;
 }

@@ -1,10 +1,10 @@
+import type { ShoalSettings } from '../settings/shoal-settings.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { constants } from 'node:fs';
 import { access, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
-import { envValue } from '../settings/table.js';
 
 /**
  * A private nats-server for `shoal dev`: JetStream on, bound to 127.0.0.1 on a port the server
@@ -63,13 +63,13 @@ async function isExecutable(path: string): Promise<boolean> {
 }
 
 /** SHOAL_NATS_SERVER, else `nats-server` on PATH or in the usual sbin/bin folders. */
-export async function findNatsServer(env: NodeJS.ProcessEnv = process.env): Promise<string> {
-  const explicit = envValue(env, 'natsServer');
+export async function findNatsServer(settings: ShoalSettings): Promise<string> {
+  const explicit = settings.value('natsServer');
   if (explicit !== undefined) {
     if (await isExecutable(explicit)) return explicit;
     throw new ShoalError(ErrorCode.CONFIG_INVALID, `SHOAL_NATS_SERVER=${explicit} is not an executable file; ${INSTALL_HINT}`);
   }
-  const folders = [...(env.PATH ?? '').split(delimiter).filter((dir) => dir !== ''), ...SEARCH_EXTRA];
+  const folders = [...(settings.variables.PATH ?? '').split(delimiter).filter((dir) => dir !== ''), ...SEARCH_EXTRA];
   for (const folder of folders) {
     const candidate = join(folder, 'nats-server');
     if (await isExecutable(candidate)) return candidate;
@@ -125,8 +125,8 @@ function waitForExit(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => child.once('exit', () => resolve()));
 }
 
-export async function startLocalNats(options: { env?: NodeJS.ProcessEnv } = {}): Promise<LocalNats> {
-  const binary = await findNatsServer(options.env);
+export async function startLocalNats(options: { settings: ShoalSettings }): Promise<LocalNats> {
+  const binary = await findNatsServer(options.settings);
   const storeDir = await mkdtemp(join(tmpdir(), 'shoal-dev-nats-'));
   const child = spawn('/bin/sh', ['-c', WATCHDOG, 'shoal-nats-guard', storeDir, binary, '-js', '-a', '127.0.0.1', '-p', '-1', '-sd', storeDir], {
     stdio: ['pipe', 'ignore', 'pipe'],

@@ -1,8 +1,8 @@
+import { ShoalSettings } from '../settings/shoal-settings.js';
 import { CommanderError } from 'commander';
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
 import { settleEarlyThreads } from '../../adapters/model-threads/early-threads.js';
 import { prepareOrtEnvironment } from '../../adapters/runtime/ort-environment.js';
-import { configPathFrom, withConfigFile } from '../settings/config-file.js';
 import { envValue, SETTINGS } from '../settings/table.js';
 import { CliApp } from './app.js';
 import { ExitCode, exitCodeFor, formatError, partialOutputNote } from './exit.js';
@@ -124,11 +124,12 @@ export async function main(argv: readonly string[]): Promise<number> {
   const signals = installSignals(controller, stopNotice(argv, process.stderr), () => deadlineMs);
   try {
     // The settings file lies beneath the variables (flags → variables → file → defaults).
-    const env = withConfigFile(process.env, configPathFrom(argv, process.env));
-    const app = new CliApp({ stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, env, signal: controller.signal });
+    // The process's settings, once: the settings file beneath the variables (flags → variables → file → defaults).
+    const settings = ShoalSettings.load(argv, process.env);
+    const app = new CliApp({ stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, env: settings.variables, settings, signal: controller.signal });
     const program = await buildProgram(app, argv.slice(2));
     const command = commandWord(program, argv.slice(2));
-    deadlineMs = stopDeadlineMs(command, env);
+    deadlineMs = stopDeadlineMs(command, settings.variables);
     // A server outlives one bad request: an unhandled rejection is logged, not the end of the process.
     // Imported only for them: one-shot commands must not load pino (test/integration/cli-lazy-imports.test.ts).
     if (command !== null && SERVERS.has(command)) {
@@ -136,7 +137,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         import('../../adapters/observability/logger.js'),
         import('../../adapters/observability/unhandled-rejections.js'),
       ]);
-      logUnhandledRejections(createLogger(command, envValue(env, 'logLevel')));
+      logUnhandledRejections(createLogger(command, settings.value('logLevel')));
     }
     await program.parseAsync([...argv]);
     return ExitCode.OK;

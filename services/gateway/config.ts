@@ -1,3 +1,4 @@
+import { ShoalSettings } from '../settings/shoal-settings.js';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
@@ -7,9 +8,9 @@ import { resolveNatsSettings, type NatsConnectionSettings } from '../../adapters
 import type { S3SettingsInput } from '../../adapters/object-store/index.js';
 import { parseBytes } from '../../pipelines/inference/memory.js';
 import type { GatewaySettings } from './context.js';
-import { namedIndexesFromEnv, natsSettingsFromEnv, parseWorkerTimeoutFromEnv, runHeartbeatFromEnv, s3SettingsFromEnv, shoalCacheDirFromEnv, sinkCredentialsFromEnv, splitDirs, splitList, streamReplicasFromEnv } from '../settings/environment.js';
+import { splitList} from '../settings/environment.js';
 import { CommaListFlag, WholeNumberFlag } from '../settings/flag-values.js';
-import { envValue, isTrueValue, SETTINGS, type SettingKey } from '../settings/table.js';
+import { isTrueValue, SETTINGS, type SettingKey } from '../settings/table.js';
 import { DEFAULT_BODY_LIMIT, DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS } from './defaults.js';
 
 /**
@@ -148,17 +149,17 @@ function readTokenFile(path: string): string[] {
   return tokens;
 }
 
-function apiTokens(flags: GatewayFlags, env: NodeJS.ProcessEnv): string[] | undefined {
-  const listed = splitList(envValue(env, 'apiTokens')) ?? [];
-  const file = flags.apiTokensFile ?? envValue(env, 'apiTokensFile');
+function apiTokens(flags: GatewayFlags, settings: ShoalSettings): string[] | undefined {
+  const listed = splitList(settings.value('apiTokens')) ?? [];
+  const file = flags.apiTokensFile ?? settings.value('apiTokensFile');
   const fromFile = file === undefined ? [] : readTokenFile(file);
   const all = [...listed, ...fromFile];
   return all.length === 0 ? undefined : all;
 }
 
 /** NATS_* variables, with the command line's server list and creds file over them. */
-function natsSettings(servers: string[] | undefined, credsFile: string | undefined, env: NodeJS.ProcessEnv): NatsConnectionSettings {
-  const fromEnv = natsSettingsFromEnv(env);
+function natsSettings(servers: string[] | undefined, credsFile: string | undefined, settings: ShoalSettings): NatsConnectionSettings {
+  const fromEnv = { ...settings.nats };
   if (servers !== undefined) fromEnv.servers = servers;
   if (credsFile !== undefined) {
     // A creds file replaces whatever other credentials the environment holds.
@@ -170,33 +171,31 @@ function natsSettings(servers: string[] | undefined, credsFile: string | undefin
   return resolveNatsSettings({ ...fromEnv, name: 'shoal-gateway' });
 }
 
-function indexesFromEnv(env: NodeJS.ProcessEnv): Record<string, string> | undefined {
-  return namedIndexesFromEnv(env);
-}
-
 /** Flags win over the environment; an empty environment variable counts as unset. */
-export function resolveGatewayConfig(flags: GatewayFlags = {}, env: NodeJS.ProcessEnv = process.env): GatewayConfig {
+/** `from`: the process's settings (services/cli builds them once), or variables (tests). */
+export function resolveGatewayConfig(flags: GatewayFlags, from: ShoalSettings | NodeJS.ProcessEnv): GatewayConfig {
+  const settings = ShoalSettings.from(from);
   const raw = {
-    host: flags.host ?? envValue(env, 'host'),
-    port: flags.port ?? envValue(env, 'port'),
-    'api-tokens': apiTokens(flags, env),
-    'metrics-auth': flags.metricsAuth ?? isTrue(envValue(env, 'metricsAuth')),
-    'body-limit': flags.bodyLimit ?? envValue(env, 'bodyLimit'),
-    'request-timeout-ms': flags.requestTimeoutMs ?? envValue(env, 'requestTimeoutMs'),
-    'shutdown-timeout-ms': flags.shutdownTimeoutMs ?? envValue(env, 'shutdownTimeoutMs'),
+    host: flags.host ?? settings.value('host'),
+    port: flags.port ?? settings.value('port'),
+    'api-tokens': apiTokens(flags, settings),
+    'metrics-auth': flags.metricsAuth ?? isTrue(settings.value('metricsAuth')),
+    'body-limit': flags.bodyLimit ?? settings.value('bodyLimit'),
+    'request-timeout-ms': flags.requestTimeoutMs ?? settings.value('requestTimeoutMs'),
+    'shutdown-timeout-ms': flags.shutdownTimeoutMs ?? settings.value('shutdownTimeoutMs'),
     nats: flags.natsUrl,
     'nats-creds': flags.natsCreds,
-    prefix: flags.natsPrefix ?? envValue(env, 'subjectPrefix'),
-    'cors-origins': flags.corsOrigins ?? envValue(env, 'corsOrigins'),
-    'max-inflight-items': flags.maxInflightItems ?? envValue(env, 'maxInFlightItems'),
-    'max-queue-seconds': flags.maxQueueSeconds ?? envValue(env, 'maxQueueSeconds'),
-    'job-timeout-ms': envValue(env, 'jobTimeoutMs'),
-    'submit-timeout-ms': envValue(env, 'submitTimeoutMs'),
-    'embed-model': flags.embedModel ?? envValue(env, 'embedModel'),
-    'rerank-model': flags.rerankModel ?? envValue(env, 'rerankModel'),
-    'sparse-model': flags.sparseModel ?? envValue(env, 'sparseModel'),
-    'classify-sync-items': envValue(env, 'classifySyncItems'),
-    'classify-results-dir': envValue(env, 'classifyResultsDir'),
+    prefix: flags.natsPrefix ?? settings.value('subjectPrefix'),
+    'cors-origins': flags.corsOrigins ?? settings.value('corsOrigins'),
+    'max-inflight-items': flags.maxInflightItems ?? settings.value('maxInFlightItems'),
+    'max-queue-seconds': flags.maxQueueSeconds ?? settings.value('maxQueueSeconds'),
+    'job-timeout-ms': settings.value('jobTimeoutMs'),
+    'submit-timeout-ms': settings.value('submitTimeoutMs'),
+    'embed-model': flags.embedModel ?? settings.value('embedModel'),
+    'rerank-model': flags.rerankModel ?? settings.value('rerankModel'),
+    'sparse-model': flags.sparseModel ?? settings.value('sparseModel'),
+    'classify-sync-items': settings.value('classifySyncItems'),
+    'classify-results-dir': settings.value('classifyResultsDir'),
   };
   const result = RawGatewayConfig.safeParse(raw);
   if (!result.success) {
@@ -224,19 +223,19 @@ export function resolveGatewayConfig(flags: GatewayFlags = {}, env: NodeJS.Proce
     sparseModel: c['sparse-model'] ?? null,
     natsPrefix: c.prefix,
     // Index names requests may use (POST /v1/search, /v1/ingest); a request never names a path.
-    ...(indexesFromEnv(env) === undefined ? {} : { indexes: Object.freeze(indexesFromEnv(env) ?? {}) }),
-    indexOptions: Object.freeze({ credentials: sinkCredentialsFromEnv(env), s3: s3SettingsFromEnv(env) }),
+    ...(settings.indexes === undefined ? {} : { indexes: settings.indexes }),
+    indexOptions: Object.freeze({ credentials: settings.stores, s3: settings.s3 }),
     // Classification jobs: results under the cache unless placed elsewhere; categories cached there too, so a taxonomy is embedded once.
-    classify: Object.freeze({ syncItems: c['classify-sync-items'], resultsDir: c['classify-results-dir'] ?? join(shoalCacheDirFromEnv(env), 'classify-jobs'), cacheDir: shoalCacheDirFromEnv(env) }),
+    classify: Object.freeze({ syncItems: c['classify-sync-items'], resultsDir: c['classify-results-dir'] ?? join(settings.cacheDir, 'classify-jobs'), cacheDir: settings.cacheDir }),
     admission: Object.freeze({ maxInFlightItemsPerModel: c['max-inflight-items'], maxQueueSeconds: c['max-queue-seconds'] }),
     // The workers' file roots (SHOAL_FILE_ROOTS, shared config): file:// targets outside them are refused at submit, and results inside them can be read back.
-    jobs: Object.freeze({ jobTimeoutMs: c['job-timeout-ms'], submitTimeoutMs: c['submit-timeout-ms'], fileRoots: Object.freeze(splitDirs(envValue(env, 'fileRoots')) ?? []), checkFileTargets: true, s3: s3SettingsFromEnv(env) }),
-    nats: natsSettings(c.nats, c['nats-creds'], env),
-    streamReplicas: streamReplicasFromEnv(env) ?? SETTINGS.streamReplicas.default,
-    parseWorkerTimeoutMs: parseWorkerTimeoutFromEnv(env),
-    runHeartbeatMs: runHeartbeatFromEnv(env),
-    documentJobs: isTrue(envValue(env, 'documentJobs')) ?? false,
-    classifyJobs: isTrue(envValue(env, 'classifyJobs')) ?? false,
-    pipelinesDir: envValue(env, 'pipelinesDir') ?? null,
+    jobs: Object.freeze({ jobTimeoutMs: c['job-timeout-ms'], submitTimeoutMs: c['submit-timeout-ms'], fileRoots: Object.freeze([...settings.fileRoots]), checkFileTargets: true, s3: settings.s3 }),
+    nats: natsSettings(c.nats, c['nats-creds'], settings),
+    streamReplicas: settings.streamReplicas ?? SETTINGS.streamReplicas.default,
+    parseWorkerTimeoutMs: settings.parseWorkerTimeoutMs,
+    runHeartbeatMs: settings.runHeartbeatMs,
+    documentJobs: isTrue(settings.value('documentJobs')) ?? false,
+    classifyJobs: isTrue(settings.value('classifyJobs')) ?? false,
+    pipelinesDir: settings.value('pipelinesDir') ?? null,
   });
 }

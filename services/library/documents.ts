@@ -1,3 +1,4 @@
+import { ShoalSettings } from '../settings/shoal-settings.js';
 import { z } from 'zod';
 import type { CallOptions, Engine } from '../../adapters/protocol/engine.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
@@ -13,7 +14,6 @@ import type { IngestProgress, IngestSummary } from '../../pipelines/documents/ru
 import { hitLine, SEARCH_MODES, searchIndex, type HitLine, type SearchMode, type SearchQuery } from '../../pipelines/documents/search.js';
 import { searchDocuments, type DocumentLine } from '../../pipelines/documents/search-groups.js';
 import { fileSources, recordSource, addRecordSources, SourceRecord, type PendingSource } from '../../pipelines/documents/sources.js';
-import { s3SettingsFromEnv, sinkCredentialsFromEnv } from '../settings/environment.js';
 
 /**
  * `import { ingest, search, openIndex } from 'shoal'`: what `shoal ingest` and `shoal search` do,
@@ -43,8 +43,8 @@ export type { OpenedStore } from '../../adapters/stores/open.js';
  * name without credentials. Close `sink` when done. The CLI opens its `--index` with this.
  */
 export function openIndex(index: string, options: OpenIndexOptions = {}): OpenedStore {
-  const env = options.env ?? process.env;
-  const ref = parseIndexRef(index, { table: options.table ?? 'chunks', credentials: sinkCredentialsFromEnv(env), s3: s3SettingsFromEnv(env) });
+  const settings = options.env === undefined ? ShoalSettings.fromEnvironment() : ShoalSettings.of(options.env);
+  const ref = parseIndexRef(index, { table: options.table ?? 'chunks', credentials: settings.stores, s3: settings.s3 });
   return openStore(ref, {
     retry: options.signal === undefined ? {} : { signal: options.signal },
     ...(options.observer === undefined ? {} : { observer: options.observer }),

@@ -1,3 +1,5 @@
+
+import { ShoalSettings } from './shoal-settings.js';
 import { z } from 'zod';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { parseWith } from '../../adapters/protocol/validate.js';
@@ -77,7 +79,8 @@ export function engineSettingsFromEnv(env: NodeJS.ProcessEnv): Record<string, un
  * The in-process engine's options from these settings. `env` supplies the model sources (hub
  * cache, token, offline switch); the catalog file is loaded by the caller.
  */
-export function engineOptionsFromSettings(settings: EngineSettings, env: NodeJS.ProcessEnv): Omit<EngineOptionsInput, 'catalog'> {
+export function engineOptionsFromSettings(settings: EngineSettings, from: ShoalSettings | NodeJS.ProcessEnv): Omit<EngineOptionsInput, 'catalog'> {
+  const env = ShoalSettings.from(from).variables;
   return {
     sources: { ...sourceOptionsFromEnv(env), modelDirs: [...settings.modelDirs] },
     runtime: {

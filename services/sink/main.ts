@@ -1,3 +1,4 @@
+import type { ShoalSettings } from '../settings/shoal-settings.js';
 import { jetstream } from '@nats-io/jetstream';
 import { connectNats, type NatsConnectionSettingsInput } from '../../adapters/nats/connection/connection.js';
 import { PayloadStore } from '../../adapters/nats/connection/payloads.js';
@@ -10,7 +11,7 @@ import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { ResultIndexWriter } from '../../adapters/nats/results/result-index.js';
 import { openStore, parseIndexRef, type StoreCredentials } from '../../adapters/stores/open.js';
 import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
-import { envValue, SETTINGS } from '../settings/table.js';
+import { SETTINGS } from '../settings/table.js';
 import { startMetricsServer } from '../../adapters/observability/metrics-server.js';
 import { LOOPBACK_HOST } from '../../adapters/observability/bind-address.js';
 
@@ -37,8 +38,8 @@ export const SINK_METRICS_HOST = LOOPBACK_HOST;
 export const DEFAULT_RESULTS_DIR = SETTINGS.resultsDir.default;
 
 /** The results folder: the flag, else SHOAL_RESULTS_DIR (when not blank), else the default. */
-export function resultsDirFrom(flag: string | undefined, env: NodeJS.ProcessEnv): string {
-  return flag ?? envValue(env, 'resultsDir') ?? DEFAULT_RESULTS_DIR;
+export function resultsDirFrom(flag: string | undefined, settings: ShoalSettings): string {
+  return flag ?? settings.value('resultsDir') ?? DEFAULT_RESULTS_DIR;
 }
 
 export interface SinkSettings {

@@ -1,3 +1,4 @@
+import type { ShoalSettings } from '../settings/shoal-settings.js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { NatsEngine } from '../../adapters/nats/rpc/engine-client.js';
 import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
@@ -7,7 +8,6 @@ import type { Logger } from '../../adapters/observability/logger.js';
 import type { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
 import { ClassifyJobs } from '../../pipelines/classify/classify-jobs.js';
-import { shoalCacheDirFromEnv } from '../settings/environment.js';
 import type { WorkerConfig } from './config.js';
 
 /**
@@ -23,7 +23,7 @@ export interface ClassifyRoleOptions {
   config: WorkerConfig;
   payloads: PayloadStore;
   logger: Logger;
-  env: NodeJS.ProcessEnv;
+  settings: ShoalSettings;
   metrics?: ShoalMetrics | undefined;
 }
 
@@ -46,7 +46,7 @@ export class ClassifyRole implements Lifecycle {
       payloads: options.payloads,
       rpc,
       jobs: client,
-      cacheDir: shoalCacheDirFromEnv(options.env),
+      cacheDir: options.settings.cacheDir,
       workerId: config.workerId,
       ackWaitMs: config.consumer.ackWaitMs,
       maxDeliver: config.consumer.maxDeliver,

@@ -1,3 +1,4 @@
+import { ShoalSettings } from '../settings/shoal-settings.js';
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { NatsConnectionSettings } from '../../adapters/nats/connection/connection.js';
@@ -6,8 +7,8 @@ import { S3Settings } from '../../adapters/object-store/index.js';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { parseWith } from '../../adapters/protocol/validate.js';
 import { EngineSettings, engineSettingsFromEnv, wholeNumber } from '../settings/engine-settings.js';
-import { namedIndexesFromEnv, natsSettingsFromEnv, s3SettingsFromEnv, splitDirs, splitList } from '../settings/environment.js';
-import { envValue, isTrueValue, SETTINGS } from '../settings/table.js';
+import { splitDirs, splitList } from '../settings/environment.js';
+import { isTrueValue, SETTINGS } from '../settings/table.js';
 
 /**
  * Configuration of `shoal worker`, validated once and frozen. Sources, weakest first: defaults,
@@ -108,40 +109,41 @@ export function mergeWorkerInput(base: Record<string, unknown>, over: Record<str
 }
 
 /** Partial input with only what the environment sets (zod reports bad values by field). */
-export function workerConfigFromEnv(env: NodeJS.ProcessEnv): Record<string, unknown> {
-  const out: Record<string, unknown> = { nats: natsSettingsFromEnv(env), engine: engineSettingsFromEnv(env), s3: s3SettingsFromEnv(env) };
+export function workerConfigFromEnv(from: ShoalSettings | NodeJS.ProcessEnv): Record<string, unknown> {
+  const settings = ShoalSettings.from(from);
+  const out: Record<string, unknown> = { nats: { ...settings.nats }, engine: engineSettingsFromEnv(settings.variables), s3: { ...settings.s3 } };
   const put = (target: Record<string, unknown>, key: string, value: unknown): void => {
     if (value !== undefined) target[key] = value;
   };
   const topology: Record<string, unknown> = {};
-  put(topology, 'prefix', envValue(env, 'subjectPrefix'));
-  put(topology, 'replicas', wholeNumber(envValue(env, 'streamReplicas')));
+  put(topology, 'prefix', settings.value('subjectPrefix'));
+  put(topology, 'replicas', wholeNumber(settings.value('streamReplicas')));
   if (Object.keys(topology).length > 0) out.topology = topology;
   const consumer: Record<string, unknown> = {};
-  put(consumer, 'ackWaitMs', wholeNumber(envValue(env, 'ackWaitMs')));
-  put(consumer, 'maxDeliver', wholeNumber(envValue(env, 'maxDeliver')));
+  put(consumer, 'ackWaitMs', wholeNumber(settings.value('ackWaitMs')));
+  put(consumer, 'maxDeliver', wholeNumber(settings.value('maxDeliver')));
   if (Object.keys(consumer).length > 0) out.consumer = consumer;
-  put(out, 'models', splitList(envValue(env, 'models')));
-  put(out, 'preload', splitList(envValue(env, 'preload')));
-  put(out, 'concurrency', wholeNumber(envValue(env, 'concurrency')));
-  put(out, 'drainTimeoutMs', wholeNumber(envValue(env, 'drainTimeoutMs')));
-  put(out, 'workerId', envValue(env, 'workerId'));
-  put(out, 'metricsPort', wholeNumber(envValue(env, 'metricsPort')));
-  put(out, 'metricsHost', envValue(env, 'metricsHost'));
-  put(out, 'fileRoots', splitDirs(envValue(env, 'fileRoots')));
-  const documents = envValue(env, 'documentsRole');
+  put(out, 'models', splitList(settings.value('models')));
+  put(out, 'preload', splitList(settings.value('preload')));
+  put(out, 'concurrency', wholeNumber(settings.value('concurrency')));
+  put(out, 'drainTimeoutMs', wholeNumber(settings.value('drainTimeoutMs')));
+  put(out, 'workerId', settings.value('workerId'));
+  put(out, 'metricsPort', wholeNumber(settings.value('metricsPort')));
+  put(out, 'metricsHost', settings.value('metricsHost'));
+  put(out, 'fileRoots', splitDirs(settings.value('fileRoots')));
+  const documents = settings.value('documentsRole');
   put(out, 'documents', documents === undefined ? undefined : isTrueValue(documents));
-  const classify = envValue(env, 'classifyRole');
+  const classify = settings.value('classifyRole');
   put(out, 'classify', classify === undefined ? undefined : isTrueValue(classify));
-  put(out, 'documentPipelines', splitList(envValue(env, 'documentPipelines')));
-  put(out, 'pipelinesDir', envValue(env, 'pipelinesDir'));
-  put(out, 'indexes', namedIndexesFromEnv(env));
-  const parse = envValue(env, 'parseRole');
+  put(out, 'documentPipelines', splitList(settings.value('documentPipelines')));
+  put(out, 'pipelinesDir', settings.value('pipelinesDir'));
+  put(out, 'indexes', settings.indexes === undefined ? undefined : { ...settings.indexes });
+  const parse = settings.value('parseRole');
   put(out, 'parse', parse === undefined ? undefined : isTrueValue(parse));
   const parseLimits: Record<string, unknown> = {};
-  put(parseLimits, 'maxPages', wholeNumber(envValue(env, 'parseMaxPages')));
-  put(parseLimits, 'maxBytes', wholeNumber(envValue(env, 'parseMaxBytes')));
-  put(parseLimits, 'maxDpi', wholeNumber(envValue(env, 'parseMaxDpi')));
+  put(parseLimits, 'maxPages', wholeNumber(settings.value('parseMaxPages')));
+  put(parseLimits, 'maxBytes', wholeNumber(settings.value('parseMaxBytes')));
+  put(parseLimits, 'maxDpi', wholeNumber(settings.value('parseMaxDpi')));
   if (Object.keys(parseLimits).length > 0) out.parseLimits = parseLimits;
   return out;
 }

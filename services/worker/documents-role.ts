@@ -1,3 +1,4 @@
+import type { ShoalSettings } from '../settings/shoal-settings.js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { NatsEngine } from '../../adapters/nats/rpc/engine-client.js';
 import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
@@ -12,7 +13,6 @@ import { openStore, parseIndexRef } from '../../adapters/stores/open.js';
 import type { Store } from '../../adapters/stores/store.js';
 import { pipelineByName } from '../../pipelines/documents/builtin.js';
 import { DocumentJobs } from '../../pipelines/documents/document-jobs.js';
-import { s3SettingsFromEnv, sinkCredentialsFromEnv } from '../settings/environment.js';
 import type { WorkerConfig } from './config.js';
 
 /**
@@ -29,7 +29,7 @@ export interface DocumentsRoleOptions {
   engine: Engine;
   payloads: PayloadStore;
   logger: Logger;
-  env: NodeJS.ProcessEnv;
+  settings: ShoalSettings;
   metrics?: ShoalMetrics | undefined;
 }
 
@@ -49,8 +49,8 @@ export class DocumentsRole implements Lifecycle {
     const rpc = new NatsEngine(nc, { prefix: topology.names.prefix, loadTimeoutMs: 30_000 });
     const client = await JobsClient.open(nc, { topology: config.topology, fileRoots: config.fileRoots, s3: config.s3 });
     const sinks = new Map<string, Store>();
-    const credentials = sinkCredentialsFromEnv(options.env);
-    const s3 = s3SettingsFromEnv(options.env);
+    const credentials = options.settings.stores;
+    const s3 = options.settings.s3;
     const openIndex = (name: string, table: string): Store => {
       const target = Object.hasOwn(config.indexes, name) ? config.indexes[name] : undefined;
       if (target === undefined) {

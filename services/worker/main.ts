@@ -1,3 +1,4 @@
+import { ShoalSettings } from '../settings/shoal-settings.js';
 import { pathToFileURL } from 'node:url';
 import { createLogger, type Logger } from '../../adapters/observability/logger.js';
 import { logUnhandledRejections } from '../../adapters/observability/unhandled-rejections.js';
@@ -6,7 +7,6 @@ import { ErrorCode, hasErrorCode, toShoalError } from '../../adapters/protocol/e
 import { parseWorkerConfig, workerConfigFromEnv, type WorkerConfig } from './config.js';
 import { startMetricsServer } from '../../adapters/observability/metrics-server.js';
 import { ShoalWorker, type WorkerDeps } from './worker.js';
-import { configPathFrom, withConfigFile } from '../settings/config-file.js';
 
 /**
  * Composition root of the worker: runs a ShoalWorker until `signal` aborts, then drains it within
@@ -71,8 +71,10 @@ async function main(): Promise<number> {
   let worker: ShoalWorker | null = null;
   const signal = installSignals(logger, () => void worker?.close());
   try {
-    const config = parseWorkerConfig(workerConfigFromEnv(withConfigFile(process.env, configPathFrom(process.argv.slice(2), process.env))));
-    await runWorker(config, { signal, logger, onReady: (w) => (worker = w) });
+    // The process's settings, once: the settings file beneath the variables.
+    const settings = ShoalSettings.load(process.argv.slice(2), process.env);
+    const config = parseWorkerConfig(workerConfigFromEnv(settings));
+    await runWorker(config, { signal, logger, settings, onReady: (w) => (worker = w) });
     return 0;
   } catch (error) {
     const shoal = toShoalError(error);

@@ -1,3 +1,4 @@
+import { ShoalSettings } from '../settings/shoal-settings.js';
 import type { Priority } from '../../adapters/protocol/requests.js';
 import { withNatsRetry } from '../../adapters/nats/connection/nats-retry.js';
 import { jetstream } from '@nats-io/jetstream';
@@ -43,8 +44,8 @@ export type WorkerState = 'starting' | 'running' | 'draining' | 'stopped';
 export interface WorkerDeps {
   logger?: Logger;
   metrics?: ShoalMetrics;
-  /** Environment for model sources (HF cache, token, offline). @default process.env */
-  env?: NodeJS.ProcessEnv;
+  /** The process's settings (model sources, store credentials, S3, cache). @default this process's environment */
+  settings?: ShoalSettings;
   /** Aborts start-up (a SIGTERM while NATS is still unreachable): start rejects with CANCELLED. */
   signal?: AbortSignal;
 }
@@ -120,7 +121,7 @@ export class ShoalWorker implements Lifecycle {
     const onPool = (snapshot: PoolSnapshot): void => rpc?.setResident(residentModels(snapshot));
     engine = new InferenceEngine({
       ...(catalog === null ? {} : { catalog }),
-      ...engineOptionsFromSettings(config.engine, deps.env ?? process.env),
+      ...engineOptionsFromSettings(config.engine, deps.settings ?? ShoalSettings.fromEnvironment()),
       preload: [...config.preload],
       hooks: engineHooks(deps, onPool, () => engine?.scheduler.queuedByLane ?? { interactive: 0, bulk: 0 }),
     });
@@ -226,8 +227,8 @@ export class ShoalWorker implements Lifecycle {
       const parse = config.parse
         ? await ParseRole.start({ nc: connection, topology, engine: ready, payloads, workerId: config.workerId, ackWaitMs: config.consumer.ackWaitMs, maxDeliver: config.consumer.maxDeliver, retryDelayMs: config.retryDelayMs, logger, limits: config.parseLimits, extractModels: routes.filter((route) => route.primitive === 'extract').map((route) => route.model) })
         : null;
-      const documents = config.documents ? await DocumentsRole.start({ nc: connection, topology, config, engine: ready, payloads, logger, env: deps.env ?? process.env, metrics: deps.metrics }) : null;
-      const classify = config.classify ? await ClassifyRole.start({ nc: connection, topology, config, payloads, logger, env: deps.env ?? process.env, metrics: deps.metrics }) : null;
+      const documents = config.documents ? await DocumentsRole.start({ nc: connection, topology, config, engine: ready, payloads, logger, settings: deps.settings ?? ShoalSettings.fromEnvironment(), metrics: deps.metrics }) : null;
+      const classify = config.classify ? await ClassifyRole.start({ nc: connection, topology, config, payloads, logger, settings: deps.settings ?? ShoalSettings.fromEnvironment(), metrics: deps.metrics }) : null;
       const worker = new ShoalWorker({ config, logger, engine: ready, routes, nc: connection, rpc, consumer, deadLetters, parse, documents, classify });
       worker.#state = 'running';
       logger.info({ worker: config.workerId, routes: routes.map((r) => `${r.primitive}:${r.model}`), concurrency: config.concurrency, parse: config.parse, documents: config.documents, classify: config.classify }, 'worker started');

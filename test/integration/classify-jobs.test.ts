@@ -1,3 +1,4 @@
+import { ShoalSettings } from '../../services/settings/shoal-settings.js';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -64,7 +65,7 @@ describe.skipIf(!available)(`classification jobs ${natsServerAvailable() ? '' : 
 
   async function classifyWorker(cache: string, metrics: ShoalMetrics): Promise<ShoalWorker> {
     const config = resolveWorkerConfig(testWorkerConfig(server.url, prefix, { models: [], classify: true, consumer: { ackWaitMs: 10_000, maxDeliver: 5 } }));
-    const worker = await ShoalWorker.start(config, { logger: quietLogger(), metrics, env: { ...process.env, SHOAL_CACHE_DIR: join(dir, cache) } });
+    const worker = await ShoalWorker.start(config, { logger: quietLogger(), metrics, settings: ShoalSettings.of({ ...process.env, SHOAL_CACHE_DIR: join(dir, cache) }) });
     workers.push(worker);
     return worker;
   }

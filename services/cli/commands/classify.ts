@@ -7,7 +7,6 @@ import { ModelRef } from '../../../adapters/protocol/requests.js';
 import { ClassifyResultTarget, type ClassifyMethod } from '../../../adapters/protocol/classify.js';
 import { loadTaxonomyFile } from '../../../adapters/taxonomy/index.js';
 import { Evaluator, TaxonomyClassifier } from '../../../pipelines/classify/index.js';
-import { natsSettingsFromEnv, shoalCacheDirFromEnv, topologySettingsFromEnv } from '../../settings/environment.js';
 import type { CliApp } from '../app.js';
 import { openLineOutput, openSource } from '../jsonl.js';
 import { addImageOptions, CommaListFlag, ImageFlags, imagePolicyFromFlags, parseFlags, PositiveIntFlag } from '../line-options.js';
@@ -110,10 +109,10 @@ async function openEngine(app: CliApp, flags: ClassifyFlags): Promise<{ engine: 
     import('../../../adapters/nats/rpc/engine-client.js'),
     import('../../../adapters/nats/jobs/model-gate.js'),
   ]);
-  const env = natsSettingsFromEnv(app.io.env);
+  const env = app.settings.nats;
   const nc = await connectNats({ ...env, ...(flags.nats === undefined ? {} : { servers: flags.nats }), retryFirstConnect: false, name: 'shoal classify' });
   try {
-    const topology = topologySettingsFromEnv(app.io.env, flags.prefix);
+    const topology = app.settings.topology(flags.prefix);
     // A model no worker serves (or served) is refused at once, as shoal submit does, instead of a job that waits an hour.
     const discovery = new NatsEngine(nc, { prefix: topology.prefix });
     const jobs = await JobsClient.open(nc, { topology, modelGate: (t) => servedModelGate({ topology: t, discover: () => discovery.workers(500, DISCOVERY_STALL_MS) }) });
@@ -251,7 +250,7 @@ export function registerClassify(program: Command, app: CliApp): void {
           imageWeight: flags.imageWeight,
           categoryTemplate: flags.categoryTemplate,
           maxLength: flags.maxLength,
-          cacheDir: shoalCacheDirFromEnv(app.io.env),
+          cacheDir: app.settings.cacheDir,
         },
         { signal: app.io.signal },
         (embedded, total) => bar.categories(embedded, total, log),

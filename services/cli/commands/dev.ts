@@ -3,7 +3,6 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import type { ModelCard } from '../../gateway/context.js';
 import type { GatewayHandle } from '../../gateway/main.js';
-import { logLevelFromEnv, s3SettingsFromEnv, sinkCredentialsFromEnv } from '../../settings/environment.js';
 import type { SinkHandle } from '../../sink/main.js';
 import type { ShoalWorker } from '../../worker/worker.js';
 import type { CliApp } from '../app.js';
@@ -102,7 +101,7 @@ export function registerDev(program: Command, app: CliApp): void {
       const flags = parseFlags(DevFlags, self);
       const cli = app.config(self);
       await app.warnMissingModelDirs(cli);
-      const level = cli.quiet ? 'error' : logLevelFromEnv(app.io.env, 'warn');
+      const level = cli.quiet ? 'error' : app.settings.logLevel('warn');
       const baseConfig = await gatewayConfig(self, app, { host: '127.0.0.1' });
       const [{ createLogger }, { ShoalMetrics }, { resolveNatsSettings }, { mergeWorkerInput, parseWorkerConfig, workerConfigFromEnv }, { ShoalWorker }, { startGateway }, { resultsDirFrom, startSink }] =
         await Promise.all([
@@ -114,7 +113,7 @@ export function registerDev(program: Command, app: CliApp): void {
           import('../../gateway/main.js'),
           import('../../sink/main.js'),
         ]);
-      const resultsDir = resultsDirFrom(flags.resultsDir, app.io.env);
+      const resultsDir = resultsDirFrom(flags.resultsDir, app.settings);
       const metrics = new ShoalMetrics({ defaultLabels: { service: 'dev' } });
       let nats: LocalNats | null = null;
       let worker: ShoalWorker | null = null;
@@ -128,9 +127,9 @@ export function registerDev(program: Command, app: CliApp): void {
           async () => nats?.close(),
         ]);
       try {
-        nats = await startLocalNats({ env: app.io.env });
+        nats = await startLocalNats({ settings: app.settings });
         const local = { servers: [nats.url], retryFirstConnect: false };
-        const merged = mergeWorkerInput(workerConfigFromEnv(app.io.env), {
+        const merged = mergeWorkerInput(workerConfigFromEnv(app.settings), {
           engine: { ...cli.engine, imageRoots: [...cli.engine.imageRoots, ...flags.imageRoot.map((dir) => resolve(dir))] },
           // One private server: SHOAL_STREAM_REPLICAS (for a cluster) does not apply to it.
           topology: { prefix: baseConfig.natsPrefix, replicas: 1 },
@@ -142,7 +141,7 @@ export function registerDev(program: Command, app: CliApp): void {
         });
         // The private server has no credentials: NATS_* variables of the environment are not for it.
         const workerConfig = parseWorkerConfig({ ...merged, nats: { ...local, name: 'shoal-dev-worker' } });
-        worker = await ShoalWorker.start(workerConfig, { logger: createLogger('worker', level), metrics, env: app.io.env });
+        worker = await ShoalWorker.start(workerConfig, { logger: createLogger('worker', level), metrics, settings: app.settings });
         // SHOAL_INDEXES unset: one index named `default`, the folder `shoal ingest` writes by default.
         // The sink gets the gateway's indexes, so a job with `{kind: "index"}` result lands in them.
         const indexes = baseConfig.indexes ?? Object.freeze({ default: resolve(DEV_INDEX_DIR) });
@@ -152,8 +151,8 @@ export function registerDev(program: Command, app: CliApp): void {
           dir: resultsDir,
           logger: createLogger('sink', level),
           indexes,
-          s3: s3SettingsFromEnv(app.io.env),
-          credentials: sinkCredentialsFromEnv(app.io.env),
+          s3: app.settings.s3,
+          credentials: app.settings.stores,
         });
         const served = await servedModels(worker);
         const config = {

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import type { GatewayConfig } from '../../gateway/config.js';
 import { DEFAULT_BODY_LIMIT, DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS } from '../../gateway/defaults.js';
-import { envValue, SETTINGS } from '../../settings/table.js';
+import { SETTINGS } from '../../settings/table.js';
 import type { CliApp } from '../app.js';
 import { parseFlags } from '../line-options.js';
 
@@ -69,9 +69,9 @@ export async function gatewayConfig(command: Command, app: CliApp, overrides: { 
   const flags = parseFlags(GatewayFlagValues, command);
   const { resolveGatewayConfig } = await import('../../gateway/config.js');
   // Precedence: flag, then SHOAL_HOST, then the command's own default.
-  const host = flags.host ?? (envValue(app.io.env, 'host') === undefined ? overrides.host : undefined);
+  const host = flags.host ?? (app.settings.value('host') === undefined ? overrides.host : undefined);
   const { nats, prefix, ...rest } = flags;
-  return resolveGatewayConfig({ ...rest, host, natsUrl: nats, natsPrefix: prefix }, app.io.env);
+  return resolveGatewayConfig({ ...rest, host, natsUrl: nats, natsPrefix: prefix }, app.settings);
 }
 
 /** Resolves once the CLI's interrupt signal (SIGINT/SIGTERM) fires. */

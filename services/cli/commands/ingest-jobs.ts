@@ -4,7 +4,7 @@ import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { DocumentProducer, type FollowedRun } from '../../../pipelines/documents/document-producer.js';
 import type { IngestProgress } from '../../../pipelines/documents/runner.js';
 import type { PendingSource } from '../../../pipelines/documents/sources.js';
-import { natsSettingsFromEnv, splitList, topologySettingsFromEnv } from '../../settings/environment.js';
+import { splitList} from '../../settings/environment.js';
 import type { CliApp } from '../app.js';
 
 /**
@@ -28,9 +28,9 @@ export interface ProduceCall {
 
 async function withProducer<T>(app: CliApp, nats: string, use: (producer: DocumentProducer) => Promise<T>): Promise<T> {
   const servers = splitList(nats) ?? [nats];
-  const nc = await connectNats({ ...natsSettingsFromEnv(app.io.env), servers, retryFirstConnect: false, name: 'shoal ingest' });
+  const nc = await connectNats({ ...app.settings.nats, servers, retryFirstConnect: false, name: 'shoal ingest' });
   try {
-    const producer = await DocumentProducer.open(nc, topologySettingsFromEnv(app.io.env));
+    const producer = await DocumentProducer.open(nc, app.settings.topology());
     try {
       return await use(producer);
     } finally {

@@ -5,7 +5,7 @@ import { NatsIngest } from '../../../pipelines/documents/nats-ingest.js';
 import type { IngestProgress, IngestSummary } from '../../../pipelines/documents/runner.js';
 import type { PendingSource } from '../../../pipelines/documents/sources.js';
 import type { StoreHealth } from '../../../pipelines/documents/store-health.js';
-import { natsSettingsFromEnv, parseWorkerTimeoutFromEnv, runHeartbeatFromEnv, splitList, topologySettingsFromEnv } from '../../settings/environment.js';
+import { splitList} from '../../settings/environment.js';
 import type { CliApp } from '../app.js';
 import { printable } from '../printable.js';
 
@@ -32,12 +32,12 @@ export interface NatsIngestCall {
 export async function ingestOverNats(call: NatsIngestCall): Promise<IngestSummary> {
   const { app, definition } = call;
   const servers = splitList(call.nats) ?? [call.nats];
-  const nc = await connectNats({ ...natsSettingsFromEnv(app.io.env), servers, retryFirstConnect: false, name: 'shoal ingest' });
+  const nc = await connectNats({ ...app.settings.nats, servers, retryFirstConnect: false, name: 'shoal ingest' });
   try {
     // SHOAL_SUBJECT_PREFIX and SHOAL_STREAM_REPLICAS: the ingest stream and bucket are created here on a first run.
-    const topology = topologySettingsFromEnv(app.io.env);
-    const parseWorkerTimeoutMs = parseWorkerTimeoutFromEnv(app.io.env);
-    const ingest = await NatsIngest.open(nc, { ...topology, parseWorkerTimeoutMs, heartbeatMs: runHeartbeatFromEnv(app.io.env) });
+    const topology = app.settings.topology();
+    const parseWorkerTimeoutMs = app.settings.parseWorkerTimeoutMs;
+    const ingest = await NatsIngest.open(nc, { ...topology, parseWorkerTimeoutMs, heartbeatMs: app.settings.runHeartbeatMs });
     try {
       const runId = crypto.randomUUID();
       if (!call.quiet) app.io.stderr.write(`ingest run ${runId} over ${redacted(servers)}: parse tasks for workers started with --parse\n`);

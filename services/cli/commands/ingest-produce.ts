@@ -6,7 +6,6 @@ import { notCarried } from '../../../pipelines/documents/document-producer.js';
 import type { IngestSummary } from '../../../pipelines/documents/runner.js';
 import type { PendingSource } from '../../../pipelines/documents/sources.js';
 import { StoreHealth, type DegradedPeriod } from '../../../pipelines/documents/store-health.js';
-import { envValue } from '../../settings/table.js';
 import type { CliApp } from '../app.js';
 import type { CliConfig } from '../config.js';
 import { printable } from '../printable.js';
@@ -42,7 +41,7 @@ export interface ProduceIngestCall {
 async function localDefinition(app: CliApp, name: string, index: string): Promise<PipelineDefinition> {
   let definition: PipelineDefinition;
   try {
-    definition = await pipelineByName(name, envValue(app.io.env, 'pipelinesDir') ?? null);
+    definition = await pipelineByName(name, app.settings.value('pipelinesDir') ?? null);
   } catch {
     // Only the workers know it (their own folder): the built-in defaults stand in here.
     definition = { ...(await resolvePipeline('documents')), name };

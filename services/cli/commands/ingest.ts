@@ -13,7 +13,6 @@ import type { IngestSummary } from '../../../pipelines/documents/runner.js';
 import { addRecordSources, fileSources, recordSources, type PendingSource } from '../../../pipelines/documents/sources.js';
 import { printable } from '../printable.js';
 import { StoreHealth, type DegradedPeriod } from '../../../pipelines/documents/store-health.js';
-import { namedIndexesFromEnv, s3SettingsFromEnv } from '../../settings/environment.js';
 import type { CliApp } from '../app.js';
 import { INDEX_HELP, openIndexRef, parseIndex } from '../index-ref.js';
 import { parseFlags } from '../line-options.js';
@@ -76,7 +75,7 @@ async function collectSources(paths: readonly string[], flags: IngestFlagValues,
   const selection = { include: flags.include ?? [], exclude: flags.exclude ?? [] };
   // Links are followed here (a user's own folders); the run's own index is never walked into (`shoal ingest .`).
   const walking = { hidden: flags.hidden === true, followLinks: true, skip: ownIndex === null ? [] : [ownIndex] };
-  const out = await fileSources(files, { ...selection, ...walking, maxBytes, s3: () => new S3Store(s3SettingsFromEnv(app.io.env), health.s3) });
+  const out = await fileSources(files, { ...selection, ...walking, maxBytes, s3: () => new S3Store(app.settings.s3, health.s3) });
   if (fromStdin) {
     const records = await recordSources(app.io.stdin, process.cwd(), maxBytes, { ...(rejects === null ? {} : { onReject: rejects.add }), ...(flags.metadataFields === undefined ? {} : { metadataFields: flags.metadataFields }) });
     addRecordSources(out, records, { record: 'stdin record id', file: 'given on the command line' });
@@ -190,7 +189,7 @@ export function registerIngest(program: Command, app: CliApp): void {
       }
       const config = app.config(self);
       // --nats with --index naming one of SHOAL_INDEXES: a producer of document jobs, not a coordinator.
-      const jobsIndex = flags.nats !== undefined && flags.index !== undefined && Object.hasOwn(namedIndexesFromEnv(app.io.env) ?? {}, flags.index) ? flags.index : null;
+      const jobsIndex = flags.nats !== undefined && flags.index !== undefined && Object.hasOwn(app.settings.indexes ?? {}, flags.index) ? flags.index : null;
       if (flags.detach === true && jobsIndex === null) {
         throw new ShoalError(ErrorCode.INVALID_INPUT, '--detach publishes document jobs: give --nats URL and --index NAME, NAME one of SHOAL_INDEXES (the index the workers write)');
       }

@@ -1,3 +1,4 @@
+import { ShoalSettings } from '../../settings/shoal-settings.js';
 import { readdir, stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
@@ -74,7 +75,8 @@ export function registerModelsList(models: Command, app: CliApp): void {
     .action(async (_options: unknown, self: Command) => {
       const flags = parseFlags(ListFlags, self);
       // Listing must not fetch anything: a catalog entry not on this machine is reported, not downloaded.
-      const offline = new CliApp({ ...app.io, env: { ...app.io.env, HF_HUB_OFFLINE: '1' } });
+      const env = { ...app.settings.variables, HF_HUB_OFFLINE: '1' };
+      const offline = new CliApp({ ...app.io, env, settings: ShoalSettings.of(env) });
       const config = offline.config(self);
       const candidates: Array<{ id: string; source: ListedModel['source'] }> = [];
       if (config.engine.catalog !== null) {

@@ -40,7 +40,7 @@ export function registerRuns(program: Command, app: CliApp): void {
       const bar = new IngestBar(app.io.stderr, progress.barsEnabled);
       let watched;
       try {
-        watched = await watchRun(app, flags.nats ?? app.io.env.NATS_URL ?? 'nats://127.0.0.1:4222', runId.data, bar.update);
+        watched = await watchRun(app, flags.nats ?? app.settings.value('natsUrl') ?? 'nats://127.0.0.1:4222', runId.data, bar.update);
       } finally {
         bar.stop();
         progress.stop();

@@ -1,8 +1,7 @@
+import type { ShoalSettings } from '../../settings/shoal-settings.js';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { ErrorCode, hasErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
-import { logLevelFromEnv, namedIndexesFromEnv, natsSettingsFromEnv, s3SettingsFromEnv, sinkCredentialsFromEnv, streamReplicasFromEnv } from '../../settings/environment.js';
-import { envValue } from '../../settings/table.js';
 import type { CliApp } from '../app.js';
 import { CommaListFlag, parseFlags } from '../line-options.js';
 import { INDEX_HELP } from '../index-ref.js';
@@ -28,9 +27,9 @@ const SinkFlags = z.strictObject({
 });
 
 /** --metrics-port, else SHOAL_METRICS_PORT; null: no metrics port. */
-function metricsPortFrom(flag: number | undefined, env: NodeJS.ProcessEnv): number | null {
+function metricsPortFrom(flag: number | undefined, settings: ShoalSettings): number | null {
   if (flag !== undefined) return flag;
-  const raw = envValue(env, 'metricsPort');
+  const raw = settings.value('metricsPort');
   if (raw === undefined) return null;
   const parsed = MetricsPort.safeParse(raw);
   if (!parsed.success) throw new ShoalError(ErrorCode.CONFIG_INVALID, `SHOAL_METRICS_PORT ${JSON.stringify(raw)} must be a port number (0-65535)`);
@@ -83,21 +82,21 @@ export function registerSink(program: Command, app: CliApp): void {
       if (flags.table !== undefined && flags.index === undefined) throw new ShoalError(ErrorCode.INVALID_INPUT, '--table needs --index');
       const cli = app.config(self);
       const [{ resultsDirFrom, startSink }, { createLogger }] = await Promise.all([import('../../sink/main.js'), import('../../../adapters/observability/logger.js')]);
-      const env = app.io.env;
-      const dir = resultsDirFrom(flags.dir, env);
-      const logger = createLogger('sink', cli.quiet ? 'error' : logLevelFromEnv(env));
+      const settings = app.settings;
+      const dir = resultsDirFrom(flags.dir, settings);
+      const logger = createLogger('sink', cli.quiet ? 'error' : settings.logLevel());
       const starting = startSink({
-        nats: { ...natsSettingsFromEnv(env), ...(flags.nats === undefined ? {} : { servers: flags.nats }) },
-        prefix: flags.prefix ?? envValue(env, 'subjectPrefix'),
-        replicas: streamReplicasFromEnv(env),
+        nats: { ...settings.nats, ...(flags.nats === undefined ? {} : { servers: flags.nats }) },
+        prefix: flags.prefix ?? settings.value('subjectPrefix'),
+        replicas: settings.streamReplicas,
         dir,
         logger,
-        s3: s3SettingsFromEnv(env),
+        s3: settings.s3,
         ...(flags.index === undefined ? {} : { index: { uri: flags.index, table: flags.table } }),
-        indexes: namedIndexesFromEnv(env),
-        credentials: sinkCredentialsFromEnv(env),
-        metricsPort: metricsPortFrom(flags.metricsPort, env),
-        metricsHost: flags.metricsHost ?? envValue(env, 'metricsHost'),
+        indexes: settings.indexes,
+        credentials: settings.stores,
+        metricsPort: metricsPortFrom(flags.metricsPort, settings),
+        metricsHost: flags.metricsHost ?? settings.value('metricsHost'),
         signal: app.io.signal,
       });
       // Stopped while still connecting to NATS: a clean stop (exit 0), as a worker's.

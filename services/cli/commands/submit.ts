@@ -1,11 +1,10 @@
+import type { ShoalSettings } from '../../settings/shoal-settings.js';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import { DataRef, IndexName, JobId, PrimitiveSchema, type JobStatus, type ResultTarget } from '../../../adapters/protocol/jobs.js';
 import { ImageSource, ItemId, ModelRef, Role, TextItem } from '../../../adapters/protocol/requests.js';
 import { PRIMITIVES } from '../../../adapters/protocol/subjects.js';
-import { namedIndexesFromEnv, natsSettingsFromEnv, s3SettingsFromEnv, topologySettingsFromEnv } from '../../settings/environment.js';
-import { envValue } from '../../settings/table.js';
 import type { CliApp } from '../app.js';
 import { openSource, readLineChunks } from '../jsonl.js';
 import { addLineFieldOptions, LineFieldFlags } from '../line-fields.js';
@@ -92,9 +91,9 @@ async function readItems(app: CliApp, input: string | undefined, prepare: LinePr
 }
 
 /** SHOAL_JOB_TIMEOUT_MS and SHOAL_SUBMIT_TIMEOUT_MS, as the gateway reads them; unset ones keep the client's defaults. */
-function jobTimeouts(env: NodeJS.ProcessEnv): { jobTimeoutMs?: number; submitTimeoutMs?: number } {
+function jobTimeouts(settings: ShoalSettings): { jobTimeoutMs?: number; submitTimeoutMs?: number } {
   const read = (key: 'jobTimeoutMs' | 'submitTimeoutMs', name: string): number | undefined => {
-    const value = envValue(env, key);
+    const value = settings.value(key);
     if (value === undefined) return undefined;
     const parsed = PositiveIntFlag(30 * 86_400_000).safeParse(value);
     if (!parsed.success) throw new ShoalError(ErrorCode.CONFIG_INVALID, `${name}: must be a whole number of milliseconds`);
@@ -158,13 +157,13 @@ export function registerSubmit(program: Command, app: CliApp): void {
         import('../../../adapters/nats/jobs/jobs-client.js'),
         import('../../../adapters/nats/jobs/model-gate.js'),
       ]);
-      const env = natsSettingsFromEnv(app.io.env);
+      const env = app.settings.nats;
       const nc = await connectNats({ ...env, ...(flags.nats === undefined ? {} : { servers: flags.nats }), retryFirstConnect: false, name: 'shoal submit' });
       try {
-        const topology = topologySettingsFromEnv(app.io.env, flags.prefix);
+        const topology = app.settings.topology(flags.prefix);
         // Refuse models no worker serves (or served) before anything is stored: a typo answers MODEL_NOT_FOUND with the served list.
         const discovery = new NatsEngine(nc, { prefix: topology.prefix });
-        const client = await JobsClient.open(nc, { topology, ...jobTimeouts(app.io.env), s3: s3SettingsFromEnv(app.io.env), indexNames: Object.keys(namedIndexesFromEnv(app.io.env) ?? {}), modelGate: (t) => servedModelGate({ topology: t, discover: () => discovery.workers(500, DISCOVERY_STALL_MS) }) });
+        const client = await JobsClient.open(nc, { topology, ...jobTimeouts(app.settings), s3: app.settings.s3, indexNames: Object.keys(app.settings.indexes ?? {}), modelGate: (t) => servedModelGate({ topology: t, discover: () => discovery.workers(500, DISCOVERY_STALL_MS) }) });
         const submitted = await client.submit({
           primitive: primitive.data,
           request,

@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { CliApp } from '../app.js';
-import { logLevelFromEnv } from '../../settings/environment.js';
 import { CommaListFlag, PositiveIntFlag, parseFlags } from '../line-options.js';
 
 /**
@@ -102,8 +101,8 @@ export function registerWorker(program: Command, app: CliApp): void {
         import('../../worker/config.js'),
         import('../../worker/main.js'),
       ]);
-      const config = parseWorkerConfig(mergeWorkerInput(workerConfigFromEnv(app.io.env), fromFlags));
-      const logger = createLogger('worker', cli.quiet ? 'error' : logLevelFromEnv(app.io.env));
-      await runWorker(config, { signal: app.io.signal, logger, env: app.io.env });
+      const config = parseWorkerConfig(mergeWorkerInput(workerConfigFromEnv(app.settings), fromFlags));
+      const logger = createLogger('worker', cli.quiet ? 'error' : app.settings.logLevel());
+      await runWorker(config, { signal: app.io.signal, logger, settings: app.settings });
     });
 }

@@ -13,8 +13,6 @@ import { ErrorCode, isErrorCode, ShoalError, toShoalError } from '../../../../ad
 import type { Taxonomy } from '../../../../adapters/taxonomy/index.js';
 import type { Evaluator } from '../../../../pipelines/classify/index.js';
 import { ClassifyProducer } from '../../../../pipelines/classify/classify-producer.js';
-import { natsSettingsFromEnv, s3SettingsFromEnv, splitDirs, topologySettingsFromEnv } from '../../../settings/environment.js';
-import { envValue } from '../../../settings/table.js';
 import type { CliApp } from '../../app.js';
 import type { LineOutput } from '../../jsonl.js';
 import { printable } from '../../printable.js';
@@ -84,14 +82,14 @@ async function checkModels(nc: Awaited<ReturnType<typeof connectNats>>, topology
 
 export async function classifyAsJobs(call: ClassifyJobsCall): Promise<ClassifyJobsOutcome | null> {
   const { app } = call;
-  const nc = await connectNats({ ...natsSettingsFromEnv(app.io.env), servers: [...call.nats], retryFirstConnect: false, name: 'shoal classify' });
+  const nc = await connectNats({ ...app.settings.nats, servers: [...call.nats], retryFirstConnect: false, name: 'shoal classify' });
   try {
     // The prefix (--prefix, else SHOAL_SUBJECT_PREFIX) and the replicas of what is created (SHOAL_STREAM_REPLICAS).
-    const topology = topologySettingsFromEnv(app.io.env, call.prefix);
+    const topology = app.settings.topology(call.prefix);
     await checkModels(nc, topology, call.models);
     // The results are read back from the target: a file:// one named here is this user's to read.
-    const roots = [...(splitDirs(envValue(app.io.env, 'fileRoots')) ?? []), ...(call.result?.startsWith('file://') === true ? [dirname(fileURLToPath(call.result))] : [])];
-    const producer = await ClassifyProducer.open(nc, topology, { fileRoots: roots, s3: s3SettingsFromEnv(app.io.env) });
+    const roots = [...(app.settings.fileRoots), ...(call.result?.startsWith('file://') === true ? [dirname(fileURLToPath(call.result))] : [])];
+    const producer = await ClassifyProducer.open(nc, topology, { fileRoots: roots, s3: app.settings.s3 });
     try {
       return await produceAndFollow(call, producer);
     } finally {

@@ -51,7 +51,7 @@ describe('settings table', () => {
     const missing = [...named].filter((name) => !TABLE_VARIABLES.has(name) && !NOT_SETTINGS.has(name) && !name.startsWith('HF_HUB_CACHE_'));
     expect(missing).toEqual([]);
     // A variable counts as read when code names it or reads the table entry that holds it.
-    const keysUsed = new Set([...code.matchAll(/envValue\(\w+(?:\.\w+)*, '(\w+)'\)/g)].map((m) => m[1]));
+    const keysUsed = new Set([...code.matchAll(/(?:envValue\(\w+(?:\.\w+)*, |\.value\()'(\w+)'\)/g)].map((m) => m[1]));
     const unread = Object.entries(SETTINGS)
       .filter(([key, spec]) => !keysUsed.has(key) && !spec.env.some((name) => code.includes(name)))
       .map(([key]) => key);
