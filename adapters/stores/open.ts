@@ -23,6 +23,8 @@ export interface OpenStoreOptions {
 
 export interface OpenedStore {
   store: Store;
+  /** @deprecated The same object as `store`, under the name the library's `openIndex` answered with before stores had their own word; kept for existing callers. */
+  sink: Store;
   backend: StoreName;
   /** The URI with any password removed, for messages and logs. */
   display: string;
@@ -33,8 +35,10 @@ export interface OpenedStore {
 
 export function openStore(ref: IndexRef, options: OpenStoreOptions = {}): OpenedStore {
   const backend = ref.backend as StoreName;
+  const store = new RetryingStore(ref.open(), backend, options.retry, options.observer);
   return {
-    store: new RetryingStore(ref.open(), backend, options.retry, options.observer),
+    store,
+    sink: store,
     backend,
     display: ref.display,
     table: ref.table,

@@ -78,7 +78,8 @@ export class IndexPool {
       this.#open.set(name, kept);
     }
     const backend = ref.backend as StoreName;
-    return { store: new BorrowedStore(kept, backend, options.retry, options.observer), backend, display: ref.display, table: ref.table, openAdmin: ref.openAdmin };
+    const store = new BorrowedStore(kept, backend, options.retry, options.observer);
+    return { store, sink: store, backend, display: ref.display, table: ref.table, openAdmin: ref.openAdmin };
   }
 
   /**
