@@ -1,20 +1,19 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { S3Store } from '../../adapters/object-store/index.js';
 import { validateFilter } from '../../adapters/stores/shared/filter.js';
 import { LanceDbStore } from '../../adapters/stores/lancedb/store.js';
 import { S3JsonStore, openS3Sink } from '../../adapters/stores/s3/store.js';
 import type { ChunkRow, DocumentState } from '../../adapters/stores/store.js';
 import { ErrorCode } from '../../adapters/protocol/errors.js';
-import { storeContract } from '../conformance/stores/contract.js';
 import { startS3Server, type S3ServerHandle } from '../helpers/s3-server.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 /**
- * The S3 sink against a real s3rver: the shared Store contract suite, the object layout a reader
- * of the bucket sees, filters beyond the contract's, and the same ranking as LanceDB on the same rows.
+ * The S3 store against a real s3rver, beyond the shared contract (test/conformance/stores.test.ts):
+ * the object layout a reader of the bucket sees, filters beyond the contract's, and the same
+ * ranking as LanceDB on the same rows.
  */
 
 const BUCKET = 'shoal-index';
@@ -23,30 +22,6 @@ const store = new S3Store(server.settings());
 afterAll(async () => {
   store.close();
   await server.stop();
-});
-
-/** The objects read back with the store's plain object API: rows are JSON lines whose `vector` holds the type's values. */
-async function storedVector(table: string, id: string): Promise<number[]> {
-  for await (const object of store.listFolder({ bucket: BUCKET, key: `contract/${table}/rows` })) {
-    const data = await store.readIfExists({ bucket: BUCKET, key: object.key }, 1 << 20);
-    for (const line of (data?.toString('utf8') ?? '').split('\n').filter((text) => text !== '')) {
-      const row = z.object({ id: z.string(), vector: z.array(z.number()) }).passthrough().parse(JSON.parse(line));
-      if (row.id === id) return row.vector;
-    }
-  }
-  return [];
-}
-
-storeContract('s3', (table) => new S3JsonStore({ uri: `s3://${BUCKET}/contract`, table, store }), {
-  storedVectors: {
-    read: storedVector,
-    storage: async (table) => {
-      const spec = await store.readIfExists({ bucket: BUCKET, key: `contract/${table}/spec.json` }, 1 << 20);
-      return String(z.object({ vectorType: z.string() }).passthrough().parse(JSON.parse(spec?.toString('utf8') ?? '{}')).vectorType);
-    },
-    // JSON numbers: every type's values exactly, none packed natively.
-    native: { float32: 'float32', float16: 'float16', int8: 'int8', uint8: 'uint8', binary: 'binary', ubinary: 'ubinary' },
-  },
 });
 
 function vector(i: number, dim: number): number[] {

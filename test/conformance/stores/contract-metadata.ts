@@ -6,7 +6,7 @@ import { matchesFilter, parseFilter } from '../../../adapters/stores/shared/filt
 import type { ChunkRow, DocumentState, Store } from '../../../adapters/stores/store.js';
 
 /**
- * The metadata part of the Store contract (sink-contract.ts runs it for every backend): document
+ * The metadata part of the Store contract (contract.ts runs it for every backend): document
  * metadata is stored with each chunk, comes back with each hit as written, and every filter
  * operator on `metadata.<field>` selects the same rows in every store, as adapters/stores/
  * filter-metadata.ts defines them (an absent field is unknown, a value of another type is false,

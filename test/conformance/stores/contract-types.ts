@@ -6,7 +6,7 @@ import { shapeDense } from '../../../pipelines/inference/dense-output.js';
 import { referencePackbits, referenceValues, unitVectors } from '../../helpers/reference-quantize.js';
 
 /**
- * The output-type part of the Store contract (sink-contract.ts runs it for every backend that
+ * The output-type part of the Store contract (contract.ts runs it for every backend that
  * gives a reader): rows of each type are written the way ingest writes them (Shoal's own
  * Matryoshka cut and quantization), read back through the backend's own client or SQL, and
  * compared with the independent reference (test/helpers/reference-quantize.ts); a clear query

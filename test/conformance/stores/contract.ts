@@ -6,10 +6,10 @@ import { metadataContract, type MetadataFilterForm } from './contract-metadata.j
 import { vectorTypeContract, type StoredVectorReader } from './contract-types.js';
 
 /**
- * What every Store must do, as one suite each backend runs with its own factory (LanceDB today;
- * pgvector, Chroma, Qdrant... later): create on first use, refuse a mismatched table, idempotent
- * upserts, replacement of a changed source, states (by source and by prefix), removal of sources,
- * count and filtered search.
+ * What every Store must do, as one suite that test/conformance/stores.test.ts runs for every
+ * backend of the registry (each through its harness, stores/harnesses.ts): create on first use,
+ * refuse a mismatched table, idempotent upserts, replacement of a changed source, states (by
+ * source and by prefix), removal of sources, count and filtered search.
  */
 
 const SPEC: TableSpec = { dimension: 3, distance: 'cosine', optionalColumns: ['labels'], metadata: { model: 'm1' } };
@@ -28,9 +28,9 @@ function state(source: string, documentId: string, chunks: number, settings = 's
 /** Filter forms a backend may refuse with UNSUPPORTED_OPERATION (its docs/storage.md section says so). */
 export interface ContractOptions {
   unsupportedFilters?: readonly ('like' | 'null')[];
-  /** Reads stored vectors through the backend's own client, for the output-type cases (sink-contract-types.ts). */
+  /** Reads stored vectors through the backend's own client, for the output-type cases (contract-types.ts). */
   storedVectors?: StoredVectorReader;
-  /** Metadata filter forms the backend refuses with UNSUPPORTED_OPERATION (sink-contract-metadata.ts). */
+  /** Metadata filter forms the backend refuses with UNSUPPORTED_OPERATION (contract-metadata.ts). */
   refusedMetadataFilters?: readonly MetadataFilterForm[];
 }
 

@@ -3,29 +3,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { JsonlStore } from '../../../../../adapters/stores/file/store.js';
-import { storeContract } from '../../../../conformance/stores/contract.js';
 
-/** The file:// JSON Lines sink in a temp folder. */
+/** The file:// JSON Lines store in a temp folder, beyond the shared contract (test/conformance/stores.test.ts). */
 
 const dir = await mkdtemp(join(tmpdir(), 'shoal-jsonl-'));
 afterAll(() => rm(dir, { recursive: true, force: true }));
-
-/** The files read as plain JSON Lines: a row's `vector` is the type's values as JSON numbers. */
-async function storedRows(table: string): Promise<Record<string, unknown>[]> {
-  const names = (await readdir(join(dir, table))).filter((name) => name.endsWith('.jsonl'));
-  const lines = await Promise.all(names.map(async (name) => (await readFile(join(dir, table, name), 'utf8')).trim().split('\n').slice(1)));
-  return lines.flat().map((line) => JSON.parse(line) as Record<string, unknown>);
-}
-
-storeContract('file (JSON Lines)', (table) => new JsonlStore({ dir, table }), {
-  storedVectors: {
-    read: async (table, id) => z.array(z.number()).parse((await storedRows(table)).find((row) => row.id === id)?.vector),
-    storage: async (table) => JSON.stringify(JSON.parse(await readFile(join(dir, table, '_spec.json'), 'utf8')).vectorType),
-    native: { float32: '"float32"', float16: '"float16"', int8: '"int8"', uint8: '"uint8"', binary: '"binary"', ubinary: '"ubinary"' },
-  },
-});
 
 describe('JsonlStore', () => {
   it('keeps one file per source, state first, with no temp files left behind', async () => {

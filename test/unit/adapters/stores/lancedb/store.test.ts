@@ -4,14 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import * as lancedb from '@lancedb/lancedb';
-import { z } from 'zod';
 import { ErrorCode } from '../../../../../adapters/protocol/errors.js';
 import { validateFilter } from '../../../../../adapters/stores/shared/filter.js';
 import { LanceDbStore } from '../../../../../adapters/stores/lancedb/store.js';
 import type { ChunkRow, DocumentState } from '../../../../../adapters/stores/store.js';
-import { storeContract } from '../../../../conformance/stores/contract.js';
 
-/** The LanceDB sink on a real embedded database in a temp folder. */
+/** The LanceDB store on a real embedded database in a temp folder, beyond the shared contract (test/conformance/stores.test.ts). */
 
 const dir = await mkdtemp(join(tmpdir(), 'shoal-lancedb-'));
 afterAll(() => rm(dir, { recursive: true, force: true }));
@@ -20,26 +18,6 @@ afterAll(() => rm(dir, { recursive: true, force: true }));
 async function table(name: string): Promise<lancedb.Table> {
   return (await lancedb.connect(dir)).openTable(name);
 }
-
-storeContract('lancedb', (name) => new LanceDbStore({ dir, table: name }), {
-  storedVectors: {
-    read: async (name, id, type) => {
-      const [row] = await (await table(name)).query().where(`id = '${id}'`).select(['vector']).toArray();
-      const values = Array.from(z.custom<Iterable<number>>((value) => typeof value === 'object' && value !== null && Symbol.iterator in value).parse(row?.vector));
-      // The binary types are stored as unsigned bytes.
-      return type === 'binary' ? values.map((byte) => byte - 128) : values;
-    },
-    storage: async (name) => String((await (await table(name)).schema()).fields.find((field) => field.name === 'vector')?.type),
-    native: {
-      float32: 'FixedSizeList[20]<Float32>',
-      float16: 'FixedSizeList[20]<Float16>',
-      int8: 'FixedSizeList[20]<Float32>',
-      uint8: 'FixedSizeList[20]<Float32>',
-      binary: 'FixedSizeList[3]<Uint8>',
-      ubinary: 'FixedSizeList[3]<Uint8>',
-    },
-  },
-});
 
 describe('LanceDbStore', () => {
   it('reading a missing index neither fails nor creates its folder', async () => {

@@ -8,9 +8,11 @@ import { PgVectorStore } from '../../../../../adapters/stores/pgvector/store.js'
 import type { ChunkRow, DocumentState } from '../../../../../adapters/stores/store.js';
 import { fromFloat16Bits, toFloat16Bits } from '../../../../../adapters/protocol/output-types.js';
 import { startPgliteServer, type PgliteServerHandle } from '../../../../helpers/pglite-server.js';
-import { storeContract } from '../../../../conformance/stores/contract.js';
 
-/** The pgvector sink through the production `pg` driver against PostgreSQL+pgvector (PGlite) on a loopback port. */
+/**
+ * The pgvector store through the production `pg` driver against PostgreSQL+pgvector (PGlite) on a
+ * loopback port, beyond the shared contract (test/conformance/stores.test.ts).
+ */
 
 let server: PgliteServerHandle;
 beforeAll(async () => {
@@ -30,23 +32,6 @@ async function sql<R extends pg.QueryResultRow>(text: string, params: unknown[] 
     await client.end();
   }
 }
-
-/** `vector::text` as the type's values: `[..]` floats read as float32, a bit string as its bytes (binary: minus 128). */
-function fromText(text: string, type: string): number[] {
-  if (type !== 'binary' && type !== 'ubinary') return text.slice(1, -1).split(',').map((x) => Math.fround(Number(x)));
-  const bytes = (text.match(/.{1,8}/g) ?? []).map((bits) => parseInt(bits.padEnd(8, '0'), 2));
-  return type === 'binary' ? bytes.map((byte) => byte - 128) : bytes;
-}
-
-storeContract('pgvector', (table) => new PgVectorStore({ connection: connection(), table }), {
-  storedVectors: {
-    read: async (table, id, type) => fromText((await sql<{ v: string }>(`SELECT vector::text AS v FROM "${table}" WHERE id = $1`, [id]))[0]?.v ?? '', type),
-    storage: async (table) =>
-      (await sql<{ t: string }>(`SELECT format_type(atttypid, atttypmod) AS t FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'vector'`, [`"${table}"`]))[0]?.t ?? '',
-    // 20 dimensions; the binary types 3 bytes = 24 bits (the last 4 zero).
-    native: { float32: 'vector(20)', float16: 'halfvec(20)', int8: 'vector(20)', uint8: 'vector(20)', binary: 'bit(24)', ubinary: 'bit(24)' },
-  },
-});
 
 describe('PgVectorStore', () => {
   it('stores sparse vectors and builds the HNSW index past the threshold', async () => {

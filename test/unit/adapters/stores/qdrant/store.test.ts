@@ -1,17 +1,15 @@
 import { createServer, type Socket } from 'node:net';
-import { QdrantClient } from '@qdrant/js-client-rest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { ErrorCode } from '../../../../../adapters/protocol/errors.js';
 import { RetryingStore } from '../../../../../adapters/stores/shared/delivery.js';
 import { pointId, QdrantStore } from '../../../../../adapters/stores/qdrant/store.js';
 import { startQdrantFake, type QdrantFakeHandle } from '../../../../helpers/qdrant-fake.js';
-import { storeContract } from '../../../../conformance/stores/contract.js';
 
 /**
- * The Qdrant sink. No Qdrant server can run on these machines: it is tested against
- * test/helpers/qdrant-fake.ts, a loopback HTTP server implementing Qdrant's documented REST
- * contract for the calls the sink makes (README: "Vector databases").
+ * The Qdrant store, beyond the shared contract (test/conformance/stores.test.ts). No Qdrant
+ * server can run on these machines: it is tested against test/helpers/qdrant-fake.ts, a loopback
+ * HTTP server implementing Qdrant's documented REST contract for the calls the sink makes
+ * (README: "Vector databases").
  */
 
 let server: QdrantFakeHandle;
@@ -19,35 +17,6 @@ beforeAll(async () => {
   server = await startQdrantFake();
 });
 afterAll(async () => server?.stop());
-
-/** Qdrant's own REST client (not the sink). */
-const client = (): QdrantClient => new QdrantClient({ host: '127.0.0.1', port: server.port, https: false, checkCompatibility: false });
-
-/** 0/1 values packed 8 per byte, first in the high bit (binary: minus 128), written here apart from the sink's packing. */
-function packed(bits: readonly number[], type: string): number[] {
-  const bytes = (bits.map((bit) => (bit > 0.5 ? '1' : '0')).join('').match(/.{1,8}/g) ?? []).map((group) => parseInt(group.padEnd(8, '0'), 2));
-  return type === 'binary' ? bytes.map((byte) => byte - 128) : bytes;
-}
-
-const DenseParams = z.object({ config: z.object({ params: z.object({ vectors: z.object({ dense: z.object({ size: z.number(), distance: z.string(), datatype: z.string().optional() }) }) }) }) });
-
-storeContract('qdrant (REST contract server)', (collection) => new QdrantStore({ host: '127.0.0.1', port: server.port, collection }), {
-  unsupportedFilters: ['like'],
-  refusedMetadataFilters: ['string-range'],
-  storedVectors: {
-    read: async (collection, id, type) => {
-      const [point] = await client().retrieve(collection, { ids: [pointId(id)], with_vector: true, with_payload: false });
-      const dense = z.object({ dense: z.array(z.number()) }).parse(point?.vector).dense;
-      return type === 'binary' || type === 'ubinary' ? packed(dense, type) : dense.map(Math.fround);
-    },
-    storage: async (collection) => {
-      const { dense } = DenseParams.parse(await client().getCollection(collection)).config.params.vectors;
-      return `${dense.size} ${dense.distance} ${dense.datatype ?? 'float32'}`;
-    },
-    // float16 and uint8 natively; int8 codes as float32; the binary types as one 0/1 uint8 per dimension under Euclid (Hamming).
-    native: { float32: '20 Euclid float32', float16: '20 Euclid float16', int8: '20 Euclid float32', uint8: '20 Euclid uint8', binary: '24 Euclid uint8', ubinary: '24 Euclid uint8' },
-  },
-});
 
 describe('QdrantStore', () => {
   it('derives UUID point ids deterministically, keeps our id in the payload and stores sparse vectors', async () => {
