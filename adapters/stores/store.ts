@@ -99,6 +99,9 @@ export interface SearchHit {
   score: number;
 }
 
+/** A query vector as the encoder gives it (Float32Array) or as a caller holds it (numbers). */
+export type QueryVector = Float32Array | readonly number[];
+
 export interface Store {
   /** Creates the table on first use, or checks that the existing one has this dimension and distance. */
   prepare(spec: TableSpec): Promise<void>;
@@ -117,7 +120,12 @@ export interface Store {
   /** Deletes every row of these sources, then their states (documents removed from their folder; idempotent). */
   remove(sources: readonly string[]): Promise<void>;
   count(filter?: string): Promise<number>;
-  search(vector: readonly number[], options: SearchOptions): Promise<SearchHit[]>;
+  /**
+   * The k rows nearest `vector`. A query vector stays a Float32Array from the model thread to
+   * here; each backend turns it into its own wire or file form (a JSON array, a pgvector literal,
+   * an Arrow list) as it sends it.
+   */
+  search(vector: QueryVector, options: SearchOptions): Promise<SearchHit[]>;
   /**
    * The k rows whose sparse vectors have the largest dot product with `query` (score = the dot
    * product, higher is better; rows without a sparse vector or sharing no term are left out).

@@ -196,7 +196,7 @@ async function denseHits(engine: Engine, sink: Store, spec: TableSpec, query: Se
     const what = shape.dtype === undefined ? `${vector.length}-dimensional vectors` : `${vector.length}-value ${shape.dtype} vectors`;
     throw new ShoalError(ErrorCode.CONFIG_INVALID, `model ${model} gives ${what}, the index holds ${spec.dimension}`);
   }
-  return sink.search(Array.from(vector), { k, filter: query.filter });
+  return sink.search(vector, { k, filter: query.filter });
 }
 
 /** The dtype and dimensions an index records (spec.vectorType, metadata.dimensions); nothing for a plain float32 index. */

@@ -6,7 +6,7 @@ import { boundChromaRequests, checkRequestTimeout, DEFAULT_CHROMA_REQUEST_TIMEOU
 import { chromaMetadataFields } from './metadata.js';
 import { toChromaWhere, type ChromaWhere } from '../shared/filter-push-down.js';
 import { parseFilter } from '../shared/filter-tree.js';
-import type { ChunkRow, Distance, DocumentState, MultivectorSearchOptions, SearchHit, SearchOptions, Store, SparseValues, TableSpec } from '../store.js';
+import type { ChunkRow, Distance, DocumentState, MultivectorSearchOptions, SearchHit, SearchOptions, Store, SparseValues, TableSpec, QueryVector } from '../store.js';
 import { noMultivector, refuseMultivector } from '../shared/multivector.js';
 import { noSparse } from '../shared/sparse.js';
 import { candidateCount, checkQuery, checkRowTypes, checkSpec, checkTableName, existsMatching, freezeSpec, keptOptional, rankTyped, StoredSpec, storedSpecOf, toHitRow, toState, vectorTypeOf } from '../shared/table-spec.js';
@@ -275,7 +275,9 @@ export class ChromaStore implements Store {
     throw noSparse('Chroma', this.#where);
   }
 
-  async search(vector: readonly number[], options: SearchOptions): Promise<SearchHit[]> {
+  async search(query: QueryVector, options: SearchOptions): Promise<SearchHit[]> {
+    // The numbers this backend's client and scoring take: the store is the query vector's wire edge.
+    const vector: readonly number[] = Array.isArray(query) ? query : Array.from(query);
     const spec = await this.describe();
     if (spec === null || this.#chunks === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no ${this.#where} (run shoal ingest first)`);
     checkQuery(vector, spec, options.k);

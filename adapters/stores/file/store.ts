@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 import { filterPredicate, parseFilter } from '../shared/filter-tree.js';
-import type { ChunkRow, DocumentState, MultivectorSearchOptions, SearchHit, SearchOptions, Store, SparseValues, TableSpec } from '../store.js';
+import type { ChunkRow, DocumentState, MultivectorSearchOptions, SearchHit, SearchOptions, Store, SparseValues, TableSpec, QueryVector } from '../store.js';
 import { noMultivector, refuseMultivector } from '../shared/multivector.js';
 import { checkSparseQuery, rankSparse } from '../shared/sparse.js';
 import { checkQuery, checkRowTypes, checkTableName, existsMatching, freezeSpec, keptOptional, rankTyped, StateShape, StoredSpec, storedSpecOf, toHitRow } from '../shared/table-spec.js';
@@ -187,7 +187,9 @@ export class JsonlStore implements Store {
     return (await this.#rows(filter)).length;
   }
 
-  async search(vector: readonly number[], options: SearchOptions): Promise<SearchHit[]> {
+  async search(query: QueryVector, options: SearchOptions): Promise<SearchHit[]> {
+    // The numbers this backend's client and scoring take: the store is the query vector's wire edge.
+    const vector: readonly number[] = Array.isArray(query) ? query : Array.from(query);
     const spec = await this.describe();
     if (spec === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no ${this.#where} (run shoal ingest first)`);
     checkQuery(vector, spec, options.k);

@@ -8,7 +8,7 @@ import { EmbeddingDtype } from '../../protocol/output-types.js';
 import { sqlString } from '../shared/filter.js';
 import { candidateCount, checkLanceDbTableName, checkRowTypes, checkSpec, rankTyped, vectorTypeOf } from '../shared/table-spec.js';
 import { checkVectorType, fromUnsignedBytes, isBinaryType, unsignedBytes } from '../shared/vector-types.js';
-import type { ChunkRow, Distance, DocumentState, OptionalColumn, SearchHit, SearchOptions, Store, SparseValues, TableSpec, MultivectorSearchOptions } from '../store.js';
+import type { ChunkRow, Distance, DocumentState, OptionalColumn, SearchHit, SearchOptions, Store, SparseValues, TableSpec, MultivectorSearchOptions, QueryVector } from '../store.js';
 import { extraVectorFields, searchMultivectorColumn, searchSparseColumns } from './vectors.js';
 import { hasMetadataColumn, METADATA_COLUMN, metadataField, noMetadataColumn, rowsAsArrow } from './metadata.js';
 import { lanceFilter } from './filter.js';
@@ -391,7 +391,9 @@ export class LanceDbStore implements Store {
     await chunks.createIndex('vector', { config });
   }
 
-  async search(vector: readonly number[], options: SearchOptions): Promise<SearchHit[]> {
+  async search(queryVector: QueryVector, options: SearchOptions): Promise<SearchHit[]> {
+    // The numbers this backend's client and scoring take: the store is the query vector's wire edge.
+    const vector: readonly number[] = Array.isArray(queryVector) ? queryVector : Array.from(queryVector);
     const { chunks } = await this.#tables();
     const spec = await this.describe();
     if (spec === null) return [];

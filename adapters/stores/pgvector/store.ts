@@ -3,7 +3,7 @@ import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 import { namesMetadata } from '../shared/filter-metadata.js';
 import { filterToSql } from './filter.js';
 import { parseFilter } from '../shared/filter-tree.js';
-import type { ChunkRow, DocumentState, MultivectorSearchOptions, SearchHit, SearchOptions, Store, SparseValues, TableSpec } from '../store.js';
+import type { ChunkRow, DocumentState, MultivectorSearchOptions, SearchHit, SearchOptions, Store, SparseValues, TableSpec, QueryVector } from '../store.js';
 import { noMultivector, refuseMultivector } from '../shared/multivector.js';
 import { openPool, query, transaction, type PgConnection } from './pool.js';
 import * as sql from './sql.js';
@@ -202,7 +202,9 @@ export class PgVectorStore implements Store {
     return Number(result.rows[0]?.n ?? 0);
   }
 
-  async search(vector: readonly number[], options: SearchOptions): Promise<SearchHit[]> {
+  async search(query: QueryVector, options: SearchOptions): Promise<SearchHit[]> {
+    // The numbers this backend's client and scoring take: the store is the query vector's wire edge.
+    const vector: readonly number[] = Array.isArray(query) ? query : Array.from(query);
     const spec = await this.describe();
     if (spec === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no ${this.#where} (run shoal ingest first)`);
     checkQuery(vector, spec, options.k);

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 import { toQdrantFilter, type QdrantFilter } from '../shared/filter-push-down.js';
 import { parseFilter } from '../shared/filter-tree.js';
-import type { ChunkRow, Distance, DocumentState, SearchHit, SearchOptions, Store, SparseValues, TableSpec, MultivectorSearchOptions } from '../store.js';
+import type { ChunkRow, Distance, DocumentState, SearchHit, SearchOptions, Store, SparseValues, TableSpec, MultivectorSearchOptions, QueryVector } from '../store.js';
 import { checkSparseQuery, rankSparse } from '../shared/sparse.js';
 import { checkMultivectorQuery, multivectorDimension } from '../shared/multivector.js';
 import { bitLength, fromFlatVector, isBinaryType, toFlatVector } from '../shared/vector-types.js';
@@ -285,7 +285,9 @@ export class QdrantStore implements Store {
     return result.count;
   }
 
-  async search(vector: readonly number[], options: SearchOptions): Promise<SearchHit[]> {
+  async search(query: QueryVector, options: SearchOptions): Promise<SearchHit[]> {
+    // The numbers this backend's client and scoring take: the store is the query vector's wire edge.
+    const vector: readonly number[] = Array.isArray(query) ? query : Array.from(query);
     const spec = await this.describe();
     if (spec === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no ${this.#where} (run shoal ingest first)`);
     checkQuery(vector, spec, options.k);

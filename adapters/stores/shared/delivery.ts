@@ -1,6 +1,6 @@
 import { ErrorCode, ShoalError, toShoalError } from '../../protocol/errors.js';
 import { searchTextOf } from './text-search.js';
-import type { ChunkRow, DocumentState, SearchHit, SearchOptions, Store, SparseValues, TableSpec, MultivectorSearchOptions } from '../store.js';
+import type { ChunkRow, DocumentState, SearchHit, SearchOptions, Store, SparseValues, TableSpec, MultivectorSearchOptions, QueryVector } from '../store.js';
 
 /**
  * Delivery to a store that may be down or slow: every call of the wrapped sink is retried with
@@ -140,7 +140,7 @@ export class RetryingStore implements Store {
     return this.#run('count', () => this.#inner.count(filter));
   }
 
-  search(vector: readonly number[], options: SearchOptions): Promise<SearchHit[]> {
+  search(vector: QueryVector, options: SearchOptions): Promise<SearchHit[]> {
     return this.#run('search', () => this.#inner.search(vector, options));
   }
 

@@ -1,5 +1,5 @@
 import { searchTextOf } from './text-search.js';
-import type { ChunkRow, DocumentState, SearchHit, SearchOptions, Store, SparseValues, TableSpec, MultivectorSearchOptions } from '../store.js';
+import type { ChunkRow, DocumentState, SearchHit, SearchOptions, Store, SparseValues, TableSpec, MultivectorSearchOptions, QueryVector } from '../store.js';
 
 /**
  * A Store whose backend module is imported on first use. The database clients (LanceDB with
@@ -57,7 +57,7 @@ export class LazyStore implements Store {
     return (await this.#sink()).count(filter);
   }
 
-  async search(vector: readonly number[], options: SearchOptions): Promise<SearchHit[]> {
+  async search(vector: QueryVector, options: SearchOptions): Promise<SearchHit[]> {
     return (await this.#sink()).search(vector, options);
   }
 
