@@ -3,6 +3,8 @@ import { delimiter, join } from 'node:path';
 import type { NatsConnectionSettingsInput } from '../../adapters/nats/connection/connection.js';
 import type { TopologySettingsInput } from '../../adapters/nats/connection/topology.js';
 import type { StoreCredentials } from '../../adapters/stores/open.js';
+import { STORE_SETTINGS } from '../../adapters/stores/registry.js';
+import type { StoreSettingSpec } from '../../adapters/stores/store-backend.js';
 import type { S3SettingsInput } from '../../adapters/object-store/index.js';
 import type { SourceOptionsInput } from '../../adapters/sources/resolve.js';
 import { envValue, isTrueValue, SETTINGS } from './table.js';
@@ -150,27 +152,26 @@ export function s3SettingsFromEnv(env: NodeJS.ProcessEnv): S3SettingsInput {
   return out;
 }
 
-/** Credentials and TLS of the vector stores `--index URI` may name (PGPASSWORD, PGSSLMODE, PGSSLROOTCERT, CHROMA_*, QDRANT_API_KEY). */
+/**
+ * The settings the store backends declare (adapters/stores/<backend>/backend.ts, merged in the
+ * registry's STORE_SETTINGS: PGPASSWORD, PGSSLMODE, CHROMA_*, QDRANT_API_KEY,
+ * SHOAL_STORE_TIMEOUT_MS...), each read by its variables: a backend's new variable needs no code
+ * here. A setting whose default is a number is a timer in ms: a whole number from 1 to 2^31-1.
+ */
 export function sinkCredentialsFromEnv(env: NodeJS.ProcessEnv): StoreCredentials {
-  return {
-    pgPassword: envValue(env, 'pgPassword'),
-    pgSslMode: envValue(env, 'pgSslMode'),
-    pgSslRootCert: envValue(env, 'pgSslRootCert'),
-    chromaApiKey: envValue(env, 'chromaApiKey'),
-    chromaTenant: envValue(env, 'chromaTenant'),
-    chromaDatabase: envValue(env, 'chromaDatabase'),
-    qdrantApiKey: envValue(env, 'qdrantApiKey'),
-    storeTimeoutMs: storeTimeoutFromEnv(env),
-  };
+  const out: Record<string, string | number | undefined> = {};
+  for (const [key, spec] of Object.entries(STORE_SETTINGS) as [keyof StoreCredentials, StoreSettingSpec][]) {
+    const value = envValue(env, key);
+    out[key] = typeof spec.default === 'number' && value !== undefined ? timerMs(spec.env[0] ?? key, value) : value;
+  }
+  return out;
 }
 
-/** SHOAL_STORE_TIMEOUT_MS: a whole number of ms, 1 to 2^31-1 (what a timer takes); unset: the stores' default. */
-function storeTimeoutFromEnv(env: NodeJS.ProcessEnv): number | undefined {
-  const value = envValue(env, 'storeTimeoutMs');
-  if (value === undefined) return undefined;
+/** A timer's milliseconds, 1 to 2^31-1 (what setTimeout takes), or CONFIG_INVALID naming the variable. */
+function timerMs(variable: string, value: string): number {
   const ms = /^\d+$/.test(value) ? Number(value) : Number.NaN;
   if (!Number.isSafeInteger(ms) || ms < 1 || ms > 2_147_483_647) {
-    throw new ShoalError(ErrorCode.CONFIG_INVALID, `SHOAL_STORE_TIMEOUT_MS: ${JSON.stringify(value.slice(0, 40))} is not a whole number of milliseconds from 1 to 2147483647`);
+    throw new ShoalError(ErrorCode.CONFIG_INVALID, `${variable}: ${JSON.stringify(value.slice(0, 40))} is not a whole number of milliseconds from 1 to 2147483647`);
   }
   return ms;
 }
