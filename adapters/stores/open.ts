@@ -29,7 +29,7 @@ export interface OpenedStore {
   /** The URI with any password removed, for messages and logs. */
   display: string;
   table: string;
-  /** The store the table lives in, for listing its tables and their sizes (index-admin.ts; imported on first use). Close it when done. */
+  /** The store the table lives in, for listing its tables and their sizes (shared/index-admin.ts; imported on first use). Close it when done. */
   openAdmin: () => Promise<IndexAdmin>;
 }
 

@@ -23,7 +23,7 @@ export type OptionalColumn = 'entities' | 'labels' | 'sparse' | 'multivector';
 export interface TableSpec {
   /**
    * Values per stored vector: the encoder's dimension (or the `dimensions` asked for); for the
-   * binary types the packed bytes, 8 dimensions each (vector-types.ts).
+   * binary types the packed bytes, 8 dimensions each (shared/vector-types.ts).
    */
   dimension: number;
   distance: Distance;
@@ -142,7 +142,7 @@ export interface Store {
    * Full-text search over the chunk text: the k rows that best match the query's words (BM25 in
    * LanceDB, ts_rank in PostgreSQL; higher is better; rows sharing no word with the query are
    * left out). Optional: a backend that cannot rank by text (Chroma, Qdrant, the file sinks)
-   * leaves it out, and `searchTextOf` (text-search.ts) answers UNSUPPORTED_OPERATION for it.
+   * leaves it out, and `searchTextOf` (shared/text-search.ts) answers UNSUPPORTED_OPERATION for it.
    */
   searchText?(query: string, options: SearchOptions): Promise<SearchHit[]>;
   /** After a run: builds or refreshes whatever index the backend needs (an ANN index once the table is large). */

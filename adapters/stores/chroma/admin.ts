@@ -4,7 +4,7 @@ import { boundChromaRequests, checkRequestTimeout, DEFAULT_CHROMA_REQUEST_TIMEOU
 import { userTables, type IndexAdmin, type TableEntry } from '../shared/index-admin.js';
 
 /**
- * IndexAdmin of a Chroma server (chroma.ts): the collections of the tenant and database whose
+ * IndexAdmin of a Chroma server (chroma/store.ts): the collections of the tenant and database whose
  * metadata carries a Shoal spec (`shoal:spec`), so other applications' collections on the same
  * server are not listed, with their record counts. Chroma does not say what a collection takes on
  * disk: sizes are null.

@@ -34,7 +34,7 @@ function equalTo(column: string, value: Literal): Where {
 }
 
 /**
- * A positive leaf on `metadata.<field>` (filter-stores.ts refuses the negated ones and IS NULL,
+ * A positive leaf on `metadata.<field>` (chroma/filter.ts refuses the negated ones and IS NULL,
  * which Chroma cannot tell from an absent field, and ranges over strings, which it does not order).
  */
 export function chromaMetadataLeaf(node: Extract<FilterNode, { kind: 'compare' | 'in' }>): Where {

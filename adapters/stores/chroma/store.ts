@@ -4,7 +4,7 @@ import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 import { redactUri } from '../../protocol/uri-credentials.js';
 import { boundChromaRequests, checkRequestTimeout, DEFAULT_CHROMA_REQUEST_TIMEOUT_MS, isRequestTimeout } from './requests.js';
 import { chromaMetadataFields } from './metadata.js';
-import { toChromaWhere, type ChromaWhere } from '../shared/filter-push-down.js';
+import { toChromaWhere, type ChromaWhere } from './filter.js';
 import { parseFilter } from '../shared/filter-tree.js';
 import type { ChunkRow, Distance, DocumentState, MultivectorSearchOptions, SearchHit, SearchOptions, Store, SparseValues, TableSpec, QueryVector } from '../store.js';
 import { noMultivector, refuseMultivector } from '../shared/multivector.js';
@@ -19,7 +19,7 @@ import { fromFlatVector, isBinaryType, toFlatVector } from '../shared/vector-typ
  * states live in `COLLECTION__documents` (records with a one-number placeholder vector). Chroma
  * has no transactions: rows are upserted by id first and the states last, so a retry after a
  * failure rewrites the same ids. No sparse vectors (docs/storage.md). Every request is bounded by
- * `requestTimeoutMs` (chroma-requests.ts): a hung server is a TIMEOUT, retried by RetryingStore.
+ * `requestTimeoutMs` (chroma/requests.ts): a hung server is a TIMEOUT, retried by RetryingStore.
  */
 
 export interface ChromaStoreOptions {

@@ -5,7 +5,7 @@ import { diskUsage, userTables, type IndexAdmin, type TableEntry } from '../shar
 import { JsonlStore } from './store.js';
 
 /**
- * IndexAdmin of a `file:///dir` index (jsonl.ts): each table is a folder `DIR/TABLE/` holding its
+ * IndexAdmin of a `file:///dir` index (file/store.ts): each table is a folder `DIR/TABLE/` holding its
  * `_spec.json`; rows are counted by the table's own sink, sizes are the folder's bytes.
  */
 

@@ -6,7 +6,7 @@ import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 import { diskUsage, userTables, type IndexAdmin, type TableEntry } from '../shared/index-admin.js';
 
 /**
- * IndexAdmin of a LanceDB folder (lancedb.ts): each table is a `<name>.lance` folder, its states
+ * IndexAdmin of a LanceDB folder (lancedb/store.ts): each table is a `<name>.lance` folder, its states
  * `<name>__documents.lance` beside it. Tables are found by reading the folder, so listing a folder
  * that holds none (a mistyped --index) connects to nothing and writes nothing there (connecting
  * makes LanceDB add its own files); sizes are the bytes of both folders.

@@ -4,10 +4,10 @@ import { parseFilter, type CompareOp, type FilterNode, type Literal } from '../s
 
 /**
  * A filter with `metadata.<field>` comparisons in LanceDB's SQL. The `metadata` column is
- * Lance's JSON type (lancedb.ts), read with Lance's JSON functions: `json_extract(metadata,
+ * Lance's JSON type (lancedb/store.ts), read with Lance's JSON functions: `json_extract(metadata,
  * '$.f')` gives the field as JSON text (null when absent). Lance's filters take no CASE, so each
  * comparison is written as `COALESCE(match, FALSE) OR <field absent>`-style boolean algebra that
- * keeps filter-metadata.ts's semantics: unknown for an absent or JSON-null field, false for a
+ * keeps shared/filter-metadata.ts's semantics: unknown for an absent or JSON-null field, false for a
  * value of another type (TRY_CAST gives null, COALESCE makes it false). Field names are checked
  * identifiers (never quoted user text); values are SQL literals.
  *

@@ -5,7 +5,7 @@ import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 
 /**
  * The `metadata` column of a LanceDB chunk table: Lance's JSON type, so filters read fields with
- * Lance's JSON functions (filter-lance.ts). A table is created with a UTF-8 column marked
+ * Lance's JSON functions (lancedb/filter.ts). A table is created with a UTF-8 column marked
  * `arrow.json`, which Lance stores as its binary JSON (`lance.json`); rows are written with the
  * same marking. LanceDB's JavaScript client cannot build rows for that binary type from plain
  * objects (it rebuilds them from the table's schema, whose `LargeBinary` it does not know), so a

@@ -168,7 +168,7 @@ export class LanceDbStore implements Store {
   #chunks: lancedb.Table | null = null;
   #documents: lancedb.Table | null = null;
   #spec: TableSpec | null = null;
-  /** Whether the chunk table has the metadata column (tables made before metadata have none; lancedb-metadata.ts). */
+  /** Whether the chunk table has the metadata column (tables made before metadata have none; lancedb/metadata.ts). */
   #hasMetadata = true;
 
   constructor(options: LanceDbStoreOptions) {
@@ -321,7 +321,7 @@ export class LanceDbStore implements Store {
           out.sparse_indices = sparse == null ? null : [...sparse.indices];
           out.sparse_values = sparse == null ? null : [...sparse.values];
         }
-        // A table made before metadata keeps its schema: its new rows go without (lancedb-metadata.ts).
+        // A table made before metadata keeps its schema: its new rows go without (lancedb/metadata.ts).
         if (tableSchema === null) delete out[METADATA_COLUMN];
         else out[METADATA_COLUMN] = metadataText(row.metadata);
         return out;
@@ -362,7 +362,7 @@ export class LanceDbStore implements Store {
     return tables.chunks.countRows(this.#filter(filter));
   }
 
-  /** A validated filter as LanceDB runs it: metadata fields translated (filter-lance.ts), refused on a table without metadata. */
+  /** A validated filter as LanceDB runs it: metadata fields translated (lancedb/filter.ts), refused on a table without metadata. */
   #filter(filter: string | undefined): string | undefined {
     if (filter === undefined || !namesMetadata(filter)) return filter;
     if (!this.#hasMetadata) throw noMetadataColumn(`table ${this.#tableName} in ${this.#dir}`);
@@ -378,7 +378,7 @@ export class LanceDbStore implements Store {
     const spec = await this.describe();
     if (tables === null || spec === null) return;
     const { chunks } = tables;
-    // A full-text index built by an earlier text search does not cover rows added since (lancedb-text.ts).
+    // A full-text index built by an earlier text search does not cover rows added since (lancedb/text.ts).
     await refreshTextIndex(chunks, join(this.#dir, this.#tableName));
     if ((await chunks.countRows()) < this.#vectorIndexMinRows) return;
     const indices = await chunks.listIndices();
@@ -425,14 +425,14 @@ export class LanceDbStore implements Store {
     return rankTyped(spec, vector, candidates, options.k);
   }
 
-  /** An exact scan with the filter pushed down (lancedb-vectors.ts; its cost is documented there). */
+  /** An exact scan with the filter pushed down (lancedb/vectors.ts; its cost is documented there). */
   async searchSparse(query: SparseValues, options: SearchOptions): Promise<SearchHit[]> {
     const { chunks } = await this.#tables();
     const spec = await this.describe();
     return spec === null ? [] : searchSparseColumns(chunks, spec, query, { ...options, filter: this.#filter(options.filter) }, `table ${this.#tableName} in ${this.#dir}`, this.#metadataColumns());
   }
 
-  /** LanceDB's own MaxSim over the multi-vector column (lancedb-vectors.ts). */
+  /** LanceDB's own MaxSim over the multi-vector column (lancedb/vectors.ts). */
   async searchMultivector(query: readonly (readonly number[])[], options: MultivectorSearchOptions): Promise<SearchHit[]> {
     const { chunks } = await this.#tables();
     const spec = await this.describe();
@@ -443,7 +443,7 @@ export class LanceDbStore implements Store {
     return this.#hasMetadata ? [METADATA_COLUMN] : [];
   }
 
-  /** BM25 over LanceDB's full-text index on `text`, built on first use and kept current (lancedb-text.ts). */
+  /** BM25 over LanceDB's full-text index on `text`, built on first use and kept current (lancedb/text.ts). */
   async searchText(query: string, options: SearchOptions): Promise<SearchHit[]> {
     const { chunks } = await this.#tables();
     const spec = await this.describe();

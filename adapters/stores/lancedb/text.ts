@@ -6,7 +6,7 @@ import { byScore, candidateCount, toHitRow } from '../shared/table-spec.js';
 import { checkTextQuery } from '../shared/text-search.js';
 
 /**
- * The LanceDB sink's full-text search (text-search.ts): LanceDB's own inverted index on the
+ * The LanceDB sink's full-text search (shared/text-search.ts): LanceDB's own inverted index on the
  * `text` column, ranked by BM25.
  *
  * When the index is built and how it is kept current:

@@ -9,7 +9,7 @@ import { checkSparseQuery, rankSparse } from '../shared/sparse.js';
 import { byScore, toHitRow } from '../shared/table-spec.js';
 
 /**
- * The LanceDB sink's sparse and multi-vector columns, beside its dense vector (lancedb.ts):
+ * The LanceDB sink's sparse and multi-vector columns, beside its dense vector (lancedb/store.ts):
  * - sparse: LanceDB has no sparse type, so a SPLADE vector is two list columns, `sparse_indices`
  *   (int32) and `sparse_values` (float32), null for a row without one, searched by an exact scan;
  * - multi-vector: LanceDB's own type, a list of fixed-size float32 vectors (`multivector`),

@@ -4,14 +4,14 @@ import { openPool, query, type PgConnection } from './pool.js';
 import { pgTableNames } from './sql.js';
 
 /**
- * IndexAdmin of a PostgreSQL database (pgvector.ts): a Shoal table T is the one with a `T__spec`
+ * IndexAdmin of a PostgreSQL database (pgvector/store.ts): a Shoal table T is the one with a `T__spec`
  * beside it (written in the transaction that creates T), so an application's own tables in the
  * same database are not listed. Sizes are PostgreSQL's own (pg_total_relation_size: heap, TOAST
  * and indexes) of T, `T__documents` and `T__spec`.
  */
 
 const SPEC_SUFFIX = '__spec';
-/** Names Shoal accepts (table-spec.ts checkTableName): safe to quote into SQL. */
+/** Names Shoal accepts (shared/table-spec.ts checkTableName): safe to quote into SQL. */
 const TABLE_NAME = /^[A-Za-z0-9_-]{1,48}$/;
 
 const LIST_SPECS =

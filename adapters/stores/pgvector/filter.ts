@@ -6,7 +6,7 @@ import { FILTER_COLUMNS } from '../store.js';
  * A filter tree as a PostgreSQL where-clause with `$n` placeholders: column names come from the
  * fixed FILTER_COLUMNS list (quoted), every value travels as a parameter, so user text is never
  * part of the SQL. A `metadata.<field>` comparison reads the `metadata` jsonb column, the field
- * name too as a parameter, and keeps filter-metadata.ts's semantics with CASE on `jsonb_typeof`:
+ * name too as a parameter, and keeps shared/filter-metadata.ts's semantics with CASE on `jsonb_typeof`:
  * null (unknown) when the field is absent or JSON null, false for a value of another type; text
  * compares byte-wise (COLLATE "C"), as LanceDB and the in-process filter do.
  */

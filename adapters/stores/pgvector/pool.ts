@@ -2,7 +2,7 @@ import pg from 'pg';
 import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 
 /**
- * The pgvector sink's connections (pgvector.ts): the pool, one query or one transaction on it, and
+ * The pgvector sink's connections (pgvector/store.ts): the pool, one query or one transaction on it, and
  * every driver failure classed as a ShoalError (worth a retry, misconfigured, or internal).
  */
 

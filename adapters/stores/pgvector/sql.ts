@@ -5,8 +5,8 @@ import { metadataText } from '../shared/row-metadata.js';
 import { keptOptional } from '../shared/table-spec.js';
 
 /**
- * The pgvector sink's SQL (pgvector.ts): the schema of a Shoal table T, `T` (chunks: a vector
- * column by output type, pgvector-vectors.ts, and a nullable `sparsevec`), `T__documents`
+ * The pgvector sink's SQL (pgvector/store.ts): the schema of a Shoal table T, `T` (chunks: a vector
+ * column by output type, pgvector/vectors.ts, and a nullable `sparsevec`), `T__documents`
  * (per-source state) and `T__spec` (one row: the stored spec), and the statements that read and
  * write them with their parameters. Columns travel as one array parameter each, unnested
  * server-side, so a batch is one statement.
@@ -140,7 +140,7 @@ export function upsertChunks(t: PgTableNames, form: PgVectorForm, batch: readonl
   };
 }
 
-/** The metadata columns of a hit (the vectors are read separately, as text); pgvector-text.ts reads the same. */
+/** The metadata columns of a hit (the vectors are read separately, as text); pgvector/text.ts reads the same. */
 export const HIT_COLUMNS = '"id", "document_id", "source", "page", "chunk", "text", "start", "end", "heading", "settings", "entities", "labels", "ingested_at"';
 
 /** The metadata column of a hit; null for a table made before metadata and not written since. */

@@ -21,8 +21,8 @@ export type { PgConnection } from './pool.js';
  * (per-source state) and `T__spec` (one row: dimension, distance, optional columns, metadata). A
  * commit is one transaction (upserts in batches, the stale rows of its sources deleted, then the
  * states), so a failure leaves nothing half-written and the retry rewrites the same ids.
- * This file is the Store; the SQL is pgvector-sql.ts's, the type mapping pgvector-vectors.ts's, the
- * pool and its error classing pgvector-pool.ts's.
+ * This file is the Store; the SQL is pgvector/sql.ts's, the type mapping pgvector/vectors.ts's, the
+ * pool and its error classing pgvector/pool.ts's.
  */
 
 export interface PgVectorStoreOptions {
@@ -48,9 +48,9 @@ export class PgVectorStore implements Store {
   readonly #where: string;
   #spec: TableSpec | null = null;
   #stateReady = false;
-  /** Whether the chunk table has the metadata column (pgvector-sql.ts addMetadataColumn); null until looked up. */
+  /** Whether the chunk table has the metadata column (pgvector/sql.ts addMetadataColumn); null until looked up. */
   #metadataColumn: boolean | null = null;
-  /** Where this table's tsvector comes from, once the first text search made sure of it (pgvector-text.ts). */
+  /** Where this table's tsvector comes from, once the first text search made sure of it (pgvector/text.ts). */
   #textVector: TextVectorSource | null = null;
 
   constructor(options: PgVectorStoreOptions) {
@@ -181,7 +181,7 @@ export class PgVectorStore implements Store {
     });
   }
 
-  /** One statement per batch (pgvector-sql.ts upsertChunks). */
+  /** One statement per batch (pgvector/sql.ts upsertChunks). */
   async #upsert(client: pg.PoolClient, batch: readonly ChunkRow[], spec: TableSpec | null): Promise<void> {
     const form = pgForm(spec ?? { dimension: 1, distance: 'cosine', optionalColumns: [], metadata: {} });
     const upsert = sql.upsertChunks(this.#t, form, batch, spec);
@@ -249,7 +249,7 @@ export class PgVectorStore implements Store {
     return rankSparse(query, candidates, options.k);
   }
 
-  /** ts_rank over a stored tsvector column with a GIN index, both added by the first text search (pgvector-text.ts). */
+  /** ts_rank over a stored tsvector column with a GIN index, both added by the first text search (pgvector/text.ts). */
   async searchText(query: string, options: SearchOptions): Promise<SearchHit[]> {
     const spec = await this.describe();
     if (spec === null) throw new ShoalError(ErrorCode.NOT_FOUND, `no ${this.#where} (run shoal ingest first)`);

@@ -4,7 +4,7 @@ import type { SearchHit } from '../store.js';
 import { byScore, toHitRow } from '../shared/table-spec.js';
 
 /**
- * The pgvector sink's full-text search (text-search.ts), PostgreSQL's own: `to_tsvector('english',
+ * The pgvector sink's full-text search (shared/text-search.ts), PostgreSQL's own: `to_tsvector('english',
  * text)` (English stemming and stop words) matched against the query's words ORed together, and
  * ranked by `ts_rank` with length normalization 1 (the rank divided by 1 + log of the chunk's
  * length). PostgreSQL has no BM25; on SciFact ts_rank scored nDCG@10 0.60 where ts_rank_cd
@@ -27,7 +27,7 @@ export const TEXT_VECTOR_COLUMN = 'text_tsv';
 /** The same tsvector computed from the text, for a table this role could not add the column to. */
 const COMPUTED = `to_tsvector(${CONFIG}, "text")`;
 
-/** One query on the sink's pool (pgvector.ts's, with its error classing). */
+/** One query on the sink's pool (pgvector/store.ts's, with its error classing). */
 export type PgRun = <R extends pg.QueryResultRow>(what: string, text: string, params?: unknown[]) => Promise<pg.QueryResult<R>>;
 /** A transaction on the sink's pool. */
 export type PgTransaction = (what: string, body: (client: pg.PoolClient) => Promise<void>) => Promise<void>;

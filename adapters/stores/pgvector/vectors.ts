@@ -4,7 +4,7 @@ import type { Distance, SparseValues, TableSpec } from '../store.js';
 import { bitLength, isBinaryType, packBits, unpackBits } from '../shared/vector-types.js';
 
 /**
- * The pgvector sink's type mapping (pgvector.ts): which column type stores a table's output type,
+ * The pgvector sink's type mapping (pgvector/store.ts): which column type stores a table's output type,
  * which operator and HNSW operator class search it, and how vectors go to SQL text and back.
  */
 

@@ -3,7 +3,7 @@ import { userTables, type IndexAdmin, type TableEntry } from '../shared/index-ad
 import { classify, type QdrantStoreOptions } from './store.js';
 
 /**
- * IndexAdmin of a Qdrant server (qdrant.ts): the collections T that have their state collection
+ * IndexAdmin of a Qdrant server (qdrant/store.ts): the collections T that have their state collection
  * `T__documents` beside them (where Shoal keeps T's spec), so other applications' collections are
  * not listed, with their exact point counts. Qdrant does not say what a collection takes on disk:
  * sizes are null.

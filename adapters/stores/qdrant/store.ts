@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { QdrantClient } from '@qdrant/js-client-rest';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../protocol/errors.js';
-import { toQdrantFilter, type QdrantFilter } from '../shared/filter-push-down.js';
+import { toQdrantFilter, type QdrantFilter } from './filter.js';
 import { parseFilter } from '../shared/filter-tree.js';
 import type { ChunkRow, Distance, DocumentState, SearchHit, SearchOptions, Store, SparseValues, TableSpec, MultivectorSearchOptions, QueryVector } from '../store.js';
 import { checkSparseQuery, rankSparse } from '../shared/sparse.js';

@@ -3,7 +3,7 @@ import { userTables, type IndexAdmin, type TableEntry } from '../shared/index-ad
 import { S3JsonStore } from './store.js';
 
 /**
- * IndexAdmin of an `s3://bucket/prefix` index (s3.ts): each table is a folder `prefix/TABLE/`
+ * IndexAdmin of an `s3://bucket/prefix` index (s3/store.ts): each table is a folder `prefix/TABLE/`
  * holding its `spec.json`; rows are counted by the table's own sink (which reads its row objects),
  * sizes are the sum of the table's object sizes.
  */

@@ -15,7 +15,7 @@ import type { CompareOp, Literal } from './filter-types.js';
  * primary := '(' or ')' | column op value | column [NOT] IN (values) | column IS [NOT] NULL
  *          | column [NOT] LIKE 'pattern' | column [NOT] BETWEEN value AND value.
  * A column is a stored column (FILTER_COLUMNS) or `metadata.<field>`, a field of the document
- * metadata (filter-metadata.ts defines how its values compare; LIKE is for stored text columns).
+ * metadata (shared/filter-metadata.ts defines how its values compare; LIKE is for stored text columns).
  */
 
 export type { CompareOp, Literal } from './filter-types.js';
@@ -68,7 +68,7 @@ const INT32_MAX = 2_147_483_647;
  * Rust backtrace.
  */
 function checkValue(column: string, value: Literal): void {
-  // A metadata field holds any type: every literal compares (filter-metadata.ts).
+  // A metadata field holds any type: every literal compares (shared/filter-metadata.ts).
   if (metadataKeyOf(column) !== null) return;
   if (NUMBER_COLUMNS.has(column)) {
     if (typeof value !== 'number') throw invalid(`${column} is a whole number: compare it with one, unquoted (${column} = 3), not ${typeof value === 'string' ? `'${value}'` : String(value)}`);

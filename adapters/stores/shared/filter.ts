@@ -2,7 +2,7 @@ import { readFilter, type FilterToken } from './filter-tree.js';
 
 /**
  * `--filter` is a SQL where-clause (LanceDB's DataFusion dialect) over metadata columns. It is
- * checked here before any backend sees it, by the one grammar in filter-tree.ts (known columns,
+ * checked here before any backend sees it, by the one grammar in shared/filter-tree.ts (known columns,
  * literals, comparisons and boolean logic), so a typo fails with a clear message and nothing but a
  * predicate reaches the database.
  */

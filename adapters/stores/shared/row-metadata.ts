@@ -21,7 +21,7 @@ export function readStoredMetadata(value: unknown): DocumentMetadata | null {
   return Object.freeze({ ...(parsed as DocumentMetadata) });
 }
 
-/** The `metadata` field of a stored row, for zod shapes (table-spec.ts's HitShape). */
+/** The `metadata` field of a stored row, for zod shapes (shared/table-spec.ts's HitShape). */
 export const StoredMetadata = z.unknown().optional().transform(readStoredMetadata);
 
 /** A row's metadata as JSON text for stores that keep it so (null: none). */

@@ -4,7 +4,7 @@ import type { SearchHit, SearchOptions, Store } from '../store.js';
 /**
  * Full-text search (`shoal search --mode text`, and the text leg of hybrid search) across the
  * sinks: which backends rank chunks by their text, the one refusal for the others, and the checks
- * every backend applies to a text query. The per-store code is lancedb-text.ts and pgvector-text.ts.
+ * every backend applies to a text query. The per-store code is lancedb/text.ts and pgvector/text.ts.
  *
  * Chroma and Qdrant are refused rather than approximated: Chroma's `where_document: {$contains}`
  * and Qdrant's full-text payload index (`match: {text}`) filter rows, they do not rank them, so a

@@ -25,7 +25,7 @@ export function invalidIndex(message: string): ShoalError {
 export const TableNamePart = z
   .string()
   .regex(/^[A-Za-z0-9_-]{1,48}$/, "1 to 48 letters, digits, '_' or '-'")
-  // `T__documents`, `T__spec`... are table T's own relations (table-spec.ts).
+  // `T__documents`, `T__spec`... are table T's own relations (shared/table-spec.ts).
   .superRefine((name, context) => {
     const suffix = reservedSuffixOf(name);
     if (suffix !== undefined) context.addIssue({ code: 'custom', message: `${JSON.stringify(name)} ends in ${suffix}, which names another table's state, spec or index` });

@@ -9,7 +9,7 @@ import type { ChunkRow, DocumentState, Store } from '../../../adapters/stores/st
  * The metadata part of the Store contract (contract.ts runs it for every backend): document
  * metadata is stored with each chunk, comes back with each hit as written, and every filter
  * operator on `metadata.<field>` selects the same rows in every store, as adapters/stores/
- * filter-metadata.ts defines them (an absent field is unknown, a value of another type is false,
+ * shared/filter-metadata.ts defines them (an absent field is unknown, a value of another type is false,
  * a list matches `=` by holding the value). Forms a store cannot express are refused with
  * UNSUPPORTED_OPERATION, never approximated.
  */

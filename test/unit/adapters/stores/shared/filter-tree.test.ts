@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../../../../adapters/protocol/errors.js';
 import { filterToSql } from '../../../../../adapters/stores/pgvector/filter.js';
-import { toChromaWhere, toQdrantFilter } from '../../../../../adapters/stores/shared/filter-push-down.js';
+import { toChromaWhere } from '../../../../../adapters/stores/chroma/filter.js';
+import { toQdrantFilter } from '../../../../../adapters/stores/qdrant/filter.js';
 import { matchesFilter, parseFilter } from '../../../../../adapters/stores/shared/filter-tree.js';
 import { likeMatcher } from '../../../../../adapters/stores/shared/like-pattern.js';
 import { validateFilter } from '../../../../../adapters/stores/shared/filter.js';

@@ -64,7 +64,7 @@ describe('metadata.<field> in filters', () => {
     for (const [filter, message] of refused) expect(() => validateFilter(filter), filter).toThrow(expect.objectContaining({ code: ErrorCode.INVALID_INPUT, message: expect.stringContaining(message) }));
   });
 
-  it('evaluates in process as filter-metadata.ts defines: absent is unknown, another type is false, a list matches by holding', () => {
+  it('evaluates in process as shared/filter-metadata.ts defines: absent is unknown, another type is false, a list matches by holding', () => {
     const row = { source: 's', metadata: { year: 2020, when: '2020-05-01', tags: ['a', 'b'], flag: true, none: null } };
     const cases: [string, boolean][] = [
       ['metadata.year = 2020', true],
