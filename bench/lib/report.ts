@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { availableParallelism, cpus } from 'node:os';
+import { thisCpuReport } from '../../adapters/quantize/cpu-features.js';
 
 /** Benchmark output: a JSON file under bench/results/ and a plain table on stdout. */
 
@@ -9,7 +10,8 @@ export interface Row {
 }
 
 export function machine(): Record<string, string | number> {
-  return { cpu: cpus()[0]?.model ?? 'unknown', cores: availableParallelism(), node: process.version };
+  const report = thisCpuReport();
+  return { cpu: cpus()[0]?.model ?? 'unknown', cores: availableParallelism(), node: process.version, int8Kernel: report.int8Kernel, fp32Kernel: report.fp32Kernel, int8Weights: report.weightFormat };
 }
 
 export function printTable(title: string, rows: readonly Row[]): void {

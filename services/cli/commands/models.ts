@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { ModelRef } from '../../../adapters/protocol/requests.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import type { CliApp } from '../app.js';
+import { registerModelsCpu } from './models-cpu.js';
 import { registerModelsList } from './models-list.js';
 import { registerModelsQuantize } from './models-quantize.js';
 
@@ -49,6 +50,7 @@ export function registerModels(program: Command, app: CliApp): void {
     });
   registerModelsList(models, app);
   registerModelsQuantize(models, app);
+  registerModelsCpu(models, app);
   models.action(() => {
     models.help({ error: true });
   });
