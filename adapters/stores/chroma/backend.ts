@@ -2,7 +2,7 @@ import { redactUri } from '../../protocol/uri-credentials.js';
 import { LazyStore } from '../shared/lazy.js';
 import { STORE_TIMEOUT_SETTING } from '../shared/remote-settings.js';
 import { parseServerUri } from '../shared/server-uri.js';
-import { checkTableName } from '../shared/table-spec.js';
+import { checkTableName } from '../shared/table-names.js';
 import type { IndexRef, StoreBackend } from '../store-backend.js';
 import type { ChromaStoreOptions } from './store.js';
 

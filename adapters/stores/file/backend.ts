@@ -1,9 +1,9 @@
 import { fileURLToPath } from 'node:url';
-import { checkTableName } from '../shared/table-spec.js';
+import { LazyStore } from '../shared/lazy.js';
+import { checkTableName } from '../shared/table-names.js';
 import { invalidIndex, parsePart, parseUrl, queryParts, TableNamePart } from '../shared/uri-parts.js';
 import { redactUri } from '../../protocol/uri-credentials.js';
 import type { IndexRef, StoreBackend } from '../store-backend.js';
-import { JsonlStore } from './store.js';
 
 /** JSON Lines files in a local folder: exact search, no server, readable with any tool. */
 export const fileBackend = {
@@ -26,7 +26,7 @@ export const fileBackend = {
       display: redactUri(uri),
       table,
       localDir: dir,
-      open: () => new JsonlStore({ dir, table }),
+      open: () => new LazyStore(async () => new (await import('./store.js')).JsonlStore({ dir, table })),
       openAdmin: async () => new (await import('./admin.js')).JsonlAdmin({ dir }),
     };
   },

@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import { LazyStore } from '../shared/lazy.js';
-import { checkLanceDbTableName } from '../shared/table-spec.js';
+import { checkLanceDbTableName } from '../shared/table-names.js';
 import { invalidIndex, trailingQuery } from '../shared/uri-parts.js';
 import { redactUri } from '../../protocol/uri-credentials.js';
 import type { IndexRef, StoreBackend } from '../store-backend.js';

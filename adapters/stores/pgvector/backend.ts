@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 import { redactUri } from '../../protocol/uri-credentials.js';
 import { LazyStore } from '../shared/lazy.js';
-import { checkTableName } from '../shared/table-spec.js';
+import { checkTableName } from '../shared/table-names.js';
 import { HostPart, parsePart, parseUrl, PortPart, queryParts, TableNamePart } from '../shared/uri-parts.js';
 import type { IndexRef, StoreBackend, StoreCredentials } from '../store-backend.js';
 import type { PgConnection } from './store.js';

@@ -1,8 +1,8 @@
 import { parseS3Uri } from '../../object-store/uri.js';
+import { LazyStore } from '../shared/lazy.js';
 import { parsePart, TableNamePart, trailingQuery } from '../shared/uri-parts.js';
 import { redactUri } from '../../protocol/uri-credentials.js';
 import type { IndexRef, StoreBackend } from '../store-backend.js';
-import { S3JsonStore } from './store.js';
 
 /** JSON objects under an S3 prefix (any S3-compatible server): exact search, no database. */
 export const s3Backend = {
@@ -25,7 +25,7 @@ export const s3Backend = {
       display: redactUri(uri),
       table,
       localDir: null,
-      open: () => new S3JsonStore({ uri: base, table, s3 }),
+      open: () => new LazyStore(async () => new (await import('./store.js')).S3JsonStore({ uri: base, table, s3 })),
       openAdmin: async () => new (await import('./admin.js')).S3Admin({ uri: base, s3 }),
     };
   },

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 import { redactUri } from '../../protocol/uri-credentials.js';
-import { reservedSuffixOf } from './table-spec.js';
+import { reservedSuffixOf } from './table-names.js';
 
 /**
  * The pieces every backend's URI parser is made of: the refusal (INVALID_INPUT naming the field
