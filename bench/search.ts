@@ -51,6 +51,8 @@ const { values: args } = parseArgs({
     real: { type: 'string', default: '12000' },
     'chunk-tokens': { type: 'string', default: '128' },
     'pg-max-rows': { type: 'string', default: '10000' },
+    /** An earlier run's JSON whose LanceDB 100k result the 1M growth is measured against when this run has none (said so in the verdict). */
+    baseline: { type: 'string' },
     cache: { type: 'string' },
     out: { type: 'string' },
   },
@@ -204,14 +206,21 @@ async function build(store: Store, backend: string, rows: number, real: RealSet,
 
 const SearchResponse = z.looseObject({ hits: z.array(z.looseObject({ id: z.string() })) });
 
+/** Latencies (ms) of the calls that answered, and the failures by message (an overloaded store answers 503: counted, not fatal). */
+interface Timed {
+  latencies: number[];
+  failures: Record<string, number>;
+}
+
 interface Setting {
   name: string;
-  run: (claims: readonly string[]) => Promise<number[]>;
+  run: (claims: readonly string[]) => Promise<Timed>;
 }
 
 /** Sends `claims` as searches from `clients` concurrent callers; the latency of each (ms). */
-async function httpLoad(address: string, index: string, claims: readonly string[], clients: number, rerank: string | undefined): Promise<number[]> {
+async function httpLoad(address: string, index: string, claims: readonly string[], clients: number, rerank: string | undefined): Promise<Timed> {
   const latencies: number[] = [];
+  const failures: Record<string, number> = {};
   let next = 0;
   const client = async (): Promise<void> => {
     for (let at = next++; at < claims.length; at = next++) {
@@ -222,15 +231,21 @@ async function httpLoad(address: string, index: string, claims: readonly string[
         body: JSON.stringify({ index, query: claims[at], k: K, ...(rerank === undefined ? {} : { rerank }) }),
       });
       const text = await response.text();
-      if (response.status !== 200) throw new Error(`/v1/search answered ${response.status}: ${text.slice(0, 300)}`);
+      if (response.status !== 200) {
+        const reason = `${response.status}: ${text.slice(0, 200)}`;
+        failures[reason] = (failures[reason] ?? 0) + 1;
+        continue;
+      }
       const hits = SearchResponse.parse(JSON.parse(text)).hits;
       latencies.push(performance.now() - started);
       if (hits.length !== K) throw new Error(`/v1/search gave ${hits.length} hits, not ${K}`);
     }
   };
   await Promise.all(Array.from({ length: clients }, client));
-  return latencies;
+  return { latencies, failures };
 }
+
+const failedCount = (failures: Record<string, number> | undefined): number => Object.values(failures ?? {}).reduce((sum, n) => sum + n, 0);
 
 interface Measured {
   backend: string;
@@ -240,7 +255,7 @@ interface Measured {
   recallAt10: number;
   recallQueries: number;
   /** Per setting: medians over rounds of each round's p50 and p99 (ms), and every round's figures. */
-  latency: Record<string, { p50: number; p99: number; rounds: { p50: number; p99: number; n: number }[] }>;
+  latency: Record<string, { p50: number; p99: number; failed: number; rounds: { p50: number; p99: number; n: number; failures: Record<string, number> }[] }>;
   load: number[];
 }
 
@@ -274,7 +289,7 @@ async function measure(engine: InferenceEngine, backend: string, uri: string, ro
             out.push(performance.now() - started);
             if (hits.length !== K) throw new Error(`searchIndex gave ${hits.length} hits`);
           }
-          return out;
+          return { latencies: out, failures: {} };
         },
       },
       {
@@ -289,7 +304,7 @@ async function measure(engine: InferenceEngine, backend: string, uri: string, ro
             out.push(performance.now() - started);
             if (hits.length !== K) throw new Error(`store.search gave ${hits.length} hits`);
           }
-          return out;
+          return { latencies: out, failures: {} };
         },
       },
       ...CLIENTS.map((clients) => ({ name: `HTTP ${clients} client${clients === 1 ? '' : 's'}`, run: (batch: readonly string[]) => httpLoad(address, 'bench', clients === 1 ? batch.slice(0, QUERIES) : batch, clients, undefined) })),
@@ -297,18 +312,18 @@ async function measure(engine: InferenceEngine, backend: string, uri: string, ro
     ];
     // Warm: the table opened and its index read on both paths, the models loaded.
     for (const setting of settings) await setting.run(claims.slice(0, 4));
-    const perRound: Record<string, { p50: number; p99: number; n: number }[]> = {};
+    const perRound: Record<string, { p50: number; p99: number; n: number; failures: Record<string, number> }[]> = {};
     for (let round = 0; round < ROUNDS; round++) {
       for (const [at, setting] of settings.entries()) {
         // Each round and setting its own claims (no repeated query within a round), cycling through SciFact's.
         const offset = ((round * settings.length + at) * REQUESTS) % claims.length;
         const batch = Array.from({ length: setting.name.startsWith('HTTP') ? REQUESTS : QUERIES }, (_, i) => claims[(offset + i) % claims.length] ?? '');
-        const latencies = await setting.run(batch);
-        (perRound[setting.name] ??= []).push({ p50: round1(percentile(latencies, 50)), p99: round1(percentile(latencies, 99)), n: latencies.length });
+        const { latencies, failures } = await setting.run(batch);
+        (perRound[setting.name] ??= []).push({ p50: round1(percentile(latencies, 50)), p99: round1(percentile(latencies, 99)), n: latencies.length, failures });
       }
-      console.log(`  round ${round + 1}: ${Object.entries(perRound).map(([name, rounds]) => `${name} p50 ${rounds.at(-1)?.p50} p99 ${rounds.at(-1)?.p99}`).join('; ')} (load ${load()[0]})`);
+      console.log(`  round ${round + 1}: ${Object.entries(perRound).map(([name, rounds]) => `${name} p50 ${rounds.at(-1)?.p50} p99 ${rounds.at(-1)?.p99}${failedCount(rounds.at(-1)?.failures) > 0 ? ` (${failedCount(rounds.at(-1)?.failures)} failed)` : ''}`).join('; ')} (load ${load()[0]})`);
     }
-    const latency = Object.fromEntries(Object.entries(perRound).map(([name, rounds]) => [name, { p50: round1(median(rounds.map((r) => r.p50))), p99: round1(median(rounds.map((r) => r.p99))), rounds }]));
+    const latency = Object.fromEntries(Object.entries(perRound).map(([name, rounds]) => [name, { p50: round1(median(rounds.map((r) => r.p50))), p99: round1(median(rounds.map((r) => r.p99))), failed: rounds.reduce((sum, r) => sum + failedCount(r.failures), 0), rounds }]));
     return { backend, rows, real: Math.min(rows, real.chunks.length), build: built, recallAt10, recallQueries: queryVectors.length, latency, load: load() };
   } finally {
     await app.close();
@@ -323,11 +338,23 @@ interface Verdict {
 }
 
 /** The issue's targets at 1M rows (LanceDB, the default store), with the arithmetic. */
+const Baseline = z.looseObject({ started: z.string(), results: z.array(z.looseObject({ backend: z.string(), rows: z.number(), latency: z.record(z.string(), z.looseObject({ p50: z.number(), p99: z.number() })) })) });
+
+/** The LanceDB 100k latencies of `--baseline`'s run, for the growth verdict; null without one. */
+function baselineAt100k(): { measured: { latency: Record<string, { p50: number; p99: number }> }; from: string } | null {
+  if (args.baseline === undefined) return null;
+  const earlier = Baseline.parse(JSON.parse(readFileSync(args.baseline, 'utf8')));
+  const found = earlier.results.find((r) => r.backend === 'lancedb' && r.rows === 100_000);
+  return found === undefined ? null : { measured: { latency: found.latency }, from: `${args.baseline} (run of ${earlier.started})` };
+}
+
 function verdicts(results: readonly Measured[]): Verdict[] {
   const lance = (rows: number): Measured | undefined => results.find((r) => r.backend === 'lancedb' && r.rows === rows);
   const at1m = lance(1_000_000);
-  const at100k = lance(100_000);
-  const http8 = (m: Measured | undefined): { p50: number; p99: number } | undefined => m?.latency['HTTP 8 clients'];
+  const baseline = lance(100_000) === undefined ? baselineAt100k() : null;
+  const at100k = lance(100_000) ?? baseline?.measured;
+  const against = baseline === null ? '' : ` (100k from ${baseline.from}: another run, another load)`;
+  const http8 = (m: { latency: Record<string, { p50: number; p99: number }> } | undefined): { p50: number; p99: number } | undefined => m?.latency['HTTP 8 clients'];
   if (at1m === undefined) {
     return [{ target: 'every 1M target', value: 'not measured: no 1M LanceDB run', met: null }];
   }
@@ -340,7 +367,7 @@ function verdicts(results: readonly Measured[]): Verdict[] {
   ];
   if (h1m !== undefined && h100k !== undefined) {
     const growth = h1m.p50 / h100k.p50;
-    out.push({ target: 'p50 growth 100k → 1M ≤ 2× (HTTP, 8 clients)', value: `${h1m.p50} / ${h100k.p50} = ${growth.toFixed(2)}×`, met: growth <= 2 });
+    out.push({ target: 'p50 growth 100k → 1M ≤ 2× (HTTP, 8 clients)', value: `${h1m.p50} / ${h100k.p50} = ${growth.toFixed(2)}×${against}`, met: growth <= 2 });
     const inProcess = (at1m.latency['in process']?.p50 ?? Number.NaN) / (at100k?.latency['in process']?.p50 ?? Number.NaN);
     const storeOnly = (at1m.latency['store.search (vector given)']?.p50 ?? Number.NaN) / (at100k?.latency['store.search (vector given)']?.p50 ?? Number.NaN);
     out.push({ target: 'p50 growth 100k → 1M ≤ 2× (store.search alone, for reference)', value: `${at1m.latency['store.search (vector given)']?.p50} / ${at100k?.latency['store.search (vector given)']?.p50} = ${storeOnly.toFixed(2)}×`, met: storeOnly <= 2 });
@@ -354,7 +381,8 @@ function verdicts(results: readonly Measured[]): Verdict[] {
 function markdown(results: readonly Measured[], synthetic: string): string {
   const cell = (m: Measured, name: string): string => {
     const l = m.latency[name];
-    return l === undefined ? '–' : `${l.p50} / ${l.p99}`;
+    if (l === undefined) return '–';
+    return `${l.p50} / ${l.p99}${l.failed > 0 ? ` (${l.failed} of ${l.rounds.reduce((sum, r) => sum + r.n + failedCount(r.failures), 0)} failed)` : ''}`;
   };
   const lines = [
     `| store | rows (real) | write s | index build s | index | recall@10 | store.search p50 / p99 ms | in process | HTTP 1 client | HTTP 8 clients | HTTP 32 clients | HTTP 1 client, rerank |`,
@@ -385,6 +413,48 @@ async function main(): Promise<void> {
     console.log(synthetic);
     const claims = jsonl(join(DATA_DIR, 'scifact', 'queries.jsonl'), Claim).map((claim) => claim.text);
     const queryVectors = await encodeDense(engine, claims.slice(0, RECALL_QUERIES), { model: MODEL, role: 'query' });
+    // Written after every index, so a later failure keeps what was measured (`finished: null` until the end).
+    const save = (final: boolean): void => {
+      const targets = verdicts(results);
+      const table = markdown(results, synthetic);
+      if (final) {
+        const rows: Row[] = results.flatMap((m) => Object.entries(m.latency).map(([setting, l]) => ({ store: m.backend, rows: m.rows, setting, 'p50 ms': l.p50, 'p99 ms': l.p99, failed: l.failed })));
+        printTable('search latency (medians over rounds of per-round p50/p99)', rows);
+        printTable('build and recall', results.map((m) => ({ store: m.backend, rows: m.rows, real: m.real, 'write s': m.build.writeSeconds, 'index s': m.build.indexSeconds, index: m.build.index, 'recall@10': m.recallAt10 })));
+        printTable('issue 41 targets at 1M (LanceDB)', targets.map((t) => ({ target: t.target, value: t.value, met: t.met === null ? 'not measured' : t.met ? 'met' : 'not met' })));
+        console.log(`\n${table}\n`);
+      }
+      const result = {
+        machine: machine(),
+        load: { start: startLoad, end: load(), note: '2 cores shared with other agents: the bench (client, gateway, engine, PGlite) and whatever else ran shared them' },
+        started: startedAt,
+        finished: final ? new Date().toISOString() : null,
+        command: `npx tsx bench/search.ts ${process.argv.slice(2).join(' ')}`.trim(),
+        model: MODEL,
+        reranker: existsSync(RERANKER) ? `${RERANKER} (conformance kit, random weights; 50 candidates per query)` : null,
+        k: K,
+        rounds: ROUNDS,
+        queriesPerRound: { storeSearch: QUERIES, inProcess: QUERIES, http1Client: QUERIES, httpConcurrent: REQUESTS, rerank: QUERIES },
+        real: { rows: realCount, chunkTokens: CHUNK_TOKENS, tokens: real.tokens, encodeSeconds: round1(real.encodeSeconds), corpus: 'SciFact corpus.jsonl (title + blank line + abstract), chunked by pipelines/documents/chunk.ts' },
+        synthetic: { description: synthetic, sigma, targetCosine: nearest, seed: SEED },
+        notes: [
+          'Queries are SciFact claims (queries.jsonl), a different claim for every request of a round; in-process latency includes encoding the query with the index model.',
+          'The HTTP clients, the gateway and the engine run in one Node process, sharing its event loop and the two cores.',
+          'recall@10: store.search(query vector, k 10) against brute-force cosine over the same float32 vectors; below 100,000 rows both stores scan exactly (no ANN index).',
+          'pgvector runs on PGlite (PostgreSQL 18 + pgvector in WebAssembly, single-threaded, inside the bench process, served over the wire protocol on a loopback port): not a production PostgreSQL; its figures say nothing about a real server.',
+          'Synthetic rows group COMMIT_ROWS (20,000) chunks as one document each, so a commit deletes stale rows of one source, not of 20,000.',
+          'bench-minilm-l6 and bert-cross-encoder have random weights: the vectors have the model\'s shape, not its meaning; recall is against exact search on these vectors, not relevance.',
+        ],
+        skipped,
+        results,
+        targets,
+        markdown: table,
+      };
+      const out = args.out ?? join(import.meta.dirname, 'results', `search-scale-${startedAt.replace(/[:.]/g, '-')}.json`);
+      mkdirSync(join(out, '..'), { recursive: true });
+      writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`);
+      console.log(`wrote ${out}`);
+    };
     for (const rows of SIZES) {
       for (const backend of BACKENDS) {
         if (backend === 'pgvector' && rows > PG_MAX_ROWS) {
@@ -400,49 +470,14 @@ async function main(): Promise<void> {
             uri = `postgres://postgres@127.0.0.1:${postgres.port}/postgres?table=bench${rows}`;
           }
           results.push(await measure(engine, backend, uri, rows, real, centroids, vectors, norms, claims, queryVectors));
+          save(false);
         } finally {
           await postgres?.stop();
           rmSync(join(dir, `lance-${rows}`), { recursive: true, force: true });
         }
       }
     }
-    const rows: Row[] = results.flatMap((m) => Object.entries(m.latency).map(([setting, l]) => ({ store: m.backend, rows: m.rows, setting, 'p50 ms': l.p50, 'p99 ms': l.p99 })));
-    printTable('search latency (medians over rounds of per-round p50/p99)', rows);
-    printTable('build and recall', results.map((m) => ({ store: m.backend, rows: m.rows, real: m.real, 'write s': m.build.writeSeconds, 'index s': m.build.indexSeconds, index: m.build.index, 'recall@10': m.recallAt10 })));
-    const targets = verdicts(results);
-    printTable('issue 41 targets at 1M (LanceDB)', targets.map((t) => ({ target: t.target, value: t.value, met: t.met === null ? 'not measured' : t.met ? 'met' : 'not met' })));
-    const table = markdown(results, synthetic);
-    console.log(`\n${table}\n`);
-    const result = {
-      machine: machine(),
-      load: { start: startLoad, end: load(), note: '2 cores shared with other agents: the bench (client, gateway, engine, PGlite) and whatever else ran shared them' },
-      started: startedAt,
-      finished: new Date().toISOString(),
-      command: `npx tsx bench/search.ts ${process.argv.slice(2).join(' ')}`.trim(),
-      model: MODEL,
-      reranker: existsSync(RERANKER) ? `${RERANKER} (conformance kit, random weights; 50 candidates per query)` : null,
-      k: K,
-      rounds: ROUNDS,
-      queriesPerRound: { storeSearch: QUERIES, inProcess: QUERIES, http1Client: QUERIES, httpConcurrent: REQUESTS, rerank: QUERIES },
-      real: { rows: realCount, chunkTokens: CHUNK_TOKENS, tokens: real.tokens, encodeSeconds: round1(real.encodeSeconds), corpus: 'SciFact corpus.jsonl (title + blank line + abstract), chunked by pipelines/documents/chunk.ts' },
-      synthetic: { description: synthetic, sigma, targetCosine: nearest, seed: SEED },
-      notes: [
-        'Queries are SciFact claims (queries.jsonl), a different claim for every request of a round; in-process latency includes encoding the query with the index model.',
-        'The HTTP clients, the gateway and the engine run in one Node process, sharing its event loop and the two cores.',
-        'recall@10: store.search(query vector, k 10) against brute-force cosine over the same float32 vectors; below 100,000 rows both stores scan exactly (no ANN index).',
-        'pgvector runs on PGlite (PostgreSQL 18 + pgvector in WebAssembly, single-threaded, inside the bench process, served over the wire protocol on a loopback port): not a production PostgreSQL; its figures say nothing about a real server.',
-        'Synthetic rows group COMMIT_ROWS (20,000) chunks as one document each, so a commit deletes stale rows of one source, not of 20,000.',
-        'bench-minilm-l6 and bert-cross-encoder have random weights: the vectors have the model\'s shape, not its meaning; recall is against exact search on these vectors, not relevance.',
-      ],
-      skipped,
-      results,
-      targets,
-      markdown: table,
-    };
-    const out = args.out ?? join(import.meta.dirname, 'results', `search-scale-${startedAt.replace(/[:.]/g, '-')}.json`);
-    mkdirSync(join(out, '..'), { recursive: true });
-    writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`);
-    console.log(`wrote ${out}`);
+    save(true);
   } finally {
     await engine.close();
     rmSync(dir, { recursive: true, force: true });
