@@ -37,7 +37,12 @@ import { clusteredVectors, exactTopK, inverseNorms, meanNearestCosine, seededRan
  * compiled to WebAssembly, single-threaded, in this process): not a production PostgreSQL.
  *
  *   npx tsx bench/search.ts [--rows 10000,100000,1000000] [--backends lancedb,pgvector] [--rounds 3]
- *     [--out bench/measured/search-scale.json] [--pg-max-rows 10000] [--cache DIR]
+ *     [--out bench/measured/search-scale.json] [--pg-max-rows 10000] [--cache DIR] [--baseline EARLIER.json]
+ *
+ * `--cache DIR` keeps the encoded real chunks between runs (encoding 10,000 chunks takes minutes);
+ * `--baseline` takes the 100k LanceDB latencies of an earlier run's JSON for the 1M growth verdict
+ * when this run measures 1M alone. A failed HTTP search (a store's pool timing out under load) is
+ * counted per setting, not fatal; the JSON is written after every index.
  */
 
 const { values: args } = parseArgs({
