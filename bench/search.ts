@@ -1,0 +1,492 @@
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+import { openIndexUri } from '../adapters/stores/open.js';
+import type { ChunkRow, DocumentState, Store, TableSpec } from '../adapters/stores/store.js';
+import { chunkPages, engineTokenCounter } from '../pipelines/documents/chunk.js';
+import { searchIndex } from '../pipelines/documents/search.js';
+import { encodeDense } from '../pipelines/documents/stages/encode.js';
+import { InferenceEngine } from '../pipelines/inference/engine.js';
+import { engineOptionsFromEnv } from '../services/settings/engine-settings.js';
+import { startPgliteServer, type PgliteServerHandle } from '../test/helpers/pglite-server.js';
+import { BENCH_MODEL, DATA_DIR, SHARED_DIR } from './lib/corpora.js';
+import { benchGateway } from './lib/gateway.js';
+import { machine, percentile, printTable, type Row } from './lib/report.js';
+import { clusteredVectors, exactTopK, inverseNorms, meanNearestCosine, seededRandom } from './lib/vector-sets.js';
+
+/**
+ * Search at scale (issue 41, item 2): indexes of 10k, 100k and 1M rows of 384-d vectors built
+ * with Shoal's own stores (Store.prepare/commit, then optimize(): LanceDB builds IVF-PQ and
+ * pgvector HNSW from 100,000 rows, below that both scan exactly), then per index:
+ * - build time: the writes (commit) and the ANN index (optimize) apart;
+ * - recall@10 of store.search against brute-force cosine over the same vectors in this process,
+ *   for `--recall-queries` SciFact claims;
+ * - latency, medians over `--rounds` interleaved rounds of each round's p50/p99: in process
+ *   (searchIndex with the real engine: the query is encoded by the index's model, included) and
+ *   POST /v1/search on a listening gateway (same process, the index kept open by its index pool)
+ *   at 1, 8 and 32 concurrent clients without rerank, and at 1 client with the conformance
+ *   cross-encoder as reranker (50 candidates per query).
+ *
+ * Rows: SciFact abstracts chunked by Shoal's chunker (`--chunk-tokens`) and encoded by the engine
+ * with bench-minilm-l6 (random weights: the geometry of all-MiniLM-L6-v2, not its meaning), the
+ * first `--real` of them; past that, clustered gaussian rows around real ones (vector-sets.ts),
+ * each with its centroid's text. The table spec records the model's absolute folder as ingest
+ * does, so search encodes queries with it. pgvector runs on PGlite (PostgreSQL 18 + pgvector
+ * compiled to WebAssembly, single-threaded, in this process): not a production PostgreSQL.
+ *
+ *   npx tsx bench/search.ts [--rows 10000,100000,1000000] [--backends lancedb,pgvector] [--rounds 3]
+ *     [--out bench/measured/search-scale.json] [--pg-max-rows 10000] [--cache DIR] [--baseline EARLIER.json]
+ *
+ * `--cache DIR` keeps the encoded real chunks between runs (encoding 10,000 chunks takes minutes);
+ * `--baseline` takes the 100k LanceDB latencies of an earlier run's JSON for the 1M growth verdict
+ * when this run measures 1M alone. A failed HTTP search (a store's pool timing out under load) is
+ * counted per setting, not fatal; the JSON is written after every index.
+ */
+
+const { values: args } = parseArgs({
+  options: {
+    rows: { type: 'string', default: '10000,100000' },
+    backends: { type: 'string', default: 'lancedb,pgvector' },
+    rounds: { type: 'string', default: '3' },
+    queries: { type: 'string', default: '100' },
+    requests: { type: 'string', default: '200' },
+    'recall-queries': { type: 'string', default: '100' },
+    real: { type: 'string', default: '12000' },
+    'chunk-tokens': { type: 'string', default: '128' },
+    'pg-max-rows': { type: 'string', default: '10000' },
+    /** An earlier run's JSON whose LanceDB 100k result the 1M growth is measured against when this run has none (said so in the verdict). */
+    baseline: { type: 'string' },
+    cache: { type: 'string' },
+    out: { type: 'string' },
+  },
+});
+
+const SIZES = args.rows.split(',').map((size) => z.coerce.number().int().positive().parse(size));
+const BACKENDS = args.backends.split(',').map((backend) => z.enum(['lancedb', 'pgvector']).parse(backend));
+const ROUNDS = Number(args.rounds);
+const QUERIES = Number(args.queries);
+const REQUESTS = Number(args.requests);
+const RECALL_QUERIES = Number(args['recall-queries']);
+const REAL_WANTED = Number(args.real);
+const CHUNK_TOKENS = Number(args['chunk-tokens']);
+const PG_MAX_ROWS = Number(args['pg-max-rows']);
+const K = 10;
+const CLIENTS = [1, 8, 32] as const;
+const MODEL = resolve(BENCH_MODEL);
+const RERANKER = resolve(join(SHARED_DIR, 'conformance', 'bert-cross-encoder'));
+const SEED = 41;
+/** Rows per commit call: one synthetic "document" each, so a commit deletes stale rows of one source only. */
+const COMMIT_ROWS = 20_000;
+const INDEX_MIN_ROWS = 100_000;
+
+const Doc = z.looseObject({ _id: z.string(), title: z.string(), text: z.string() });
+const Claim = z.looseObject({ text: z.string() });
+
+function jsonl<T>(path: string, schema: z.ZodType<T>): T[] {
+  return readFileSync(path, 'utf8').split('\n').filter((line) => line.trim() !== '').map((line) => schema.parse(JSON.parse(line)));
+}
+
+const median = (values: readonly number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[mid] ?? Number.NaN) : ((sorted[mid - 1] ?? Number.NaN) + (sorted[mid] ?? Number.NaN)) / 2;
+};
+const round1 = (value: number): number => Math.round(value * 10) / 10;
+const round3 = (value: number): number => Math.round(value * 1000) / 1000;
+const load = (): number[] => loadavg().map((value) => round1(value));
+
+interface RealChunk {
+  id: string;
+  documentId: string;
+  chunk: number;
+  text: string;
+  start: number;
+  end: number;
+}
+
+interface RealSet {
+  chunks: RealChunk[];
+  vectors: Float32Array;
+  dim: number;
+  encodeSeconds: number;
+  tokens: number;
+}
+
+const CachedChunks = z.array(z.object({ id: z.string(), documentId: z.string(), chunk: z.number(), text: z.string(), start: z.number(), end: z.number() }));
+
+/** SciFact abstracts chunked and encoded (role document) by the engine; read from `--cache` when an earlier run left them. */
+async function realSet(engine: InferenceEngine): Promise<RealSet> {
+  const cacheKey = `scifact-${REAL_WANTED}-${CHUNK_TOKENS}`;
+  if (args.cache !== undefined && existsSync(join(args.cache, `${cacheKey}.f32`))) {
+    const chunks = CachedChunks.parse(JSON.parse(readFileSync(join(args.cache, `${cacheKey}.json`), 'utf8')));
+    const bytes = readFileSync(join(args.cache, `${cacheKey}.f32`));
+    const vectors = new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4).slice();
+    console.log(`real rows: ${chunks.length} from the cache ${args.cache}`);
+    return { chunks, vectors, dim: vectors.length / chunks.length, encodeSeconds: Number.NaN, tokens: Number.NaN };
+  }
+  const count = engineTokenCounter(engine, MODEL);
+  const chunks: RealChunk[] = [];
+  let tokens = 0;
+  for (const doc of jsonl(join(DATA_DIR, 'scifact', 'corpus.jsonl'), Doc)) {
+    if (chunks.length >= REAL_WANTED) break;
+    const pieces = await chunkPages([{ page: 1, text: `${doc.title}\n\n${doc.text}`, ocr: false }], { size: CHUNK_TOKENS, overlap: 0 }, count);
+    for (const piece of pieces) {
+      if (chunks.length >= REAL_WANTED) break;
+      chunks.push({ id: `${doc._id}#${piece.index}`, documentId: doc._id, chunk: piece.index, text: piece.text, start: piece.start, end: piece.end });
+      tokens += piece.tokens;
+    }
+  }
+  const started = performance.now();
+  const encoded = await encodeDense(engine, chunks.map((chunk) => chunk.text), { model: MODEL, role: 'document' });
+  const encodeSeconds = (performance.now() - started) / 1000;
+  const dim = encoded[0]?.length ?? 0;
+  const vectors = new Float32Array(chunks.length * dim);
+  encoded.forEach((vector, at) => vectors.set(vector, at * dim));
+  console.log(`real rows: ${chunks.length} SciFact chunks (${tokens} tokens) encoded in ${encodeSeconds.toFixed(1)} s`);
+  if (args.cache !== undefined) {
+    mkdirSync(args.cache, { recursive: true });
+    writeFileSync(join(args.cache, `${cacheKey}.json`), JSON.stringify(chunks));
+    writeFileSync(join(args.cache, `${cacheKey}.f32`), vectors);
+  }
+  return { chunks, vectors, dim, encodeSeconds, tokens };
+}
+
+/** Row `at` of the set as stored: a real chunk, or a synthetic row carrying its centroid's text in a block "document". */
+function chunkRow(at: number, real: RealSet, centroids: Int32Array, vectors: Float32Array, ingestedAt: string): ChunkRow {
+  const realCount = real.chunks.length;
+  const own = at < realCount ? real.chunks[at] : undefined;
+  const centroid = own ?? real.chunks[centroids[at - realCount] ?? 0];
+  const block = Math.floor((at - realCount) / COMMIT_ROWS);
+  return {
+    id: own?.id ?? `synthetic-${at}`,
+    document_id: own?.documentId ?? `synthetic-block-${block}`,
+    source: own === undefined ? `synthetic://block-${block}` : `scifact://${own.documentId}`,
+    page: 1,
+    chunk: own?.chunk ?? at,
+    text: centroid?.text ?? '',
+    start: centroid?.start ?? 0,
+    end: centroid?.end ?? 0,
+    heading: null,
+    settings: 'bench-search-scale',
+    vector: vectors.subarray(at * real.dim, (at + 1) * real.dim),
+    entities: null,
+    labels: null,
+    ingested_at: ingestedAt,
+    metadata: null,
+  };
+}
+
+interface Build {
+  writeSeconds: number;
+  indexSeconds: number;
+  index: string;
+}
+
+/** Writes the first `rows` rows through the store (commit calls of COMMIT_ROWS, one state per source), then optimize(). */
+async function build(store: Store, backend: string, rows: number, real: RealSet, centroids: Int32Array, vectors: Float32Array): Promise<Build> {
+  const spec: TableSpec = { dimension: real.dim, distance: 'cosine', vectorType: 'float32', optionalColumns: [], metadata: { model: MODEL, pipeline: 'bench-search-scale' } };
+  const ingestedAt = new Date().toISOString();
+  const started = performance.now();
+  await store.prepare(spec);
+  for (let from = 0; from < rows; from += COMMIT_ROWS) {
+    const batch: ChunkRow[] = [];
+    for (let at = from; at < Math.min(rows, from + COMMIT_ROWS); at++) batch.push(chunkRow(at, real, centroids, vectors, ingestedAt));
+    const states = new Map<string, DocumentState>();
+    for (const row of batch) {
+      const state = states.get(row.source);
+      if (state === undefined) states.set(row.source, { source: row.source, document_id: row.document_id, settings: row.settings, chunks: 1, pages: 1, ingested_at: ingestedAt });
+      else state.chunks += 1;
+    }
+    await store.commit(batch, [...states.values()]);
+    if (from % 100_000 === 0 && from > 0) console.log(`  ${backend}: ${from} rows written, ${((performance.now() - started) / 1000).toFixed(0)} s`);
+  }
+  const written = performance.now();
+  await store.optimize();
+  const done = performance.now();
+  const index = rows < INDEX_MIN_ROWS ? 'none (exact scan)' : backend === 'lancedb' ? 'IVF-PQ (LanceDB defaults; nprobes 64, refine 4)' : 'HNSW (pgvector defaults; ef_search 100)';
+  return { writeSeconds: round1((written - started) / 1000), indexSeconds: round1((done - written) / 1000), index };
+}
+
+const SearchResponse = z.looseObject({ hits: z.array(z.looseObject({ id: z.string() })) });
+
+/** Latencies (ms) of the calls that answered, and the failures by message (an overloaded store answers 503: counted, not fatal). */
+interface Timed {
+  latencies: number[];
+  failures: Record<string, number>;
+}
+
+interface Setting {
+  name: string;
+  run: (claims: readonly string[]) => Promise<Timed>;
+}
+
+/** Sends `claims` as searches from `clients` concurrent callers; the latency of each (ms). */
+async function httpLoad(address: string, index: string, claims: readonly string[], clients: number, rerank: string | undefined): Promise<Timed> {
+  const latencies: number[] = [];
+  const failures: Record<string, number> = {};
+  let next = 0;
+  const client = async (): Promise<void> => {
+    for (let at = next++; at < claims.length; at = next++) {
+      const started = performance.now();
+      const response = await fetch(`${address}/v1/search`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ index, query: claims[at], k: K, ...(rerank === undefined ? {} : { rerank }) }),
+      });
+      const text = await response.text();
+      if (response.status !== 200) {
+        const reason = `${response.status}: ${text.slice(0, 200)}`;
+        failures[reason] = (failures[reason] ?? 0) + 1;
+        continue;
+      }
+      const hits = SearchResponse.parse(JSON.parse(text)).hits;
+      latencies.push(performance.now() - started);
+      if (hits.length !== K) throw new Error(`/v1/search gave ${hits.length} hits, not ${K}`);
+    }
+  };
+  await Promise.all(Array.from({ length: clients }, client));
+  return { latencies, failures };
+}
+
+const failedCount = (failures: Record<string, number> | undefined): number => Object.values(failures ?? {}).reduce((sum, n) => sum + n, 0);
+
+interface Measured {
+  backend: string;
+  rows: number;
+  real: number;
+  build: Build;
+  recallAt10: number;
+  recallQueries: number;
+  /** Per setting: medians over rounds of each round's p50 and p99 (ms), and every round's figures. */
+  latency: Record<string, { p50: number; p99: number; failed: number; rounds: { p50: number; p99: number; n: number; failures: Record<string, number> }[] }>;
+  load: number[];
+}
+
+async function measure(engine: InferenceEngine, backend: string, uri: string, rows: number, real: RealSet, centroids: Int32Array, vectors: Float32Array, norms: Float64Array, claims: readonly string[], queryVectors: readonly Float32Array[]): Promise<Measured> {
+  const { store } = openIndexUri(uri);
+  const app = benchGateway(engine, { indexes: { bench: uri } });
+  try {
+    console.log(`${backend} ${rows} rows: building (load ${load().join(' ')})`);
+    const built = await build(store, backend, rows, real, centroids, vectors);
+    console.log(`  write ${built.writeSeconds} s, index ${built.indexSeconds} s (${built.index})`);
+
+    let found = 0;
+    for (const query of queryVectors) {
+      const truth = new Set(exactTopK(vectors, norms, rows, real.dim, query, K).map((row) => chunkRow(row, real, centroids, vectors, '').id));
+      const hits = await store.search(Array.from(query), { k: K });
+      found += hits.filter((hit) => truth.has(hit.row.id)).length;
+    }
+    const recallAt10 = round3(found / (queryVectors.length * K));
+    console.log(`  recall@10 ${recallAt10} over ${queryVectors.length} queries`);
+
+    const address = await app.listen({ port: 0, host: '127.0.0.1' });
+    const where = `${backend} bench index`;
+    const settings: Setting[] = [
+      {
+        name: 'in process',
+        run: async (batch) => {
+          const out: number[] = [];
+          for (const query of batch) {
+            const started = performance.now();
+            const hits = await searchIndex(engine, store, { query, k: K, where });
+            out.push(performance.now() - started);
+            if (hits.length !== K) throw new Error(`searchIndex gave ${hits.length} hits`);
+          }
+          return { latencies: out, failures: {} };
+        },
+      },
+      {
+        // The index alone: the query vectors encoded once beforehand, so growth with rows is the store's, not the encoder's.
+        name: 'store.search (vector given)',
+        run: async (batch) => {
+          const out: number[] = [];
+          for (let at = 0; at < batch.length; at++) {
+            const vector = Array.from(queryVectors[at % queryVectors.length] ?? []);
+            const started = performance.now();
+            const hits = await store.search(vector, { k: K });
+            out.push(performance.now() - started);
+            if (hits.length !== K) throw new Error(`store.search gave ${hits.length} hits`);
+          }
+          return { latencies: out, failures: {} };
+        },
+      },
+      ...CLIENTS.map((clients) => ({ name: `HTTP ${clients} client${clients === 1 ? '' : 's'}`, run: (batch: readonly string[]) => httpLoad(address, 'bench', clients === 1 ? batch.slice(0, QUERIES) : batch, clients, undefined) })),
+      ...(existsSync(RERANKER) ? [{ name: 'HTTP 1 client, rerank', run: (batch: readonly string[]) => httpLoad(address, 'bench', batch.slice(0, QUERIES), 1, RERANKER) }] : []),
+    ];
+    // Warm: the table opened and its index read on both paths, the models loaded.
+    for (const setting of settings) await setting.run(claims.slice(0, 4));
+    const perRound: Record<string, { p50: number; p99: number; n: number; failures: Record<string, number> }[]> = {};
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const [at, setting] of settings.entries()) {
+        // Each round and setting its own claims (no repeated query within a round), cycling through SciFact's.
+        const offset = ((round * settings.length + at) * REQUESTS) % claims.length;
+        const batch = Array.from({ length: setting.name.startsWith('HTTP') ? REQUESTS : QUERIES }, (_, i) => claims[(offset + i) % claims.length] ?? '');
+        const { latencies, failures } = await setting.run(batch);
+        (perRound[setting.name] ??= []).push({ p50: round1(percentile(latencies, 50)), p99: round1(percentile(latencies, 99)), n: latencies.length, failures });
+      }
+      console.log(`  round ${round + 1}: ${Object.entries(perRound).map(([name, rounds]) => `${name} p50 ${rounds.at(-1)?.p50} p99 ${rounds.at(-1)?.p99}${failedCount(rounds.at(-1)?.failures) > 0 ? ` (${failedCount(rounds.at(-1)?.failures)} failed)` : ''}`).join('; ')} (load ${load()[0]})`);
+    }
+    const latency = Object.fromEntries(Object.entries(perRound).map(([name, rounds]) => [name, { p50: round1(median(rounds.map((r) => r.p50))), p99: round1(median(rounds.map((r) => r.p99))), failed: rounds.reduce((sum, r) => sum + failedCount(r.failures), 0), rounds }]));
+    return { backend, rows, real: Math.min(rows, real.chunks.length), build: built, recallAt10, recallQueries: queryVectors.length, latency, load: load() };
+  } finally {
+    await app.close();
+    await store.close();
+  }
+}
+
+interface Verdict {
+  target: string;
+  value: string;
+  met: boolean | null;
+}
+
+/** The issue's targets at 1M rows (LanceDB, the default store), with the arithmetic. */
+const Baseline = z.looseObject({ started: z.string(), results: z.array(z.looseObject({ backend: z.string(), rows: z.number(), latency: z.record(z.string(), z.looseObject({ p50: z.number(), p99: z.number() })) })) });
+
+/** The LanceDB 100k latencies of `--baseline`'s run, for the growth verdict; null without one. */
+function baselineAt100k(): { measured: { latency: Record<string, { p50: number; p99: number }> }; from: string } | null {
+  if (args.baseline === undefined) return null;
+  const earlier = Baseline.parse(JSON.parse(readFileSync(args.baseline, 'utf8')));
+  const found = earlier.results.find((r) => r.backend === 'lancedb' && r.rows === 100_000);
+  return found === undefined ? null : { measured: { latency: found.latency }, from: `${args.baseline} (run of ${earlier.started})` };
+}
+
+function verdicts(results: readonly Measured[]): Verdict[] {
+  const lance = (rows: number): Measured | undefined => results.find((r) => r.backend === 'lancedb' && r.rows === rows);
+  const at1m = lance(1_000_000);
+  const baseline = lance(100_000) === undefined ? baselineAt100k() : null;
+  const at100k = lance(100_000) ?? baseline?.measured;
+  const against = baseline === null ? '' : ` (100k from ${baseline.from}: another run, another load)`;
+  const http8 = (m: { latency: Record<string, { p50: number; p99: number }> } | undefined): { p50: number; p99: number } | undefined => m?.latency['HTTP 8 clients'];
+  if (at1m === undefined) {
+    return [{ target: 'every 1M target', value: 'not measured: no 1M LanceDB run', met: null }];
+  }
+  const h1m = http8(at1m);
+  const h100k = http8(at100k);
+  const out: Verdict[] = [
+    { target: 'recall@10 ≥ 0.95 at 1M', value: `${at1m.recallAt10} (${at1m.recallQueries} queries)`, met: at1m.recallAt10 >= 0.95 },
+    { target: 'HTTP p50 ≤ 25 ms, 8 clients, no rerank, 1M', value: `${h1m?.p50} ms`, met: h1m === undefined ? null : h1m.p50 <= 25 },
+    { target: 'HTTP p99 ≤ 100 ms, 8 clients, no rerank, 1M', value: `${h1m?.p99} ms`, met: h1m === undefined ? null : h1m.p99 <= 100 },
+  ];
+  if (h1m !== undefined && h100k !== undefined) {
+    const growth = h1m.p50 / h100k.p50;
+    out.push({ target: 'p50 growth 100k → 1M ≤ 2× (HTTP, 8 clients)', value: `${h1m.p50} / ${h100k.p50} = ${growth.toFixed(2)}×${against}`, met: growth <= 2 });
+    const inProcess = (at1m.latency['in process']?.p50 ?? Number.NaN) / (at100k?.latency['in process']?.p50 ?? Number.NaN);
+    const storeOnly = (at1m.latency['store.search (vector given)']?.p50 ?? Number.NaN) / (at100k?.latency['store.search (vector given)']?.p50 ?? Number.NaN);
+    out.push({ target: 'p50 growth 100k → 1M ≤ 2× (store.search alone, for reference)', value: `${at1m.latency['store.search (vector given)']?.p50} / ${at100k?.latency['store.search (vector given)']?.p50} = ${storeOnly.toFixed(2)}×`, met: storeOnly <= 2 });
+    out.push({ target: 'p50 growth 100k → 1M ≤ 2× (in process, for reference)', value: `${at1m.latency['in process']?.p50} / ${at100k?.latency['in process']?.p50} = ${inProcess.toFixed(2)}×`, met: inProcess <= 2 });
+  } else {
+    out.push({ target: 'p50 growth 100k → 1M ≤ 2×', value: 'not measured: no 100k LanceDB run in this invocation', met: null });
+  }
+  return out;
+}
+
+function markdown(results: readonly Measured[], synthetic: string): string {
+  const cell = (m: Measured, name: string): string => {
+    const l = m.latency[name];
+    if (l === undefined) return '–';
+    return `${l.p50} / ${l.p99}${l.failed > 0 ? ` (${l.failed} of ${l.rounds.reduce((sum, r) => sum + r.n + failedCount(r.failures), 0)} failed)` : ''}`;
+  };
+  const lines = [
+    `| store | rows (real) | write s | index build s | index | recall@10 | store.search p50 / p99 ms | in process | HTTP 1 client | HTTP 8 clients | HTTP 32 clients | HTTP 1 client, rerank |`,
+    '| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    ...results.map((m) => `| ${m.backend === 'pgvector' ? 'pgvector (PGlite)' : m.backend} | ${m.rows.toLocaleString('en-US')} (${m.real.toLocaleString('en-US')}) | ${m.build.writeSeconds} | ${m.build.indexSeconds} | ${m.build.index} | ${m.recallAt10} | ${cell(m, 'store.search (vector given)')} | ${cell(m, 'in process')} | ${cell(m, 'HTTP 1 client')} | ${cell(m, 'HTTP 8 clients')} | ${cell(m, 'HTTP 32 clients')} | ${cell(m, 'HTTP 1 client, rerank')} |`),
+    '',
+    `Synthetic rows: ${synthetic}`,
+  ];
+  return lines.join('\n');
+}
+
+async function main(): Promise<void> {
+  const startedAt = new Date().toISOString();
+  const startLoad = load();
+  const engine = new InferenceEngine(engineOptionsFromEnv(process.env));
+  const dir = mkdtempSync(join(tmpdir(), 'shoal-bench-search-'));
+  const results: Measured[] = [];
+  const skipped: string[] = [];
+  try {
+    const real = await realSet(engine);
+    const maxRows = Math.max(...SIZES);
+    const realCount = real.chunks.length;
+    // The noise is sized to the real set's own neighbourhoods: a synthetic row sits as close to its centroid as a real chunk to its nearest real chunk.
+    const nearest = meanNearestCosine(real.vectors, realCount, real.dim, 200, seededRandom(SEED + 1));
+    const { vectors, centroids, sigma } = clusteredVectors(real.vectors, realCount, real.dim, maxRows, nearest, SEED);
+    const norms = inverseNorms(vectors, maxRows, real.dim);
+    const synthetic = `past the first ${realCount.toLocaleString('en-US')} real rows (SciFact chunks of ≤ ${CHUNK_TOKENS} tokens, bench-minilm-l6, random weights), clustered gaussian rows: a random real row as centroid plus isotropic noise (σ = ${sigma.toFixed(4)} per dimension) sized so that cos(row, centroid) ≈ ${nearest.toFixed(3)}, the mean cosine of a real chunk to its nearest other chunk; unit-normalized; text copied from the centroid. Not uniform noise, but no real corpus either.`;
+    console.log(synthetic);
+    const claims = jsonl(join(DATA_DIR, 'scifact', 'queries.jsonl'), Claim).map((claim) => claim.text);
+    const queryVectors = await encodeDense(engine, claims.slice(0, RECALL_QUERIES), { model: MODEL, role: 'query' });
+    // Written after every index, so a later failure keeps what was measured (`finished: null` until the end).
+    const save = (final: boolean): void => {
+      const targets = verdicts(results);
+      const table = markdown(results, synthetic);
+      if (final) {
+        const rows: Row[] = results.flatMap((m) => Object.entries(m.latency).map(([setting, l]) => ({ store: m.backend, rows: m.rows, setting, 'p50 ms': l.p50, 'p99 ms': l.p99, failed: l.failed })));
+        printTable('search latency (medians over rounds of per-round p50/p99)', rows);
+        printTable('build and recall', results.map((m) => ({ store: m.backend, rows: m.rows, real: m.real, 'write s': m.build.writeSeconds, 'index s': m.build.indexSeconds, index: m.build.index, 'recall@10': m.recallAt10 })));
+        printTable('issue 41 targets at 1M (LanceDB)', targets.map((t) => ({ target: t.target, value: t.value, met: t.met === null ? 'not measured' : t.met ? 'met' : 'not met' })));
+        console.log(`\n${table}\n`);
+      }
+      const result = {
+        machine: machine(),
+        load: { start: startLoad, end: load(), note: '2 cores shared with other agents: the bench (client, gateway, engine, PGlite) and whatever else ran shared them' },
+        started: startedAt,
+        finished: final ? new Date().toISOString() : null,
+        command: `npx tsx bench/search.ts ${process.argv.slice(2).join(' ')}`.trim(),
+        model: MODEL,
+        reranker: existsSync(RERANKER) ? `${RERANKER} (conformance kit, random weights; 50 candidates per query)` : null,
+        k: K,
+        rounds: ROUNDS,
+        queriesPerRound: { storeSearch: QUERIES, inProcess: QUERIES, http1Client: QUERIES, httpConcurrent: REQUESTS, rerank: QUERIES },
+        real: { rows: realCount, chunkTokens: CHUNK_TOKENS, tokens: real.tokens, encodeSeconds: round1(real.encodeSeconds), corpus: 'SciFact corpus.jsonl (title + blank line + abstract), chunked by pipelines/documents/chunk.ts' },
+        synthetic: { description: synthetic, sigma, targetCosine: nearest, seed: SEED },
+        notes: [
+          'Queries are SciFact claims (queries.jsonl), a different claim for every request of a round; in-process latency includes encoding the query with the index model.',
+          'The HTTP clients, the gateway and the engine run in one Node process, sharing its event loop and the two cores.',
+          'recall@10: store.search(query vector, k 10) against brute-force cosine over the same float32 vectors; below 100,000 rows both stores scan exactly (no ANN index).',
+          'pgvector runs on PGlite (PostgreSQL 18 + pgvector in WebAssembly, single-threaded, inside the bench process, served over the wire protocol on a loopback port): not a production PostgreSQL; its figures say nothing about a real server.',
+          'Synthetic rows group COMMIT_ROWS (20,000) chunks as one document each, so a commit deletes stale rows of one source, not of 20,000.',
+          'bench-minilm-l6 and bert-cross-encoder have random weights: the vectors have the model\'s shape, not its meaning; recall is against exact search on these vectors, not relevance.',
+        ],
+        skipped,
+        results,
+        targets,
+        markdown: table,
+      };
+      const out = args.out ?? join(import.meta.dirname, 'results', `search-scale-${startedAt.replace(/[:.]/g, '-')}.json`);
+      mkdirSync(join(out, '..'), { recursive: true });
+      writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`);
+      console.log(`wrote ${out}`);
+    };
+    for (const rows of SIZES) {
+      for (const backend of BACKENDS) {
+        if (backend === 'pgvector' && rows > PG_MAX_ROWS) {
+          skipped.push(`pgvector at ${rows} rows: over --pg-max-rows ${PG_MAX_ROWS} (PGlite is single-threaded WebAssembly in this process)`);
+          continue;
+        }
+        let postgres: PgliteServerHandle | null = null;
+        try {
+          let uri: string;
+          if (backend === 'lancedb') uri = join(dir, `lance-${rows}`);
+          else {
+            postgres = await startPgliteServer();
+            uri = `postgres://postgres@127.0.0.1:${postgres.port}/postgres?table=bench${rows}`;
+          }
+          results.push(await measure(engine, backend, uri, rows, real, centroids, vectors, norms, claims, queryVectors));
+          save(false);
+        } finally {
+          await postgres?.stop();
+          rmSync(join(dir, `lance-${rows}`), { recursive: true, force: true });
+        }
+      }
+    }
+    save(true);
+  } finally {
+    await engine.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
