@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { LazyStore } from '../shared/lazy.js';
 import { checkTableName } from '../shared/table-names.js';
-import { invalidIndex, parsePart, parseUrl, queryParts, TableNamePart } from '../shared/uri-parts.js';
+import { invalidIndex, parsePart, parseUrl, queryParts, tableNamePart } from '../shared/uri-parts.js';
 import { redactUri } from '../../protocol/uri-credentials.js';
 import type { IndexRef, StoreBackend } from '../store-backend.js';
 
@@ -17,7 +17,7 @@ export const fileBackend = {
     const parsed = parseUrl(uri);
     const params = queryParts(parsed, ['table'], 'file:///dir');
     if (parsed.host !== '') throw invalidIndex('file:///dir takes an absolute path (three slashes)');
-    const table = parsePart(TableNamePart, params.table ?? context.fallbackTable, 'file:// table');
+    const table = parsePart(tableNamePart(), params.table ?? context.fallbackTable, 'file:// table');
     parsed.search = '';
     const dir = fileURLToPath(parsed);
     checkTableName(table);

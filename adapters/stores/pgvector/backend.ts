@@ -4,27 +4,29 @@ import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 import { redactUri } from '../../protocol/uri-credentials.js';
 import { LazyStore } from '../shared/lazy.js';
 import { checkTableName } from '../shared/table-names.js';
-import { HostPart, parsePart, parseUrl, PortPart, queryParts, TableNamePart } from '../shared/uri-parts.js';
+import { hostPart, onFirstUse, parsePart, parseUrl, portPart, queryParts, tableNamePart } from '../shared/uri-parts.js';
 import type { IndexRef, StoreBackend, StoreCredentials } from '../store-backend.js';
 import type { PgConnection } from './store.js';
 
 const FORM = 'postgres://user@host:port/db?table=T';
-const SslMode = z.enum(['disable', 'require', 'verify-full']);
+const sslMode = onFirstUse(() => z.enum(['disable', 'require', 'verify-full']));
 
-const PostgresParts = z.strictObject({
-  user: z.string().min(1).max(63),
-  password: z.string().max(1_000).optional(),
-  host: HostPart,
-  port: PortPart,
-  database: z.string().regex(/^[A-Za-z0-9_$-]{1,63}$/, 'a database name'),
-  table: TableNamePart.optional(),
-  sslmode: SslMode.optional(),
-  sslrootcert: z.string().min(1).max(4_096).optional(),
-});
+const postgresParts = onFirstUse(() =>
+  z.strictObject({
+    user: z.string().min(1).max(63),
+    password: z.string().max(1_000).optional(),
+    host: hostPart(),
+    port: portPart(),
+    database: z.string().regex(/^[A-Za-z0-9_$-]{1,63}$/, 'a database name'),
+    table: tableNamePart().optional(),
+    sslmode: sslMode().optional(),
+    sslrootcert: z.string().min(1).max(4_096).optional(),
+  }),
+);
 
 /** The client's connection: the URI's parts, its password or PGPASSWORD, and TLS as `sslmode` (or PGSSLMODE) asks. */
-function pgConnection(parts: z.output<typeof PostgresParts>, credentials: StoreCredentials): PgConnection {
-  const mode = parts.sslmode ?? parsePart(SslMode.optional(), credentials.pgSslMode, 'PGSSLMODE') ?? 'disable';
+function pgConnection(parts: z.output<ReturnType<typeof postgresParts>>, credentials: StoreCredentials): PgConnection {
+  const mode = parts.sslmode ?? parsePart(sslMode().optional(), credentials.pgSslMode, 'PGSSLMODE') ?? 'disable';
   const caFile = parts.sslrootcert ?? credentials.pgSslRootCert;
   let ssl: PgConnection['ssl'] = false;
   if (mode === 'require') ssl = { rejectUnauthorized: false };
@@ -57,7 +59,7 @@ export const pgvectorBackend = {
   parse(uri, context): IndexRef {
     const parsed = parseUrl(uri);
     const params = queryParts(parsed, ['table', 'sslmode', 'sslrootcert'], FORM);
-    const parts = parsePart(PostgresParts, {
+    const parts = parsePart(postgresParts(), {
       user: decodeURIComponent(parsed.username) || undefined,
       ...(parsed.password === '' ? {} : { password: decodeURIComponent(parsed.password) }),
       host: parsed.hostname,
@@ -65,7 +67,7 @@ export const pgvectorBackend = {
       database: decodeURIComponent(parsed.pathname.replace(/^\//, '')) || undefined,
       ...params,
     }, FORM);
-    const table = parts.table ?? parsePart(TableNamePart, context.fallbackTable, 'table');
+    const table = parts.table ?? parsePart(tableNamePart(), context.fallbackTable, 'table');
     const connection = pgConnection(parts, context.credentials);
     const options = { connection, table: checkTableName(table), ...(context.batchRows === undefined ? {} : { batchRows: context.batchRows }) };
     return {

@@ -1,6 +1,6 @@
 import { parseS3Uri } from '../../object-store/uri.js';
 import { LazyStore } from '../shared/lazy.js';
-import { parsePart, TableNamePart, trailingQuery } from '../shared/uri-parts.js';
+import { parsePart, tableNamePart, trailingQuery } from '../shared/uri-parts.js';
 import { redactUri } from '../../protocol/uri-credentials.js';
 import type { IndexRef, StoreBackend } from '../store-backend.js';
 
@@ -16,7 +16,7 @@ export const s3Backend = {
   parse(uri, context): IndexRef {
     // `?table=` wins over --table.
     const { base, params } = trailingQuery(uri, ['table'], 's3://bucket/prefix[?table=T]');
-    const table = parsePart(TableNamePart, params.table ?? context.fallbackTable, 's3 table');
+    const table = parsePart(tableNamePart(), params.table ?? context.fallbackTable, 's3 table');
     // The bucket and prefix checked now, so a bad one is refused before anything runs.
     parseS3Uri(base);
     const s3 = context.s3;

@@ -1,10 +1,10 @@
 import { z } from 'zod';
-import { FlagPart, HostPart, invalidIndex, parsePart, parseUrl, PortPart, queryParts, TableNamePart } from './uri-parts.js';
+import { flagPart, hostPart, invalidIndex, onFirstUse, parsePart, parseUrl, portPart, queryParts, tableNamePart } from './uri-parts.js';
 
 /** `scheme://host:port/COLLECTION[?ssl=…]`, the form of the stores reached over HTTP (Chroma, Qdrant). */
-const ServerParts = z.strictObject({ host: HostPart, port: PortPart, collection: TableNamePart.optional(), ssl: FlagPart.optional(), tenant: z.string().max(256).optional(), database: z.string().max(256).optional() });
+const serverParts = onFirstUse(() => z.strictObject({ host: hostPart(), port: portPart(), collection: tableNamePart().optional(), ssl: flagPart().optional(), tenant: z.string().max(256).optional(), database: z.string().max(256).optional() }));
 
-export type ServerUri = z.output<typeof ServerParts> & { collection: string };
+export type ServerUri = z.output<ReturnType<typeof serverParts>> & { collection: string };
 
 /**
  * The parts of a server URI; the collection falls back to the table asked for. An API key in the
@@ -15,11 +15,11 @@ export function parseServerUri(uri: string, scheme: string, options: { defaultPo
   const form = `${scheme}://host:port/COLLECTION`;
   if (parsed.username !== '' || parsed.password !== '') throw invalidIndex(`${form}: put the API key in ${options.keyVariable}, not in the URI`);
   const params = queryParts(parsed, options.params, form);
-  const parts = parsePart(ServerParts, {
+  const parts = parsePart(serverParts(), {
     host: parsed.hostname,
     port: parsed.port === '' ? options.defaultPort : parsed.port,
     collection: decodeURIComponent(parsed.pathname.replace(/^\//, '')) || undefined,
     ...params,
   }, form);
-  return { ...parts, collection: parts.collection ?? parsePart(TableNamePart, options.fallbackTable, 'collection') };
+  return { ...parts, collection: parts.collection ?? parsePart(tableNamePart(), options.fallbackTable, 'collection') };
 }

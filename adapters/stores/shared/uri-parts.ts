@@ -22,17 +22,29 @@ export function invalidIndex(message: string): ShoalError {
   return new ShoalError(ErrorCode.INVALID_INPUT, `index: ${message} (accepted: ${acceptedForms})`, { details: { field: 'index' } });
 }
 
-export const TableNamePart = z
-  .string()
-  .regex(/^[A-Za-z0-9_-]{1,48}$/, "1 to 48 letters, digits, '_' or '-'")
-  // `T__documents`, `T__spec`... are table T's own relations (shared/table-spec.ts).
-  .superRefine((name, context) => {
-    const suffix = reservedSuffixOf(name);
-    if (suffix !== undefined) context.addIssue({ code: 'custom', message: `${JSON.stringify(name)} ends in ${suffix}, which names another table's state, spec or index` });
-  });
-export const HostPart = z.string().min(1).max(253).regex(/^[A-Za-z0-9.-]+$|^\[[0-9A-Fa-f:.]+\]$/, 'a host name or address');
-export const PortPart = z.coerce.number().int().min(1).max(65_535);
-export const FlagPart = z.enum(['true', 'false', '1', '0']).transform((value) => value === 'true' || value === '1');
+/**
+ * A value built on its first use. The URI schemas below are built so: a zod schema takes a few
+ * milliseconds to build, and every command imports the backends (the settings table lists their
+ * variables), `shoal encode` included, which never parses an index URI.
+ */
+export function onFirstUse<T>(make: () => T): () => T {
+  let value: T | undefined;
+  return () => (value ??= make());
+}
+
+export const tableNamePart = onFirstUse(() =>
+  z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,48}$/, "1 to 48 letters, digits, '_' or '-'")
+    // `T__documents`, `T__spec`... are table T's own relations (shared/table-spec.ts).
+    .superRefine((name, context) => {
+      const suffix = reservedSuffixOf(name);
+      if (suffix !== undefined) context.addIssue({ code: 'custom', message: `${JSON.stringify(name)} ends in ${suffix}, which names another table's state, spec or index` });
+    }),
+);
+export const hostPart = onFirstUse(() => z.string().min(1).max(253).regex(/^[A-Za-z0-9.-]+$|^\[[0-9A-Fa-f:.]+\]$/, 'a host name or address'));
+export const portPart = onFirstUse(() => z.coerce.number().int().min(1).max(65_535));
+export const flagPart = onFirstUse(() => z.enum(['true', 'false', '1', '0']).transform((value) => value === 'true' || value === '1'));
 
 /** `value` through `schema`, or the refusal naming `form` and the first issue. */
 export function parsePart<T extends z.ZodType>(schema: T, value: unknown, form: string): z.output<T> {
