@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ErrorCode, ShoalError } from '../../../../adapters/protocol/errors.js';
 import { parseIndexRef, type IndexRef } from '../../../../adapters/stores/open.js';
-import { JsonlStore } from '../../../../adapters/stores/file/store.js';
+import { LazyStore } from '../../../../adapters/stores/shared/lazy.js';
 import type { Store } from '../../../../adapters/stores/store.js';
 import { IndexPool } from '../../../../services/gateway/index-pool.js';
 
@@ -66,7 +66,8 @@ describe('IndexPool', () => {
     }
     expect(counts.opened).toHaveLength(1);
     expect(counts.closed).toBe(0);
-    expect(counts.opened[0]).toBeInstanceOf(JsonlStore);
+    // A file:// store, imported on first use like every backend.
+    expect(counts.opened[0]).toBeInstanceOf(LazyStore);
     await pool.close();
     expect(counts.closed).toBe(1);
     expect(() => pool.borrow('docs')).toThrow(expect.objectContaining({ code: ErrorCode.UNAVAILABLE }));
