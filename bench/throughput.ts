@@ -6,7 +6,7 @@ import { InferenceEngine } from '../pipelines/inference/engine.js';
 import { parseCatalog } from '../pipelines/inference/catalog.js';
 import type { BatchEvent } from '../pipelines/inference/scheduler-options.js';
 import { measureCeiling, tokenize } from './lib/ceiling.js';
-import { ensureBuiltCli, runShoal, type CliTiming } from './lib/cli-run.js';
+import { checkedLineCount, ensureBuiltCli, runShoal, steadyTokensPerSecond, type CliTiming } from './lib/cli-run.js';
 import { BENCH_MODEL, mixedCorpus, queries, uniformCorpus } from './lib/corpora.js';
 import { measurePeer } from './lib/peer.js';
 import { percentile, printTable, writeResult, type Row } from './lib/report.js';
@@ -28,9 +28,16 @@ import { percentile, printTable, writeResult, type Row } from './lib/report.js';
  * The ratios reported are medians of the per-round ratios, so a burst of load from elsewhere
  * moves both sides of a ratio.
  *
+ * `--steady K` (issue 40: steady-state throughput through the CLI, measured from outside the
+ * process): each round also runs `shoal encode` on the corpus repeated K times, and the CLI's
+ * steady rate is (tokens(K·N) − tokens(N)) / (T(K·N) − T(N)), T the whole run's wall time, so
+ * start-up, model load and exit cancel out; its ceiling is raw onnxruntime on the K·N corpus at
+ * its best budget (for int8 on the graph Shoal caches). A run whose output line count differs from
+ * its input's is refused.
+ *
  *   npx tsx bench/throughput.ts [--uniform 400] [--mixed 1600] [--threads 2] [--rounds 3]
  *     [--precisions fp32,int8] [--skip-peer] [--skip-cli] [--skip-latency] [--build]
- *     [--cli-from-source] [--cli-batch-tokens N] [--cli-prof DIR]
+ *     [--cli-from-source] [--cli-batch-tokens N] [--cli-prof DIR] [--steady K]
  */
 
 const { values: args } = parseArgs({
@@ -54,8 +61,11 @@ const { values: args } = parseArgs({
     'cli-batch-tokens': { type: 'string' },
     /** node --cpu-prof of every whole CLI run (main and model threads), written to this folder. */
     'cli-prof': { type: 'string' },
+    /** Steady-state CLI throughput from runs of N and K·N texts (0: off). */
+    steady: { type: 'string', default: '0' },
   },
 });
+const STEADY = Number(args.steady);
 
 const THREADS = Number(args.threads);
 const MAX_LENGTH = 256;
@@ -135,6 +145,11 @@ function runCli(precision: Precision, file: string): Promise<CliTiming> {
   return runShoal(flags, { fromSource: args['cli-from-source'], env: cliEnv });
 }
 
+/** A whole run that wrote one line per input text; any other count is refused (an output lost or doubled makes any rate meaningless). */
+async function runCliChecked(precision: Precision, file: string, lines: number): Promise<CliTiming> {
+  return checkedLineCount(await runCli(precision, file), lines, `shoal encode ${precision}`);
+}
+
 function writeInput(name: string, texts: readonly string[]): string {
   const file = join(workDir, `${name}.jsonl`);
   writeFileSync(file, texts.map((text, i) => JSON.stringify({ id: i, text })).join('\n'));
@@ -182,8 +197,18 @@ async function measureLatency(budget: number, count: number): Promise<Record<str
   }
 }
 
+interface SteadyRound {
+  /** Wall seconds of the K·N run. */
+  seconds: number;
+  /** (tokens(K·N) − tokens(N)) / (T(K·N) − T(N)). */
+  tokensPerSecond: number;
+  /** Raw onnxruntime on the K·N corpus at its best budget. */
+  ceiling: number;
+}
+
 interface Round {
   ceiling: number;
+  steady: SteadyRound | null;
   shoal: ShoalRun;
   /** Whole-process tokens/s of `shoal encode`, null with --skip-cli. */
   cli: number | null;
@@ -229,6 +254,11 @@ try {
     const realTokens = ids.reduce((a, row) => a + row.length, 0);
     const input = writeInput(name, texts);
     const one = writeInput(`${name}-one`, texts.slice(0, 1));
+    // The K·N corpus of the steady-state runs (the mixed corpus only: the one the targets are set on).
+    const steadyTexts = STEADY > 1 && name === 'mixed' && !args['skip-cli'] ? Array.from({ length: STEADY }, () => texts).flat() : [];
+    const steadyInput = steadyTexts.length === 0 ? null : writeInput(`${name}-x${STEADY}`, steadyTexts);
+    const steadyIds = steadyTexts.length === 0 ? [] : Array.from({ length: STEADY }, () => ids).flat();
+    const steadyTokens = realTokens * STEADY;
     const best = new Map<Precision, number>();
     for (const precision of PRECISIONS) {
       const ceilings = await measureCeiling(BENCH_MODEL, ids, budgets, THREADS, graphs.get(precision));
@@ -246,9 +276,15 @@ try {
         const [ceiling] = await measureCeiling(BENCH_MODEL, ids, [best.get(precision) ?? 2048], THREADS, graphs.get(precision));
         const shoal = await measureShoal(precision, texts, realTokens, budget);
         // The CLI runs with its own default budget (what a user gets), not the bench's best.
-        const cliTiming = args['skip-cli'] ? null : await runCli(precision, input);
+        const cliTiming = args['skip-cli'] ? null : await runCliChecked(precision, input, texts.length);
         const cli = cliTiming === null ? null : realTokens / cliTiming.seconds;
-        rounds.get(precision)?.push({ ceiling: ceiling?.tokensPerSecond ?? Number.NaN, shoal, cli, cliTiming });
+        let steady: SteadyRound | null = null;
+        if (steadyInput !== null && cliTiming !== null) {
+          const [steadyCeiling] = await measureCeiling(BENCH_MODEL, steadyIds, [best.get(precision) ?? 2048], THREADS, graphs.get(precision));
+          const long = await runCliChecked(precision, steadyInput, steadyTexts.length);
+          steady = { seconds: long.seconds, tokensPerSecond: steadyTokensPerSecond({ tokens: realTokens, seconds: cliTiming.seconds }, { tokens: steadyTokens, seconds: long.seconds }), ceiling: steadyCeiling?.tokensPerSecond ?? Number.NaN };
+        }
+        rounds.get(precision)?.push({ ceiling: ceiling?.tokensPerSecond ?? Number.NaN, steady, shoal, cli, cliTiming });
       }
     }
     const peer = args['skip-peer'] ? null : await measurePeer(BENCH_MODEL, texts, realTokens, THREADS, MAX_LENGTH);
@@ -277,6 +313,10 @@ try {
         'cli/peer': peer === null ? Number.NaN : cliRate / peer.tokensPerSecond,
         'shoal/peer': peer === null ? Number.NaN : shoalRate / peer.tokensPerSecond,
         'cli after start/ceiling': median(list.map((r, i) => (afterStart[i] ?? Number.NaN) / r.ceiling)),
+        ...(steadyInput === null ? {} : {
+          [`steady x${STEADY} tok/s`]: median(list.map((r) => r.steady?.tokensPerSecond ?? Number.NaN)),
+          [`steady/ceiling x${STEADY}`]: median(list.map((r) => (r.steady?.tokensPerSecond ?? Number.NaN) / (r.steady?.ceiling ?? Number.NaN))),
+        }),
         'version s': versionSeconds,
         '1-line s': oneLine,
         'first out s': median(list.map((r) => r.cliTiming?.firstOutputSeconds ?? Number.NaN)),

@@ -65,6 +65,8 @@ export interface CliTiming {
   /** Spawn to the last byte on stdout (what follows is closing the engine and exiting). */
   lastOutputSeconds: number | null;
   outputBytes: number;
+  /** Lines written to stdout (one per input line for `shoal encode`). */
+  outputLines: number;
 }
 
 export interface CliRunOptions {
@@ -86,11 +88,13 @@ export function runShoal(args: readonly string[], options: CliRunOptions = {}): 
     let first: number | null = null;
     let last: number | null = null;
     let bytes = 0;
+    let lines = 0;
     child.stdout.on('data', (chunk: Buffer) => {
       const now = performance.now();
       first ??= now;
       last = now;
       bytes += chunk.length;
+      for (let at = chunk.indexOf(10); at !== -1; at = chunk.indexOf(10, at + 1)) lines += 1;
     });
     child.on('error', reject);
     child.on('close', (code) => {
@@ -100,7 +104,22 @@ export function runShoal(args: readonly string[], options: CliRunOptions = {}): 
         return;
       }
       const since = (at: number | null): number | null => (at === null ? null : (at - started) / 1000);
-      resolve({ seconds: (end - started) / 1000, firstOutputSeconds: since(first), lastOutputSeconds: since(last), outputBytes: bytes });
+      resolve({ seconds: (end - started) / 1000, firstOutputSeconds: since(first), lastOutputSeconds: since(last), outputBytes: bytes, outputLines: lines });
     });
   });
+}
+
+/**
+ * `timing` of a run that had to write one line per input text, or an error: a line lost or doubled
+ * makes any rate computed from the run meaningless, so such a run is refused, not reported.
+ */
+export function checkedLineCount(timing: CliTiming, expected: number, what: string): CliTiming {
+  if (timing.outputLines !== expected) throw new Error(`${what} wrote ${timing.outputLines} lines for ${expected} inputs: refused`);
+  return timing;
+}
+
+/** The steady-state rate of two runs of the same command on N and K·N inputs: start-up, load and exit cancel out. */
+export function steadyTokensPerSecond(short: { tokens: number; seconds: number }, long: { tokens: number; seconds: number }): number {
+  if (!(long.tokens > short.tokens) || !(long.seconds > short.seconds)) return Number.NaN;
+  return (long.tokens - short.tokens) / (long.seconds - short.seconds);
 }
