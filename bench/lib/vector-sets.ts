@@ -1,20 +1,13 @@
+import { generator } from '../../test/fixtures/build/random.js';
+
 /**
  * Vector sets for the search-at-scale bench (bench/search.ts): synthetic rows around real ones,
  * and the exact nearest neighbours an ANN index is scored against. Vectors are rows of one flat
  * Float32Array (`dim` values each), so a million of them is one 1.5 GB buffer outside the heap.
  */
 
-/** A seeded PRNG (mulberry32): the same synthetic set on every run. */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
+/** A seeded PRNG: mulberry32, the one the test fixtures and the soak bench draw from, so the synthetic set is the same on every run. */
+export const seededRandom = generator;
 
 /** Standard normal draws (Box-Muller) from a uniform source. */
 export function gaussian(random: () => number): () => number {

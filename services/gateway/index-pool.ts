@@ -3,7 +3,7 @@ import { RetryingStore, type RetryOptions, type StoreWriteObserver } from '../..
 import { parseIndexRef, type IndexRef, type OpenedStore } from '../../adapters/stores/open.js';
 import type { StoreName } from '../../adapters/stores/registry.js';
 import type { Store } from '../../adapters/stores/store.js';
-import type { IndexStoreOptions } from './index-stores.js';
+import { noSuchIndex, type IndexStoreOptions } from './index-stores.js';
 
 /**
  * The indexes a gateway serves (SHOAL_INDEXES), each parsed once when the gateway starts and
@@ -59,12 +59,7 @@ export class IndexPool {
   /** The IndexRef of a configured name; NOT_FOUND names the configured ones. */
   ref(name: string): IndexRef {
     const ref = this.#refs.get(name);
-    if (ref === undefined) {
-      const known = this.names();
-      throw new ShoalError(ErrorCode.NOT_FOUND, `no index named ${JSON.stringify(name)} on this gateway (${known.length === 0 ? 'none configured: set SHOAL_INDEXES=name=dir' : `configured: ${known.join(', ')}`})`, {
-        details: { index: name, configured: known },
-      });
-    }
+    if (ref === undefined) throw noSuchIndex(name, this.names());
     return ref;
   }
 

@@ -28,15 +28,16 @@ export function openIndexStore(target: string, options: IndexStoreOptions = {}, 
   return openStore(ref, { ...(observer === undefined ? {} : { observer }), ...(retry === undefined ? {} : { retry }) }).store;
 }
 
+/** NOT_FOUND for a name no configured index has, naming the configured ones (the one wording of both lookups). */
+export function noSuchIndex(name: string, known: readonly string[]): ShoalError {
+  return new ShoalError(ErrorCode.NOT_FOUND, `no index named ${JSON.stringify(name)} on this gateway (${known.length === 0 ? 'none configured: set SHOAL_INDEXES=name=dir' : `configured: ${known.join(', ')}`})`, {
+    details: { index: name, configured: [...known] },
+  });
+}
+
 /** The target of a configured index name; NOT_FOUND names the configured ones. */
 export function indexTarget(indexes: Readonly<Record<string, string>> | undefined, name: string): string {
   const target = indexes === undefined || !Object.hasOwn(indexes, name) ? undefined : indexes[name];
-  if (target === undefined) {
-    const known = Object.keys(indexes ?? {});
-    throw new ShoalError(ErrorCode.NOT_FOUND, `no index named ${JSON.stringify(name)} on this gateway (${known.length === 0 ? 'none configured: set SHOAL_INDEXES=name=dir' : `configured: ${known.join(', ')}`})`, {
-      details: { index: name, configured: known },
-    });
-  }
+  if (target === undefined) throw noSuchIndex(name, Object.keys(indexes ?? {}));
   return target;
 }
-
