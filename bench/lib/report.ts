@@ -14,17 +14,26 @@ export function machine(): Record<string, string | number> {
   return { cpu: cpus()[0]?.model ?? 'unknown', cores: availableParallelism(), node: process.version, int8Kernel: report.int8Kernel, fp32Kernel: report.fp32Kernel, int8Weights: report.weightFormat };
 }
 
+function cell(value: string | number | undefined): string {
+  return typeof value === 'number' ? (Number.isInteger(value) ? String(value) : value.toFixed(value < 10 ? 3 : 1)) : String(value ?? '');
+}
+
 export function printTable(title: string, rows: readonly Row[]): void {
   if (rows.length === 0) return;
   const columns = Object.keys(rows[0] ?? {});
-  const cell = (value: string | number | undefined): string =>
-    typeof value === 'number' ? (Number.isInteger(value) ? String(value) : value.toFixed(value < 10 ? 3 : 1)) : String(value ?? '');
   const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
   const line = (values: string[]): string => values.map((v, i) => v.padEnd(widths[i] ?? 0)).join('  ');
   console.log(`\n${title}`);
   console.log(line(columns));
   console.log(line(widths.map((w) => '-'.repeat(w))));
   for (const row of rows) console.log(line(columns.map((c) => cell(row[c]))));
+}
+
+/** The same rows as a markdown table (for pasting into docs/benchmarks.md or an issue). */
+export function markdownTable(rows: readonly Row[]): string {
+  const columns = Object.keys(rows[0] ?? {});
+  const line = (values: readonly string[]): string => `| ${values.join(' | ')} |`;
+  return [line(columns), line(columns.map(() => '---')), ...rows.map((row) => line(columns.map((c) => cell(row[c]).replace(/\|/g, '\\|'))))].join('\n');
 }
 
 export function writeResult(name: string, data: unknown): string {
