@@ -14,7 +14,7 @@ import { startPgliteServer, type PgliteServerHandle } from '../test/helpers/pgli
 import { BENCH_MODEL, DATA_DIR, SHARED_DIR } from './lib/corpora.js';
 import { benchGateway } from './lib/gateway.js';
 import { machine, percentile, printTable, type Row } from './lib/report.js';
-import { clusteredVectors, exactTopK, inverseNorms, meanNearestCosine, seededRandom } from './lib/vector-sets.js';
+import { clusteredVectors, exactTopK, inverseNorms, meanNearestCosine, seededRandom, shapedVectors } from './lib/vector-sets.js';
 
 /**
  * Search at scale (issue 41, item 2): indexes of 10k, 100k and 1M rows of 384-d vectors built
@@ -32,12 +32,15 @@ import { clusteredVectors, exactTopK, inverseNorms, meanNearestCosine, seededRan
  * Rows: SciFact abstracts chunked by Shoal's chunker (`--chunk-tokens`) and encoded by the engine
  * with bench-minilm-l6 (random weights: the geometry of all-MiniLM-L6-v2, not its meaning), the
  * first `--real` of them; past that, clustered gaussian rows around real ones (vector-sets.ts),
- * each with its centroid's text. The table spec records the model's absolute folder as ingest
+ * each with its centroid's text: `--noise shaped` (default) draws the noise with the real rows'
+ * own covariance, `--noise isotropic` in every direction alike (an ANN index's worst case: most
+ * of that noise lies where real embeddings have no variance, vector-sets.ts shapedVectors). The table spec records the model's absolute folder as ingest
  * does, so search encodes queries with it. pgvector runs on PGlite (PostgreSQL 18 + pgvector
  * compiled to WebAssembly, single-threaded, in this process): not a production PostgreSQL.
  *
  *   npx tsx bench/search.ts [--rows 10000,100000,1000000] [--backends lancedb,pgvector] [--rounds 3]
  *     [--out bench/measured/search-scale.json] [--pg-max-rows 10000] [--cache DIR] [--baseline EARLIER.json]
+ *     [--noise shaped|isotropic]
  *
  * `--cache DIR` keeps the encoded real chunks between runs (encoding 10,000 chunks takes minutes);
  * `--baseline` takes the 100k LanceDB latencies of an earlier run's JSON for the 1M growth verdict
@@ -58,6 +61,8 @@ const { values: args } = parseArgs({
     'pg-max-rows': { type: 'string', default: '10000' },
     /** An earlier run's JSON whose LanceDB 100k result the 1M growth is measured against when this run has none (said so in the verdict). */
     baseline: { type: 'string' },
+    /** How synthetic rows deviate from their real centroid: `shaped` (the real rows' own covariance) or `isotropic` (vector-sets.ts says why both). */
+    noise: { type: 'string', default: 'shaped' },
     cache: { type: 'string' },
     out: { type: 'string' },
   },
@@ -72,6 +77,7 @@ const RECALL_QUERIES = Number(args['recall-queries']);
 const REAL_WANTED = Number(args.real);
 const CHUNK_TOKENS = Number(args['chunk-tokens']);
 const PG_MAX_ROWS = Number(args['pg-max-rows']);
+const NOISE = z.enum(['shaped', 'isotropic']).parse(args.noise);
 const K = 10;
 const CLIENTS = [1, 8, 32] as const;
 const MODEL = resolve(BENCH_MODEL);
@@ -153,6 +159,17 @@ async function realSet(engine: InferenceEngine): Promise<RealSet> {
   return { chunks, vectors, dim, encodeSeconds, tokens };
 }
 
+/** The rows past the real ones, with the noise `--noise` names (bench/lib/vector-sets.ts). */
+function syntheticSet(real: RealSet, total: number, nearest: number): { vectors: Float32Array; centroids: Int32Array; description: string; noiseScale: number } {
+  const count = real.chunks.length;
+  if (NOISE === 'isotropic') {
+    const { vectors, centroids, sigma } = clusteredVectors(real.vectors, count, real.dim, total, nearest, SEED);
+    return { vectors, centroids, noiseScale: sigma, description: `clustered gaussian rows: a random real row as centroid plus isotropic noise (σ = ${sigma.toFixed(4)} per dimension)` };
+  }
+  const { vectors, centroids, scale } = shapedVectors(real.vectors, count, real.dim, total, nearest, SEED);
+  return { vectors, centroids, noiseScale: scale, description: 'clustered gaussian rows: a random real row as centroid plus noise with the real rows\' own covariance (a gaussian combination of 32 random real rows\' deviations from their mean)' };
+}
+
 /** Row `at` of the set as stored: a real chunk, or a synthetic row carrying its centroid's text in a block "document". */
 function chunkRow(at: number, real: RealSet, centroids: Int32Array, vectors: Float32Array, ingestedAt: string): ChunkRow {
   const realCount = real.chunks.length;
@@ -205,7 +222,7 @@ async function build(store: Store, backend: string, rows: number, real: RealSet,
   const written = performance.now();
   await store.optimize();
   const done = performance.now();
-  const index = rows < INDEX_MIN_ROWS ? 'none (exact scan)' : backend === 'lancedb' ? 'IVF-PQ (LanceDB defaults; nprobes 64, refine 4)' : 'HNSW (pgvector defaults; ef_search 100)';
+  const index = rows < INDEX_MIN_ROWS ? 'none (exact scan)' : backend === 'lancedb' ? 'IVF-PQ (4-d PQ codes, √rows partitions; nprobes 40, refine 4)' : 'HNSW (pgvector defaults; ef_search 100)';
   return { writeSeconds: round1((written - started) / 1000), indexSeconds: round1((done - written) / 1000), index };
 }
 
@@ -412,9 +429,9 @@ async function main(): Promise<void> {
     const realCount = real.chunks.length;
     // The noise is sized to the real set's own neighbourhoods: a synthetic row sits as close to its centroid as a real chunk to its nearest real chunk.
     const nearest = meanNearestCosine(real.vectors, realCount, real.dim, 200, seededRandom(SEED + 1));
-    const { vectors, centroids, sigma } = clusteredVectors(real.vectors, realCount, real.dim, maxRows, nearest, SEED);
+    const { vectors, centroids, description, noiseScale } = syntheticSet(real, maxRows, nearest);
     const norms = inverseNorms(vectors, maxRows, real.dim);
-    const synthetic = `past the first ${realCount.toLocaleString('en-US')} real rows (SciFact chunks of ≤ ${CHUNK_TOKENS} tokens, bench-minilm-l6, random weights), clustered gaussian rows: a random real row as centroid plus isotropic noise (σ = ${sigma.toFixed(4)} per dimension) sized so that cos(row, centroid) ≈ ${nearest.toFixed(3)}, the mean cosine of a real chunk to its nearest other chunk; unit-normalized; text copied from the centroid. Not uniform noise, but no real corpus either.`;
+    const synthetic = `past the first ${realCount.toLocaleString('en-US')} real rows (SciFact chunks of ≤ ${CHUNK_TOKENS} tokens, bench-minilm-l6, random weights), ${description} sized so that cos(row, centroid) ≈ ${nearest.toFixed(3)}, the mean cosine of a real chunk to its nearest other chunk; unit-normalized; text copied from the centroid. Not uniform noise, but no real corpus either.`;
     console.log(synthetic);
     const claims = jsonl(join(DATA_DIR, 'scifact', 'queries.jsonl'), Claim).map((claim) => claim.text);
     const queryVectors = await encodeDense(engine, claims.slice(0, RECALL_QUERIES), { model: MODEL, role: 'query' });
@@ -441,7 +458,7 @@ async function main(): Promise<void> {
         rounds: ROUNDS,
         queriesPerRound: { storeSearch: QUERIES, inProcess: QUERIES, http1Client: QUERIES, httpConcurrent: REQUESTS, rerank: QUERIES },
         real: { rows: realCount, chunkTokens: CHUNK_TOKENS, tokens: real.tokens, encodeSeconds: round1(real.encodeSeconds), corpus: 'SciFact corpus.jsonl (title + blank line + abstract), chunked by pipelines/documents/chunk.ts' },
-        synthetic: { description: synthetic, sigma, targetCosine: nearest, seed: SEED },
+        synthetic: { description: synthetic, noise: NOISE, noiseScale, targetCosine: nearest, seed: SEED },
         notes: [
           'Queries are SciFact claims (queries.jsonl), a different claim for every request of a round; in-process latency includes encoding the query with the index model.',
           'The HTTP clients, the gateway and the engine run in one Node process, sharing its event loop and the two cores.',

@@ -94,6 +94,54 @@ export function clusteredVectors(source: Float32Array, real: number, dim: number
   return { vectors, centroids, sigma };
 }
 
+/**
+ * Like `clusteredVectors`, but the noise has the real rows' own shape instead of being isotropic:
+ * each synthetic row is a real row (unit-normalized) plus a Gaussian combination of `terms`
+ * random real rows' deviations from the real set's mean, i.e. noise whose covariance is the real
+ * set's (sums of independent centred rows), scaled so that cos(row, centroid) ≈ `targetCosine`.
+ * Why: real embeddings spread over few directions (the kit encoder's 10,000 SciFact chunks keep
+ * 91 % of their variance in 50 of 384 principal components), while isotropic noise puts most of
+ * its energy where real data has none, which no quantizer can compress: every ANN index scored on
+ * it measures the noise, not the neighbourhoods. Both sets are reported (bench/search.ts --noise).
+ */
+export function shapedVectors(source: Float32Array, real: number, dim: number, total: number, targetCosine: number, seed: number, terms = 32): { vectors: Float32Array; centroids: Int32Array; scale: number } {
+  const vectors = new Float32Array(total * dim);
+  vectors.set(source.subarray(0, Math.min(real, total) * dim));
+  const centroids = new Int32Array(Math.max(0, total - real));
+  const random = seededRandom(seed);
+  const normal = gaussian(random);
+  const norms = inverseNorms(source, real, dim);
+  const unit = new Float32Array(real * dim);
+  for (let row = 0; row < real; row++) for (let i = 0; i < dim; i++) unit[row * dim + i] = (source[row * dim + i] ?? 0) * (norms[row] ?? 0);
+  const mean = new Float64Array(dim);
+  for (let row = 0; row < real; row++) for (let i = 0; i < dim; i++) mean[i] = (mean[i] ?? 0) + (unit[row * dim + i] ?? 0) / real;
+  // tr(Σ): the expected squared norm of one centred row, so `terms` weighted rows have `terms`·scale²·tr(Σ).
+  let trace = 0;
+  for (let row = 0; row < real; row++) for (let i = 0; i < dim; i++) trace += ((unit[row * dim + i] ?? 0) - (mean[i] ?? 0)) ** 2 / real;
+  const ratio = Math.sqrt(1 / (targetCosine * targetCosine) - 1);
+  const scale = ratio / Math.sqrt(terms * trace);
+  const noise = new Float64Array(dim);
+  for (let row = real; row < total; row++) {
+    const centroid = Math.floor(random() * real);
+    centroids[row - real] = centroid;
+    noise.fill(0);
+    for (let term = 0; term < terms; term++) {
+      const other = Math.floor(random() * real);
+      const weight = normal() * scale;
+      for (let i = 0; i < dim; i++) noise[i] = (noise[i] ?? 0) + weight * ((unit[other * dim + i] ?? 0) - (mean[i] ?? 0));
+    }
+    let norm = 0;
+    for (let i = 0; i < dim; i++) {
+      const value = (unit[centroid * dim + i] ?? 0) + (noise[i] ?? 0);
+      vectors[row * dim + i] = value;
+      norm += value * value;
+    }
+    const inverse = 1 / Math.sqrt(norm);
+    for (let i = 0; i < dim; i++) vectors[row * dim + i] = (vectors[row * dim + i] ?? 0) * inverse;
+  }
+  return { vectors, centroids, scale };
+}
+
 /** The k rows (of the first `count`) with the highest cosine similarity to `query`, best first: brute force, the ground truth. */
 export function exactTopK(vectors: Float32Array, norms: Float64Array, count: number, dim: number, query: Float32Array, k: number): number[] {
   const queryNorm = Math.sqrt(dot(query, 0, query, 0, dim));

@@ -9,13 +9,14 @@ import { sqlString } from '../shared/filter.js';
 import { candidateCount, checkLanceDbTableName, checkRowTypes, checkSpec, rankTyped, vectorTypeOf } from '../shared/table-spec.js';
 import { checkVectorType, fromUnsignedBytes, isBinaryType, unsignedBytes } from '../shared/vector-types.js';
 import type { ChunkRow, Distance, DocumentState, OptionalColumn, SearchHit, SearchOptions, Store, SparseValues, TableSpec, MultivectorSearchOptions, QueryVector } from '../store.js';
-import { extraVectorFields, searchMultivectorColumn, searchSparseColumns } from './vectors.js';
+import { extraVectorFields, hitColumns, searchMultivectorColumn, searchSparseColumns } from './vectors.js';
 import { hasMetadataColumn, METADATA_COLUMN, metadataField, noMetadataColumn, rowsAsArrow } from './metadata.js';
 import { lanceFilter } from './filter.js';
 import { namesMetadata } from '../shared/filter-metadata.js';
-import { metadataText, StoredMetadata } from '../shared/row-metadata.js';
+import { metadataText } from '../shared/row-metadata.js';
 import { makeDirectory } from '../../support/directories.js';
 import { refreshTextIndex, searchTextColumn } from './text.js';
+import { winnerRows } from './winners.js';
 
 /**
  * The default index: LanceDB embedded in a folder (no server). Chunks live in the named table,
@@ -58,24 +59,6 @@ const StateRow = z.object({
   ingested_at: z.string(),
 });
 
-const HitRow = z.object({
-  id: z.string(),
-  document_id: z.string(),
-  source: z.string(),
-  page: z.number(),
-  chunk: z.number(),
-  text: z.string(),
-  start: z.number(),
-  end: z.number(),
-  heading: z.string().nullable(),
-  settings: z.string(),
-  entities: z.string().nullable().optional(),
-  labels: z.string().nullable().optional(),
-  ingested_at: z.string(),
-  metadata: StoredMetadata,
-  _distance: z.number(),
-});
-
 const utf8 = (name: string, nullable = false): Field => new Field(name, new Utf8(), nullable);
 const int32 = (name: string): Field => new Field(name, new Int32(), false);
 
@@ -116,8 +99,6 @@ function chunkSchema(spec: TableSpec): Schema {
   return new Schema(fields, metadata);
 }
 
-
-
 const STATE_SCHEMA = new Schema([utf8('source'), utf8('document_id'), utf8('settings'), int32('chunks'), int32('pages'), utf8('ingested_at')]);
 
 function inList(values: readonly string[]): string {
@@ -127,15 +108,49 @@ function inList(values: readonly string[]): string {
 /** Seconds between checks for versions other processes committed: 0 = before every read (test/integration/index-freshness.test.ts). */
 const READ_CONSISTENCY_INTERVAL_S = 0;
 
-/** IVF partitions a search probes once the table has its index (LanceDB's default is 20). */
-const SEARCH_NPROBES = 64;
-/** PQ candidates re-ranked on the full vectors, as a multiple of the limit. */
+/**
+ * The search settings once a table has its IVF-PQ index, measured at 1M rows of 384-d vectors
+ * (docs/benchmarks.md "Search at scale"): with PQ codes of 4 dimensions (pqSubVectors) 40 of the
+ * ~1,000 partitions (LanceDB's default partitioning, √rows) reach recall@10 0.98, 20 reach 0.92,
+ * and 64 add 20 ms for 0.985. Each probed partition costs about 1 ms on 2 cores.
+ */
+const SEARCH_NPROBES = 40;
+/** PQ candidates re-ranked by LanceDB on the full vectors, as a multiple of the limit (2: recall 0.91 → 4: 0.98 at 1M). */
 const SEARCH_REFINE = 4;
+/**
+ * Rows a vector search asks LanceDB for beyond k before ranking them exactly here. Every row
+ * returned is read at random from the table (about 1.3 ms per row with its vector at 1M rows),
+ * so the over-fetch the other backends do (`candidateCount`: 100 for k 10) cost 80 ms a query
+ * here; LanceDB's own refine already ranks its candidates on the full vectors, so a margin for
+ * float32 near-ties is enough.
+ */
+const SEARCH_MARGIN = 10;
+
+/**
+ * k-means iterations when the index is trained (LanceDB's default is 50). With 4-d PQ codes the
+ * 96 codebooks' k-means ran all 50: the build took 389 s at 100k rows and 454 s at 1M; with 10,
+ * 88 s and 164 s (LanceDB's default index took 77 s and 159 s), recall@10 unchanged (1.0 at 100k,
+ * 0.985 at 1M; docs/benchmarks.md "Search at scale").
+ */
+const KMEANS_ITERATIONS = 10;
+
+/**
+ * PQ sub-vectors for a float vector of `dimension` values: one per 4 dimensions where it divides
+ * (96 for 384-d), else LanceDB's default (one per 16). At 1M rows recall@10 was 0.36 (isotropic
+ * set) and 0.82 (shaped set of bench/search.ts) with LanceDB's default codes, 0.985 with 4-d
+ * codes (docs/benchmarks.md "Search at scale").
+ */
+export function pqSubVectors(dimension: number): number | undefined {
+  return dimension % 4 === 0 && dimension >= 16 ? dimension / 4 : undefined;
+}
 
 /** The vector column of a returned row (an Arrow vector of float32). */
 const VectorColumn = z
   .custom<Iterable<number>>((value) => typeof value === 'object' && value !== null && Symbol.iterator in value, 'a vector column')
   .transform((value) => Float32Array.from(value));
+
+/** A search candidate as the first read returns it: enough to rank it, and its address for the second. */
+const CandidateRow = z.object({ id: z.string(), _rowid: z.bigint(), vector: VectorColumn });
 
 /**
  * A filter naming a column this table was made without (`labels` when the pipeline had no
@@ -387,7 +402,10 @@ export class LanceDbStore implements Store {
       return;
     }
     // Product quantization needs float vectors: the packed bits of a binary table get an IVF-flat index under Hamming distance.
-    const config = isBinaryType(vectorTypeOf(spec)) ? lancedb.Index.ivfFlat({ distanceType: 'hamming' }) : lancedb.Index.ivfPq({ distanceType: spec.distance });
+    const subVectors = pqSubVectors(spec.dimension);
+    const config = isBinaryType(vectorTypeOf(spec))
+      ? lancedb.Index.ivfFlat({ distanceType: 'hamming' })
+      : lancedb.Index.ivfPq({ distanceType: spec.distance, maxIterations: KMEANS_ITERATIONS, ...(subVectors === undefined ? {} : { numSubVectors: subVectors }) });
     await chunks.createIndex('vector', { config });
   }
 
@@ -399,14 +417,26 @@ export class LanceDbStore implements Store {
     if (spec === null) return [];
     // Over-fetched and ranked exactly here (as every backend does): below VECTOR_INDEX_MIN_ROWS the
     // scan is exact but in float32; above, IVF-PQ is approximate, so more partitions are probed
-    // and the PQ candidates re-ranked on the full vectors (refine) before the exact ranking.
+    // and the PQ candidates re-ranked on the full vectors (refine) before the exact ranking. By a
+    // margin (SEARCH_MARGIN), not `candidateCount`, except for Hamming distances, whose whole
+    // numbers tie often enough that the cut must fall where the other backends' does.
     const type = vectorTypeOf(spec);
     checkVectorType(vector, type, 'the query vector');
     // A binary table is searched by LanceDB's Hamming distance over the packed bytes (VectorQuery's
     // typing lists only the float distances, its runtime takes 'hamming' as Index.ivfFlat's does).
     const distanceType = (isBinaryType(type) ? 'hamming' : spec.distance) as Distance;
     // The column named: a multi-vector column of the same width would make LanceDB's choice ambiguous.
-    let query = chunks.vectorSearch(columnValues(vector, spec)).column('vector').distanceType(distanceType).limit(candidateCount(options.k)).nprobes(SEARCH_NPROBES).refineFactor(SEARCH_REFINE);
+    let query = chunks
+      .vectorSearch(columnValues(vector, spec))
+      .column('vector')
+      .distanceType(distanceType)
+      .limit(isBinaryType(type) ? candidateCount(options.k) : options.k + SEARCH_MARGIN)
+      .nprobes(SEARCH_NPROBES)
+      .refineFactor(SEARCH_REFINE)
+      // Candidates carry only what ranking needs; the k winners' other columns are read after
+      // (winners.ts): reading text and metadata for every candidate cost a third of a query at 1M rows.
+      .select(['id', 'vector', '_distance'])
+      .withRowId();
     if (options.filter !== undefined) {
       checkFilterColumns(options.filter, spec);
       query = query.where(this.#filter(options.filter) ?? options.filter);
@@ -419,10 +449,15 @@ export class LanceDbStore implements Store {
       throw new ShoalError(ErrorCode.INVALID_INPUT, `search failed: ${briefLanceError(error)}`);
     }
     const candidates = rows.map((raw) => {
-      const { _distance: _ignored, vector: stored, ...row } = HitRow.extend({ vector: VectorColumn }).parse(raw);
-      return { row: { ...row, entities: row.entities ?? null, labels: row.labels ?? null }, vector: isBinaryType(type) ? fromUnsignedBytes(stored, type) : stored };
+      const { id, _rowid: rowId, vector: stored } = CandidateRow.parse(raw);
+      return { row: { id, rowId }, vector: isBinaryType(type) ? fromUnsignedBytes(stored, type) : stored };
     });
-    return rankTyped(spec, vector, candidates, options.k);
+    const best = rankTyped(spec, vector, candidates, options.k);
+    const rowsById = await winnerRows(chunks, hitColumns(spec, this.#metadataColumns()), best.map((hit) => hit.row));
+    return best.flatMap(({ row, score }) => {
+      const full = rowsById.get(row.id);
+      return full === undefined ? [] : [{ row: full, score }];
+    });
   }
 
   /** An exact scan with the filter pushed down (lancedb/vectors.ts; its cost is documented there). */

@@ -7,6 +7,7 @@ import * as lancedb from '@lancedb/lancedb';
 import { ErrorCode } from '../../../../../adapters/protocol/errors.js';
 import { validateFilter } from '../../../../../adapters/stores/shared/filter.js';
 import { LanceDbStore } from '../../../../../adapters/stores/lancedb/store.js';
+import { winnerRows } from '../../../../../adapters/stores/lancedb/winners.js';
 import type { ChunkRow, DocumentState } from '../../../../../adapters/stores/store.js';
 
 /** The LanceDB store on a real embedded database in a temp folder, beyond the shared contract (test/conformance/stores.test.ts). */
@@ -113,6 +114,40 @@ describe('LanceDbStore metadata on a table made before metadata', () => {
       message: expect.stringContaining('re-index'),
     });
     await expect(sink.count(validateFilter('metadata.year = 2020'))).rejects.toMatchObject({ code: ErrorCode.INVALID_INPUT });
+    await sink.close();
+  });
+});
+
+describe('winnerRows (a search reads its k winners by row id after ranking)', () => {
+  it('reads the winners by address, and by id when an address no longer holds the row it named', async () => {
+    const name = 'winners';
+    const sink = new LanceDbStore({ dir, table: name });
+    await sink.prepare({ dimension: 2, distance: 'cosine', optionalColumns: [], metadata: {} });
+    const rows: ChunkRow[] = Array.from({ length: 6 }, (_, i) => ({
+      id: `w${i}`, document_id: `d${i}`, source: `s${i}`, page: 1, chunk: 0, text: `text ${i}`, start: 0, end: 6, heading: null, settings: 's',
+      vector: [Math.cos(i / 3), Math.sin(i / 3)], entities: null, labels: null, ingested_at: '2026-01-01T00:00:00.000Z',
+    }));
+    await sink.commit(rows, rows.map((row) => ({ source: row.source, document_id: row.document_id, settings: 's', chunks: 1, pages: 1, ingested_at: row.ingested_at })));
+    // Through the store: two reads, the ranking and the columns of the hits as before.
+    const hits = await sink.search([1, 0], { k: 3 });
+    expect(hits.map((hit) => [hit.row.id, hit.row.text])).toEqual([['w0', 'text 0'], ['w1', 'text 1'], ['w2', 'text 2']]);
+
+    const chunks = await table(name);
+    const addressed = (await chunks.query().select(['id']).withRowId().toArray()) as { id: string; _rowid: bigint }[];
+    const rowIdOf = new Map(addressed.map((row) => [row.id, row._rowid]));
+    const winner = (id: string): { id: string; rowId: bigint } => ({ id, rowId: rowIdOf.get(id) ?? -1n });
+    const columns = ['id', 'document_id', 'source', 'page', 'chunk', 'text', 'start', 'end', 'heading', 'settings', 'ingested_at'];
+    const direct = await winnerRows(chunks, columns, [winner('w4'), winner('w1')]);
+    expect([...direct.keys()].sort()).toEqual(['w1', 'w4']);
+    expect(direct.get('w4')?.text).toBe('text 4');
+    // What a compaction between the two reads looks like: the address now holds another row (w5's), or none.
+    const swapped = await winnerRows(chunks, columns, [{ id: 'w4', rowId: rowIdOf.get('w5') ?? -1n }, winner('w1')]);
+    expect([...swapped.entries()].map(([id, row]) => [id, row.text]).sort()).toEqual([['w1', 'text 1'], ['w4', 'text 4']]);
+    const gone = await winnerRows(chunks, columns, [{ id: 'w2', rowId: 1n << 40n }]);
+    expect(gone.get('w2')?.text).toBe('text 2');
+    // A winner deleted in between is left out, not invented.
+    await chunks.delete("id = 'w3'");
+    expect([...(await winnerRows(chunks, columns, [winner('w3'), winner('w0')])).keys()]).toEqual(['w0']);
     await sink.close();
   });
 });
