@@ -13,6 +13,7 @@ import { packBatches } from '../pipelines/inference/batcher.js';
 import { measureCeiling } from './lib/ceiling.js';
 import { BENCH_MODEL, mixedCorpus, queries, SHARED_DIR } from './lib/corpora.js';
 import { machine, markdownTable, writeResult, type Row } from './lib/report.js';
+import { cosine } from '../test/helpers/cosine.js';
 
 /**
  * Which int8 weight storage is faster and exact enough on this CPU (issue 40: the uint8 weights
@@ -105,21 +106,6 @@ const sessionOptions: ort.InferenceSession.SessionOptions = {
   executionMode: 'sequential',
   extra: { session: { intra_op: { allow_spinning: '0' } } },
 };
-
-function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let dot = 0;
-  let na = 0;
-  let nb = 0;
-  for (let i = 0; i < a.length; i++) {
-    const x = a[i] ?? 0;
-    const y = b[i] ?? 0;
-    dot += x * y;
-    na += x * x;
-    nb += y * y;
-  }
-  if (na === 0 && nb === 0) return 1;
-  return na === 0 || nb === 0 ? 0 : dot / Math.sqrt(na * nb);
-}
 
 /** Ranks with ties averaged (Spearman's definition). */
 function ranks(values: readonly number[]): Float64Array {

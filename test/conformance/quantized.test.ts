@@ -8,6 +8,7 @@ import { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { parseCatalog } from '../../pipelines/inference/catalog.js';
 import { conformanceDir, loadConformance, type ConformanceModel } from '../helpers/conformance.js';
 import { missingReason } from '../helpers/shared.js';
+import { cosine } from '../helpers/cosine.js';
 
 /**
  * Every text model of the kit quantized to int8 at load time (catalog `precision: int8`) and
@@ -39,20 +40,6 @@ interface Measured {
   agreement?: number;
   /** The pool's predicted and measured bytes of each precision (measured = RSS growth over the load). */
   memory?: Record<'fp32' | 'int8', { predictedBytes: number | null; measuredBytes: number | null }>;
-}
-
-function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let dot = 0;
-  let na = 0;
-  let nb = 0;
-  for (let i = 0; i < a.length; i++) {
-    const x = a[i] ?? 0;
-    const y = b[i] ?? 0;
-    dot += x * y;
-    na += x * x;
-    nb += y * y;
-  }
-  return dot / Math.sqrt(na * nb);
 }
 
 function sparseAsDense(vector: SparseVector | undefined, size: number): Float64Array {
