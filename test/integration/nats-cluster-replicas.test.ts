@@ -164,7 +164,7 @@ describe.runIf(REPLICATES)(`streams replicated on a 3-server JetStream cluster (
     await killed.start();
     const rejoinedMs = Date.now() - restartedAt;
     const atRestart = (await statusWhen(jobs, 'failover', () => true)).parts_done;
-    const final = await statusWhen(jobs, 'failover', (s) => s.state !== 'queued' && s.state !== 'running');
+    const final = await statusWhen(jobs, 'failover', (s) => s.state !== 'queued' && s.state !== 'running', 90_000);
     expect(final).toMatchObject({ state: 'completed', parts_done: PARTS, parts_failed: 0 });
 
     // Exactly one result message per part, and every item's vector, in order.
@@ -184,5 +184,8 @@ describe.runIf(REPLICATES)(`streams replicated on a 3-server JetStream cluster (
       if (after.cluster?.leader === leader || !followers.includes(leader)) throw new Error(`${leader} is not a current follower: ${JSON.stringify(after.cluster)}`);
     }, 10_000);
     process.stderr.write(`jobs stream leader ${leader} killed at ${atKill.parts_done}/${PARTS} parts, ${during.parts_done} done ${goesOnMs} ms later; restarted, healthy after ${rejoinedMs} ms at ${atRestart} parts\n`);
-  }, 60_000);
+    // 180 s (and 90 s for the rest of the job): on a 2-core AVX2-only machine with the three test
+    // lanes running, the failover and the rest of the job once took over 60 s (2026-11-29; 12 s
+    // alone); the assertions, not the clock, are the test.
+  }, 180_000);
 });
