@@ -10,7 +10,7 @@ import { quantizeToCache, type QuantizedGraph } from '../adapters/quantize/quant
 import { DEFAULT_MIN_COSINE } from '../adapters/quantize/settings.js';
 import { TextTokenizer, type Encoded } from '../adapters/tokenizers/text-tokenizer.js';
 import { packBatches } from '../pipelines/inference/batcher.js';
-import { measureCeiling } from './lib/ceiling.js';
+import { ceilingSessionOptions, measureCeiling } from './lib/ceiling.js';
 import { BENCH_MODEL, mixedCorpus, queries, SHARED_DIR } from './lib/corpora.js';
 import { machine, markdownTable, writeResult, type Row } from './lib/report.js';
 import { cosine } from '../test/helpers/cosine.js';
@@ -99,13 +99,7 @@ function kindOf(modelDir: string, outputRank: number): Kind {
   return readJson(join(modelDir, '1_Pooling', 'config.json'), PoolingConfig)?.pooling_mode_cls_token === true ? 'cls' : 'mean';
 }
 
-const sessionOptions: ort.InferenceSession.SessionOptions = {
-  intraOpNumThreads: THREADS,
-  interOpNumThreads: 1,
-  graphOptimizationLevel: 'all',
-  executionMode: 'sequential',
-  extra: { session: { intra_op: { allow_spinning: '0' } } },
-};
+const sessionOptions = ceilingSessionOptions(THREADS);
 
 /** Ranks with ties averaged (Spearman's definition). */
 function ranks(values: readonly number[]): Float64Array {

@@ -25,14 +25,19 @@ export async function tokenize(modelDir: string, texts: readonly string[], maxLe
  * @param graph the ONNX file to run (default: the model's fp32 `onnx/model.onnx`; the int8
  * ceiling passes the quantized graph Shoal itself loads).
  */
-export async function measureCeiling(modelDir: string, ids: readonly number[][], budgets: readonly number[], threads: number, graph = join(modelDir, 'onnx', 'model.onnx')): Promise<CeilingResult[]> {
-  const session = await ort.InferenceSession.create(graph, {
+/** How the ceiling (and every raw-onnxruntime comparison) creates its sessions: `threads` intra-op, sequential, no spinning. */
+export function ceilingSessionOptions(threads: number): ort.InferenceSession.SessionOptions {
+  return {
     intraOpNumThreads: threads,
     interOpNumThreads: 1,
     graphOptimizationLevel: 'all',
     executionMode: 'sequential',
     extra: { session: { intra_op: { allow_spinning: '0' } } },
-  });
+  };
+}
+
+export async function measureCeiling(modelDir: string, ids: readonly number[][], budgets: readonly number[], threads: number, graph = join(modelDir, 'onnx', 'model.onnx')): Promise<CeilingResult[]> {
+  const session = await ort.InferenceSession.create(graph, ceilingSessionOptions(threads));
   const results: CeilingResult[] = [];
   for (const budget of budgets) {
     const batches = packBatches(

@@ -5,7 +5,7 @@ import { Field, FixedSizeList, Float16, Float32, Int32, Schema, Uint8, Utf8 } fr
 import { z } from 'zod';
 import { ErrorCode, isShoalError, ShoalError } from '../../protocol/errors.js';
 import { EmbeddingDtype } from '../../protocol/output-types.js';
-import { sqlString } from '../shared/filter.js';
+import { sqlString, sqlStringList } from '../shared/filter.js';
 import { candidateCount, checkLanceDbTableName, checkRowTypes, checkSpec, rankTyped, vectorTypeOf } from '../shared/table-spec.js';
 import { checkVectorType, fromUnsignedBytes, isBinaryType, unsignedBytes } from '../shared/vector-types.js';
 import type { ChunkRow, Distance, DocumentState, OptionalColumn, SearchHit, SearchOptions, Store, SparseValues, TableSpec, MultivectorSearchOptions, QueryVector } from '../store.js';
@@ -101,9 +101,6 @@ function chunkSchema(spec: TableSpec): Schema {
 
 const STATE_SCHEMA = new Schema([utf8('source'), utf8('document_id'), utf8('settings'), int32('chunks'), int32('pages'), utf8('ingested_at')]);
 
-function inList(values: readonly string[]): string {
-  return `(${values.map(sqlString).join(', ')})`;
-}
 
 /** Seconds between checks for versions other processes committed: 0 = before every read (test/integration/index-freshness.test.ts). */
 const READ_CONSISTENCY_INTERVAL_S = 0;
@@ -301,7 +298,7 @@ export class LanceDbStore implements Store {
     const documents = await this.#documentsTable();
     for (let at = 0; at < sources.length; at += 500) {
       const slice = sources.slice(at, at + 500);
-      const rows: unknown[] = await documents.query().where(`source IN ${inList(slice)}`).toArray();
+      const rows: unknown[] = await documents.query().where(`source IN ${sqlStringList(slice)}`).toArray();
       for (const row of rows) {
         const state = StateRow.parse(row);
         out.set(state.source, state);
@@ -363,7 +360,7 @@ export class LanceDbStore implements Store {
     const tables = await this.#open();
     const documents = await this.#documentsTable();
     for (let at = 0; at < sources.length; at += 200) {
-      const where = `source IN ${inList(sources.slice(at, at + 200))}`;
+      const where = `source IN ${sqlStringList(sources.slice(at, at + 200))}`;
       // Rows before states: an interrupt in between leaves a state that the next prune finds again.
       await tables?.chunks.delete(where);
       await documents.delete(where);

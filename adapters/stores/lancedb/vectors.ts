@@ -2,7 +2,7 @@ import type * as lancedb from '@lancedb/lancedb';
 import { Field, FixedSizeList, Float32, Int32, List, type RecordBatch } from 'apache-arrow';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../protocol/errors.js';
-import { sqlString } from '../shared/filter.js';
+import { sqlStringList } from '../shared/filter.js';
 import { checkMultivectorQuery, multivectorDimension } from '../shared/multivector.js';
 import type { MultivectorSearchOptions, SearchHit, SearchOptions, SparseValues, TableSpec } from '../store.js';
 import { checkSparseQuery, rankSparse } from '../shared/sparse.js';
@@ -76,9 +76,6 @@ export function hitColumns(spec: TableSpec, extra: readonly string[] = []): stri
   return [...HIT_COLUMNS, ...spec.optionalColumns.filter((column) => column === 'entities' || column === 'labels'), ...extra];
 }
 
-function inList(values: readonly string[]): string {
-  return `(${values.map(sqlString).join(', ')})`;
-}
 
 function failed(what: string, error: unknown): ShoalError {
   return new ShoalError(ErrorCode.INVALID_INPUT, `${what} failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
@@ -103,7 +100,7 @@ export async function searchSparseColumns(chunks: lancedb.Table, spec: TableSpec
       best = [...best, ...rankSparse(query, sparseCandidates(batch), options.k)].sort(byScore).slice(0, options.k);
     }
     if (best.length === 0) return [];
-    rows = await chunks.query().where(`id IN ${inList(best.map((hit) => hit.row.id))}`).select(hitColumns(spec, extraColumns)).toArray();
+    rows = await chunks.query().where(`id IN ${sqlStringList(best.map((hit) => hit.row.id))}`).select(hitColumns(spec, extraColumns)).toArray();
   } catch (error) {
     throw failed('sparse search', error);
   }
@@ -134,7 +131,7 @@ export async function searchMultivectorColumn(
   checkMultivectorQuery(query, options.k);
   if (!spec.optionalColumns.includes('multivector')) throw new ShoalError(ErrorCode.INVALID_INPUT, `${where} holds no multi-vectors (its pipeline had no encode.multivector model)`);
   if (options.ids !== undefined && options.ids.length === 0) return [];
-  const conditions = ['multivector IS NOT NULL', ...(options.filter === undefined ? [] : [`(${options.filter})`]), ...(options.ids === undefined ? [] : [`id IN ${inList(options.ids)}`])];
+  const conditions = ['multivector IS NOT NULL', ...(options.filter === undefined ? [] : [`(${options.filter})`]), ...(options.ids === undefined ? [] : [`id IN ${sqlStringList(options.ids)}`])];
   let rows: unknown[];
   try {
     rows = await chunks

@@ -1,5 +1,5 @@
 import type * as lancedb from '@lancedb/lancedb';
-import { sqlString } from '../shared/filter.js';
+import { sqlStringList } from '../shared/filter.js';
 import { toHitRow, type HitRow } from '../shared/table-spec.js';
 
 /** A ranked search winner: its id, and the LanceDB row id (`_rowid`) the candidate read returned. */
@@ -23,7 +23,7 @@ export async function winnerRows(chunks: lancedb.Table, columns: readonly string
   const taken = await readTaken(chunks, columns, winners);
   const takenIds = new Set(taken?.map((row) => row.id));
   const moved = taken === null || taken.length !== winners.length || winners.some((winner) => !takenIds.has(winner.id));
-  const rows = moved ? (await chunks.query().where(`id IN (${winners.map((winner) => sqlString(winner.id)).join(', ')})`).select([...columns]).toArray()).map((raw: unknown) => toHitRow(raw)) : taken;
+  const rows = moved ? (await chunks.query().where(`id IN ${sqlStringList(winners.map((winner) => winner.id))}`).select([...columns]).toArray()).map((raw: unknown) => toHitRow(raw)) : taken;
   for (const row of rows) out.set(row.id, row);
   return out;
 }

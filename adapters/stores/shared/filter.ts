@@ -12,6 +12,11 @@ export function sqlString(value: string): string {
   return `'${value.replaceAll("'", "''")}'`;
 }
 
+/** `('a', 'b', …)`: quoted strings for a SQL `IN`. */
+export function sqlStringList(values: readonly string[]): string {
+  return `(${values.map(sqlString).join(', ')})`;
+}
+
 function render(token: FilterToken): string {
   if (token.kind === 'identifier') return `\`${token.text}\``;
   if (token.kind === 'string') return sqlString(token.text);
