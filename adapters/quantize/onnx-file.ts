@@ -222,3 +222,29 @@ export function serializeOnnx(model: ModelProto, externalName: string, limit = S
   }
   return { graph: onnx.ModelProto.encode(model).finish(), external: chunks };
 }
+
+/** The values of an int64 or int32 tensor (raw or repeated storage), or null for any other type. */
+export function integerValues(tensor: TensorProto): number[] | null {
+  const count = elementCount(tensor);
+  const raw = tensor.rawData;
+  const hasRaw = raw !== null && raw !== undefined && raw.length > 0;
+  if (tensor.dataType === DataType.INT64) {
+    if (hasRaw) {
+      if (raw.length !== count * 8) return null;
+      const view = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
+      return Array.from({ length: count }, (_, i) => Number(view.getBigInt64(i * 8, true)));
+    }
+    const repeated = tensor.int64Data ?? [];
+    return repeated.length === count ? repeated.map((v) => toInt(v)) : null;
+  }
+  if (tensor.dataType === DataType.INT32) {
+    if (hasRaw) {
+      if (raw.length !== count * 4) return null;
+      const view = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
+      return Array.from({ length: count }, (_, i) => view.getInt32(i * 4, true));
+    }
+    const repeated = tensor.int32Data ?? [];
+    return repeated.length === count ? [...repeated] : null;
+  }
+  return null;
+}

@@ -25,8 +25,9 @@ import type { RewriteReport } from './rewrite.js';
 
 /** Changes whenever the rewrite would produce different bytes: old cache entries are then ignored. */
 // /2: weights stored as uint8 with zero point 128 or as int8 (the `weights` option, part of the key:
-// int8-weights.ts WeightFormat); /1 graphs are rebuilt.
-export const QUANTIZER_VERSION = 'shoal-int8-dqmm/2';
+// int8-weights.ts WeightFormat); /1 graphs are rebuilt. /3: the opt-in merge and attention
+// fusion options (their defaults give /2's bytes; the key changed with the options anyway).
+export const QUANTIZER_VERSION = 'shoal-int8-dqmm/3';
 
 /** @default minWeightElements 16384: a 128×128 weight; smaller matmuls gain nothing from int8. */
 export const DEFAULT_MIN_WEIGHT_ELEMENTS = 16_384;
@@ -35,6 +36,15 @@ export const QuantizeOptions = z.strictObject({
   minWeightElements: z.number().int().nonnegative().default(DEFAULT_MIN_WEIGHT_ELEMENTS),
   /** How the int8 codes are stored (`WeightFormat`); part of the cache key, so both can coexist. */
   weights: z.enum(WEIGHT_FORMATS).default('uint8'),
+  /**
+   * Opt-in structural rewrites (issue 40 item 3), both giving the same outputs to the bit and both
+   * off by default: measured alone on `bench-minilm-l6` (bench/int8-graph.ts), neither moved the
+   * raw int8 throughput beyond round-to-round noise with onnxruntime 1.30's CPU kernels.
+   * `mergeProjections`: one DynamicQuantizeMatMul for projections reading one activation (Q/K/V;
+   * merge-projections.ts). `fuseAttention`: eager self-attention as MultiHeadAttention (fuse-attention.ts).
+   */
+  mergeProjections: z.boolean().default(false),
+  fuseAttention: z.boolean().default(false),
 });
 export type QuantizeOptions = z.output<typeof QuantizeOptions>;
 export type QuantizeOptionsInput = z.input<typeof QuantizeOptions>;
@@ -59,6 +69,9 @@ const Report = z.strictObject({
   skippedOther: z.number().int(),
   floatWeightBytes: z.number().int(),
   int8WeightBytes: z.number().int(),
+  mergedGroups: z.number().int().default(0),
+  mergedNodes: z.number().int().default(0),
+  fusedAttention: z.number().int().default(0),
 });
 
 export const QuantizedRecord = z.strictObject({
@@ -155,7 +168,7 @@ export async function quantizeToCache(request: QuantizeRequest): Promise<Quantiz
   const alreadyQuantized = isQuantizedGraph(loaded.model);
   const inputVocab = embeddingRows(loaded.model);
   const report: RewriteReport = alreadyQuantized
-    ? { matmul: 0, gemm: 0, skippedSmall: 0, skippedOther: 0, floatWeightBytes: 0, int8WeightBytes: 0 }
+    ? { matmul: 0, gemm: 0, skippedSmall: 0, skippedOther: 0, floatWeightBytes: 0, int8WeightBytes: 0, mergedGroups: 0, mergedNodes: 0, fusedAttention: 0 }
     : quantizeModel(loaded.model, options);
   let output: QuantizedRecord['output'] = null;
   if (report.matmul + report.gemm > 0) {

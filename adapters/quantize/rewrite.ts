@@ -1,4 +1,7 @@
+import { MS_DOMAIN, QUANTIZED_OP } from './contrib-ops.js';
+import { fuseAttention } from './fuse-attention.js';
 import { quantizeColumns, storedWeights, transpose, allFinite, weightZeroPoint, type WeightFormat } from './int8-weights.js';
+import { mergeProjections } from './merge-projections.js';
 import {
   constantTensors,
   DataType,
@@ -25,14 +28,17 @@ import {
  * names, types and shapes; the rewrite is a pure function of the model and the options.
  */
 
-export const MS_DOMAIN = 'com.microsoft';
-export const QUANTIZED_OP = 'DynamicQuantizeMatMul';
+export { MS_DOMAIN, QUANTIZED_OP } from './contrib-ops.js';
 
 export interface RewriteOptions {
   /** Weights with fewer elements stay float (their matmuls are too small to gain). */
   minWeightElements: number;
   /** How the codes are stored (see `WeightFormat`); default `uint8`, exact on every CPU. */
   weights?: WeightFormat;
+  /** Merge sibling projections that read one activation (Q/K/V) into one node (merge-projections.ts); default false. */
+  mergeProjections?: boolean;
+  /** Replace eager self-attention blocks by MultiHeadAttention nodes (fuse-attention.ts); default false. */
+  fuseAttention?: boolean;
 }
 
 export interface RewriteReport {
@@ -47,6 +53,11 @@ export interface RewriteReport {
   /** Bytes of the float weights that were replaced, and of their int8 + scale replacements. */
   floatWeightBytes: number;
   int8WeightBytes: number;
+  /** Sibling groups merged into one DynamicQuantizeMatMul (and the nodes they had). */
+  mergedGroups: number;
+  mergedNodes: number;
+  /** Attention blocks fused into MultiHeadAttention. */
+  fusedAttention: number;
 }
 
 interface ConstantWeight {
@@ -89,8 +100,10 @@ function intAttribute(node: NodeProto, name: string, fallback: number): number {
   return attribute?.i === null || attribute?.i === undefined ? fallback : toInt(attribute.i);
 }
 
+const EMPTY_REPORT: RewriteReport = { matmul: 0, gemm: 0, skippedSmall: 0, skippedOther: 0, floatWeightBytes: 0, int8WeightBytes: 0, mergedGroups: 0, mergedNodes: 0, fusedAttention: 0 };
+
 class GraphRewriter {
-  readonly report: RewriteReport = { matmul: 0, gemm: 0, skippedSmall: 0, skippedOther: 0, floatWeightBytes: 0, int8WeightBytes: 0 };
+  readonly report: RewriteReport = { ...EMPTY_REPORT };
   readonly #graph: GraphProto;
   readonly #options: RewriteOptions;
   /** The graph's initializers as read (the tensors this rewrite adds are not looked up). */
@@ -342,13 +355,18 @@ export function isQuantizedGraph(model: ModelProto): boolean {
  */
 export function quantizeModel(model: ModelProto, options: RewriteOptions): RewriteReport {
   const graph = model.graph;
-  if (graph === null || graph === undefined) {
-    return { matmul: 0, gemm: 0, skippedSmall: 0, skippedOther: 0, floatWeightBytes: 0, int8WeightBytes: 0 };
-  }
+  if (graph === null || graph === undefined) return { ...EMPTY_REPORT };
   const rewriter = new GraphRewriter(graph, options);
   rewriter.run();
   const report = rewriter.report;
   if (report.matmul + report.gemm > 0) {
+    const opset = toInt((model.opsetImport ?? []).find((entry) => (entry.domain ?? '') === '')?.version, 1);
+    if (options.mergeProjections === true) {
+      const merged = mergeProjections(graph, opset);
+      report.mergedGroups = merged.groups;
+      report.mergedNodes = merged.merged;
+    }
+    if (options.fuseAttention === true) report.fusedAttention = fuseAttention(graph, opset).fused;
     const imports = model.opsetImport ?? [];
     if (!imports.some((entry) => entry.domain === MS_DOMAIN)) model.opsetImport = [...imports, { domain: MS_DOMAIN, version: 1 }];
   }

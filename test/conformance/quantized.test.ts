@@ -1,9 +1,11 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { Entity, SparseVector } from '../../adapters/protocol/results.js';
+import { quantizedCacheDir } from '../../adapters/quantize/cache-files.js';
+import { QuantizedRecord } from '../../adapters/quantize/quantized-cache.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { parseCatalog } from '../../pipelines/inference/catalog.js';
 import { conformanceDir, loadConformance, type ConformanceModel } from '../helpers/conformance.js';
@@ -215,6 +217,16 @@ const SUITES: Record<string, Suite> = {
   },
 };
 
+/**
+ * The opt-in structural rewrites (`merge_projections`, `fuse_attention`: Q/K/V in one int8 node,
+ * eager attention as MultiHeadAttention) on every family they apply to, held to the same bounds.
+ */
+const REWRITTEN = { min_weight_elements: 0, merge_projections: true, fuse_attention: true };
+for (const kit of ['bert-mean-embed', 'xlmr-mean-embed', 'qwen2-last-embed', 'bert-splade', 'bert-colbert', 'bert-cross-encoder', 'bert-token-classification', 'gliner-span']) {
+  const base = SUITES[kit];
+  if (base !== undefined) SUITES[`${kit}-merged-fused`] = { ...base, kit, quantization: REWRITTEN, ...(kit === 'bert-splade' ? { expect: (m: Measured) => expect(m.minCosine).toBeGreaterThanOrEqual(0.995) } : {}) };
+}
+
 const kitOf = (name: string): string => SUITES[name]?.kit ?? name;
 const available = Object.keys(SUITES).filter((name) => loadConformance(kitOf(name)) !== null);
 const measuredTable: Record<string, Measured> = {};
@@ -270,3 +282,20 @@ for (const [name, suite] of Object.entries(SUITES)) {
     });
   });
 }
+
+describe('catalog quantization knobs reach the quantizer', () => {
+  it.skipIf(!available.some((name) => name.endsWith('-merged-fused')))('merge_projections / fuse_attention entries built graphs with merged projections and fused attention', async () => {
+    const dir = quantizedCacheDir(cacheRoot);
+    const records = readdirSync(dir)
+      .filter((file) => file.endsWith('.json'))
+      .map((file) => QuantizedRecord.safeParse(JSON.parse(readFileSync(join(dir, file), 'utf8'))))
+      .flatMap((parsed) => (parsed.success ? [parsed.data] : []));
+    const rewritten = records.filter((r) => r.options.mergeProjections && r.options.fuseAttention);
+    // One graph per merged-fused suite (the kit models are distinct sources).
+    expect(rewritten.length).toBe(available.filter((name) => name.endsWith('-merged-fused')).length);
+    for (const record of rewritten) expect(record.report.mergedGroups).toBeGreaterThan(0);
+    // Every BERT-style family but SPLADE's export fuses; Qwen's attention is not the eager BERT block.
+    expect(rewritten.filter((r) => r.report.fusedAttention > 0).length).toBeGreaterThanOrEqual(5);
+    expect(records.filter((r) => !r.options.mergeProjections).every((r) => r.report.mergedGroups === 0 && r.report.fusedAttention === 0)).toBe(true);
+  });
+});

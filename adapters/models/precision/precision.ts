@@ -106,6 +106,8 @@ async function openInt8(profile: ModelProfile, file: string, runtime: RuntimeOpt
     graph = await quantizeToCache({ source: file, cacheDir: quantizedCacheDir(runtime.cacheDir), options: {
       minWeightElements: profile.quantization.minWeightElements,
       weights: profile.quantization.weights === 'auto' ? nativeWeightFormat() : profile.quantization.weights,
+      mergeProjections: profile.quantization.mergeProjections,
+      fuseAttention: profile.quantization.fuseAttention,
     } });
   } catch (error) {
     // An unwritable cache or an unreadable graph must not stop the model from serving in fp32.

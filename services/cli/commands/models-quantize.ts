@@ -31,6 +31,8 @@ const Flags = z.strictObject({
   minCosine: z.coerce.number().gt(0).max(2).optional(),
   minWeightElements: z.coerce.number().int().nonnegative().optional(),
   weights: z.enum(['auto', 'int8', 'uint8']).optional(),
+  mergeProjections: z.boolean().optional(),
+  fuseAttention: z.boolean().optional(),
   json: z.boolean().optional(),
 });
 
@@ -42,6 +44,8 @@ function int8Catalog(catalog: Catalog, name: string, flags: z.infer<typeof Flags
     ...(flags.minCosine === undefined ? {} : { min_cosine: flags.minCosine }),
     ...(flags.minWeightElements === undefined ? {} : { min_weight_elements: flags.minWeightElements }),
     ...weightsFor(flags),
+    ...(flags.mergeProjections === undefined ? {} : { merge_projections: flags.mergeProjections }),
+    ...(flags.fuseAttention === undefined ? {} : { fuse_attention: flags.fuseAttention }),
   };
   const entries = new Map(catalog.entries);
   entries.set(name, { ...entry, precision: 'int8', quantization });
@@ -123,6 +127,8 @@ export function registerModelsQuantize(models: Command, app: CliApp): void {
     .addOption(new Option('--min-cosine <x>', 'fidelity floor: refuse int8 when cosine(fp32, int8) of any output is below it (default: catalog, else 0.99)'))
     .addOption(new Option('--min-weight-elements <n>', 'leave MatMul/Gemm weights with fewer elements in float (default: catalog, else 16384)'))
     .addOption(new Option('--weights <format>', 'how the int8 codes are stored: uint8 (exact on every CPU), int8 (faster on CPUs with VNNI, saturates on AVX2-only ones) or auto (by this CPU); default: uint8 with --out, else the catalog\'s (auto)').choices(['auto', 'int8', 'uint8']))
+    .option('--merge-projections', 'one int8 node for projections that read one activation (Q/K/V); same outputs, off by default (no measured gain)')
+    .option('--fuse-attention', 'eager self-attention as one MultiHeadAttention node; same outputs, off by default (no measured gain)')
     .option('--json', 'print the report as JSON')
     .addHelpText('after', EXAMPLE)
     .action(async (model: unknown, options: unknown, self: Command) => {

@@ -10,7 +10,7 @@ import { parseCatalog } from '../../../../pipelines/inference/catalog.js';
 import { InferenceEngine } from '../../../../pipelines/inference/engine.js';
 import { CliApp } from '../../../../services/cli/app.js';
 import { buildProgram } from '../../../../services/cli/program.js';
-import { FIXTURES_DIR } from '../../../helpers/shared.js';
+import { CONFORMANCE_DIR, FIXTURES_DIR, sharedAvailable } from '../../../helpers/shared.js';
 
 /**
  * `shoal models quantize` on the real command tree (registered by commands/models.ts):
@@ -96,5 +96,19 @@ describe('shoal models quantize', () => {
     expect(error).toMatchObject({ code: ErrorCode.MODEL_LOAD_FAILED, message: expect.stringContaining('int8 refused') });
     expect(stdout).toMatch(/floor 1\.5: REFUSED/);
     expect(existsSync(out)).toBe(false);
+  });
+
+  const kit = join(CONFORMANCE_DIR, 'bert-mean-embed');
+  it.skipIf(!sharedAvailable(kit))('--merge-projections --fuse-attention: the written graph has one Q/K/V node and one MultiHeadAttention per layer', async () => {
+    const out = join(root, 'kit-rewritten');
+    const { stdout, error } = await shoal(['models', 'quantize', kit, '--min-weight-elements', '0', '--merge-projections', '--fuse-attention', '--out', out]);
+    expect(error).toBeNull();
+    expect(stdout).toMatch(/fidelity: .*: passed/);
+    const nodes = (await readOnnx(join(out, 'onnx', 'model_quantized.onnx'))).model.graph?.node ?? [];
+    const count = (op: string): number => nodes.filter((n) => n.opType === op).length;
+    // The kit model has 2 layers: one attention block and one Q/K/V Split each.
+    expect(count('MultiHeadAttention')).toBe(2);
+    expect(count('Softmax')).toBe(0);
+    expect(count('Split')).toBe(2);
   });
 });

@@ -1,0 +1,262 @@
+import * as ort from 'onnxruntime-node';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+import { thisCpuReport } from '../adapters/quantize/cpu-features.js';
+import { readOnnx } from '../adapters/quantize/onnx-file.js';
+import { quantizeToCache, type QuantizedGraph, type QuantizeOptionsInput } from '../adapters/quantize/quantized-cache.js';
+import { TextTokenizer } from '../adapters/tokenizers/text-tokenizer.js';
+import { packBatches } from '../pipelines/inference/batcher.js';
+import { ceilingSessionOptions, measureCeiling } from './lib/ceiling.js';
+import { BENCH_MODEL, mixedCorpus } from './lib/corpora.js';
+import { machine, markdownTable, writeResult, type Row } from './lib/report.js';
+
+/**
+ * Issue 40 item 3: can Shoal's int8 graph beat onnxruntime's dynamic quantization, and how far
+ * is 2.4× the fp32 ceiling? Each structural rewrite is measured alone and together, all raw
+ * onnxruntime on the mixed corpus (bench/lib/ceiling.ts: pre-tokenized, length-sorted batches,
+ * one token budget, interleaved rounds with the order rotating):
+ *
+ *   dynamic        every constant-weight MatMul as DynamicQuantizeMatMul (Shoal's int8 before /3)
+ *   merged         + sibling projections (Q/K/V) in one node (merge-projections.ts)
+ *   fused          + eager attention as MultiHeadAttention (fuse-attention.ts), no merge
+ *   merged+fused   both
+ *
+ * Each variant's outputs are compared with `dynamic`'s over every batch of one untimed pass
+ * (largest |Δ| at real token positions: the rewrites are meant to change no number).
+ *
+ * Then where the time goes: one profiled pass (onnxruntime's profiler, per-node kernel time) of
+ * fp32 and `dynamic`, split into projections (the nodes the int8 rewrite quantizes, by name),
+ * attention (nodes named under `/self/` or `/attention/` that are not projections: QKᵀ, scale,
+ * mask, softmax, ·V, head transposes) and the rest (LayerNorm, GELU, residual adds, embeddings).
+ * From it, the bound: int8 / fp32 if the projections ran at 4× their fp32 time (AVX-512 VNNI's
+ * VPDPBUSD does 64 u8·s8 products per instruction against 16 fp32 FMAs: the int8 GEMM's peak
+ * advantage, without AMX) with every float op unchanged.
+ *
+ *   npx tsx bench/int8-graph.ts [--rounds 5] [--items 1600] [--threads 2] [--budget 1024]
+ *     [--weights auto|int8|uint8] [--profile-items 800] [--out result.json]
+ */
+
+const { values: args } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '5' },
+    items: { type: 'string', default: '1600' },
+    threads: { type: 'string', default: '2' },
+    budget: { type: 'string', default: '1024' },
+    weights: { type: 'string', default: 'auto' },
+    'profile-items': { type: 'string', default: '800' },
+    out: { type: 'string' },
+  },
+});
+
+const ROUNDS = Number(args.rounds);
+const THREADS = Number(args.threads);
+const BUDGET = Number(args.budget);
+const MAX_LENGTH = 256;
+const VNNI_PEAK = 4;
+const cpu = thisCpuReport();
+const WEIGHTS = z.enum(['auto', 'int8', 'uint8']).parse(args.weights);
+const weights = WEIGHTS === 'auto' ? cpu.weightFormat : WEIGHTS;
+
+const VARIANTS = {
+  dynamic: { mergeProjections: false, fuseAttention: false },
+  merged: { mergeProjections: true, fuseAttention: false },
+  fused: { mergeProjections: false, fuseAttention: true },
+  'merged+fused': { mergeProjections: true, fuseAttention: true },
+} as const satisfies Record<string, QuantizeOptionsInput>;
+type Variant = keyof typeof VARIANTS;
+const VARIANT_NAMES = Object.keys(VARIANTS) as Variant[];
+type Graph = 'fp32' | Variant;
+const GRAPHS: readonly Graph[] = ['fp32', ...VARIANT_NAMES];
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[mid] ?? Number.NaN) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+}
+
+function batchFeeds(ids: readonly number[][], budget: number): { feeds: Record<string, ort.Tensor>; lengths: number[]; width: number }[] {
+  return packBatches(ids.map((r) => r.length), { maxBatchTokens: budget, maxBatchItems: 1024 }).map((batch) => {
+    const width = Math.max(...batch.indices.map((i) => ids[i]?.length ?? 0));
+    const n = batch.indices.length;
+    const input = new BigInt64Array(n * width);
+    const mask = new BigInt64Array(n * width);
+    const lengths: number[] = [];
+    batch.indices.forEach((index, row) => {
+      const tokens = ids[index] ?? [];
+      lengths.push(tokens.length);
+      tokens.forEach((id, t) => {
+        input[row * width + t] = BigInt(id);
+        mask[row * width + t] = 1n;
+      });
+    });
+    const dims = [n, width];
+    return {
+      feeds: { input_ids: new ort.Tensor('int64', input, dims), attention_mask: new ort.Tensor('int64', mask, dims), token_type_ids: new ort.Tensor('int64', new BigInt64Array(n * width), dims) },
+      lengths,
+      width,
+    };
+  });
+}
+
+/** Largest |variant − dynamic| at real token positions over one pass. */
+async function largestDifference(paths: Record<Graph, string>, ids: readonly number[][]): Promise<Record<Variant, number>> {
+  const sessions = {} as Record<Variant, ort.InferenceSession>;
+  for (const v of VARIANT_NAMES) sessions[v] = await ort.InferenceSession.create(paths[v], ceilingSessionOptions(THREADS));
+  const worst = Object.fromEntries(VARIANT_NAMES.map((v) => [v, 0])) as Record<Variant, number>;
+  try {
+    for (const { feeds, lengths, width } of batchFeeds(ids, BUDGET)) {
+      const out = {} as Record<Variant, Float32Array>;
+      for (const v of VARIANT_NAMES) {
+        const tensor = (await sessions[v].run(feeds))[sessions[v].outputNames[0] ?? ''];
+        if (tensor === undefined || !(tensor.data instanceof Float32Array)) throw new Error(`${v}: no float output`);
+        out[v] = tensor.data;
+      }
+      const hidden = out.dynamic.length / (lengths.length * width);
+      for (const v of VARIANT_NAMES) {
+        lengths.forEach((length, row) => {
+          for (let i = row * width * hidden; i < (row * width + length) * hidden; i++) worst[v] = Math.max(worst[v], Math.abs((out[v][i] ?? 0) - (out.dynamic[i] ?? 0)));
+        });
+      }
+    }
+  } finally {
+    for (const s of Object.values(sessions)) await s.release();
+  }
+  return worst;
+}
+
+const ProfileEvent = z.looseObject({ cat: z.string(), name: z.string(), dur: z.number(), args: z.looseObject({ op_name: z.string().optional() }).optional() });
+
+interface Breakdown {
+  totalMs: number;
+  projectionsMs: number;
+  attentionMs: number;
+  otherMs: number;
+  byOp: Record<string, number>;
+}
+
+/** One profiled pass of `graph`; kernel time split as the header says. */
+async function profile(graph: string, ids: readonly number[][], projectionNames: ReadonlySet<string>, workDir: string, tag: string): Promise<Breakdown> {
+  const prefix = join(workDir, `profile-${tag}`);
+  const session = await ort.InferenceSession.create(graph, { ...ceilingSessionOptions(THREADS), enableProfiling: true, profileFilePrefix: prefix });
+  for (const { feeds } of batchFeeds(ids, BUDGET)) await session.run(feeds);
+  session.endProfiling();
+  await session.release();
+  const file = readdirSync(workDir).filter((f) => f.startsWith(`profile-${tag}`)).sort().at(-1);
+  if (file === undefined) throw new Error(`no profile written for ${tag}`);
+  const events = z.array(ProfileEvent).parse(JSON.parse(readFileSync(join(workDir, file), 'utf8')));
+  const out: Breakdown = { totalMs: 0, projectionsMs: 0, attentionMs: 0, otherMs: 0, byOp: {} };
+  for (const event of events) {
+    if (event.cat !== 'Node' || !event.name.endsWith('_kernel_time')) continue;
+    const node = event.name.slice(0, -'_kernel_time'.length);
+    const op = event.args?.op_name ?? '?';
+    const ms = event.dur / 1000;
+    out.totalMs += ms;
+    out.byOp[op] = (out.byOp[op] ?? 0) + ms;
+    if (projectionNames.has(node) || op === 'DynamicQuantizeMatMul') out.projectionsMs += ms;
+    else if (/\/(self|attention)\//.test(node) || op === 'Softmax' || op === 'MultiHeadAttention') out.attentionMs += ms;
+    else out.otherMs += ms;
+  }
+  return out;
+}
+
+async function main(): Promise<void> {
+  const texts = mixedCorpus(Number(args.items));
+  const tokenizer = await TextTokenizer.load(BENCH_MODEL);
+  const ids = texts.map((text) => tokenizer.encode(text, { maxLength: MAX_LENGTH }).ids);
+  const load = loadavg()[0] ?? 0;
+  const workDir = mkdtempSync(join(tmpdir(), 'shoal-int8-graph-'));
+  const cacheDir = join(workDir, 'quantized');
+  mkdirSync(cacheDir, { recursive: true });
+  try {
+    const fp32Path = join(BENCH_MODEL, 'onnx', 'model.onnx');
+    const built = {} as Record<Variant, QuantizedGraph>;
+    for (const v of VARIANT_NAMES) built[v] = await quantizeToCache({ source: fp32Path, cacheDir, options: { weights, ...VARIANTS[v] } });
+    const paths = { fp32: fp32Path, ...Object.fromEntries(VARIANT_NAMES.map((v) => [v, built[v].path])) } as Record<Graph, string>;
+    const difference = await largestDifference(paths, ids.slice(0, 400));
+    process.stderr.write(`largest |Δ| against dynamic: ${VARIANT_NAMES.map((v) => `${v} ${difference[v]}`).join(', ')}\n`);
+
+    const perRound = Object.fromEntries(GRAPHS.map((g) => [g, [] as number[]])) as Record<Graph, number[]>;
+    for (let round = 0; round < ROUNDS; round++) {
+      const order = GRAPHS.map((_, k) => GRAPHS[(k + round) % GRAPHS.length] ?? 'fp32');
+      for (const graph of order) {
+        const [result] = await measureCeiling(BENCH_MODEL, ids, [BUDGET], THREADS, paths[graph]);
+        if (result === undefined) throw new Error('no ceiling result');
+        perRound[graph].push(result.tokensPerSecond);
+      }
+      process.stderr.write(`round ${round + 1}/${ROUNDS}: ${GRAPHS.map((g) => `${g} ${Math.round(perRound[g].at(-1) ?? 0)}`).join(', ')} tok/s\n`);
+    }
+    const ratio = (a: Graph, b: Graph): number => median(perRound[a].map((t, r) => t / (perRound[b][r] ?? t)));
+
+    // Which nodes are projections: the ones the int8 rewrite turned into DynamicQuantizeMatMul (same names in fp32).
+    const { model: dynamicModel } = await readOnnx(paths.dynamic);
+    const projectionNames = new Set((dynamicModel.graph?.node ?? []).filter((n) => n.opType === 'DynamicQuantizeMatMul').map((n) => n.name ?? ''));
+    const profileIds = ids.slice(0, Number(args['profile-items']));
+    const fp32 = await profile(paths.fp32, profileIds, projectionNames, workDir, 'fp32');
+    const dynamic = await profile(paths.dynamic, profileIds, projectionNames, workDir, 'dynamic');
+    const projectionSpeedup = fp32.projectionsMs / dynamic.projectionsMs;
+    const floatMs = dynamic.totalMs - dynamic.projectionsMs;
+    const boundAtPeak = fp32.totalMs / (floatMs + fp32.projectionsMs / VNNI_PEAK);
+    const boundFree = fp32.totalMs / floatMs;
+
+    const rows: Row[] = GRAPHS.map((graph) => ({
+      graph,
+      'median tok/s': Math.round(median(perRound[graph])),
+      '× fp32 ceiling (median of rounds)': graph === 'fp32' ? '1' : ratio(graph, 'fp32').toFixed(3),
+      '× dynamic': graph === 'fp32' ? '' : ratio(graph, 'dynamic').toFixed(3),
+      'largest |Δ| vs dynamic': graph === 'fp32' ? '' : String(difference[graph]),
+      rounds: perRound[graph].map((t) => Math.round(t)).join(' '),
+    }));
+    const split = (b: Breakdown): Row => ({
+      'total ms': Math.round(b.totalMs),
+      'projections ms': `${Math.round(b.projectionsMs)} (${((100 * b.projectionsMs) / b.totalMs).toFixed(0)} %)`,
+      'attention ms': `${Math.round(b.attentionMs)} (${((100 * b.attentionMs) / b.totalMs).toFixed(0)} %)`,
+      'other ms': `${Math.round(b.otherMs)} (${((100 * b.otherMs) / b.totalMs).toFixed(0)} %)`,
+    });
+    const loadAverage = { start: Number(load.toFixed(2)), end: Number((loadavg()[0] ?? 0).toFixed(2)) };
+    const data = {
+      bench: 'int8-graph',
+      items: texts.length,
+      rounds: ROUNDS,
+      threads: THREADS,
+      budget: BUDGET,
+      maxLength: MAX_LENGTH,
+      weights,
+      loadAverage,
+      cpu,
+      graphs: Object.fromEntries(
+        GRAPHS.map((g) => [
+          g,
+          {
+            medianTokensPerSecond: Math.round(median(perRound[g])),
+            tokensPerSecondPerRound: perRound[g].map((t) => Math.round(t)),
+            ratioToFp32: Number(ratio(g, 'fp32').toFixed(4)),
+            ...(g === 'fp32' ? {} : { ratioToDynamic: Number(ratio(g, 'dynamic').toFixed(4)), largestDifference: difference[g], report: built[g].record.report }),
+          },
+        ]),
+      ),
+      profile: { items: profileIds.length, fp32, dynamic, projectionSpeedup: Number(projectionSpeedup.toFixed(3)), boundAtVnniPeak: Number(boundAtPeak.toFixed(3)), boundFreeProjections: Number(boundFree.toFixed(3)) },
+    };
+    console.log(`\n${cpu.int8Kernel}; weights ${weights}; ${texts.length} mixed items, ${ROUNDS} interleaved rounds, ${THREADS} threads, budget ${BUDGET}, load ${loadAverage.start} → ${loadAverage.end}\n`);
+    console.log(markdownTable(rows));
+    console.log(`\nkernel time, one profiled pass over ${profileIds.length} items:\n`);
+    console.log(markdownTable([{ graph: 'fp32', ...split(fp32) }, { graph: 'int8 dynamic', ...split(dynamic) }]));
+    console.log(
+      `\nprojections: int8 ${projectionSpeedup.toFixed(2)}× their fp32 time; int8 / fp32 if they ran at the ${VNNI_PEAK}× VNNI peak, float ops unchanged: ` +
+        `${boundAtPeak.toFixed(2)}×; if they cost nothing: ${boundFree.toFixed(2)}×`,
+    );
+    let file: string;
+    if (args.out === undefined) file = writeResult('int8-graph', data);
+    else {
+      file = args.out;
+      writeFileSync(file, `${JSON.stringify({ machine: machine(), ...data }, null, 2)}\n`);
+    }
+    console.log(`\n${file}`);
+  } finally {
+    rmSync(workDir, { recursive: true, force: true });
+  }
+}
+
+await main();
