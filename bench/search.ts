@@ -2,7 +2,9 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import pg from 'pg';
 import { z } from 'zod';
+import { pgTableNames } from '../adapters/stores/pgvector/sql.js';
 import { openIndexUri } from '../adapters/stores/open.js';
 import type { ChunkRow, DocumentState, Store, TableSpec } from '../adapters/stores/store.js';
 import { chunkPages, engineTokenCounter } from '../pipelines/documents/chunk.js';
@@ -36,10 +38,13 @@ import { clusteredVectors, exactTopK, inverseNorms, meanNearestCosine, seededRan
  * own covariance, `--noise isotropic` in every direction alike (an ANN index's worst case: most
  * of that noise lies where real embeddings have no variance, vector-sets.ts shapedVectors). The table spec records the model's absolute folder as ingest
  * does, so search encodes queries with it. pgvector runs on PGlite (PostgreSQL 18 + pgvector
- * compiled to WebAssembly, single-threaded, in this process): not a production PostgreSQL.
+ * compiled to WebAssembly, single-threaded, in this process): not a production PostgreSQL; or,
+ * with `--pg-url postgres://user@host:port/db`, on a real server with the vector extension (the
+ * bench's tables there are dropped before and after; its version and index-build settings are
+ * recorded; no row limit unless `--pg-max-rows`).
  *
  *   npx tsx bench/search.ts [--rows 10000,100000,1000000] [--backends lancedb,pgvector] [--rounds 3]
- *     [--out bench/measured/search-scale.json] [--pg-max-rows 10000] [--cache DIR] [--baseline EARLIER.json]
+ *     [--out bench/measured/search-scale.json] [--pg-max-rows 10000] [--pg-url URL] [--cache DIR] [--baseline EARLIER.json]
  *     [--noise shaped|isotropic]
  *
  * `--cache DIR` keeps the encoded real chunks between runs (encoding 10,000 chunks takes minutes);
@@ -58,7 +63,8 @@ const { values: args } = parseArgs({
     'recall-queries': { type: 'string', default: '100' },
     real: { type: 'string', default: '12000' },
     'chunk-tokens': { type: 'string', default: '128' },
-    'pg-max-rows': { type: 'string', default: '10000' },
+    'pg-max-rows': { type: 'string' },
+    'pg-url': { type: 'string' },
     /** An earlier run's JSON whose LanceDB 100k result the 1M growth is measured against when this run has none (said so in the verdict). */
     baseline: { type: 'string' },
     /** How synthetic rows deviate from their real centroid: `shaped` (the real rows' own covariance) or `isotropic` (vector-sets.ts says why both). */
@@ -76,7 +82,9 @@ const REQUESTS = Number(args.requests);
 const RECALL_QUERIES = Number(args['recall-queries']);
 const REAL_WANTED = Number(args.real);
 const CHUNK_TOKENS = Number(args['chunk-tokens']);
-const PG_MAX_ROWS = Number(args['pg-max-rows']);
+/** An external PostgreSQL with pgvector (`postgres://user@host:port/db`) instead of PGlite; its bench tables are dropped before and after. */
+const PG_URL = args['pg-url'];
+const PG_MAX_ROWS = Number(args['pg-max-rows'] ?? (PG_URL === undefined ? 10_000 : Number.POSITIVE_INFINITY));
 const NOISE = z.enum(['shaped', 'isotropic']).parse(args.noise);
 const K = 10;
 const CLIENTS = [1, 8, 32] as const;
@@ -409,11 +417,43 @@ function markdown(results: readonly Measured[], synthetic: string): string {
   const lines = [
     `| store | rows (real) | write s | index build s | index | recall@10 | store.search p50 / p99 ms | in process | HTTP 1 client | HTTP 8 clients | HTTP 32 clients | HTTP 1 client, rerank |`,
     '| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-    ...results.map((m) => `| ${m.backend === 'pgvector' ? 'pgvector (PGlite)' : m.backend} | ${m.rows.toLocaleString('en-US')} (${m.real.toLocaleString('en-US')}) | ${m.build.writeSeconds} | ${m.build.indexSeconds} | ${m.build.index} | ${m.recallAt10} | ${cell(m, 'store.search (vector given)')} | ${cell(m, 'in process')} | ${cell(m, 'HTTP 1 client')} | ${cell(m, 'HTTP 8 clients')} | ${cell(m, 'HTTP 32 clients')} | ${cell(m, 'HTTP 1 client, rerank')} |`),
+    ...results.map((m) => `| ${m.backend === 'pgvector' ? (PG_URL === undefined ? 'pgvector (PGlite)' : 'pgvector (PostgreSQL)') : m.backend} | ${m.rows.toLocaleString('en-US')} (${m.real.toLocaleString('en-US')}) | ${m.build.writeSeconds} | ${m.build.indexSeconds} | ${m.build.index} | ${m.recallAt10} | ${cell(m, 'store.search (vector given)')} | ${cell(m, 'in process')} | ${cell(m, 'HTTP 1 client')} | ${cell(m, 'HTTP 8 clients')} | ${cell(m, 'HTTP 32 clients')} | ${cell(m, 'HTTP 1 client, rerank')} |`),
     '',
     `Synthetic rows: ${synthetic}`,
   ];
   return lines.join('\n');
+}
+
+/** Drops one bench table's relations on the external server (a rerun starts from nothing). */
+async function dropBenchTables(url: string, table: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url.split('?')[0] });
+  await client.connect();
+  try {
+    const names = pgTableNames(table);
+    await client.query(`DROP TABLE IF EXISTS ${names.chunks}, ${names.documents}, ${names.spec}`);
+  } finally {
+    await client.end();
+  }
+}
+
+/** What the external server builds indexes with (recorded: HNSW build time depends on them). */
+async function serverSettings(url: string): Promise<Record<string, string>> {
+  const client = new pg.Client({ connectionString: url.split('?')[0] });
+  await client.connect();
+  try {
+    const version = await client.query<{ v: string }>('SELECT version() AS v');
+    const vector = await client.query<{ v: string }>("SELECT extversion AS v FROM pg_extension WHERE extname = 'vector'");
+    const settings = await client.query<{ name: string; setting: string; unit: string | null }>(
+      "SELECT name, setting, unit FROM pg_settings WHERE name IN ('maintenance_work_mem', 'max_parallel_maintenance_workers', 'shared_buffers', 'work_mem')",
+    );
+    return {
+      server: version.rows[0]?.v ?? 'unknown',
+      pgvector: vector.rows[0]?.v ?? 'not installed',
+      ...Object.fromEntries(settings.rows.map((r) => [r.name, `${r.setting}${r.unit ?? ''}`])),
+    };
+  } finally {
+    await client.end();
+  }
 }
 
 async function main(): Promise<void> {
@@ -421,6 +461,7 @@ async function main(): Promise<void> {
   const startLoad = load();
   const engine = new InferenceEngine(engineOptionsFromEnv(process.env));
   const dir = mkdtempSync(join(tmpdir(), 'shoal-bench-search-'));
+  const postgresServer = PG_URL === undefined ? null : await serverSettings(PG_URL);
   const results: Measured[] = [];
   const skipped: string[] = [];
   try {
@@ -463,10 +504,13 @@ async function main(): Promise<void> {
           'Queries are SciFact claims (queries.jsonl), a different claim for every request of a round; in-process latency includes encoding the query with the index model.',
           'The HTTP clients, the gateway and the engine run in one Node process, sharing its event loop and the two cores.',
           'recall@10: store.search(query vector, k 10) against brute-force cosine over the same float32 vectors; below 100,000 rows both stores scan exactly (no ANN index).',
-          'pgvector runs on PGlite (PostgreSQL 18 + pgvector in WebAssembly, single-threaded, inside the bench process, served over the wire protocol on a loopback port): not a production PostgreSQL; its figures say nothing about a real server.',
+          postgresServer === null
+            ? 'pgvector runs on PGlite (PostgreSQL 18 + pgvector in WebAssembly, single-threaded, inside the bench process, served over the wire protocol on a loopback port): not a production PostgreSQL; its figures say nothing about a real server.'
+            : `pgvector runs on an external PostgreSQL server on the same machine (${postgresServer.server}; pgvector ${postgresServer.pgvector}), sharing its cores with the bench process.`,
           'Synthetic rows group COMMIT_ROWS (20,000) chunks as one document each, so a commit deletes stale rows of one source, not of 20,000.',
           'bench-minilm-l6 and bert-cross-encoder have random weights: the vectors have the model\'s shape, not its meaning; recall is against exact search on these vectors, not relevance.',
         ],
+        postgres: postgresServer,
         skipped,
         results,
         targets,
@@ -480,14 +524,17 @@ async function main(): Promise<void> {
     for (const rows of SIZES) {
       for (const backend of BACKENDS) {
         if (backend === 'pgvector' && rows > PG_MAX_ROWS) {
-          skipped.push(`pgvector at ${rows} rows: over --pg-max-rows ${PG_MAX_ROWS} (PGlite is single-threaded WebAssembly in this process)`);
+          skipped.push(`pgvector at ${rows} rows: over --pg-max-rows ${PG_MAX_ROWS}${PG_URL === undefined ? ' (PGlite is single-threaded WebAssembly in this process)' : ''}`);
           continue;
         }
         let postgres: PgliteServerHandle | null = null;
         try {
           let uri: string;
           if (backend === 'lancedb') uri = join(dir, `lance-${rows}`);
-          else {
+          else if (PG_URL !== undefined) {
+            await dropBenchTables(PG_URL, `bench${rows}`);
+            uri = `${PG_URL}${PG_URL.includes('?') ? '&' : '?'}table=bench${rows}`;
+          } else {
             postgres = await startPgliteServer();
             uri = `postgres://postgres@127.0.0.1:${postgres.port}/postgres?table=bench${rows}`;
           }
@@ -495,6 +542,7 @@ async function main(): Promise<void> {
           save(false);
         } finally {
           await postgres?.stop();
+          if (backend === 'pgvector' && PG_URL !== undefined) await dropBenchTables(PG_URL, `bench${rows}`);
           rmSync(join(dir, `lance-${rows}`), { recursive: true, force: true });
         }
       }
