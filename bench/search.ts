@@ -5,6 +5,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { z } from 'zod';
 import { pgTableNames } from '../adapters/stores/pgvector/sql.js';
+import { DEFAULT_EF_SEARCH } from '../adapters/stores/pgvector/store.js';
 import { openIndexUri } from '../adapters/stores/open.js';
 import type { ChunkRow, DocumentState, Store, TableSpec } from '../adapters/stores/store.js';
 import { chunkPages, engineTokenCounter } from '../pipelines/documents/chunk.js';
@@ -65,6 +66,7 @@ const { values: args } = parseArgs({
     'chunk-tokens': { type: 'string', default: '128' },
     'pg-max-rows': { type: 'string' },
     'pg-url': { type: 'string' },
+    'pg-ef-search': { type: 'string' },
     /** An earlier run's JSON whose LanceDB 100k result the 1M growth is measured against when this run has none (said so in the verdict). */
     baseline: { type: 'string' },
     /** How synthetic rows deviate from their real centroid: `shaped` (the real rows' own covariance) or `isotropic` (vector-sets.ts says why both). */
@@ -84,6 +86,8 @@ const REAL_WANTED = Number(args.real);
 const CHUNK_TOKENS = Number(args['chunk-tokens']);
 /** An external PostgreSQL with pgvector (`postgres://user@host:port/db`) instead of PGlite; its bench tables are dropped before and after. */
 const PG_URL = args['pg-url'];
+/** pgvector only: after the main measurement, recall@10 and store.search latency at each `hnsw.ef_search` (the URI's `ef_search`). */
+const PG_EF_SEARCH = (args['pg-ef-search'] ?? '').split(',').filter((v) => v !== '').map((v) => z.coerce.number().int().min(1).max(1_000).parse(v));
 const PG_MAX_ROWS = Number(args['pg-max-rows'] ?? (PG_URL === undefined ? 10_000 : Number.POSITIVE_INFINITY));
 const NOISE = z.enum(['shaped', 'isotropic']).parse(args.noise);
 const K = 10;
@@ -230,7 +234,7 @@ async function build(store: Store, backend: string, rows: number, real: RealSet,
   const written = performance.now();
   await store.optimize();
   const done = performance.now();
-  const index = rows < INDEX_MIN_ROWS ? 'none (exact scan)' : backend === 'lancedb' ? 'IVF-PQ (4-d PQ codes, √rows partitions; nprobes 40, refine 4)' : 'HNSW (pgvector defaults; ef_search 100)';
+  const index = rows < INDEX_MIN_ROWS ? 'none (exact scan)' : backend === 'lancedb' ? 'IVF-PQ (4-d PQ codes, √rows partitions; nprobes 40, refine 4)' : `HNSW (pgvector's m 16, ef_construction 64; ef_search ${DEFAULT_EF_SEARCH}, Shoal's default)`;
   return { writeSeconds: round1((written - started) / 1000), indexSeconds: round1((done - written) / 1000), index };
 }
 
@@ -277,8 +281,17 @@ async function httpLoad(address: string, index: string, claims: readonly string[
 
 const failedCount = (failures: Record<string, number> | undefined): number => Object.values(failures ?? {}).reduce((sum, n) => sum + n, 0);
 
+interface EfSearchPoint {
+  efSearch: number;
+  recallAt10: number;
+  p50: number;
+  p99: number;
+}
+
 interface Measured {
   backend: string;
+  /** pgvector with `--pg-ef-search`: recall and store.search latency per ef_search. */
+  efSearch?: EfSearchPoint[];
   rows: number;
   real: number;
   build: Build;
@@ -297,14 +310,39 @@ async function measure(engine: InferenceEngine, backend: string, uri: string, ro
     const built = await build(store, backend, rows, real, centroids, vectors);
     console.log(`  write ${built.writeSeconds} s, index ${built.indexSeconds} s (${built.index})`);
 
-    let found = 0;
-    for (const query of queryVectors) {
-      const truth = new Set(exactTopK(vectors, norms, rows, real.dim, query, K).map((row) => chunkRow(row, real, centroids, vectors, '').id));
-      const hits = await store.search(Array.from(query), { k: K });
-      found += hits.filter((hit) => truth.has(hit.row.id)).length;
-    }
-    const recallAt10 = round3(found / (queryVectors.length * K));
+    const truths = queryVectors.map((query) => new Set(exactTopK(vectors, norms, rows, real.dim, query, K).map((row) => chunkRow(row, real, centroids, vectors, '').id)));
+    const recallOf = async (searched: Store): Promise<number> => {
+      let found = 0;
+      for (const [at, query] of queryVectors.entries()) {
+        const hits = await searched.search(Array.from(query), { k: K });
+        found += hits.filter((hit) => truths[at]?.has(hit.row.id) === true).length;
+      }
+      return round3(found / (queryVectors.length * K));
+    };
+    const recallAt10 = await recallOf(store);
     console.log(`  recall@10 ${recallAt10} over ${queryVectors.length} queries`);
+    const efSearch: EfSearchPoint[] = [];
+    if (backend === 'pgvector' && rows >= INDEX_MIN_ROWS) {
+      for (const ef of PG_EF_SEARCH) {
+        const { store: tuned } = openIndexUri(`${uri}&ef_search=${ef}`);
+        try {
+          const recall = await recallOf(tuned);
+          const times: number[] = [];
+          for (let round = 0; round < 2; round++) {
+            for (const query of queryVectors) {
+              const started = performance.now();
+              await tuned.search(Array.from(query), { k: K });
+              if (round === 1) times.push(performance.now() - started);
+            }
+          }
+          const point = { efSearch: ef, recallAt10: recall, p50: round1(percentile(times, 50)), p99: round1(percentile(times, 99)) };
+          efSearch.push(point);
+          console.log(`  ef_search ${ef}: recall@10 ${point.recallAt10}, store.search p50 ${point.p50} p99 ${point.p99} ms`);
+        } finally {
+          await tuned.close();
+        }
+      }
+    }
 
     const address = await app.listen({ port: 0, host: '127.0.0.1' });
     const where = `${backend} bench index`;
@@ -354,7 +392,7 @@ async function measure(engine: InferenceEngine, backend: string, uri: string, ro
       console.log(`  round ${round + 1}: ${Object.entries(perRound).map(([name, rounds]) => `${name} p50 ${rounds.at(-1)?.p50} p99 ${rounds.at(-1)?.p99}${failedCount(rounds.at(-1)?.failures) > 0 ? ` (${failedCount(rounds.at(-1)?.failures)} failed)` : ''}`).join('; ')} (load ${load()[0]})`);
     }
     const latency = Object.fromEntries(Object.entries(perRound).map(([name, rounds]) => [name, { p50: round1(median(rounds.map((r) => r.p50))), p99: round1(median(rounds.map((r) => r.p99))), failed: rounds.reduce((sum, r) => sum + failedCount(r.failures), 0), rounds }]));
-    return { backend, rows, real: Math.min(rows, real.chunks.length), build: built, recallAt10, recallQueries: queryVectors.length, latency, load: load() };
+    return { backend, rows, real: Math.min(rows, real.chunks.length), build: built, recallAt10, ...(efSearch.length === 0 ? {} : { efSearch }), recallQueries: queryVectors.length, latency, load: load() };
   } finally {
     await app.close();
     await store.close();
@@ -443,13 +481,13 @@ async function serverSettings(url: string): Promise<Record<string, string>> {
   try {
     const version = await client.query<{ v: string }>('SELECT version() AS v');
     const vector = await client.query<{ v: string }>("SELECT extversion AS v FROM pg_extension WHERE extname = 'vector'");
-    const settings = await client.query<{ name: string; setting: string; unit: string | null }>(
-      "SELECT name, setting, unit FROM pg_settings WHERE name IN ('maintenance_work_mem', 'max_parallel_maintenance_workers', 'shared_buffers', 'work_mem')",
+    const settings = await client.query<{ name: string; setting: string }>(
+      "SELECT name, current_setting(name) AS setting FROM pg_settings WHERE name IN ('maintenance_work_mem', 'max_parallel_maintenance_workers', 'shared_buffers', 'work_mem')",
     );
     return {
       server: version.rows[0]?.v ?? 'unknown',
       pgvector: vector.rows[0]?.v ?? 'not installed',
-      ...Object.fromEntries(settings.rows.map((r) => [r.name, `${r.setting}${r.unit ?? ''}`])),
+      ...Object.fromEntries(settings.rows.map((r) => [r.name, r.setting])),
     };
   } finally {
     await client.end();

@@ -21,6 +21,8 @@ const postgresParts = onFirstUse(() =>
     table: tableNamePart().optional(),
     sslmode: sslMode().optional(),
     sslrootcert: z.string().min(1).max(4_096).optional(),
+    /** HNSW candidate list per search (`hnsw.ef_search`); at least the store's candidate count. */
+    ef_search: z.coerce.number().int().min(1).max(1_000).optional(),
   }),
 );
 
@@ -58,7 +60,7 @@ export const pgvectorBackend = {
   },
   parse(uri, context): IndexRef {
     const parsed = parseUrl(uri);
-    const params = queryParts(parsed, ['table', 'sslmode', 'sslrootcert'], FORM);
+    const params = queryParts(parsed, ['table', 'sslmode', 'sslrootcert', 'ef_search'], FORM);
     const parts = parsePart(postgresParts(), {
       user: decodeURIComponent(parsed.username) || undefined,
       ...(parsed.password === '' ? {} : { password: decodeURIComponent(parsed.password) }),
@@ -69,7 +71,12 @@ export const pgvectorBackend = {
     }, FORM);
     const table = parts.table ?? parsePart(tableNamePart(), context.fallbackTable, 'table');
     const connection = pgConnection(parts, context.credentials);
-    const options = { connection, table: checkTableName(table), ...(context.batchRows === undefined ? {} : { batchRows: context.batchRows }) };
+    const options = {
+      connection,
+      table: checkTableName(table),
+      ...(context.batchRows === undefined ? {} : { batchRows: context.batchRows }),
+      ...(parts.ef_search === undefined ? {} : { efSearch: parts.ef_search }),
+    };
     return {
       backend: 'pgvector',
       display: redactUri(uri),

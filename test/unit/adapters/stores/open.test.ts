@@ -10,6 +10,7 @@ describe('openStore', () => {
     expect(openIndexUri('lancedb:///tmp/x?table=t1', { table: 'other' })).toMatchObject({ backend: 'lancedb', table: 't1' });
     expect(openIndexUri('postgres://u:pw@db.example:5433/shoal?table=docs&sslmode=require')).toMatchObject({ backend: 'pgvector', table: 'docs', display: 'postgres://u:***@db.example:5433/shoal?table=docs&sslmode=require' });
     expect(openIndexUri('postgresql://u@localhost/shoal', { table: 'mine' })).toMatchObject({ backend: 'pgvector', table: 'mine' });
+    expect(openIndexUri('postgres://u@localhost/shoal?table=docs&ef_search=400')).toMatchObject({ backend: 'pgvector', table: 'docs' });
     expect(openIndexUri('chroma://localhost:8000/notes')).toMatchObject({ backend: 'chroma', table: 'notes' });
     expect(openIndexUri('qdrant://localhost:6333/notes?ssl=true', { credentials: { qdrantApiKey: 'k' } })).toMatchObject({ backend: 'qdrant', table: 'notes' });
     expect(openIndexUri('file:///tmp/rows?table=t')).toMatchObject({ backend: 'file', table: 't' });
@@ -32,6 +33,7 @@ describe('openStore', () => {
     expect(refused('postgres://h:5432/db')).toMatchObject({ code: ErrorCode.INVALID_INPUT, message: expect.stringContaining('user') });
     expect(refused('postgres://u@h/db?sslmode=prefer')).toMatchObject({ code: ErrorCode.INVALID_INPUT, message: expect.stringContaining('sslmode') });
     expect(refused('postgres://u@h/db?table=a;drop')).toMatchObject({ code: ErrorCode.INVALID_INPUT });
+    for (const ef of ['0', '1001', 'many', '2.5']) expect(refused(`postgres://u@h/db?ef_search=${ef}`), ef).toMatchObject({ code: ErrorCode.INVALID_INPUT, message: expect.stringContaining('ef_search') });
     expect(refused('chroma://key:secret@h:8000/c')).toMatchObject({ code: ErrorCode.INVALID_INPUT, message: expect.stringContaining('CHROMA_API_KEY') });
     expect(refused('file://host/dir')).toMatchObject({ code: ErrorCode.INVALID_INPUT });
     expect(refused('s3://bucket/prefix?tabel=x')).toMatchObject({ code: ErrorCode.INVALID_INPUT, message: expect.stringContaining('unknown parameter "tabel"') });
