@@ -1,5 +1,5 @@
 import * as ort from 'onnxruntime-node';
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -11,7 +11,7 @@ import { TextTokenizer } from '../adapters/tokenizers/text-tokenizer.js';
 import { packBatches } from '../pipelines/inference/batcher.js';
 import { ceilingSessionOptions, measureCeiling } from './lib/ceiling.js';
 import { BENCH_MODEL, mixedCorpus } from './lib/corpora.js';
-import { machine, markdownTable, writeResult, type Row } from './lib/report.js';
+import { markdownTable, median, writeResult, type Row } from './lib/report.js';
 
 /**
  * Issue 40 item 3: can Shoal's int8 graph beat onnxruntime's dynamic quantization, and how far
@@ -71,11 +71,6 @@ const VARIANT_NAMES = Object.keys(VARIANTS) as Variant[];
 type Graph = 'fp32' | Variant;
 const GRAPHS: readonly Graph[] = ['fp32', ...VARIANT_NAMES];
 
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? (sorted[mid] ?? Number.NaN) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
-}
 
 function batchFeeds(ids: readonly number[][], budget: number): { feeds: Record<string, ort.Tensor>; lengths: number[]; width: number }[] {
   return packBatches(ids.map((r) => r.length), { maxBatchTokens: budget, maxBatchItems: 1024 }).map((batch) => {
@@ -247,13 +242,7 @@ async function main(): Promise<void> {
       `\nprojections: int8 ${projectionSpeedup.toFixed(2)}× their fp32 time; int8 / fp32 if they ran at the ${VNNI_PEAK}× VNNI peak, float ops unchanged: ` +
         `${boundAtPeak.toFixed(2)}×; if they cost nothing: ${boundFree.toFixed(2)}×`,
     );
-    let file: string;
-    if (args.out === undefined) file = writeResult('int8-graph', data);
-    else {
-      file = args.out;
-      writeFileSync(file, `${JSON.stringify({ machine: machine(), ...data }, null, 2)}\n`);
-    }
-    console.log(`\n${file}`);
+    console.log(`\n${writeResult('int8-graph', data, args.out)}`);
   } finally {
     rmSync(workDir, { recursive: true, force: true });
   }

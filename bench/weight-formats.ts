@@ -1,5 +1,5 @@
 import * as ort from 'onnxruntime-node';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -12,7 +12,7 @@ import { TextTokenizer, type Encoded } from '../adapters/tokenizers/text-tokeniz
 import { packBatches } from '../pipelines/inference/batcher.js';
 import { ceilingSessionOptions, measureCeiling } from './lib/ceiling.js';
 import { BENCH_MODEL, mixedCorpus, queries, SHARED_DIR } from './lib/corpora.js';
-import { machine, markdownTable, writeResult, type Row } from './lib/report.js';
+import { markdownTable, median, writeResult, type Row } from './lib/report.js';
 import { cosine } from '../test/helpers/cosine.js';
 
 /**
@@ -235,11 +235,6 @@ async function measureFidelity(modelDir: string, encoded: readonly Encoded[], pa
   }
 }
 
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? (sorted[mid] ?? Number.NaN) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
-}
 
 /** Below this paired difference the two formats are called a tie (round-to-round noise on a shared 2-core machine). */
 const TIE = 0.02;
@@ -369,14 +364,7 @@ async function main(): Promise<void> {
     console.log(`${texts.length} mixed items, ${ROUNDS} interleaved rounds, ${THREADS} threads, budget ${BUDGET}, load avg ${loadAverage.start} → ${loadAverage.end}\n`);
     console.log(markdownTable(results.flatMap((r) => r.rows)));
     for (const r of results) console.log(`\nverdict ${String(r.model)}: ${r.verdictLine}`);
-    let file: string;
-    if (args.out === undefined) {
-      file = writeResult('weight-formats', data);
-    } else {
-      file = args.out;
-      writeFileSync(file, `${JSON.stringify({ machine: machine(), ...data }, null, 2)}\n`);
-    }
-    console.log(`\n${file}`);
+    console.log(`\n${writeResult('weight-formats', data, args.out)}`);
   } finally {
     rmSync(workDir, { recursive: true, force: true });
   }

@@ -36,12 +36,27 @@ export function markdownTable(rows: readonly Row[]): string {
   return [line(columns), line(columns.map(() => '---')), ...rows.map((row) => line(columns.map((c) => cell(row[c]).replace(/\|/g, '\\|'))))].join('\n');
 }
 
-export function writeResult(name: string, data: unknown): string {
-  const dir = join(import.meta.dirname, '..', 'results');
-  mkdirSync(dir, { recursive: true });
-  const file = join(dir, `${name}-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+/**
+ * Writes `data` with the machine's description to `out`, or when none is given to
+ * bench/results/<name>-<timestamp>.json; returns the path.
+ */
+export function writeResult(name: string, data: unknown, out?: string): string {
+  let file = out;
+  if (file === undefined) {
+    const dir = join(import.meta.dirname, '..', 'results');
+    mkdirSync(dir, { recursive: true });
+    file = join(dir, `${name}-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+  }
   writeFileSync(file, `${JSON.stringify({ machine: machine(), ...((data as object) ?? {}) }, null, 2)}\n`);
   return file;
+}
+
+/** The middle value (the mean of the two middle ones for an even count); NaN for none. */
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[mid] ?? Number.NaN) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
 }
 
 export function percentile(values: readonly number[], p: number): number {
