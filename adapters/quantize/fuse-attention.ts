@@ -1,5 +1,5 @@
 import { ATTENTION_OP, MS_DOMAIN } from './contrib-ops.js';
-import { constantTensors, DataType, dimsOf, floatValues, freshName, integerValues, onnx, tensorNames, toInt, type AttributeProto, type GraphProto, type NodeProto, type TensorProto } from './onnx-file.js';
+import { attributeOf, consumedNames, constantTensors, DataType, elementCount, floatValues, freshName, integerValues, onnx, tensorNames, toInt, type AttributeProto, type GraphProto, type NodeProto, type TensorProto } from './onnx-file.js';
 
 /**
  * Self-attention fusion: the eager attention block a BERT-style export spells out op by op
@@ -33,12 +33,8 @@ export interface AttentionFusionReport {
   unmatched: number;
 }
 
-function attribute(node: NodeProto, name: string): AttributeProto | undefined {
-  return node.attribute?.find((a) => a.name === name);
-}
-
 function ints(node: NodeProto, name: string): number[] | undefined {
-  return attribute(node, name)?.ints?.map((v) => toInt(v));
+  return attributeOf(node, name)?.ints?.map((v) => toInt(v));
 }
 
 function samePerm(node: NodeProto, perm: readonly number[]): boolean {
@@ -84,7 +80,11 @@ class AttentionFuser {
         this.#readers.set(name, (this.#readers.get(name) ?? 0) + 1);
         if (!this.#firstReader.has(name)) this.#firstReader.set(name, node);
       }
-      for (const a of node.attribute ?? []) if (a.g != null || (a.graphs?.length ?? 0) > 0) this.#countSubgraphReads(a);
+      // Subgraphs (If/Loop bodies) reading outer names count as readers too.
+      for (const a of node.attribute ?? []) {
+        if (a.g != null) consumedNames(a.g, this.#readers);
+        for (const sub of a.graphs ?? []) consumedNames(sub, this.#readers);
+      }
     }
     this.#outputs = new Set((graph.output ?? []).map((o) => o.name ?? ''));
     this.#constants = constantTensors(graph, { constantNodes: true });
@@ -93,20 +93,6 @@ class AttentionFuser {
       const dims = input.type?.tensorType?.shape?.dim;
       if (dims !== null && dims !== undefined) this.#inputRanks.set(input.name ?? '', dims.length);
     }
-  }
-
-  #countSubgraphReads(a: AttributeProto): void {
-    const visit = (graph: GraphProto): void => {
-      for (const node of graph.node ?? []) {
-        for (const name of node.input ?? []) if (name !== '') this.#readers.set(name, (this.#readers.get(name) ?? 0) + 1);
-        for (const inner of node.attribute ?? []) {
-          if (inner.g != null) visit(inner.g);
-          for (const sub of inner.graphs ?? []) visit(sub);
-        }
-      }
-    };
-    if (a.g != null) visit(a.g);
-    for (const sub of a.graphs ?? []) visit(sub);
   }
 
   /** The node producing `name`, provided `name` is read by exactly one node and is no graph output. */
@@ -123,7 +109,7 @@ class AttentionFuser {
 
   #scalar(name: string | undefined): number | undefined {
     const tensor = name === undefined ? undefined : this.#constants.get(name);
-    if (tensor === undefined || dimsOf(tensor).reduce((a, b) => a * b, 1) !== 1) return undefined;
+    if (tensor === undefined || elementCount(tensor) !== 1) return undefined;
     if (tensor.dataType === DataType.FLOAT) return floatValues(tensor)?.[0];
     const values = integerValues(tensor);
     return values?.[0];
@@ -177,7 +163,8 @@ class AttentionFuser {
     const axes: number[] = [];
     let casts = 0;
     for (let hops = 0; hops < 4; hops++) {
-      if (this.#inputRanks.get(current) === 2 && (this.#graph.input ?? []).some((i) => i.name === current)) {
+      // `#inputRanks` holds graph inputs only.
+      if (this.#inputRanks.get(current) === 2) {
         const inserted = [...axes].sort((a, b) => a - b);
         const ok = casts === 1 && inserted.length === 2 && inserted[0] === 1 && inserted[1] === 2;
         return ok ? { input: current, filter } : undefined;
@@ -185,7 +172,7 @@ class AttentionFuser {
       const node = this.#producers.get(current);
       if (node === undefined || (node.domain ?? '') !== '') return undefined;
       if (node.opType === 'Cast') {
-        if (toInt(attribute(node, 'to')?.i) !== DataType.FLOAT) return undefined;
+        if (toInt(attributeOf(node, 'to')?.i) !== DataType.FLOAT) return undefined;
         casts++;
       } else if (node.opType === 'Unsqueeze') {
         const found = ints(node, 'axes') ?? integerValues(this.#constants.get(node.input?.[1] ?? '') ?? {});
@@ -200,7 +187,7 @@ class AttentionFuser {
   }
 
   #softmaxOnLastAxis(node: NodeProto): boolean {
-    const axis = attribute(node, 'axis');
+    const axis = attributeOf(node, 'axis');
     if (axis === undefined) return this.#opset >= 13;
     const value = toInt(axis.i);
     return value === -1 || value === 3;
@@ -312,19 +299,9 @@ class AttentionFuser {
     const gone = new Set<string>();
     for (const node of this.#removed) for (const name of node.output ?? []) gone.add(name);
     for (const node of kept) for (const name of node.output ?? []) gone.delete(name);
-    const read = new Set<string>();
-    for (const name of this.#outputs) read.add(name);
-    const visit = (list: readonly NodeProto[]): void => {
-      for (const node of list) {
-        for (const name of node.input ?? []) read.add(name);
-        for (const a of node.attribute ?? []) {
-          if (a.g != null) visit(a.g.node ?? []);
-          for (const sub of a.graphs ?? []) visit(sub.node ?? []);
-        }
-      }
-    };
-    visit(kept);
-    return [...gone].some((name) => read.has(name));
+    const read = new Map<string, number>();
+    consumedNames({ node: [...kept] }, read);
+    return [...gone].some((name) => read.has(name) || this.#outputs.has(name));
   }
 }
 
@@ -335,18 +312,9 @@ class AttentionFuser {
 export function withoutDeadNodes(nodes: NodeProto[], graphOutputs: ReadonlySet<string>): NodeProto[] {
   let current = nodes;
   for (;;) {
-    const read = new Set<string>(graphOutputs);
-    const visit = (list: readonly NodeProto[]): void => {
-      for (const node of list) {
-        for (const name of node.input ?? []) if (name !== '') read.add(name);
-        for (const a of node.attribute ?? []) {
-          if (a.g != null) visit(a.g.node ?? []);
-          for (const sub of a.graphs ?? []) visit(sub.node ?? []);
-        }
-      }
-    };
-    visit(current);
-    const kept = current.filter((node) => (node.output ?? []).some((name) => read.has(name)));
+    const read = new Map<string, number>();
+    consumedNames({ node: current }, read);
+    const kept = current.filter((node) => (node.output ?? []).some((name) => read.has(name) || graphOutputs.has(name)));
     if (kept.length === current.length) return kept;
     current = kept;
   }

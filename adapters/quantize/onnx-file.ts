@@ -85,6 +85,21 @@ export function constantTensors(graph: GraphProto, options: { constantNodes: boo
   return found;
 }
 
+/** Counts, into `into`, every tensor name a graph's nodes read, nested subgraphs included. */
+export function consumedNames(graph: GraphProto, into: Map<string, number>): void {
+  for (const node of graph.node ?? []) {
+    for (const name of node.input ?? []) if (name !== '') into.set(name, (into.get(name) ?? 0) + 1);
+    for (const attribute of node.attribute ?? []) {
+      if (attribute.g !== null && attribute.g !== undefined) consumedNames(attribute.g, into);
+      for (const sub of attribute.graphs ?? []) consumedNames(sub, into);
+    }
+  }
+}
+
+export function attributeOf(node: NodeProto, name: string): AttributeProto | undefined {
+  return node.attribute?.find((a) => a.name === name);
+}
+
 /** Every tensor name a graph uses (initializers, inputs, outputs, value infos, node outputs). */
 export function tensorNames(graph: GraphProto): Set<string> {
   const names = new Set<string>();

@@ -3,6 +3,8 @@ import { fuseAttention } from './fuse-attention.js';
 import { quantizeColumns, storedWeights, transpose, allFinite, weightZeroPoint, type WeightFormat } from './int8-weights.js';
 import { mergeProjections } from './merge-projections.js';
 import {
+  attributeOf,
+  consumedNames,
   constantTensors,
   DataType,
   dimsOf,
@@ -12,7 +14,6 @@ import {
   rawTensor,
   tensorNames,
   toInt,
-  type AttributeProto,
   type GraphProto,
   type ModelProto,
   type NodeProto,
@@ -75,20 +76,6 @@ interface QuantizedWeight {
   zeroPoints: string;
 }
 
-/** Names of every tensor a graph's nodes read, nested subgraphs included. */
-function consumedNames(graph: GraphProto, into: Map<string, number>): void {
-  for (const node of graph.node ?? []) {
-    for (const name of node.input ?? []) if (name !== '') into.set(name, (into.get(name) ?? 0) + 1);
-    for (const attribute of node.attribute ?? []) {
-      if (attribute.g !== null && attribute.g !== undefined) consumedNames(attribute.g, into);
-      for (const sub of attribute.graphs ?? []) consumedNames(sub, into);
-    }
-  }
-}
-
-function attributeOf(node: NodeProto, name: string): AttributeProto | undefined {
-  return node.attribute?.find((a) => a.name === name);
-}
 
 function floatAttribute(node: NodeProto, name: string, fallback: number): number {
   const attribute = attributeOf(node, name);
