@@ -8,8 +8,7 @@ import { thisCpuReport } from '../adapters/quantize/cpu-features.js';
 import { readOnnx } from '../adapters/quantize/onnx-file.js';
 import { quantizeToCache, type QuantizedGraph, type QuantizeOptionsInput } from '../adapters/quantize/quantized-cache.js';
 import { TextTokenizer } from '../adapters/tokenizers/text-tokenizer.js';
-import { packBatches } from '../pipelines/inference/batcher.js';
-import { ceilingSessionOptions, measureCeiling } from './lib/ceiling.js';
+import { ceilingBatches, ceilingSessionOptions, measureCeiling } from './lib/ceiling.js';
 import { BENCH_MODEL, mixedCorpus } from './lib/corpora.js';
 import { markdownTable, median, writeResult, type Row } from './lib/report.js';
 
@@ -72,37 +71,13 @@ type Graph = 'fp32' | Variant;
 const GRAPHS: readonly Graph[] = ['fp32', ...VARIANT_NAMES];
 
 
-function batchFeeds(ids: readonly number[][], budget: number): { feeds: Record<string, ort.Tensor>; lengths: number[]; width: number }[] {
-  return packBatches(ids.map((r) => r.length), { maxBatchTokens: budget, maxBatchItems: 1024 }).map((batch) => {
-    const width = Math.max(...batch.indices.map((i) => ids[i]?.length ?? 0));
-    const n = batch.indices.length;
-    const input = new BigInt64Array(n * width);
-    const mask = new BigInt64Array(n * width);
-    const lengths: number[] = [];
-    batch.indices.forEach((index, row) => {
-      const tokens = ids[index] ?? [];
-      lengths.push(tokens.length);
-      tokens.forEach((id, t) => {
-        input[row * width + t] = BigInt(id);
-        mask[row * width + t] = 1n;
-      });
-    });
-    const dims = [n, width];
-    return {
-      feeds: { input_ids: new ort.Tensor('int64', input, dims), attention_mask: new ort.Tensor('int64', mask, dims), token_type_ids: new ort.Tensor('int64', new BigInt64Array(n * width), dims) },
-      lengths,
-      width,
-    };
-  });
-}
-
 /** Largest |variant − dynamic| at real token positions over one pass. */
 async function largestDifference(paths: Record<Graph, string>, ids: readonly number[][]): Promise<Record<Variant, number>> {
   const sessions = {} as Record<Variant, ort.InferenceSession>;
   for (const v of VARIANT_NAMES) sessions[v] = await ort.InferenceSession.create(paths[v], ceilingSessionOptions(THREADS));
   const worst = Object.fromEntries(VARIANT_NAMES.map((v) => [v, 0])) as Record<Variant, number>;
   try {
-    for (const { feeds, lengths, width } of batchFeeds(ids, BUDGET)) {
+    for (const { feeds, lengths, width } of ceilingBatches(ids, BUDGET)) {
       const out = {} as Record<Variant, Float32Array>;
       for (const v of VARIANT_NAMES) {
         const tensor = (await sessions[v].run(feeds))[sessions[v].outputNames[0] ?? ''];
@@ -136,7 +111,7 @@ interface Breakdown {
 async function profile(graph: string, ids: readonly number[][], projectionNames: ReadonlySet<string>, workDir: string, tag: string): Promise<Breakdown> {
   const prefix = join(workDir, `profile-${tag}`);
   const session = await ort.InferenceSession.create(graph, { ...ceilingSessionOptions(THREADS), enableProfiling: true, profileFilePrefix: prefix });
-  for (const { feeds } of batchFeeds(ids, BUDGET)) await session.run(feeds);
+  for (const { feeds } of ceilingBatches(ids, BUDGET)) await session.run(feeds);
   session.endProfiling();
   await session.release();
   const file = readdirSync(workDir).filter((f) => f.startsWith(`profile-${tag}`)).sort().at(-1);

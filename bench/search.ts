@@ -462,23 +462,26 @@ function markdown(results: readonly Measured[], synthetic: string): string {
   return lines.join('\n');
 }
 
-/** Drops one bench table's relations on the external server (a rerun starts from nothing). */
-async function dropBenchTables(url: string, table: string): Promise<void> {
+/** `body` with a client of the external server (the URI's query part, Shoal's own parameters, left out). */
+async function withServer<T>(url: string, body: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: url.split('?')[0] });
   await client.connect();
   try {
-    const names = pgTableNames(table);
-    await client.query(`DROP TABLE IF EXISTS ${names.chunks}, ${names.documents}, ${names.spec}`);
+    return await body(client);
   } finally {
     await client.end();
   }
 }
 
+/** Drops one bench table's relations on the external server (a rerun starts from nothing). */
+async function dropBenchTables(url: string, table: string): Promise<void> {
+  const names = pgTableNames(table);
+  await withServer(url, (client) => client.query(`DROP TABLE IF EXISTS ${names.chunks}, ${names.documents}, ${names.spec}`));
+}
+
 /** What the external server builds indexes with (recorded: HNSW build time depends on them). */
 async function serverSettings(url: string): Promise<Record<string, string>> {
-  const client = new pg.Client({ connectionString: url.split('?')[0] });
-  await client.connect();
-  try {
+  return withServer(url, async (client) => {
     const version = await client.query<{ v: string }>('SELECT version() AS v');
     const vector = await client.query<{ v: string }>("SELECT extversion AS v FROM pg_extension WHERE extname = 'vector'");
     const settings = await client.query<{ name: string; setting: string }>(
@@ -489,9 +492,7 @@ async function serverSettings(url: string): Promise<Record<string, string>> {
       pgvector: vector.rows[0]?.v ?? 'not installed',
       ...Object.fromEntries(settings.rows.map((r) => [r.name, r.setting])),
     };
-  } finally {
-    await client.end();
-  }
+  });
 }
 
 async function main(): Promise<void> {

@@ -21,6 +21,41 @@ export async function tokenize(modelDir: string, texts: readonly string[], maxLe
   return texts.map((text) => tokenizer.encode(text, { maxLength }).ids);
 }
 
+export interface CeilingBatch {
+  /** input_ids, attention_mask (1 on real tokens) and token_type_ids (zeros), [rows, width]. */
+  feeds: Record<string, ort.Tensor>;
+  /** Real tokens of each row, in batch order. */
+  lengths: number[];
+  width: number;
+  realTokens: number;
+  paddedTokens: number;
+}
+
+/** The length-sorted, right-padded batches of `ids` at one token budget, as the ceiling runs them. */
+export function ceilingBatches(ids: readonly number[][], budget: number): CeilingBatch[] {
+  return packBatches(ids.map((row) => row.length), { maxBatchTokens: budget, maxBatchItems: 1024 }).map((batch) => {
+    const width = Math.max(...batch.indices.map((i) => ids[i]?.length ?? 0));
+    const n = batch.indices.length;
+    const input = new BigInt64Array(n * width);
+    const mask = new BigInt64Array(n * width);
+    const lengths = batch.indices.map((index, row) => {
+      const tokens = ids[index] ?? [];
+      tokens.forEach((id, t) => {
+        input[row * width + t] = BigInt(id);
+        mask[row * width + t] = 1n;
+      });
+      return tokens.length;
+    });
+    const dims = [n, width];
+    const feeds = {
+      input_ids: new ort.Tensor('int64', input, dims),
+      attention_mask: new ort.Tensor('int64', mask, dims),
+      token_type_ids: new ort.Tensor('int64', new BigInt64Array(n * width), dims),
+    };
+    return { feeds, lengths, width, realTokens: batch.realTokens, paddedTokens: batch.paddedTokens };
+  });
+}
+
 /**
  * @param graph the ONNX file to run (default: the model's fp32 `onnx/model.onnx`; the int8
  * ceiling passes the quantized graph Shoal itself loads).
@@ -40,30 +75,9 @@ export async function measureCeiling(modelDir: string, ids: readonly number[][],
   const session = await ort.InferenceSession.create(graph, ceilingSessionOptions(threads));
   const results: CeilingResult[] = [];
   for (const budget of budgets) {
-    const batches = packBatches(
-      ids.map((row) => row.length),
-      { maxBatchTokens: budget, maxBatchItems: 1024 },
-    );
     // Tensors are built before timing: the ceiling measures the model alone.
-    const feeds = batches.map((batch) => {
-      const longest = Math.max(...batch.indices.map((i) => ids[i]?.length ?? 0));
-      const n = batch.indices.length;
-      const input = new BigInt64Array(n * longest);
-      const mask = new BigInt64Array(n * longest);
-      batch.indices.forEach((index, row) => {
-        const tokens = ids[index] ?? [];
-        tokens.forEach((id, t) => {
-          input[row * longest + t] = BigInt(id);
-          mask[row * longest + t] = 1n;
-        });
-      });
-      const dims = [n, longest];
-      return {
-        input_ids: new ort.Tensor('int64', input, dims),
-        attention_mask: new ort.Tensor('int64', mask, dims),
-        token_type_ids: new ort.Tensor('int64', new BigInt64Array(n * longest), dims),
-      };
-    });
+    const batches = ceilingBatches(ids, budget);
+    const feeds = batches.map((batch) => batch.feeds);
     await session.run(feeds[0] ?? {});
     const started = performance.now();
     for (const feed of feeds) await session.run(feed);
