@@ -27,6 +27,7 @@ import { percentile, printTable, writeResult, type Row } from './lib/report.js';
  *   npx tsx bench/ocr.ts [--dpi 150] [--rounds 3] [--pages stem:page,...] [--peer tesseract|none]
  *                        [--options '{"limitSideLen":1280}'] [--compare '{"fuseGraphs":false,"recMinWidth":320}']
  *                        [--threads N] [--renderer auto|pdftoppm|pdfjs] [--priority bulk|interactive]
+ *   npx tsx bench/ocr.ts --scan [--rounds 3] [--pages …]   # the pages as one scan: pages/s against tesseract.js (1 worker, 1 per core)
  *   npx tsx bench/ocr.ts --stages [--rounds 3]   # where a page's time goes (bench/lib/ocr-stages.ts)
  *
  * Prints a table; writes bench/results/ocr-*.json.
@@ -61,6 +62,12 @@ const { values: args } = parseArgs({
     priority: { type: 'string' },
     /** Instead: per-stage milliseconds of each page, shipped graphs + old strip minimum vs the defaults. */
     stages: { type: 'boolean', default: false },
+    /**
+     * Instead: the pages as one multi-page scan, pages/s — Shoal reads them in one extract call
+     * (the bulk lane), tesseract.js with one worker (what `createWorker` gives) and with a
+     * scheduler of one worker per core (both cores across pages, as Shoal uses them).
+     */
+    scan: { type: 'boolean', default: false },
   },
 });
 
@@ -103,6 +110,93 @@ async function tesseractReader(): Promise<Reader> {
       await worker.terminate();
     },
   };
+}
+
+/** A reader of a whole scan: every page's text, in page order. */
+interface ScanReader {
+  name: string;
+  read(pngs: readonly Uint8Array[]): Promise<string[]>;
+  close(): Promise<void>;
+}
+
+async function shoalScanReader(options: unknown, threads: number | undefined): Promise<ScanReader> {
+  const engine = new InferenceEngine({
+    catalog: parseCatalog({ models: { ocr: { source: 'paddleocr/pp-ocrv4', options } } }, 'bench'),
+    ...(threads === undefined ? {} : { runtime: { intraOpThreads: threads } }),
+  });
+  await engine.preload('ocr');
+  return {
+    name: 'shoal (one extract call, bulk lane)',
+    async read(pngs) {
+      const result = await engine.extract({ model: 'ocr', items: pngs.map((image) => ({ image })), priority: 'bulk' });
+      return result.items.map((item) => item.text ?? '');
+    },
+    close: () => engine.close(),
+  };
+}
+
+/** tesseract.js with `workers` workers behind its scheduler (one worker: pages one after another). */
+async function tesseractScanReader(workers: number): Promise<ScanReader> {
+  const { createScheduler, createWorker } = await import('tesseract.js');
+  const langPath = join(dirname(createRequire(import.meta.url).resolve('@tesseract.js-data/eng/package.json')), '4.0.0');
+  const scheduler = createScheduler();
+  for (let worker = 0; worker < workers; worker++) scheduler.addWorker(await createWorker('eng', 1, { langPath, gzip: true, cacheMethod: 'none' }));
+  return {
+    name: `tesseract.js (${workers} worker${workers === 1 ? '' : 's'})`,
+    async read(pngs) {
+      const results = await Promise.all(pngs.map((png) => scheduler.addJob('recognize', Buffer.from(png))));
+      return results.map((result) => result.data.text);
+    },
+    close: async () => {
+      await scheduler.terminate();
+    },
+  };
+}
+
+/** Pages/s of each reader over the pages as one scan, interleaved rounds, medians. */
+async function scan(pages: readonly Page[], rounds: number, options: unknown, threads: number | undefined): Promise<void> {
+  const readers = [await shoalScanReader(options, threads)];
+  if (args.peer === 'tesseract') readers.push(await tesseractScanReader(1), await tesseractScanReader(availableParallelism()));
+  const pngs = pages.map((page) => page.png);
+  const seconds = new Map<string, number[]>();
+  const cpuSeconds = new Map<string, number[]>();
+  const texts = new Map<string, string[]>();
+  try {
+    for (const reader of readers) await reader.read(pngs.slice(0, 1));
+    for (let round = 0; round < rounds; round++) {
+      for (const reader of round % 2 === 0 ? readers : [...readers].reverse()) {
+        const started = performance.now();
+        const cpuBefore = process.cpuUsage();
+        const read = await reader.read(pngs);
+        const cpu = process.cpuUsage(cpuBefore);
+        const elapsed = (performance.now() - started) / 1000;
+        if (read.length !== pages.length) throw new Error(`${reader.name} returned ${read.length} pages of ${pages.length}`);
+        seconds.set(reader.name, [...(seconds.get(reader.name) ?? []), elapsed]);
+        cpuSeconds.set(reader.name, [...(cpuSeconds.get(reader.name) ?? []), (cpu.user + cpu.system) / 1e6]);
+        texts.set(reader.name, read);
+        console.error(`round ${round + 1}: ${reader.name} ${elapsed.toFixed(2)} s`);
+      }
+    }
+  } finally {
+    for (const reader of readers) await reader.close();
+  }
+  const shoalSeconds = median(seconds.get(readers[0]?.name ?? '') ?? []);
+  const rows: Row[] = readers.map((reader) => {
+    const wall = median(seconds.get(reader.name) ?? []);
+    const read = texts.get(reader.name) ?? [];
+    const f1 = pages.map((page, index) => wordF1(read[index] ?? '', page.text).f1 * 100);
+    return {
+      reader: reader.name,
+      'scan s (median)': Number(wall.toFixed(2)),
+      'pages/s': Number((pages.length / wall).toFixed(3)),
+      'CPU s': Number(median(cpuSeconds.get(reader.name) ?? []).toFixed(2)),
+      'Shoal pages/s ÷ this': Number((wall / shoalSeconds).toFixed(2)),
+      'word-F1 % per page': f1.map((value) => value.toFixed(1)).join(' / '),
+    };
+  });
+  printTable(`OCR of ${pages.length} pages as one scan at 150 dpi, median of ${rounds} interleaved rounds`, rows);
+  const file = writeResult('ocr-scan', { rounds, pages: pages.map((page) => `${page.pdf}:${page.page}`), readers: rows, seconds: Object.fromEntries(seconds), cpuSeconds: Object.fromEntries(cpuSeconds) });
+  console.log(`\nwritten: ${file}`);
 }
 
 interface Page extends RenderedPage {
@@ -160,6 +254,10 @@ async function main(): Promise<void> {
   const threads = args.threads === undefined ? undefined : Number(args.threads);
   if (args.stages) {
     await stages(pages, rounds, threads ?? availableParallelism());
+    return;
+  }
+  if (args.scan) {
+    await scan(pages, rounds, options, threads);
     return;
   }
   const readers = [await shoalReader('shoal', options, threads)];

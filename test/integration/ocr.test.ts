@@ -193,9 +193,15 @@ describe('OCR of real PDF pages against their text layer', () => {
  * this runs on every machine with the shared kit. Floors: the figures measured with the exact
  * graph fusion and narrow-strip settings now on by default, less a small margin; they must not drop.
  */
-const F1_PAGES: { pdf: string; minF1: number }[] = [
+const F1_PAGES: { pdf: string; minF1: number; phrases?: string[] }[] = [
   { pdf: 'pdfplumber__scotus-transcript-p1', minF1: 0.98 }, // 99.1 %
   { pdf: '002-trivial-libre-office-writer__002-trivial-libre-office-writer', minF1: 0.99 }, // 100 %
+  // Bold headings and tight lines the recognizer reads as one run ("CALLTOORDER/FLAGSALUTE"):
+  // their spaces are put back from the line's empty columns (ocr-spaces.ts). As read 90.9 %
+  // (pdftoppm) / 92.6 % (pdfjs), with them 98.0 % / 99.3 %; tesseract.js reads it at 100 %.
+  { pdf: 'pdfplumber__cupertino_usd_4-6-16', minF1: 0.965, phrases: ['CUPERTINO UNION SCHOOL DISTRICT', 'CALL TO ORDER/FLAG SALUTE', 'CLOSED SESSION'] },
+  // 8-pt three-column print: 97.2 % / 96.6 % as read, 98.1 % / 97.8 % with the spaces (tesseract.js 95.0 %).
+  { pdf: 'pdfplumber__federal-register-2020-17221', minF1: 0.97, phrases: ['FOR FURTHER INFORMATION CONTACT'] },
 ];
 
 describe('OCR word-F1 of real PDF pages against their text layer', () => {
@@ -203,13 +209,14 @@ describe('OCR word-F1 of real PDF pages against their text layer', () => {
     it.skip(missingReason(PDF_DIR), () => undefined);
     return;
   }
-  for (const { pdf, minF1 } of F1_PAGES) {
-    it(`${pdf} page 1: word-F1 ≥ ${(minF1 * 100).toFixed(0)} %`, async () => {
+  for (const { pdf, minF1, phrases = [] } of F1_PAGES) {
+    it(`${pdf} page 1: word-F1 ≥ ${(minF1 * 100).toFixed(1)} %`, async () => {
       const page = await renderPage(join(PDF_DIR, `${pdf}.pdf`), 1, DPI);
       const item = await read(Buffer.from(page.png));
       const result = wordF1(item.text ?? '', page.text);
       expect(result.referenceWords).toBeGreaterThan(90);
       expect(result.f1).toBeGreaterThanOrEqual(minF1);
+      for (const phrase of phrases) expect(item.text).toContain(phrase);
     });
   }
 });

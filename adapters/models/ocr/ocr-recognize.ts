@@ -36,6 +36,9 @@ export interface Recognized {
   text: string;
   /** Mean probability of the characters kept; 0 when nothing was read. */
   score: number;
+  /** The characters kept (charset classes) and the step each was read at: where they stand on the strip. */
+  chars: string[];
+  steps: number[];
 }
 
 /**
@@ -69,21 +72,21 @@ export function ctcDecode(probs: Float32Array, row: number, steps: number, chars
  * the score the mean probability of the characters kept.
  */
 export function ctcDecodeBest(best: BigInt64Array, probs: Float32Array, row: number, steps: number, charset: Charset): Recognized {
-  let text = '';
+  const chars: string[] = [];
+  const at: number[] = [];
   let sum = 0;
-  let kept = 0;
   let previous = -1;
   for (let t = 0; t < steps; t++) {
     const index = row * steps + t;
     const cls = Number(best[index] ?? 0n);
     if (cls !== 0 && cls !== previous) {
-      text += charset.classes[cls] ?? '';
+      chars.push(charset.classes[cls] ?? '');
+      at.push(t);
       sum += probs[index] ?? 0;
-      kept++;
     }
     previous = cls;
   }
-  return { text, score: kept === 0 ? 0 : sum / kept };
+  return { text: chars.join(''), score: chars.length === 0 ? 0 : sum / chars.length, chars, steps: at };
 }
 
 /**

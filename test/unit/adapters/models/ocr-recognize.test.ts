@@ -44,6 +44,9 @@ describe('CTC greedy decoding', () => {
     const probs = steps(C, [[1, 0.9], [1, 0.8], [0, 0.9], [1, 0.7], [2, 0.6], [2, 0.9], [4, 0.5], [3, 1], [0, 0.9]]);
     const read = ctcDecode(probs, 0, 9, charset);
     expect(read.text).toBe('aab c');
+    // Each kept character with the step it was read at: where it stands on the strip.
+    expect(read.chars).toEqual(['a', 'a', 'b', ' ', 'c']);
+    expect(read.steps).toEqual([0, 3, 4, 6, 7]);
     // Each kept character scores the probability at the step it was emitted.
     expect(read.score).toBeCloseTo((0.9 + 0.7 + 0.6 + 0.5 + 1) / 5, 6);
   });
@@ -51,11 +54,11 @@ describe('CTC greedy decoding', () => {
   it('reads the requested row of a batch', () => {
     const rows = new Float32Array([...steps(C, [[3, 0.9], [0, 1]]), ...steps(C, [[2, 0.8], [1, 0.6]])]);
     expect(ctcDecode(rows, 0, 2, charset).text).toBe('c');
-    expect(ctcDecode(rows, 1, 2, charset)).toEqual({ text: 'ba', score: expect.closeTo(0.7, 6) });
+    expect(ctcDecode(rows, 1, 2, charset)).toEqual({ text: 'ba', score: expect.closeTo(0.7, 6), chars: ['b', 'a'], steps: [0, 1] });
   });
 
   it('gives an empty reading score 0', () => {
-    expect(ctcDecode(steps(C, [[0, 1], [0, 1]]), 0, 2, charset)).toEqual({ text: '', score: 0 });
+    expect(ctcDecode(steps(C, [[0, 1], [0, 1]]), 0, 2, charset)).toEqual({ text: '', score: 0, chars: [], steps: [] });
   });
 
   it('reads the same from the per-step best class and probability as from the full probabilities', () => {
@@ -72,6 +75,7 @@ describe('CTC greedy decoding', () => {
           const full = ctcDecode(probs, row, length, charset);
           const fromBest = ctcDecodeBest(best, top, row, length, charset);
           expect(fromBest.text).toBe(full.text);
+          expect(fromBest.steps).toEqual(full.steps);
           expect(fromBest.score).toBeCloseTo(full.score, 5);
         });
       }),
