@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 import type { SparseVector } from '../../protocol/results.js';
+import type { GraphRewrite } from '../../quantize/derived-graph.js';
+import type { SpladePoolingReport } from '../../quantize/splade-pooling.js';
 import type { CreatedSession } from '../../runtime/ort-session.js';
 import type { FloatTensor } from '../../runtime/tensors.js';
 import type { FamilyAdapter, ItemOutput, PreparedText } from '../family.js';
@@ -23,6 +25,14 @@ export const SpladeOptions = z.strictObject({
   activation: z.enum(['relu', 'log1p_relu']).default('relu'),
   /** ONNX output to read; default `logits`, or the graph's only output. */
   output: z.string().optional(),
+  /**
+   * Pool inside the graph (adapters/quantize/splade-pooling.ts): the session returns [batch,
+   * vocab] term weights instead of [batch, sequence, vocab] logits (30,522 floats a token) that
+   * were pooled here. Same weights within float rounding (the conformance cases); on a real-size
+   * SPLADE graph the logits' copy out of onnxruntime was as long as a third of each batch.
+   * false: the logits come back and are pooled here, as before. @default true
+   */
+  poolInGraph: z.boolean().default(true),
 });
 export type SpladeOptions = z.infer<typeof SpladeOptions>;
 
@@ -80,12 +90,28 @@ function toSparse(weights: Float32Array): SparseVector {
   return { indices, values };
 }
 
+/** The pooled output of the rewritten graph: splade-pooling.ts's SPLADE_WEIGHTS_OUTPUT (not imported: that module loads the protobuf code). */
+export const POOLED_OUTPUT = 'splade_weights';
+
+/** The load-time rewrite that pools inside the graph. */
+function poolingRewrite(options: SpladeOptions): GraphRewrite<SpladePoolingReport> {
+  const params = { logits: options.output ?? null, mask: 'attention_mask', pooling: options.pooling, activation: options.activation };
+  return {
+    // Bump whenever splade-pooling.ts would write a different graph: cached copies are then rebuilt.
+    version: 'shoal-splade-pooling/2',
+    params,
+    apply: async (model) => (await import('../../quantize/splade-pooling.js')).rewriteSpladePooling(model, params),
+  };
+}
+
 class SpladeRunner extends TextRunner {
   protected readonly family = 'splade';
   readonly #rule: PoolingRule;
 
   constructor(profile: ModelProfile, created: CreatedSession, options: SpladeOptions) {
-    super(profile, created, { holds: 'the MLM logits', preferred: ['logits'], configured: options.output });
+    // A graph the rewrite could not pool (an export ending in SpladePooling, no attention mask) keeps its outputs.
+    const pooled = created.session.outputNames.includes(POOLED_OUTPUT);
+    super(profile, created, { holds: 'the MLM logits', preferred: ['logits'], configured: pooled ? POOLED_OUTPUT : options.output });
     this.#rule = { pooling: options.pooling, activation: options.activation };
   }
 
@@ -130,6 +156,6 @@ export const splade: FamilyAdapter<'splade'> = {
 
   async createRunner(context) {
     const options = familyOptions(SpladeOptions, context.profile, 'splade');
-    return openRunner(context, (created) => new SpladeRunner(context.profile, created, options));
+    return openRunner(context, (created) => new SpladeRunner(context.profile, created, options), options.poolInGraph ? poolingRewrite(options) : undefined);
   },
 };

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import type { GraphRewrite } from '../../quantize/derived-graph.js';
 import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 import { parseWith } from '../../protocol/validate.js';
 import { describeOutputs, type CreatedSession, type ort } from '../../runtime/ort-session.js';
@@ -71,8 +72,8 @@ export function familyOptions<Schema extends z.ZodType>(schema: Schema, profile:
  * runner refuses the graph (a missing output, a wrong shape), the session is released before the
  * error propagates, so a refused model holds no native memory.
  */
-export async function openRunner(context: RunnerContext, build: (created: CreatedSession) => Runner): Promise<Runner> {
-  const created = await context.openSession('model');
+export async function openRunner(context: RunnerContext, build: (created: CreatedSession) => Runner, rewrite?: GraphRewrite<unknown>): Promise<Runner> {
+  const created = await context.openSession('model', rewrite);
   try {
     return build(created);
   } catch (error) {
