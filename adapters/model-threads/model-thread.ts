@@ -58,7 +58,12 @@ function openSessionFor(profile: ModelProfile, runtime: RuntimeOptions, precisio
     if (rewrite !== undefined) {
       // Imported by the threads of families that rewrite their graph only (it pulls in the protobuf code to build).
       const { derivedGraph } = await import('../quantize/derived-graph.js');
-      path = (await derivedGraph(path, options.cacheDir, rewrite)).path;
+      try {
+        path = (await derivedGraph(path, options.cacheDir, rewrite)).path;
+      } catch (error) {
+        if (rewrite.optional !== true) throw error;
+        process.stderr.write(`shoal: ${profile.id}: ${rewrite.version} not applied, loading ${file} as it is: ${error instanceof Error ? error.message : String(error)}\n`);
+      }
     }
     const opened = await openWithPrecision(profile, path, options);
     precision[component] = opened.precision;

@@ -23,6 +23,11 @@ export interface GraphRewrite<Report> {
   /** Everything else the output depends on (part of the key). */
   params: unknown;
   apply(model: ModelProto): Report | Promise<Report>;
+  /**
+   * The model runs without the rewrite (a speed-up only): when the rewritten copy cannot be built
+   * or written (a read-only cache), the source graph is loaded instead, with a warning.
+   */
+  optional?: boolean;
 }
 
 const DerivedRecord = z.strictObject({

@@ -101,6 +101,8 @@ function poolingRewrite(options: SpladeOptions): GraphRewrite<SpladePoolingRepor
     version: 'shoal-splade-pooling/2',
     params,
     apply: async (model) => (await import('../../quantize/splade-pooling.js')).rewriteSpladePooling(model, params),
+    // Without the copy (a read-only cache) the logits come back and are pooled here.
+    optional: true,
   };
 }
 

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SparseVector } from '../../../../../adapters/protocol/results.js';
 import { InferenceEngine } from '../../../../../pipelines/inference/engine.js';
@@ -105,6 +108,23 @@ describe('splade family: tiny-splade', () => {
     const order = expected.map((_, i) => i).sort((a, b) => (expected[b] ?? 0) - (expected[a] ?? 0));
     expect(result.scores.map((s) => s.index)).toEqual(order);
     result.scores.forEach((s) => expect(Math.abs(s.score - (expected[s.index] ?? Number.NaN))).toBeLessThanOrEqual(1e-4));
+  });
+
+  it('pools here when the pooled copy of the graph cannot be written (a cache that is not a folder)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'shoal-splade-cache-'));
+    const notAFolder = join(dir, 'not-a-folder');
+    writeFileSync(notAFolder, '');
+    const local = new InferenceEngine({ runtime: { cacheDir: notAFolder } });
+    try {
+      const result = await local.encode({ model: model.dir, items: TEXTS });
+      TEXTS.forEach((text, i) => {
+        const tokens = text === 'where do cats live?' ? wrap('where', 'do', 'cats', 'live', '?') : wrap(...words(text));
+        expectSparse(result.items[i]?.sparse, weights(tokens), `fallback ${JSON.stringify(text)}`);
+      });
+    } finally {
+      await local.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('does not offer dense vectors', async () => {
