@@ -149,6 +149,9 @@ describe.skipIf(!runnable)(`web console in Chromium against shoal dev ${runnable
     expect(await focused()).toBe('Runs and jobs');
     await page.keyboard.press('Enter');
     await page.waitForFunction("location.hash === '#runs'");
+    // The hash changes before the view's hashchange handler moves the focus: wait for it to land
+    // (checked at once, a loaded CI machine read the link that still had it).
+    await page.waitForFunction("document.activeElement !== null && document.activeElement.id === 'runs-title'", { timeout: 5_000 }).catch(() => undefined);
     expect(await focused()).toBe('runs-title');
     await page.goBack();
     await page.waitForFunction("location.hash === '#upload' && !document.querySelector('#upload-view').hidden");
