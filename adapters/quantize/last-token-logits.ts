@@ -2,12 +2,13 @@ import { ErrorCode, ShoalError } from '../protocol/errors.js';
 import {
   constantTensors,
   DataType,
+  defaultOpset,
   dimsOf,
   floatValues,
   freshName,
+  int64Tensor,
   rawTensor,
   tensorNames,
-  toInt,
   type GraphProto,
   type ModelProto,
   type NodeProto,
@@ -55,11 +56,6 @@ export interface LastTokenReport {
 
 function refuse(message: string): never {
   throw new ShoalError(ErrorCode.MODEL_LOAD_FAILED, `last-token rewrite: ${message}`);
-}
-
-function defaultOpset(model: ModelProto): number {
-  const entry = (model.opsetImport ?? []).find((o) => (o.domain ?? '') === '');
-  return toInt(entry?.version, 0);
 }
 
 /** Names a node reads, those read inside its subgraphs (If/Loop bodies) included. */
@@ -111,11 +107,6 @@ function prune(graph: GraphProto): number {
   graph.initializer = (graph.initializer ?? []).filter((tensor) => read.has(tensor.name ?? ''));
   graph.valueInfo = (graph.valueInfo ?? []).filter((info) => read.has(info.name ?? ''));
   return before - graph.initializer.length;
-}
-
-function int64Tensor(name: string, dims: number[], values: readonly number[]): TensorProto {
-  const data = new BigInt64Array(values.map((v) => BigInt(v)));
-  return { name, dataType: DataType.INT64, dims, rawData: new Uint8Array(data.buffer) };
 }
 
 /** The head's [hidden, vocab] float weight when it is a plain constant, else null. */

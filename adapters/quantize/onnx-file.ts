@@ -85,6 +85,18 @@ export function constantTensors(graph: GraphProto, options: { constantNodes: boo
   return found;
 }
 
+/** The version of the default (ai.onnx) opset a model imports; `fallback` when it imports none. */
+export function defaultOpset(model: ModelProto, fallback = 0): number {
+  const entry = (model.opsetImport ?? []).find((o) => (o.domain ?? '') === '');
+  return toInt(entry?.version, fallback);
+}
+
+/** An int64 tensor holding `values` as raw bytes. */
+export function int64Tensor(name: string, dims: number[], values: readonly number[]): TensorProto {
+  const data = BigInt64Array.from(values, (v) => BigInt(v));
+  return { name, dataType: DataType.INT64, dims, rawData: new Uint8Array(data.buffer) };
+}
+
 /** Counts, into `into`, every tensor name a graph's nodes read, nested subgraphs included. */
 export function consumedNames(graph: GraphProto, into: Map<string, number>): void {
   for (const node of graph.node ?? []) {

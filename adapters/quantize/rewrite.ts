@@ -7,6 +7,7 @@ import {
   consumedNames,
   constantTensors,
   DataType,
+  defaultOpset,
   dimsOf,
   elementCount,
   floatValues,
@@ -347,7 +348,7 @@ export function quantizeModel(model: ModelProto, options: RewriteOptions): Rewri
   rewriter.run();
   const report = rewriter.report;
   if (report.matmul + report.gemm > 0) {
-    const opset = toInt((model.opsetImport ?? []).find((entry) => (entry.domain ?? '') === '')?.version, 1);
+    const opset = defaultOpset(model, 1);
     if (options.mergeProjections === true) {
       const merged = mergeProjections(graph, opset);
       report.mergedGroups = merged.groups;

@@ -1,4 +1,4 @@
-import { DataType, freshName, onnx, rawTensor, tensorNames, toInt, type ModelProto, type NodeProto, type TensorProto } from './onnx-file.js';
+import { DataType, defaultOpset, freshName, int64Tensor, onnx, rawTensor, tensorNames, type ModelProto, type NodeProto, type TensorProto } from './onnx-file.js';
 
 /**
  * SpladePooling inside the graph. A SPLADE model's graph returns masked-LM logits [batch,
@@ -29,11 +29,6 @@ export interface SpladePoolingReport {
   logits?: string;
 }
 
-function defaultOpset(model: ModelProto): number {
-  const entry = (model.opsetImport ?? []).find((o) => (o.domain ?? '') === '');
-  return toInt(entry?.version, 0);
-}
-
 /** Appends the pooling to `model` (in place); see the file comment. */
 export function rewriteSpladePooling(model: ModelProto, options: SpladePoolingOptions): SpladePoolingReport {
   const graph = model.graph;
@@ -57,15 +52,16 @@ export function rewriteSpladePooling(model: ModelProto, options: SpladePoolingOp
     nodes.push({ opType, name: output, input: inputs, output: [output], attribute });
     return output;
   };
-  const constant = (base: string, dataType: number, values: Float32Array | BigInt64Array): string => {
+  const constant = (base: string, make: (name: string) => TensorProto): string => {
     const name = fresh(base);
-    const bytes = values instanceof BigInt64Array ? new Uint8Array(values.buffer, values.byteOffset, values.byteLength) : values;
-    tensors.push(values instanceof BigInt64Array ? { name, dataType, dims: [values.length], rawData: bytes as Uint8Array } : rawTensor(name, dataType, [], values));
+    tensors.push(make(name));
     return name;
   };
+  /** The axes input of the ops that take one (from opset 13; ReduceMax from 18). */
+  const axes = (base: string, values: number[]): string => constant(base, (name) => int64Tensor(name, [values.length], values));
   const ints = (name: string, values: number[]): NonNullable<NodeProto['attribute']>[number] => ({ name, type: onnx.AttributeProto.AttributeType.INTS, ints: values });
   const int = (name: string, value: number): NonNullable<NodeProto['attribute']>[number] => ({ name, type: onnx.AttributeProto.AttributeType.INT, i: value });
-  const one = constant('one', DataType.FLOAT, new Float32Array([1]));
+  const one = constant('one', (name) => rawTensor(name, DataType.FLOAT, [], new Float32Array([1])));
   // log1p(x) as Log(1 + x): within 1e-7 of Math.log1p for the weights SPLADE gives.
   const log1p = (input: string, base: string): string => node('Log', [node('Add', [input, one], `${base}_add`)], base);
   const activate = (input: string): string => {
@@ -75,8 +71,7 @@ export function rewriteSpladePooling(model: ModelProto, options: SpladePoolingOp
 
   const maskFloat = node('Cast', [options.mask], 'mask_float', [int('to', DataType.FLOAT)]);
   // Unsqueeze and ReduceSum take their axes as an input from opset 13, ReduceMax from opset 18.
-  const maskColumn = opset >= 13 ? node('Unsqueeze', [maskFloat, constant('last_axis', DataType.INT64, new BigInt64Array([-1n]))], 'mask') : node('Unsqueeze', [maskFloat], 'mask', [ints('axes', [-1])]);
-  const sequenceAxis = constant('sequence_axis', DataType.INT64, new BigInt64Array([1n]));
+  const maskColumn = opset >= 13 ? node('Unsqueeze', [maskFloat, axes('last_axis', [-1])], 'mask') : node('Unsqueeze', [maskFloat], 'mask', [ints('axes', [-1])]);
   let weights: string;
   if (options.pooling === 'max') {
     // Padded positions become 0, which can only win the maximum where every real logit is
@@ -84,12 +79,12 @@ export function rewriteSpladePooling(model: ModelProto, options: SpladePoolingOp
     // relu. So the relu and the monotone activation run on [batch, vocab], after the one pass
     // over [batch, sequence, vocab] that the mask and the maximum need.
     const masked = node('Mul', [logits.name, maskColumn], 'masked');
-    const reduced = opset >= 18 ? node('ReduceMax', [masked, sequenceAxis], 'max', [int('keepdims', 0)]) : node('ReduceMax', [masked], 'max', [ints('axes', [1]), int('keepdims', 0)]);
+    const reduced = opset >= 18 ? node('ReduceMax', [masked, axes('sequence_axis', [1])], 'max', [int('keepdims', 0)]) : node('ReduceMax', [masked], 'max', [ints('axes', [1]), int('keepdims', 0)]);
     weights = activate(node('Relu', [reduced], 'relu'));
   } else {
     const relu = node('Relu', [logits.name], 'relu');
     const masked = node('Mul', [activate(relu), maskColumn], 'masked');
-    weights = opset >= 13 ? node('ReduceSum', [masked, sequenceAxis], 'sum', [int('keepdims', 0)]) : node('ReduceSum', [masked], 'sum', [ints('axes', [1]), int('keepdims', 0)]);
+    weights = opset >= 13 ? node('ReduceSum', [masked, axes('sequence_axis', [1])], 'sum', [int('keepdims', 0)]) : node('ReduceSum', [masked], 'sum', [ints('axes', [1]), int('keepdims', 0)]);
   }
   nodes.push({ opType: 'Identity', name: '/splade_pooling/output', input: [weights], output: [SPLADE_WEIGHTS_OUTPUT] });
 

@@ -98,7 +98,7 @@ function poolingRewrite(options: SpladeOptions): GraphRewrite<SpladePoolingRepor
   const params = { logits: options.output ?? null, mask: 'attention_mask', pooling: options.pooling, activation: options.activation };
   return {
     // Bump whenever splade-pooling.ts would write a different graph: cached copies are then rebuilt.
-    version: 'shoal-splade-pooling/2',
+    version: 'shoal-splade-pooling/3',
     params,
     apply: async (model) => (await import('../../quantize/splade-pooling.js')).rewriteSpladePooling(model, params),
     // Without the copy (a read-only cache) the logits come back and are pooled here.
