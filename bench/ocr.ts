@@ -79,12 +79,25 @@ interface Reader {
 
 const priority = args.priority === 'bulk' || args.priority === 'interactive' ? args.priority : undefined;
 
-async function shoalReader(name: string, options: unknown, threads: number | undefined): Promise<Reader> {
+/** An engine serving the built-in OCR model as `ocr` with these options, loaded. */
+async function ocrEngine(options: unknown, threads: number | undefined): Promise<InferenceEngine> {
   const engine = new InferenceEngine({
     catalog: parseCatalog({ models: { ocr: { source: 'paddleocr/pp-ocrv4', options } } }, 'bench'),
     ...(threads === undefined ? {} : { runtime: { intraOpThreads: threads } }),
   });
   await engine.preload('ocr');
+  return engine;
+}
+
+/** A tesseract.js 7 worker with @tesseract.js-data/eng, offline: the language data is read from node_modules. */
+async function tesseractWorker(): Promise<import('tesseract.js').Worker> {
+  const { createWorker } = await import('tesseract.js');
+  const langPath = join(dirname(createRequire(import.meta.url).resolve('@tesseract.js-data/eng/package.json')), '4.0.0');
+  return createWorker('eng', 1, { langPath, gzip: true, cacheMethod: 'none' });
+}
+
+async function shoalReader(name: string, options: unknown, threads: number | undefined): Promise<Reader> {
+  const engine = await ocrEngine(options, threads);
   return {
     name,
     async read(png) {
@@ -95,11 +108,8 @@ async function shoalReader(name: string, options: unknown, threads: number | und
   };
 }
 
-/** tesseract.js 7 + @tesseract.js-data/eng, offline: the language data is read from node_modules. */
 async function tesseractReader(): Promise<Reader> {
-  const { createWorker } = await import('tesseract.js');
-  const langPath = join(dirname(createRequire(import.meta.url).resolve('@tesseract.js-data/eng/package.json')), '4.0.0');
-  const worker = await createWorker('eng', 1, { langPath, gzip: true, cacheMethod: 'none' });
+  const worker = await tesseractWorker();
   return {
     name: 'tesseract.js',
     async read(png) {
@@ -120,11 +130,7 @@ interface ScanReader {
 }
 
 async function shoalScanReader(options: unknown, threads: number | undefined): Promise<ScanReader> {
-  const engine = new InferenceEngine({
-    catalog: parseCatalog({ models: { ocr: { source: 'paddleocr/pp-ocrv4', options } } }, 'bench'),
-    ...(threads === undefined ? {} : { runtime: { intraOpThreads: threads } }),
-  });
-  await engine.preload('ocr');
+  const engine = await ocrEngine(options, threads);
   return {
     name: 'shoal (one extract call, bulk lane)',
     async read(pngs) {
@@ -137,10 +143,9 @@ async function shoalScanReader(options: unknown, threads: number | undefined): P
 
 /** tesseract.js with `workers` workers behind its scheduler (one worker: pages one after another). */
 async function tesseractScanReader(workers: number): Promise<ScanReader> {
-  const { createScheduler, createWorker } = await import('tesseract.js');
-  const langPath = join(dirname(createRequire(import.meta.url).resolve('@tesseract.js-data/eng/package.json')), '4.0.0');
+  const { createScheduler } = await import('tesseract.js');
   const scheduler = createScheduler();
-  for (let worker = 0; worker < workers; worker++) scheduler.addWorker(await createWorker('eng', 1, { langPath, gzip: true, cacheMethod: 'none' }));
+  for (let worker = 0; worker < workers; worker++) scheduler.addWorker(await tesseractWorker());
   return {
     name: `tesseract.js (${workers} worker${workers === 1 ? '' : 's'})`,
     async read(pngs) {

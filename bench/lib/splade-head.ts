@@ -1,6 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import { DataType, dimsOf, onnx, rawTensor, readOnnx, serializeOnnx, type NodeProto, type TensorProto } from '../../adapters/quantize/onnx-file.js';
 import { rewriteSpladePooling } from '../../adapters/quantize/splade-pooling.js';
+import { gaussian, seededRandom } from './vector-sets.js';
 
 /**
  * A SPLADE graph at a real encoder's size, for speed measurements only (random head weights):
@@ -13,21 +14,10 @@ import { rewriteSpladePooling } from '../../adapters/quantize/splade-pooling.js'
  * (opset 14: ReduceMean/Sub/Pow/Sqrt LayerNorm, Erf GELU), which onnxruntime fuses the same way.
  */
 
-/** Deterministic N(0, std²) values (LCG + Box–Muller), so every run builds the same graph. */
+/** Deterministic N(0, std²) values (the benches' seeded generator), so every run builds the same graph. */
 function normals(count: number, std: number, seed: number): Float32Array {
-  const out = new Float32Array(count);
-  let state = seed >>> 0;
-  const uniform = (): number => {
-    state = (Math.imul(state, 1_664_525) + 1_013_904_223) >>> 0;
-    return (state + 1) / 4_294_967_297;
-  };
-  for (let i = 0; i < count; i += 2) {
-    const radius = Math.sqrt(-2 * Math.log(uniform())) * std;
-    const angle = 2 * Math.PI * uniform();
-    out[i] = radius * Math.cos(angle);
-    if (i + 1 < count) out[i + 1] = radius * Math.sin(angle);
-  }
-  return out;
+  const next = gaussian(seededRandom(seed));
+  return Float32Array.from({ length: count }, () => next() * std);
 }
 
 /** `pool`: SpladePooling (max, log1p) appended as Shoal appends it at load (splade-pooling.ts). */
