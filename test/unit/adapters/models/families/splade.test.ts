@@ -80,6 +80,10 @@ describe('splade family: tiny-splade', () => {
     expect(maxAbsDiff(weights(tokens, (t) => t > 0 && t < tokens.length - 1), expected)).toBeGreaterThan(1e-2);
   });
 
+  it('pools inside the graph: the session returns the term weights, not the logits', async () => {
+    expect((await engine.inspect(model.dir)).info.outputs).toEqual(['splade_weights']);
+  });
+
   it('ignores padding: each text of a batch gets the weights it has alone', async () => {
     const result = await engine.encode({ model: model.dir, items: TEXTS, output_types: ['sparse'] });
     TEXTS.forEach((text, i) => {
@@ -117,6 +121,7 @@ describe('splade family: tiny-splade', () => {
     const local = new InferenceEngine({ runtime: { cacheDir: notAFolder } });
     try {
       const result = await local.encode({ model: model.dir, items: TEXTS });
+      expect((await local.inspect(model.dir)).info.outputs).toEqual(['logits']);
       TEXTS.forEach((text, i) => {
         const tokens = text === 'where do cats live?' ? wrap('where', 'do', 'cats', 'live', '?') : wrap(...words(text));
         expectSparse(result.items[i]?.sparse, weights(tokens), `fallback ${JSON.stringify(text)}`);
