@@ -5,6 +5,7 @@ import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 import { DocumentStatus, IngestRunStatus } from '../../protocol/ingest.js';
 import { checkJobId, type NatsNames } from '../../protocol/subjects.js';
 import { parseWith } from '../../protocol/validate.js';
+import { writeIfRevision } from '../connection/kv-cas.js';
 import { JS_CODES, isJsApiCode, toNatsShoalError } from '../connection/nats-errors.js';
 import { STREAM_BYTES_CEILING, createAutoSized, explicitSizeRefused, isNoRoom } from '../connection/stream-sizing.js';
 import { reservingStreams, type Topology } from '../connection/topology.js';
@@ -15,8 +16,12 @@ import { reservingStreams, type Topology } from '../connection/topology.js';
  * - `<P>_INGEST`: a work-queue stream of parse tasks, `<prefix>.ingest.parse`, with one durable
  *   pull consumer shared by every parse worker (`<p>_ingest_parse`);
  * - the `<p>_ingest` KV bucket: per-document status (`doc.<run>.<n>`) and per-run status
- *   (`run.<run>`). A document's status is written whole (last writer wins): it only moves
- *   forward through one writer at a time (the worker that holds its task, then the coordinator).
+ *   (`run.<run>`). A document's status is written whole. The coordinator writes it `queued`
+ *   naming its task (the digest of the task's token) and later `encoded`/`committed`; a parse
+ *   worker writes its answer only by compare-and-set over that `queued` status of the same task
+ *   (parse-task-standing.ts), so a task someone else published under the run id, or an earlier
+ *   coordinator's task, never overwrites the answer: the bucket keeps one value per key, and a
+ *   value overwritten right after it was written is never delivered to the coordinator's watch.
  *   A run's status is created with a KV create and then changed only by compare-and-set
  *   (createRun/updateRun, owned by pipelines/documents/run-lease.ts).
  */
@@ -194,6 +199,12 @@ export interface RunEntry {
   revision: number;
 }
 
+/** A document's status as stored, with its KV revision. */
+export interface DocumentEntry {
+  status: DocumentStatus;
+  revision: number;
+}
+
 /** Per-document and per-run ingest status in the KV bucket. */
 export class IngestStatusStore {
   readonly #kv: KV;
@@ -234,6 +245,24 @@ export class IngestStatusStore {
 
   putDocument(status: DocumentStatus): Promise<void> {
     return this.#put(docKey(status.run_id, status.doc), parseDocument(status));
+  }
+
+  /** The document's status with its KV revision (for compare-and-set), null when it has none. */
+  async documentEntry(run: string, doc: number): Promise<DocumentEntry | null> {
+    const key = docKey(run, doc);
+    let entry: KvEntry | null;
+    try {
+      entry = await this.#kv.get(key);
+    } catch (error) {
+      throw toNatsShoalError(error, `read ingest status ${key}`);
+    }
+    return entry === null || entry.operation !== 'PUT' ? null : { status: decodeEntry(entry, parseDocument), revision: entry.revision };
+  }
+
+  /** Compare-and-set write of a document's status at `revision`: false when it is no longer the latest. */
+  updateDocument(status: DocumentStatus, revision: number): Promise<boolean> {
+    const key = docKey(status.run_id, status.doc);
+    return writeIfRevision(this.#kv, key, JSON.stringify(parseDocument(status)), revision, `write ingest status ${key}`);
   }
 
   run(run: string): Promise<IngestRunStatus | null> {

@@ -7,14 +7,14 @@ import { parseWith } from '../../protocol/validate.js';
 import { ensureIngestTopology, IngestStatusStore, type IngestNames, type ParseConsumerSettings } from './ingest-store.js';
 import { toNatsShoalError } from '../connection/nats-errors.js';
 import { withNatsRetry, type NatsRetryOptions } from '../connection/nats-retry.js';
-import { pagesKey, parseTaskMessageId } from './parse-task-token.js';
+import { pagesKey, parseTaskCheck, parseTaskMessageId } from './parse-task-token.js';
 import { ParseDeadLetters } from './parse-dead-letters.js';
 import { getJson, PayloadStore } from '../connection/payloads.js';
 import type { Topology } from '../connection/topology.js';
 
 /**
  * The coordinator's side of remote parsing: stores a document's bytes in the object store,
- * records it `queued`, publishes its parse task (message id `<run>.<doc>`, so a re-publish adds
+ * records it `queued` for its task (parse-task-standing.ts), publishes its parse task (message id `<run>.<doc>`, so a re-publish adds
  * nothing), then follows the document statuses workers write and reads back the stored pages.
  * The run's own status is the run lease's (pipelines/documents/run-lease.ts), written by compare-and-set.
  */
@@ -72,12 +72,15 @@ export class ParseTaskClient {
     const where = `ingest/${input.run_id}/${input.doc}.bin`;
     const ref = await this.#retry(`store the bytes of ${input.source}`, () => this.#payloads.put(where, bytes));
     const task = parseWith(ParseTask, { ...input, v: WIRE_VERSION, ref }, 'parse task');
+    const check = parseTaskCheck(task);
     await this.putDocument({
       v: WIRE_VERSION,
       run_id: task.run_id,
       doc: task.doc,
       source: task.source,
       document_id: task.document_id,
+      // The task this status waits for: workers answer only it (parse-task-standing.ts).
+      ...(check === undefined ? {} : { task: check }),
       state: 'queued',
       updated_at: new Date().toISOString(),
     });

@@ -11,6 +11,7 @@ import { deadSourceOf } from '../jobs/dead-letter.js';
 import type { IngestNames, IngestStatusStore } from './ingest-store.js';
 import type { ParseDeadLetters } from './parse-dead-letters.js';
 import { pagesKey, parseTaskCheck } from './parse-task-token.js';
+import { taskStanding, writeAnswer } from './parse-task-standing.js';
 import type { PayloadStore } from '../connection/payloads.js';
 import { handBack, priorDeliveries } from '../jobs/requeue.js';
 import { decodeJson } from '../rpc/rpc-wire.js';
@@ -70,6 +71,8 @@ export class ParseTaskConsumer implements Lifecycle {
   readonly #shutdown = new AbortController();
   #loop: Promise<void> | null = null;
   #stopping = false;
+  /** Tasks acked unanswered: no coordinator queued their document for them (taskStanding). */
+  dropped = 0;
 
   constructor(options: ParseConsumerOptions) {
     this.#options = options;
@@ -134,9 +137,10 @@ export class ParseTaskConsumer implements Lifecycle {
     }
     const task = parsed.data;
     const check = parseTaskCheck(task);
-    const existing = await status.document(task.run_id, task.doc);
-    // Only this very task answered already (a lost ack): a status another task wrote under the same run and doc is no answer to it.
-    if (existing !== null && existing.document_id === task.document_id && existing.task === check && existing.state !== 'queued') {
+    const standing = taskStanding((await status.documentEntry(task.run_id, task.doc))?.status ?? null, task);
+    // Answered already (a lost ack), or no task its run queued (forged, superseded): nothing to parse.
+    if (standing !== 'open') {
+      if (standing !== 'answered') this.#dropped(task, standing);
       await msg.ackAck();
       return;
     }
@@ -154,14 +158,26 @@ export class ParseTaskConsumer implements Lifecycle {
         const stored = parseWith(StoredPages, { v: WIRE_VERSION, document_id: task.document_id, type: answer.type, pages: answer.pages, ...title }, 'parsed pages', ErrorCode.INTERNAL);
         const pagesRef = await payloads.put(pagesKey(task), Buffer.from(JSON.stringify(stored), 'utf8'));
         const ocrPages = answer.pages.filter((page) => page.ocr).length;
-        await status.putDocument({ ...base, state: 'parsed', pages: answer.pages.length, ocr_pages: ocrPages, pages_ref: pagesRef, updated_at: now });
+        const written = await writeAnswer(status, task, { ...base, state: 'parsed', pages: answer.pages.length, ocr_pages: ocrPages, pages_ref: pagesRef, updated_at: now });
+        if (written !== 'written' && written !== 'answered') {
+          this.#dropped(task, written);
+          await payloads.remove(pagesRef).catch(() => undefined);
+        }
       } else {
-        await status.putDocument({ ...base, state: 'failed', code: answer.code.slice(0, 64), reason: answer.reason.slice(0, 2048), updated_at: now });
+        const written = await writeAnswer(status, task, { ...base, state: 'failed', code: answer.code.slice(0, 64), reason: answer.reason.slice(0, 2048), updated_at: now });
+        if (written !== 'written' && written !== 'answered') this.#dropped(task, written);
       }
       await msg.ackAck();
     } catch (error) {
       await this.#fail(msg, base, toShoalError(error));
     }
+  }
+
+  /** A task no coordinator waits for (its document's status names another task, or none): acked unanswered. */
+  #dropped(task: ParseTask, standing: 'foreign' | 'unqueued'): void {
+    this.dropped += 1;
+    const why = standing === 'unqueued' ? 'no coordinator queued its document' : "its document's status names another task";
+    this.#options.logger?.warn({ run: task.run_id, doc: task.doc, standing }, `dropped a parse task: ${why} (published under the run id by someone else, or by an earlier coordinator of the run)`);
   }
 
   /** A failure of the task itself (not a bad document): retried, or recorded for good. */

@@ -8,6 +8,7 @@ import { publishDeadLetter, startMaxDeliveriesLoop, type DeadSource } from '../j
 import type { DurableFetchLoop } from '../connection/durable-fetch.js';
 import type { IngestNames, IngestStatusStore } from './ingest-store.js';
 import { parseTaskCheck } from './parse-task-token.js';
+import { writeAnswer } from './parse-task-standing.js';
 import { decodeJson } from '../rpc/rpc-wire.js';
 
 /**
@@ -41,8 +42,9 @@ export class ParseDeadLetters implements Lifecycle {
   }
 
   /**
-   * Dead-letters a task and marks its document failed with `code` (unless it already reached
-   * a later state: only an ack was lost). Idempotent per stream sequence.
+   * Dead-letters a task and marks its document failed with `code`, when its document is queued
+   * for this task (not when it was answered already: only an ack was lost; nor when the status
+   * names another task). Idempotent per stream sequence.
    */
   async settle(source: DeadSource, failure: ShoalError, code: string = failure.code): Promise<void> {
     const { js, names, status, logger } = this.#options;
@@ -54,8 +56,6 @@ export class ParseDeadLetters implements Lifecycle {
     if (task?.success !== true) return;
     const { run_id: run, doc, source: name, document_id: documentId } = task.data;
     const check = parseTaskCheck(task.data);
-    const existing = await status.document(run, doc);
-    if (existing !== null && existing.state !== 'queued' && existing.task === check) return;
     const failed: DocumentStatus = {
       ...(check === undefined ? {} : { task: check }),
       v: WIRE_VERSION,
@@ -68,7 +68,8 @@ export class ParseDeadLetters implements Lifecycle {
       reason: `${reason.message} (dead-lettered to ${names.deadLetterSubject})`.slice(0, 2048),
       updated_at: new Date().toISOString(),
     };
-    await status.putDocument(failed);
+    // Only over the task's own `queued` status: a forged or superseded task fails no document.
+    await writeAnswer(status, task.data, failed);
   }
 
   /** Starts handling the parse consumer's max-deliveries advisories. */
