@@ -54,13 +54,17 @@ describe.skipIf(!REPLICATES)('document jobs on a 3-server JetStream cluster', ()
     ...s3.env(),
     SHOAL_MODEL_DIR: FIXTURE_MODELS_DIR,
     SHOAL_PIPELINES: join(root, 'pipelines'),
-    SHOAL_INDEXES: `pg=${db.url}?table=cluster_docs`,
+    // PGlite's socket server, shared by every worker's connections, now and then loses the answer
+    // to a statement (a BEGIN, seen under load): the worker's query fails after this long and its
+    // batch is retried, instead of waiting out pgvector's default read timeout (120 s).
+    SHOAL_INDEXES: `pg=${db.url}?table=cluster_docs&query_timeout=15000`,
     SHOAL_STREAM_REPLICAS: '3',
     NATS_URL: cluster.urls.join(','),
     SHOAL_FROM_SOURCE: CLI_FROM_SOURCE,
     SHOAL_THREADS: '1',
-    // Warnings of the failover (pulls retried, heartbeats missed) are expected here; errors still show.
-    SHOAL_LOG_LEVEL: 'error',
+    // Warnings of the failover (pulls retried, heartbeats missed) are expected here; errors still
+    // show. SHOAL_TEST_CLUSTER_LOG_LEVEL=warn (or info) shows the workers' failover while debugging.
+    SHOAL_LOG_LEVEL: process.env.SHOAL_TEST_CLUSTER_LOG_LEVEL ?? 'error',
   });
 
   /** Workers that exited without the test killing them, and the signal that stops what waits for them. */

@@ -23,6 +23,8 @@ const postgresParts = onFirstUse(() =>
     sslrootcert: z.string().min(1).max(4_096).optional(),
     /** HNSW candidate list per search (`hnsw.ef_search`); at least the store's candidate count. */
     ef_search: z.coerce.number().int().min(1).max(1_000).optional(),
+    /** Milliseconds a query may wait for its answer before it fails UNAVAILABLE (index builds excepted). */
+    query_timeout: z.coerce.number().int().min(100).max(86_400_000).optional(),
   }),
 );
 
@@ -60,7 +62,7 @@ export const pgvectorBackend = {
   },
   parse(uri, context): IndexRef {
     const parsed = parseUrl(uri);
-    const params = queryParts(parsed, ['table', 'sslmode', 'sslrootcert', 'ef_search'], FORM);
+    const params = queryParts(parsed, ['table', 'sslmode', 'sslrootcert', 'ef_search', 'query_timeout'], FORM);
     const parts = parsePart(postgresParts(), {
       user: decodeURIComponent(parsed.username) || undefined,
       ...(parsed.password === '' ? {} : { password: decodeURIComponent(parsed.password) }),
@@ -76,6 +78,7 @@ export const pgvectorBackend = {
       table: checkTableName(table),
       ...(context.batchRows === undefined ? {} : { batchRows: context.batchRows }),
       ...(parts.ef_search === undefined ? {} : { efSearch: parts.ef_search }),
+      ...(parts.query_timeout === undefined ? {} : { queryTimeoutMs: parts.query_timeout }),
     };
     return {
       backend: 'pgvector',

@@ -5,7 +5,7 @@ import { filterToSql } from './filter.js';
 import { parseFilter } from '../shared/filter-tree.js';
 import type { ChunkRow, DocumentState, MultivectorSearchOptions, SearchHit, SearchOptions, Store, SparseValues, TableSpec, QueryVector } from '../store.js';
 import { noMultivector, refuseMultivector } from '../shared/multivector.js';
-import { openPool, query, transaction, type PgConnection } from './pool.js';
+import { DEFAULT_QUERY_TIMEOUT_MS, longStatement, openPool, query, transaction, type PgConnection } from './pool.js';
 import * as sql from './sql.js';
 import { pgForm, sparseFromText, sparseToSql } from './vectors.js';
 import { checkSparseQuery, rankSparse } from '../shared/sparse.js';
@@ -42,6 +42,8 @@ export interface PgVectorStoreOptions {
   efSearch?: number;
   /** Milliseconds to wait for a connection. @default 10_000 */
   connectTimeoutMs?: number;
+  /** Milliseconds a query may wait for its answer (index builds excepted: pool.ts). @default DEFAULT_QUERY_TIMEOUT_MS */
+  queryTimeoutMs?: number;
 }
 
 /**
@@ -76,7 +78,7 @@ export class PgVectorStore implements Store {
     this.#efSearch = options.efSearch ?? DEFAULT_EF_SEARCH;
     const { connection } = options;
     this.#where = `table ${this.#table} in postgres://${connection.host}:${connection.port}/${connection.database}`;
-    this.#pool = openPool(connection, options.maxConnections ?? 4, options.connectTimeoutMs ?? 10_000);
+    this.#pool = openPool(connection, options.maxConnections ?? 4, options.connectTimeoutMs ?? 10_000, options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS);
   }
 
   #query<R extends pg.QueryResultRow>(what: string, text: string, params: unknown[] = []): Promise<pg.QueryResult<R>> {
@@ -280,7 +282,7 @@ export class PgVectorStore implements Store {
   async optimize(): Promise<void> {
     const spec = await this.describe();
     if (spec === null || (await this.count()) < this.#vectorIndexMinRows) return;
-    await this.#query('index', sql.createHnswIndex(this.#t, pgForm(spec)));
+    await query(this.#pool, 'index', longStatement(sql.createHnswIndex(this.#t, pgForm(spec))));
   }
 
   async close(): Promise<void> {

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { HIT_COLUMNS, metadataColumn, RELATION_EXISTS, TABLE_LOCK } from './sql.js';
+import { longStatement } from './pool.js';
 import type { SearchHit } from '../store.js';
 import { byScore, toHitRow } from '../shared/table-spec.js';
 
@@ -84,8 +85,9 @@ export async function ensureTextVector(run: PgRun, transaction: PgTransaction, t
   try {
     await transaction('text index', async (client) => {
       await client.query(TABLE_LOCK, [`shoal:${table}`]);
-      await client.query(addTextColumn(chunks));
-      await client.query(createTextIndex(table, chunks));
+      // Both rewrite or read the whole table: minutes on a large one (no pool read timeout).
+      await client.query(longStatement(addTextColumn(chunks)));
+      await client.query(longStatement(createTextIndex(table, chunks)));
     });
     return 'stored';
   } catch (error) {
