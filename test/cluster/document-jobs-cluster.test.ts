@@ -56,7 +56,7 @@ describe.skipIf(!REPLICATES)('document jobs on a 3-server JetStream cluster', ()
     SHOAL_PIPELINES: join(root, 'pipelines'),
     // PGlite's socket server, shared by every worker's connections, now and then loses the answer
     // to a statement (a BEGIN, seen under load): the worker's query fails after this long and its
-    // batch is retried, instead of waiting out pgvector's default read timeout (120 s).
+    // batch is retried, instead of waiting out pgvector's default read timeout (60 s).
     SHOAL_INDEXES: `pg=${db.url}?table=cluster_docs&query_timeout=15000`,
     SHOAL_STREAM_REPLICAS: '3',
     NATS_URL: cluster.urls.join(','),

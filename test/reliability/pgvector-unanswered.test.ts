@@ -12,7 +12,7 @@ import { unitVectors } from '../helpers/seeded-vectors.js';
  * in the documents cluster test, where PGlite's socket server lost the answer to a `BEGIN` and a
  * documents worker's batch waited on it, keeping its 64 jobs (their ack wait extended while it
  * worked) until the test's 300 s ran out. Now a query waits at most `query_timeout` (URI, ms;
- * default 120 s) and fails UNAVAILABLE (retried like any outage), and its connection is dropped,
+ * default 60 s, SHOAL_STORE_TIMEOUT_MS) and fails UNAVAILABLE (retried like any outage), and its connection is dropped,
  * so the next call works on a fresh one. The store is PGlite behind a TCP relay the test freezes.
  */
 
@@ -104,6 +104,21 @@ describe('pgvector: a query whose answer never comes fails UNAVAILABLE after que
     expect(await store.count()).toBe(2);
     await commit([3]);
     expect(await store.count()).toBe(3);
+  }, 60_000);
+
+  it('without query_timeout in the URI, SHOAL_STORE_TIMEOUT_MS (the store credentials) bounds the wait', async () => {
+    const other = openIndexUri(relay.url('?table=unanswered'), { retry: { maxElapsedMs: 0 }, credentials: { storeTimeoutMs: QUERY_TIMEOUT_MS } }).store;
+    try {
+      expect(await other.count()).toBe(3);
+      relay.freeze();
+      const started = Date.now();
+      const lost = await other.count().then(() => null, (error: unknown) => error);
+      expect((lost as ShoalError).code).toBe(ErrorCode.UNAVAILABLE);
+      expect(Date.now() - started).toBeLessThan(QUERY_TIMEOUT_MS + 4_000);
+    } finally {
+      relay.thaw();
+      await other.close();
+    }
   }, 60_000);
 
   it('query_timeout must be a whole number of milliseconds from 100 to a day', () => {

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 import { redactUri } from '../../protocol/uri-credentials.js';
 import { LazyStore } from '../shared/lazy.js';
+import { STORE_TIMEOUT_SETTING } from '../shared/remote-settings.js';
 import { checkTableName } from '../shared/table-names.js';
 import { hostPart, onFirstUse, parsePart, parseUrl, portPart, queryParts, tableNamePart } from '../shared/uri-parts.js';
 import type { IndexRef, StoreBackend, StoreCredentials } from '../store-backend.js';
@@ -59,6 +60,7 @@ export const pgvectorBackend = {
     pgPassword: { env: ['PGPASSWORD'], meaning: 'password for a `postgres://` index whose URI has none (never logged)', default: null, shown: 'none' },
     pgSslMode: { env: ['PGSSLMODE'], meaning: 'TLS to PostgreSQL: `disable`, `require` (encrypted) or `verify-full` (certificate and host checked); a URI\'s `sslmode=` wins', default: 'disable' },
     pgSslRootCert: { env: ['PGSSLROOTCERT'], meaning: 'CA bundle file for `verify-full`; a URI\'s `sslrootcert=` wins', default: null, shown: 'system roots' },
+    storeTimeoutMs: STORE_TIMEOUT_SETTING,
   },
   parse(uri, context): IndexRef {
     const parsed = parseUrl(uri);
@@ -78,7 +80,7 @@ export const pgvectorBackend = {
       table: checkTableName(table),
       ...(context.batchRows === undefined ? {} : { batchRows: context.batchRows }),
       ...(parts.ef_search === undefined ? {} : { efSearch: parts.ef_search }),
-      ...(parts.query_timeout === undefined ? {} : { queryTimeoutMs: parts.query_timeout }),
+      ...(parts.query_timeout === undefined ? (context.credentials.storeTimeoutMs === undefined ? {} : { queryTimeoutMs: context.credentials.storeTimeoutMs }) : { queryTimeoutMs: parts.query_timeout }),
     };
     return {
       backend: 'pgvector',

@@ -17,14 +17,15 @@ export interface PgConnection {
 }
 
 /**
- * How long a query may wait for the server's answer (`query_timeout=` in the index URI) before it
+ * How long a query may wait for the server's answer (`query_timeout=` in the index URI, else
+ * SHOAL_STORE_TIMEOUT_MS, the other server stores' request timeout, 60 s by default) before it
  * fails UNAVAILABLE (retried as any outage) and its connection is dropped. Without one, a
  * connection that never answers (a server or middlebox that lost the reply, a half-open TCP
  * connection) holds its caller for ever: a document worker's batch then keeps its jobs (their ack
  * wait extended while it works) and the run never ends. Index builds (HNSW, the text index) take
  * LONG_QUERY_TIMEOUT_MS instead: on a large table they take minutes.
  */
-export const DEFAULT_QUERY_TIMEOUT_MS = 120_000;
+export const DEFAULT_QUERY_TIMEOUT_MS = 60_000;
 export const LONG_QUERY_TIMEOUT_MS = 24 * 3_600_000;
 
 /** A query with its own read timeout: node-postgres reads `query_timeout` per query too (its types leave it out). */
