@@ -54,9 +54,11 @@ describe.skipIf(!REPLICATES)('document jobs on a 3-server JetStream cluster', ()
     ...s3.env(),
     SHOAL_MODEL_DIR: FIXTURE_MODELS_DIR,
     SHOAL_PIPELINES: join(root, 'pipelines'),
-    // PGlite's socket server, shared by every worker's connections, now and then loses the answer
-    // to a statement (a BEGIN, seen under load): the worker's query fails after this long and its
-    // batch is retried, instead of waiting out pgvector's default read timeout (60 s).
+    // PGlite's socket server, shared by every worker's connections, interleaves the extended-protocol
+    // messages of concurrent connections (electric-sql/pglite#1046: "unnamed prepared statement does
+    // not exist", and now and then an answer never sent: a BEGIN, seen under load): the worker's
+    // query fails after this long and its batch is retried, instead of waiting out pgvector's
+    // default read timeout (60 s). A real PostgreSQL has one backend per connection.
     SHOAL_INDEXES: `pg=${db.url}?table=cluster_docs&query_timeout=15000`,
     SHOAL_STREAM_REPLICAS: '3',
     NATS_URL: cluster.urls.join(','),
