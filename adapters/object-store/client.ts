@@ -20,7 +20,10 @@ export async function createS3Client(settings: S3Settings): Promise<S3Client> {
     responseChecksumValidation: 'WHEN_REQUIRED',
     maxAttempts: settings.maxAttempts,
     retryMode: 'standard',
-    requestHandler: { connectionTimeout: settings.connectTimeoutMs, requestTimeout: settings.requestTimeoutMs },
+    // `socketTimeout` (no bytes for that long) is what fails a silent request: the handler's
+    // `requestTimeout` only logs a warning to the console unless `throwOnRequestTimeout` is set,
+    // and it would cap a whole download, however steadily its bytes arrive.
+    requestHandler: { connectionTimeout: settings.connectTimeoutMs, socketTimeout: settings.requestTimeoutMs },
   };
   if (settings.endpoint !== undefined) {
     config.endpoint = settings.endpoint;

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { createServer, type Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -193,6 +194,31 @@ describe('S3 object store (s3rver)', () => {
       expect(String((failure as Error).message)).not.toContain('wrong-secret-value');
     } finally {
       wrong.close();
+    }
+  });
+
+  it('a server that accepts the request and never answers fails it after requestTimeoutMs of silence (retried, then UNAVAILABLE)', async () => {
+    // Reads the request and sends nothing back: a stuck server or a lost reply. Before, the SDK's
+    // requestTimeout only printed a console warning and the read waited for ever.
+    const sockets = new Set<Socket>();
+    const silent = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('data', () => undefined);
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const address = silent.address();
+    if (address === null || typeof address === 'string') throw new Error('no port');
+    const stuck = new S3Store({ ...server.settings({ requestTimeoutMs: 400, maxAttempts: 1, operationRetryMs: 0 }), endpoint: `http://127.0.0.1:${address.port}` });
+    try {
+      const started = Date.now();
+      const failure = await stuck.read({ bucket: BUCKET, key: 'anything' }, 1024).catch((error: unknown) => error);
+      expect(failure).toMatchObject({ code: ErrorCode.UNAVAILABLE });
+      expect(Date.now() - started).toBeLessThan(5_000);
+    } finally {
+      stuck.close();
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
     }
   });
 
