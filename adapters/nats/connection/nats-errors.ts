@@ -15,7 +15,18 @@ export const JS_CODES = Object.freeze({
   NoPeers: 10005,
   /** "replicas > 1 not supported in non-clustered mode". */
   ReplicasNotSupported: 10074,
+  /** "subjects overlap with an existing stream". */
+  StreamSubjectsOverlap: 10065,
 });
+
+/**
+ * What a stream create answers when another service created the same stream a moment before:
+ * "stream name already in use", or (nats-server 2.9, two creates in flight at once) "subjects
+ * overlap with an existing stream". Either way the stream now exists; the caller reads it back.
+ */
+export function isConcurrentCreate(error: unknown): boolean {
+  return isJsApiCode(error, JS_CODES.StreamNameInUse) || isJsApiCode(error, JS_CODES.StreamSubjectsOverlap);
+}
 
 export function jsApiCode(error: unknown): number | null {
   return error instanceof JetStreamApiError ? error.code : null;

@@ -1,6 +1,6 @@
 import { StorageType, type JetStreamManager, type StreamConfig } from '@nats-io/jetstream';
 import { ErrorCode, ShoalError } from '../../protocol/errors.js';
-import { isJsApiCode, jsApiCode, JS_CODES, toNatsShoalError } from './nats-errors.js';
+import { isConcurrentCreate, isJsApiCode, jsApiCode, JS_CODES, toNatsShoalError } from './nats-errors.js';
 
 /**
  * The byte limits (`max_bytes`) of the streams that reserve store: the jobs, results and ingest
@@ -152,7 +152,12 @@ export async function createAutoSized(jsm: JetStreamManager, spec: StreamSpec, s
     try {
       await jsm.streams.add({ ...spec, max_bytes: probe });
     } catch (error) {
-      if (isJsApiCode(error, JS_CODES.StreamNameInUse)) return (await existingBytes(jsm, spec.name)) ?? bytes;
+      if (isConcurrentCreate(error)) {
+        // Another service created it a moment ago: it keeps the size it was given.
+        const made = await existingBytes(jsm, spec.name);
+        if (made !== null) return made;
+        throw toNatsShoalError(error, `create stream ${spec.name}`);
+      }
       if (!isNoRoom(error)) throw toNatsShoalError(error, `create stream ${spec.name}`);
       // Refused: nothing was created, unless another service made it in the meantime.
       const made = await existingBytes(jsm, spec.name);

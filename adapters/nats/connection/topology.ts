@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../protocol/errors.js';
 import { natsNames, type NatsNames, type Primitive } from '../../protocol/subjects.js';
 import { parseWith } from '../../protocol/validate.js';
-import { JS_CODES, isJsApiCode, jsApiCode, toNatsShoalError } from './nats-errors.js';
+import { JS_CODES, isConcurrentCreate, isJsApiCode, jsApiCode, toNatsShoalError } from './nats-errors.js';
 import { STREAM_BYTES_CEILING, createAutoSized, explicitSizeRefused, isNoRoom } from './stream-sizing.js';
 
 /**
@@ -142,6 +142,20 @@ type StreamSpec = Pick<StreamConfig, 'name' | 'subjects' | 'retention' | 'max_ag
 type StreamBytes = { kind: 'set'; bytes: number; setting: string } | { kind: 'auto'; shares: number; ceiling: number; own: readonly string[] };
 
 /**
+ * Creates a KV bucket or object store (idempotent for the same settings). Two services creating
+ * it at the same moment can get "stream name in use" or "subjects overlap" from the slower
+ * create; by then the bucket exists, and a second create opens it.
+ */
+export async function createBucket<T>(create: () => Promise<T>): Promise<T> {
+  try {
+    return await create();
+  } catch (error) {
+    if (!isConcurrentCreate(error)) throw error;
+    return create();
+  }
+}
+
+/**
  * Settings an existing stream must have; the server refuses to change retention, so that is an
  * error. Returns the stream's max_bytes (-1: none).
  */
@@ -161,8 +175,14 @@ async function ensureStream(jsm: JetStreamManager, base: StreamSpec, bytes?: Str
     } catch (error) {
       if (bytes?.kind === 'set' && isNoRoom(error)) throw await explicitSizeRefused(jsm, spec, bytes.setting, error);
       // Another service created it a moment ago: fall through and compare.
-      if (!isJsApiCode(error, JS_CODES.StreamNameInUse)) throw toNatsShoalError(error, `create stream ${spec.name}`);
-      existing = (await jsm.streams.info(spec.name)).config;
+      if (!isConcurrentCreate(error)) throw toNatsShoalError(error, `create stream ${spec.name}`);
+      existing = await jsm.streams.info(spec.name).then(
+        (info) => info.config,
+        // Not there after all: the subjects overlap another stream of someone else's.
+        () => {
+          throw toNatsShoalError(error, `create stream ${spec.name}`);
+        },
+      );
     }
   }
   // A stream sized from the store keeps the size it was given, whatever is free now.
@@ -287,10 +307,10 @@ export async function ensureTopology(nc: NatsConnection, input: TopologySettings
       max_deliver: -1,
     });
     const kvm = new Kvm(nc);
-    await kvm.create(names.statusBucket, { history: 1, ttl: settings.statusMaxAgeSeconds * 1000, storage, replicas: settings.replicas });
+    await createBucket(() => kvm.create(names.statusBucket, { history: 1, ttl: settings.statusMaxAgeSeconds * 1000, storage, replicas: settings.replicas }));
     await ensureMaxAge(jsm, `KV_${names.statusBucket}`, settings.statusMaxAgeSeconds * SECOND_NS);
     const objm = new Objm(nc);
-    await objm.create(names.payloadBucket, { ttl: settings.payloadMaxAgeSeconds * SECOND_NS, storage, replicas: settings.replicas });
+    await createBucket(() => objm.create(names.payloadBucket, { ttl: settings.payloadMaxAgeSeconds * SECOND_NS, storage, replicas: settings.replicas }));
     await ensureMaxAge(jsm, `OBJ_${names.payloadBucket}`, settings.payloadMaxAgeSeconds * SECOND_NS);
   } catch (error) {
     const refusal = replicasRefusal(error);

@@ -6,9 +6,9 @@ import { DocumentStatus, IngestRunStatus } from '../../protocol/ingest.js';
 import { checkJobId, type NatsNames } from '../../protocol/subjects.js';
 import { parseWith } from '../../protocol/validate.js';
 import { writeIfRevision } from '../connection/kv-cas.js';
-import { JS_CODES, isJsApiCode, toNatsShoalError } from '../connection/nats-errors.js';
+import { JS_CODES, isConcurrentCreate, isJsApiCode, toNatsShoalError } from '../connection/nats-errors.js';
 import { STREAM_BYTES_CEILING, createAutoSized, explicitSizeRefused, isNoRoom } from '../connection/stream-sizing.js';
-import { reservingStreams, type Topology } from '../connection/topology.js';
+import { createBucket, reservingStreams, type Topology } from '../connection/topology.js';
 
 /**
  * What document ingest adds to the NATS topology (docs/ingest.md, "Over NATS"), beside the jobs
@@ -96,7 +96,7 @@ export async function ensureIngestTopology(nc: NatsConnection, topology: Topolog
       await jsm.consumers.add(names.stream, config);
     }
     await ensureAdvisoryStream(jsm, names, settings.deadLetterMaxAgeSeconds, storage, settings.replicas);
-    await new Kvm(nc).create(names.bucket, { history: 1, ttl: settings.statusMaxAgeSeconds * 1000, storage, replicas: settings.replicas });
+    await createBucket(() => new Kvm(nc).create(names.bucket, { history: 1, ttl: settings.statusMaxAgeSeconds * 1000, storage, replicas: settings.replicas }));
   } catch (error) {
     throw toNatsShoalError(error, 'set up the NATS ingest topology');
   }
@@ -137,7 +137,7 @@ async function ensureIngestStream(jsm: Topology['jsm'], topology: Topology, name
     await jsm.streams.add({ ...spec, max_bytes: settings.jobsMaxBytes });
   } catch (error) {
     if (isNoRoom(error)) throw await explicitSizeRefused(jsm, { ...spec, max_bytes: settings.jobsMaxBytes }, 'jobsMaxBytes', error);
-    if (!isJsApiCode(error, JS_CODES.StreamNameInUse)) throw error;
+    if (!isConcurrentCreate(error)) throw error;
   }
 }
 
@@ -159,7 +159,7 @@ async function ensureAdvisoryStream(jsm: Topology['jsm'], names: IngestNames, ma
         duplicate_window: 60 * SECOND_NS,
       })
       .catch((added: unknown) => {
-        if (!isJsApiCode(added, JS_CODES.StreamNameInUse)) throw added;
+        if (!isConcurrentCreate(added)) throw added;
       });
   }
   try {
