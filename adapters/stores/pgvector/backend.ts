@@ -8,6 +8,7 @@ import { checkTableName } from '../shared/table-names.js';
 import { hostPart, onFirstUse, parsePart, parseUrl, portPart, queryParts, tableNamePart } from '../shared/uri-parts.js';
 import type { IndexRef, StoreBackend, StoreCredentials } from '../store-backend.js';
 import type { PgConnection } from './store.js';
+import { DEFAULT_HNSW_BUILD } from './hnsw-defaults.js';
 
 const FORM = 'postgres://user@host:port/db?table=T';
 const sslMode = onFirstUse(() => z.enum(['disable', 'require', 'verify-full']));
@@ -24,6 +25,9 @@ const postgresParts = onFirstUse(() =>
     sslrootcert: z.string().min(1).max(4_096).optional(),
     /** HNSW candidate list per search (`hnsw.ef_search`); at least the store's candidate count. */
     ef_search: z.coerce.number().int().min(1).max(1_000).optional(),
+    /** HNSW build parameters (pgvector `m`, `ef_construction`) of the index optimize() builds. */
+    hnsw_m: z.coerce.number().int().min(2).max(100).optional(),
+    hnsw_ef_construction: z.coerce.number().int().min(4).max(1_000).optional(),
     /** Milliseconds a query may wait for its answer before it fails UNAVAILABLE (index builds excepted). */
     query_timeout: z.coerce.number().int().min(100).max(86_400_000).optional(),
   }),
@@ -64,7 +68,7 @@ export const pgvectorBackend = {
   },
   parse(uri, context): IndexRef {
     const parsed = parseUrl(uri);
-    const params = queryParts(parsed, ['table', 'sslmode', 'sslrootcert', 'ef_search', 'query_timeout'], FORM);
+    const params = queryParts(parsed, ['table', 'sslmode', 'sslrootcert', 'ef_search', 'hnsw_m', 'hnsw_ef_construction', 'query_timeout'], FORM);
     const parts = parsePart(postgresParts(), {
       user: decodeURIComponent(parsed.username) || undefined,
       ...(parsed.password === '' ? {} : { password: decodeURIComponent(parsed.password) }),
@@ -74,12 +78,20 @@ export const pgvectorBackend = {
       ...params,
     }, FORM);
     const table = parts.table ?? parsePart(tableNamePart(), context.fallbackTable, 'table');
+    const m = parts.hnsw_m ?? DEFAULT_HNSW_BUILD.m;
+    const efConstruction = parts.hnsw_ef_construction ?? DEFAULT_HNSW_BUILD.efConstruction;
+    // pgvector refuses the index otherwise, at the end of the run that fills the table: said now.
+    if (efConstruction < 2 * m) {
+      throw new ShoalError(ErrorCode.CONFIG_INVALID, `hnsw_ef_construction (${efConstruction}) must be at least twice hnsw_m (${m}) in ${redactUri(uri)}`, { details: { field: 'hnsw_ef_construction' } });
+    }
     const connection = pgConnection(parts, context.credentials);
     const options = {
       connection,
       table: checkTableName(table),
       ...(context.batchRows === undefined ? {} : { batchRows: context.batchRows }),
       ...(parts.ef_search === undefined ? {} : { efSearch: parts.ef_search }),
+      ...(parts.hnsw_m === undefined ? {} : { hnswM: parts.hnsw_m }),
+      ...(parts.hnsw_ef_construction === undefined ? {} : { hnswEfConstruction: parts.hnsw_ef_construction }),
       ...(parts.query_timeout === undefined ? (context.credentials.storeTimeoutMs === undefined ? {} : { queryTimeoutMs: context.credentials.storeTimeoutMs }) : { queryTimeoutMs: parts.query_timeout }),
     };
     return {

@@ -77,8 +77,14 @@ export function createSourceIndex(t: PgTableNames): string {
   return `CREATE INDEX IF NOT EXISTS ${t.sourceIndex} ON ${t.chunks} (source)`;
 }
 
-export function createHnswIndex(t: PgTableNames, form: PgVectorForm): string {
-  return `CREATE INDEX IF NOT EXISTS ${t.hnsw} ON ${t.chunks} USING hnsw (vector ${form.ops})`;
+/** HNSW build parameters (pgvector's `m`, `ef_construction`); whole numbers checked by the caller. */
+export interface HnswBuild {
+  m: number;
+  efConstruction: number;
+}
+
+export function createHnswIndex(t: PgTableNames, form: PgVectorForm, build: HnswBuild): string {
+  return `CREATE INDEX IF NOT EXISTS ${t.hnsw} ON ${t.chunks} USING hnsw (vector ${form.ops}) WITH (m = ${Math.trunc(build.m)}, ef_construction = ${Math.trunc(build.efConstruction)})`;
 }
 
 /** `$1`: sources. */

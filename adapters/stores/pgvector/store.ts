@@ -5,6 +5,7 @@ import { filterToSql } from './filter.js';
 import { parseFilter } from '../shared/filter-tree.js';
 import type { ChunkRow, DocumentState, MultivectorSearchOptions, SearchHit, SearchOptions, Store, SparseValues, TableSpec, QueryVector } from '../store.js';
 import { noMultivector, refuseMultivector } from '../shared/multivector.js';
+import { DEFAULT_HNSW_BUILD } from './hnsw-defaults.js';
 import { DEFAULT_QUERY_TIMEOUT_MS, longStatement, openPool, query, transaction, type PgConnection } from './pool.js';
 import * as sql from './sql.js';
 import { pgForm, sparseFromText, sparseToSql } from './vectors.js';
@@ -42,6 +43,10 @@ export interface PgVectorStoreOptions {
   efSearch?: number;
   /** Milliseconds to wait for a connection. @default 10_000 */
   connectTimeoutMs?: number;
+  /** HNSW graph links per node (pgvector `m`, 2–100), used when optimize() builds the index. @default DEFAULT_HNSW_BUILD.m */
+  hnswM?: number;
+  /** HNSW candidate list while building (pgvector `ef_construction`, 4–1,000, at least 2 × m). @default DEFAULT_HNSW_BUILD.efConstruction */
+  hnswEfConstruction?: number;
   /** Milliseconds a query may wait for its answer (index builds excepted: pool.ts). @default DEFAULT_QUERY_TIMEOUT_MS */
   queryTimeoutMs?: number;
 }
@@ -62,6 +67,7 @@ export class PgVectorStore implements Store {
   readonly #batchRows: number;
   readonly #vectorIndexMinRows: number;
   readonly #efSearch: number;
+  readonly #hnswBuild: sql.HnswBuild;
   readonly #where: string;
   #spec: TableSpec | null = null;
   #stateReady = false;
@@ -76,6 +82,7 @@ export class PgVectorStore implements Store {
     this.#batchRows = options.batchRows ?? 500;
     this.#vectorIndexMinRows = options.vectorIndexMinRows ?? 100_000;
     this.#efSearch = options.efSearch ?? DEFAULT_EF_SEARCH;
+    this.#hnswBuild = { m: options.hnswM ?? DEFAULT_HNSW_BUILD.m, efConstruction: options.hnswEfConstruction ?? DEFAULT_HNSW_BUILD.efConstruction };
     const { connection } = options;
     this.#where = `table ${this.#table} in postgres://${connection.host}:${connection.port}/${connection.database}`;
     this.#pool = openPool(connection, options.maxConnections ?? 4, options.connectTimeoutMs ?? 10_000, options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS);
@@ -282,7 +289,7 @@ export class PgVectorStore implements Store {
   async optimize(): Promise<void> {
     const spec = await this.describe();
     if (spec === null || (await this.count()) < this.#vectorIndexMinRows) return;
-    await query(this.#pool, 'index', longStatement(sql.createHnswIndex(this.#t, pgForm(spec))));
+    await query(this.#pool, 'index', longStatement(sql.createHnswIndex(this.#t, pgForm(spec), this.#hnswBuild)));
   }
 
   async close(): Promise<void> {

@@ -35,7 +35,7 @@ async function sql<R extends pg.QueryResultRow>(text: string, params: unknown[] 
 
 describe('PgVectorStore', () => {
   it('stores sparse vectors and builds the HNSW index past the threshold', async () => {
-    const sink = new PgVectorStore({ connection: connection(), table: 'hnsw', vectorIndexMinRows: 50, batchRows: 16 });
+    const sink = new PgVectorStore({ connection: connection(), table: 'hnsw', vectorIndexMinRows: 50, batchRows: 16, hnswM: 12, hnswEfConstruction: 40 });
     await sink.prepare({ dimension: 8, distance: 'l2', optionalColumns: [], metadata: {} });
     const vector = (i: number): number[] => Array.from({ length: 8 }, (_, d) => Math.sin(i * 0.7 + d));
     const rows = Array.from({ length: 60 }, (_, i) => ({
@@ -51,7 +51,8 @@ describe('PgVectorStore', () => {
     const client = new pg.default.Client({ host: '127.0.0.1', port: server.port, user: 'postgres', database: 'postgres' });
     await client.connect();
     const indexes = await client.query("SELECT indexdef FROM pg_indexes WHERE tablename = 'hnsw'");
-    expect(indexes.rows.map((r: { indexdef: string }) => r.indexdef).join('\n')).toMatch(/USING hnsw \(vector vector_l2_ops\)/);
+    // Built with the store's build parameters (the URI's hnsw_m, hnsw_ef_construction).
+    expect(indexes.rows.map((r: { indexdef: string }) => r.indexdef).join('\n')).toMatch(/USING hnsw \(vector vector_l2_ops\) WITH \(m='?12'?, ef_construction='?40'?\)/);
     const sparse = await client.query("SELECT sparse::text AS s FROM hnsw WHERE id = 'r3'");
     expect(sparse.rows[0]).toEqual({ s: '{2:0.5,6:3}/30000' });
     await client.end();
