@@ -6,6 +6,7 @@ import pg from 'pg';
 import { z } from 'zod';
 import { pgTableNames } from '../adapters/stores/pgvector/sql.js';
 import { DEFAULT_EF_SEARCH } from '../adapters/stores/pgvector/store.js';
+import { DEFAULT_HNSW_BUILD } from '../adapters/stores/pgvector/hnsw-defaults.js';
 import { openIndexUri } from '../adapters/stores/open.js';
 import type { ChunkRow, DocumentState, Store, TableSpec } from '../adapters/stores/store.js';
 import { chunkPages, engineTokenCounter } from '../pipelines/documents/chunk.js';
@@ -46,7 +47,7 @@ import { clusteredVectors, exactTopK, inverseNorms, meanNearestCosine, seededRan
  *
  *   npx tsx bench/search.ts [--rows 10000,100000,1000000] [--backends lancedb,pgvector] [--rounds 3]
  *     [--out bench/measured/search-scale.json] [--pg-max-rows 10000] [--pg-url URL] [--cache DIR] [--baseline EARLIER.json]
- *     [--noise shaped|isotropic]
+ *     [--noise shaped|isotropic] [--pg-ef-search 100,400,1000] [--pg-hnsw 16:64,16:200]
  *
  * `--cache DIR` keeps the encoded real chunks between runs (encoding 10,000 chunks takes minutes);
  * `--baseline` takes the 100k LanceDB latencies of an earlier run's JSON for the 1M growth verdict
@@ -67,6 +68,7 @@ const { values: args } = parseArgs({
     'pg-max-rows': { type: 'string' },
     'pg-url': { type: 'string' },
     'pg-ef-search': { type: 'string' },
+    'pg-hnsw': { type: 'string' },
     /** An earlier run's JSON whose LanceDB 100k result the 1M growth is measured against when this run has none (said so in the verdict). */
     baseline: { type: 'string' },
     /** How synthetic rows deviate from their real centroid: `shaped` (the real rows' own covariance) or `isotropic` (vector-sets.ts says why both). */
@@ -88,6 +90,16 @@ const CHUNK_TOKENS = Number(args['chunk-tokens']);
 const PG_URL = args['pg-url'];
 /** pgvector only: after the main measurement, recall@10 and store.search latency at each `hnsw.ef_search` (the URI's `ef_search`). */
 const PG_EF_SEARCH = (args['pg-ef-search'] ?? '').split(',').filter((v) => v !== '').map((v) => z.coerce.number().int().min(1).max(1_000).parse(v));
+/**
+ * pgvector only, from 100,000 rows: after the main measurement, the HNSW index rebuilt with each
+ * `m:ef_construction` build (the URI's hnsw_m, hnsw_ef_construction), its build time, and recall@10
+ * and store.search latency at each `--pg-ef-search` (Shoal's default ef_search when none).
+ */
+const PG_HNSW = (args['pg-hnsw'] ?? '').split(',').filter((v) => v !== '').map((v) => {
+  const [m, efConstruction] = v.split(':').map((n) => z.coerce.number().int().min(2).max(1_000).parse(n));
+  if (m === undefined || efConstruction === undefined) throw new Error(`--pg-hnsw takes m:ef_construction pairs, not ${v}`);
+  return { m, efConstruction };
+});
 const PG_MAX_ROWS = Number(args['pg-max-rows'] ?? (PG_URL === undefined ? 10_000 : Number.POSITIVE_INFINITY));
 const NOISE = z.enum(['shaped', 'isotropic']).parse(args.noise);
 const K = 10;
@@ -214,7 +226,7 @@ interface Build {
 }
 
 /** Writes the first `rows` rows through the store (commit calls of COMMIT_ROWS, one state per source), then optimize(). */
-async function build(store: Store, backend: string, rows: number, real: RealSet, centroids: Int32Array, vectors: Float32Array): Promise<Build> {
+async function build(store: Store, backend: string, uri: string, rows: number, real: RealSet, centroids: Int32Array, vectors: Float32Array): Promise<Build> {
   const spec: TableSpec = { dimension: real.dim, distance: 'cosine', vectorType: 'float32', optionalColumns: [], metadata: { model: MODEL, pipeline: 'bench-search-scale' } };
   const ingestedAt = new Date().toISOString();
   const started = performance.now();
@@ -234,7 +246,7 @@ async function build(store: Store, backend: string, rows: number, real: RealSet,
   const written = performance.now();
   await store.optimize();
   const done = performance.now();
-  const index = rows < INDEX_MIN_ROWS ? 'none (exact scan)' : backend === 'lancedb' ? 'IVF-PQ (4-d PQ codes, √rows partitions; nprobes 40, refine 4)' : `HNSW (pgvector's m 16, ef_construction 64; ef_search ${DEFAULT_EF_SEARCH}, Shoal's default)`;
+  const index = rows < INDEX_MIN_ROWS ? 'none (exact scan)' : backend === 'lancedb' ? 'IVF-PQ (4-d PQ codes, √rows partitions; nprobes 40, refine 4)' : `HNSW (m ${hnswOf(uri).m}, ef_construction ${hnswOf(uri).efConstruction}; ef_search ${DEFAULT_EF_SEARCH}, Shoal's default)`;
   return { writeSeconds: round1((written - started) / 1000), indexSeconds: round1((done - written) / 1000), index };
 }
 
@@ -288,8 +300,24 @@ interface EfSearchPoint {
   p99: number;
 }
 
+/** One HNSW build of `--pg-hnsw`: its time and its recall/latency per ef_search. */
+interface HnswPoint {
+  m: number;
+  efConstruction: number;
+  buildSeconds: number;
+  efSearch: EfSearchPoint[];
+}
+
+/** The HNSW build parameters an index URI asks for (pgvector's defaults where it says none). */
+function hnswOf(uri: string): { m: number; efConstruction: number } {
+  const query = new URLSearchParams(uri.split('?')[1] ?? '');
+  return { m: Number(query.get('hnsw_m') ?? DEFAULT_HNSW_BUILD.m), efConstruction: Number(query.get('hnsw_ef_construction') ?? DEFAULT_HNSW_BUILD.efConstruction) };
+}
+
 interface Measured {
   backend: string;
+  /** pgvector with `--pg-hnsw`: the index rebuilt with each build, measured per ef_search. */
+  hnsw?: HnswPoint[];
   /** pgvector with `--pg-ef-search`: recall and store.search latency per ef_search. */
   efSearch?: EfSearchPoint[];
   rows: number;
@@ -307,7 +335,7 @@ async function measure(engine: InferenceEngine, backend: string, uri: string, ro
   const app = benchGateway(engine, { indexes: { bench: uri } });
   try {
     console.log(`${backend} ${rows} rows: building (load ${load().join(' ')})`);
-    const built = await build(store, backend, rows, real, centroids, vectors);
+    const built = await build(store, backend, uri, rows, real, centroids, vectors);
     console.log(`  write ${built.writeSeconds} s, index ${built.indexSeconds} s (${built.index})`);
 
     const truths = queryVectors.map((query) => new Set(exactTopK(vectors, norms, rows, real.dim, query, K).map((row) => chunkRow(row, real, centroids, vectors, '').id)));
@@ -321,9 +349,10 @@ async function measure(engine: InferenceEngine, backend: string, uri: string, ro
     };
     const recallAt10 = await recallOf(store);
     console.log(`  recall@10 ${recallAt10} over ${queryVectors.length} queries`);
-    const efSearch: EfSearchPoint[] = [];
-    if (backend === 'pgvector' && rows >= INDEX_MIN_ROWS) {
-      for (const ef of PG_EF_SEARCH) {
+    /** Recall@10 and store.search p50/p99 (the second of two passes) at each ef_search. */
+    const sweep = async (efs: readonly number[]): Promise<EfSearchPoint[]> => {
+      const points: EfSearchPoint[] = [];
+      for (const ef of efs) {
         const { store: tuned } = openIndexUri(`${uri}&ef_search=${ef}`);
         try {
           const recall = await recallOf(tuned);
@@ -336,10 +365,30 @@ async function measure(engine: InferenceEngine, backend: string, uri: string, ro
             }
           }
           const point = { efSearch: ef, recallAt10: recall, p50: round1(percentile(times, 50)), p99: round1(percentile(times, 99)) };
-          efSearch.push(point);
+          points.push(point);
           console.log(`  ef_search ${ef}: recall@10 ${point.recallAt10}, store.search p50 ${point.p50} p99 ${point.p99} ms`);
         } finally {
           await tuned.close();
+        }
+      }
+      return points;
+    };
+    const indexed = backend === 'pgvector' && rows >= INDEX_MIN_ROWS;
+    const efSearch = indexed ? await sweep(PG_EF_SEARCH) : [];
+    const hnsw: HnswPoint[] = [];
+    if (indexed) {
+      const names = pgTableNames(new URLSearchParams(uri.split('?')[1] ?? '').get('table') ?? 'chunks');
+      for (const { m, efConstruction } of PG_HNSW) {
+        await withServer(uri, (client) => client.query(`DROP INDEX IF EXISTS ${names.hnsw}`));
+        const { store: rebuilt } = openIndexUri(`${uri}&hnsw_m=${m}&hnsw_ef_construction=${efConstruction}`);
+        try {
+          const started = performance.now();
+          await rebuilt.optimize();
+          const buildSeconds = round1((performance.now() - started) / 1000);
+          console.log(`  HNSW m ${m}, ef_construction ${efConstruction}: built in ${buildSeconds} s`);
+          hnsw.push({ m, efConstruction, buildSeconds, efSearch: await sweep(PG_EF_SEARCH.length > 0 ? PG_EF_SEARCH : [DEFAULT_EF_SEARCH]) });
+        } finally {
+          await rebuilt.close();
         }
       }
     }
@@ -392,7 +441,7 @@ async function measure(engine: InferenceEngine, backend: string, uri: string, ro
       console.log(`  round ${round + 1}: ${Object.entries(perRound).map(([name, rounds]) => `${name} p50 ${rounds.at(-1)?.p50} p99 ${rounds.at(-1)?.p99}${failedCount(rounds.at(-1)?.failures) > 0 ? ` (${failedCount(rounds.at(-1)?.failures)} failed)` : ''}`).join('; ')} (load ${load()[0]})`);
     }
     const latency = Object.fromEntries(Object.entries(perRound).map(([name, rounds]) => [name, { p50: round1(median(rounds.map((r) => r.p50))), p99: round1(median(rounds.map((r) => r.p99))), failed: rounds.reduce((sum, r) => sum + failedCount(r.failures), 0), rounds }]));
-    return { backend, rows, real: Math.min(rows, real.chunks.length), build: built, recallAt10, ...(efSearch.length === 0 ? {} : { efSearch }), recallQueries: queryVectors.length, latency, load: load() };
+    return { backend, rows, real: Math.min(rows, real.chunks.length), build: built, recallAt10, ...(efSearch.length === 0 ? {} : { efSearch }), ...(hnsw.length === 0 ? {} : { hnsw }), recallQueries: queryVectors.length, latency, load: load() };
   } finally {
     await app.close();
     await store.close();
@@ -459,6 +508,15 @@ function markdown(results: readonly Measured[], synthetic: string): string {
     '',
     `Synthetic rows: ${synthetic}`,
   ];
+  const rebuilt = results.filter((m) => m.hnsw !== undefined);
+  if (rebuilt.length > 0) {
+    lines.push('', '| store | rows | HNSW m | ef_construction | build s | ef_search | recall@10 | store.search p50 / p99 ms |', '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+    for (const m of rebuilt) {
+      for (const build of m.hnsw ?? []) {
+        for (const point of build.efSearch) lines.push(`| pgvector | ${m.rows.toLocaleString('en-US')} | ${build.m} | ${build.efConstruction} | ${build.buildSeconds} | ${point.efSearch} | ${point.recallAt10} | ${point.p50} / ${point.p99} |`);
+      }
+    }
+  }
   return lines.join('\n');
 }
 

@@ -71,8 +71,6 @@ export class ParseTaskConsumer implements Lifecycle {
   readonly #shutdown = new AbortController();
   #loop: Promise<void> | null = null;
   #stopping = false;
-  /** Tasks acked unanswered: no coordinator queued their document for them (taskStanding). */
-  dropped = 0;
 
   constructor(options: ParseConsumerOptions) {
     this.#options = options;
@@ -175,7 +173,6 @@ export class ParseTaskConsumer implements Lifecycle {
 
   /** A task no coordinator waits for (its document's status names another task, or none): acked unanswered. */
   #dropped(task: ParseTask, standing: 'foreign' | 'unqueued'): void {
-    this.dropped += 1;
     const why = standing === 'unqueued' ? 'no coordinator queued its document' : "its document's status names another task";
     this.#options.logger?.warn({ run: task.run_id, doc: task.doc, standing }, `dropped a parse task: ${why} (published under the run id by someone else, or by an earlier coordinator of the run)`);
   }
