@@ -148,15 +148,24 @@ describe.skipIf(!natsServerAvailable())(`forgery over NATS ${natsServerAvailable
       const dlq = await topology.jsm.streams.info(topology.names.deadLetterStream, { subjects_filter: names.deadLetterSubject });
       expect(dlq.state.messages).toBe(0);
     };
-    return { ingest, statuses, runId, definition, sources, publishForgeries, check };
+    /** Runs `body` with the victim's index open, then closes it and the coordinator. */
+    const withVictimIndex = async (body: (sink: LanceDbStore) => Promise<void>): Promise<void> => {
+      const sink = new LanceDbStore({ dir: join(root, index) });
+      try {
+        await body(sink);
+      } finally {
+        await sink.close();
+        await ingest.close();
+      }
+    };
+    return { ingest, statuses, runId, definition, sources, publishForgeries, check, withVictimIndex };
   }
 
   it('parse tasks pre-published under a victim run id: the attacker text is never indexed, no victim document fails', async () => {
     const prefix = uniquePrefix('forgedparse');
-    const { ingest, statuses, runId, definition, sources, publishForgeries, check } = await victimAndForgeries(prefix, 'victim');
+    const { ingest, statuses, runId, definition, sources, publishForgeries, check, withVictimIndex } = await victimAndForgeries(prefix, 'victim');
     await publishForgeries();
-    const sink = new LanceDbStore({ dir: join(root, 'victim') });
-    try {
+    await withVictimIndex(async (sink) => {
       const running = ingest.run({ runId, definition, sink, index: 'victim' }, sources);
       running.catch(() => undefined);
       // The victim's tasks are published (its documents queued) behind the attacker's before any parse worker runs.
@@ -170,26 +179,17 @@ describe.skipIf(!natsServerAvailable())(`forgery over NATS ${natsServerAvailable
         { doc: 0, standing: 'foreign' },
         { doc: 1, standing: 'foreign' },
       ]);
-    } finally {
-      await sink.close();
-      await ingest.close();
-    }
+    });
   }, 90_000);
 
   it('parse tasks published under a run id before its run exists are dropped, and the run then completes', async () => {
     const prefix = uniquePrefix('forgedearly');
-    const { ingest, runId, definition, sources, publishForgeries, check } = await victimAndForgeries(prefix, 'early');
+    const { ingest, runId, definition, sources, publishForgeries, check, withVictimIndex } = await victimAndForgeries(prefix, 'early');
     const worker = await parseWorker(prefix);
     await publishForgeries();
     await eventually(async () => expect(worker.dropped()).toHaveLength(2), 30_000);
     expect(worker.dropped().map((drop) => drop.standing)).toEqual(['unqueued', 'unqueued']);
-    const sink = new LanceDbStore({ dir: join(root, 'early') });
-    try {
-      await check(await ingest.run({ runId, definition, sink, index: 'early' }, sources));
-    } finally {
-      await sink.close();
-      await ingest.close();
-    }
+    await withVictimIndex(async (sink) => check(await ingest.run({ runId, definition, sink, index: 'early' }, sources)));
   }, 90_000);
 
   it('an answer is written only over the queued status of its own task (compare-and-set)', async () => {

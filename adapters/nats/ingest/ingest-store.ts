@@ -221,14 +221,19 @@ export class IngestStatusStore {
     }
   }
 
-  async #get<T>(key: string, parse: (value: unknown) => T): Promise<T | null> {
+  /** The key's value (parsed) with its KV revision, null when it has none. */
+  async #entry<T>(key: string, parse: (value: unknown) => T): Promise<{ value: T; revision: number } | null> {
     let entry: KvEntry | null;
     try {
       entry = await this.#kv.get(key);
     } catch (error) {
       throw toNatsShoalError(error, `read ingest status ${key}`);
     }
-    return entry === null || entry.operation !== 'PUT' ? null : decodeEntry(entry, parse);
+    return entry === null || entry.operation !== 'PUT' ? null : { value: decodeEntry(entry, parse), revision: entry.revision };
+  }
+
+  async #get<T>(key: string, parse: (value: unknown) => T): Promise<T | null> {
+    return (await this.#entry(key, parse))?.value ?? null;
   }
 
   async #put(key: string, value: unknown): Promise<void> {
@@ -249,14 +254,8 @@ export class IngestStatusStore {
 
   /** The document's status with its KV revision (for compare-and-set), null when it has none. */
   async documentEntry(run: string, doc: number): Promise<DocumentEntry | null> {
-    const key = docKey(run, doc);
-    let entry: KvEntry | null;
-    try {
-      entry = await this.#kv.get(key);
-    } catch (error) {
-      throw toNatsShoalError(error, `read ingest status ${key}`);
-    }
-    return entry === null || entry.operation !== 'PUT' ? null : { status: decodeEntry(entry, parseDocument), revision: entry.revision };
+    const found = await this.#entry(docKey(run, doc), parseDocument);
+    return found === null ? null : { status: found.value, revision: found.revision };
   }
 
   /** Compare-and-set write of a document's status at `revision`: false when it is no longer the latest. */
@@ -271,14 +270,8 @@ export class IngestStatusStore {
 
   /** The run's status with its KV revision (for compare-and-set), null when it has none. */
   async runEntry(run: string): Promise<RunEntry | null> {
-    const key = runKey(run);
-    let entry: KvEntry | null;
-    try {
-      entry = await this.#kv.get(key);
-    } catch (error) {
-      throw toNatsShoalError(error, `read ingest status ${key}`);
-    }
-    return entry === null || entry.operation !== 'PUT' ? null : { status: decodeEntry(entry, parseRun), revision: entry.revision };
+    const found = await this.#entry(runKey(run), parseRun);
+    return found === null ? null : { status: found.value, revision: found.revision };
   }
 
   /**
