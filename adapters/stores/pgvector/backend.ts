@@ -30,7 +30,11 @@ const postgresParts = onFirstUse(() =>
     hnsw_ef_construction: z.coerce.number().int().min(4).max(1_000).optional(),
     /** Milliseconds a query may wait for its answer before it fails UNAVAILABLE (index builds excepted). */
     query_timeout: z.coerce.number().int().min(100).max(86_400_000).optional(),
-  }),
+  }).refine(
+    // pgvector refuses the index otherwise, at the end of the run that fills the table: said when the URI is read.
+    (parts) => (parts.hnsw_ef_construction ?? DEFAULT_HNSW_BUILD.efConstruction) >= 2 * (parts.hnsw_m ?? DEFAULT_HNSW_BUILD.m),
+    { path: ['hnsw_ef_construction'], message: `must be at least twice hnsw_m (pgvector's defaults: m ${DEFAULT_HNSW_BUILD.m}, ef_construction ${DEFAULT_HNSW_BUILD.efConstruction})` },
+  ),
 );
 
 /** The client's connection: the URI's parts, its password or PGPASSWORD, and TLS as `sslmode` (or PGSSLMODE) asks. */
@@ -78,12 +82,6 @@ export const pgvectorBackend = {
       ...params,
     }, FORM);
     const table = parts.table ?? parsePart(tableNamePart(), context.fallbackTable, 'table');
-    const m = parts.hnsw_m ?? DEFAULT_HNSW_BUILD.m;
-    const efConstruction = parts.hnsw_ef_construction ?? DEFAULT_HNSW_BUILD.efConstruction;
-    // pgvector refuses the index otherwise, at the end of the run that fills the table: said now.
-    if (efConstruction < 2 * m) {
-      throw new ShoalError(ErrorCode.CONFIG_INVALID, `hnsw_ef_construction (${efConstruction}) must be at least twice hnsw_m (${m}) in ${redactUri(uri)}`, { details: { field: 'hnsw_ef_construction' } });
-    }
     const connection = pgConnection(parts, context.credentials);
     const options = {
       connection,

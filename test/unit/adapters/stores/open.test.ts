@@ -37,7 +37,8 @@ describe('openStore', () => {
     for (const m of ['1', '101', 'x']) expect(refused(`postgres://u@h/db?hnsw_m=${m}`), m).toMatchObject({ code: ErrorCode.INVALID_INPUT, message: expect.stringContaining('hnsw_m') });
     expect(refused('postgres://u@h/db?hnsw_ef_construction=1001')).toMatchObject({ code: ErrorCode.INVALID_INPUT, message: expect.stringContaining('hnsw_ef_construction') });
     // pgvector's own rule (ef_construction ≥ 2 × m), refused when the URI is read, not when the index is built at the end of a run.
-    expect(refused('postgres://u:secret@h/db?hnsw_m=48')).toMatchObject({ code: ErrorCode.CONFIG_INVALID, message: expect.stringContaining('hnsw_ef_construction (64) must be at least twice hnsw_m (48)') });
+    expect(refused('postgres://u:secret@h/db?hnsw_m=48')).toMatchObject({ code: ErrorCode.INVALID_INPUT, message: expect.stringContaining('hnsw_ef_construction: must be at least twice hnsw_m') });
+    expect(refused('postgres://u@h/db?hnsw_m=24&hnsw_ef_construction=40')).toMatchObject({ code: ErrorCode.INVALID_INPUT, message: expect.stringContaining('hnsw_ef_construction') });
     expect(String((refused('postgres://u:secret@h/db?hnsw_m=48') as Error).message)).not.toContain('secret');
     expect(openIndexUri('postgres://u@h/db?hnsw_m=24&hnsw_ef_construction=200')).toMatchObject({ backend: 'pgvector' });
     expect(refused('chroma://key:secret@h:8000/c')).toMatchObject({ code: ErrorCode.INVALID_INPUT, message: expect.stringContaining('CHROMA_API_KEY') });
