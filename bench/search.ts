@@ -246,7 +246,8 @@ async function build(store: Store, backend: string, uri: string, rows: number, r
   const written = performance.now();
   await store.optimize();
   const done = performance.now();
-  const index = rows < INDEX_MIN_ROWS ? 'none (exact scan)' : backend === 'lancedb' ? 'IVF-PQ (4-d PQ codes, √rows partitions; nprobes 40, refine 4)' : `HNSW (m ${hnswOf(uri).m}, ef_construction ${hnswOf(uri).efConstruction}; ef_search ${DEFAULT_EF_SEARCH}, Shoal's default)`;
+  const hnsw = hnswOf(uri);
+  const index = rows < INDEX_MIN_ROWS ? 'none (exact scan)' : backend === 'lancedb' ? 'IVF-PQ (4-d PQ codes, √rows partitions; nprobes 40, refine 4)' : `HNSW (m ${hnsw.m}, ef_construction ${hnsw.efConstruction}; ef_search ${DEFAULT_EF_SEARCH}, Shoal's default)`;
   return { writeSeconds: round1((written - started) / 1000), indexSeconds: round1((done - written) / 1000), index };
 }
 

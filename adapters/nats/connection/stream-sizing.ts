@@ -152,16 +152,13 @@ export async function createAutoSized(jsm: JetStreamManager, spec: StreamSpec, s
     try {
       await jsm.streams.add({ ...spec, max_bytes: probe });
     } catch (error) {
-      if (isConcurrentCreate(error)) {
-        // Another service created it a moment ago: it keeps the size it was given.
-        const made = await existingBytes(jsm, spec.name);
-        if (made !== null) return made;
-        throw toNatsShoalError(error, `create stream ${spec.name}`);
-      }
-      if (!isNoRoom(error)) throw toNatsShoalError(error, `create stream ${spec.name}`);
-      // Refused: nothing was created, unless another service made it in the meantime.
+      const raced = isConcurrentCreate(error);
+      if (!raced && !isNoRoom(error)) throw toNatsShoalError(error, `create stream ${spec.name}`);
+      // Another service created it a moment ago (it keeps the size it was given), or no room and nothing was created.
       const made = await existingBytes(jsm, spec.name);
       if (made !== null) return made;
+      // Not there after all: the subjects overlap another stream of someone else's.
+      if (raced) throw toNatsShoalError(error, `create stream ${spec.name}`);
       continue;
     }
     if (probe !== bytes) {

@@ -14,8 +14,8 @@ import type { Topology } from '../connection/topology.js';
 
 /**
  * The coordinator's side of remote parsing: stores a document's bytes in the object store,
- * records it `queued` for its task (parse-task-standing.ts), publishes its parse task (message id `<run>.<doc>`, so a re-publish adds
- * nothing), then follows the document statuses workers write and reads back the stored pages.
+ * records it `queued` for its task (parse-task-standing.ts), publishes its parse task (message id
+ * `<run>.<doc>.<token>`: parseTaskMessageId, so a re-publish adds nothing), then follows the document statuses workers write and reads back the stored pages.
  * The run's own status is the run lease's (pipelines/documents/run-lease.ts), written by compare-and-set.
  */
 

@@ -135,7 +135,7 @@ export class ParseTaskConsumer implements Lifecycle {
     }
     const task = parsed.data;
     const check = parseTaskCheck(task);
-    const standing = taskStanding((await status.documentEntry(task.run_id, task.doc))?.status ?? null, task);
+    const standing = taskStanding(await status.document(task.run_id, task.doc), task);
     // Answered already (a lost ack), or no task its run queued (forged, superseded): nothing to parse.
     if (standing !== 'open') {
       if (standing !== 'answered') this.#dropped(task, standing);

@@ -42,8 +42,9 @@ const MAX_ANSWER_ATTEMPTS = 8;
 export async function writeAnswer(store: IngestStatusStore, task: Pick<ParseTask, 'run_id' | 'doc' | 'token' | 'document_id'>, answer: DocumentStatus): Promise<'written' | Exclude<TaskStanding, 'open'>> {
   for (let attempt = 0; attempt < MAX_ANSWER_ATTEMPTS; attempt++) {
     const entry = await store.documentEntry(task.run_id, task.doc);
-    const standing = taskStanding(entry?.status ?? null, task);
-    if (entry === null || standing !== 'open') return standing === 'open' ? 'unqueued' : standing;
+    if (entry === null) return 'unqueued';
+    const standing = taskStanding(entry.status, task);
+    if (standing !== 'open') return standing;
     if (await store.updateDocument(answer, entry.revision)) return 'written';
   }
   throw new ShoalError(ErrorCode.UNAVAILABLE, `the status of document ${task.doc} of ingest run ${task.run_id} kept changing while a parse worker answered it; the task is retried`);

@@ -83,6 +83,8 @@ export const pgvectorBackend = {
     }, FORM);
     const table = parts.table ?? parsePart(tableNamePart(), context.fallbackTable, 'table');
     const connection = pgConnection(parts, context.credentials);
+    // The URI's own timeout, else the one every server store reads (SHOAL_STORE_TIMEOUT_MS).
+    const queryTimeoutMs = parts.query_timeout ?? context.credentials.storeTimeoutMs;
     const options = {
       connection,
       table: checkTableName(table),
@@ -90,7 +92,7 @@ export const pgvectorBackend = {
       ...(parts.ef_search === undefined ? {} : { efSearch: parts.ef_search }),
       ...(parts.hnsw_m === undefined ? {} : { hnswM: parts.hnsw_m }),
       ...(parts.hnsw_ef_construction === undefined ? {} : { hnswEfConstruction: parts.hnsw_ef_construction }),
-      ...(parts.query_timeout === undefined ? (context.credentials.storeTimeoutMs === undefined ? {} : { queryTimeoutMs: context.credentials.storeTimeoutMs }) : { queryTimeoutMs: parts.query_timeout }),
+      ...(queryTimeoutMs === undefined ? {} : { queryTimeoutMs }),
     };
     return {
       backend: 'pgvector',

@@ -62,7 +62,7 @@ function classify(error: unknown, what: string): ShoalError {
   const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : '';
   const message = error instanceof Error ? error.message : String(error);
   const transient = /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|EAI_AGAIN|57P0[123]|08\d\d\d|53300|40001|40P01)$/.test(code) ||
-    /Connection terminated|timeout exceeded|connection ended|Client has encountered a connection error|Query read timeout/i.test(message);
+    /Connection terminated|timeout exceeded|connection ended|Client has encountered a connection error/i.test(message) || readTimedOut(error);
   // Refused credentials, a missing database or an unknown host will not heal by waiting.
   const misconfigured = /^(28\d\d\d|28P01|3D000|ENOTFOUND)$/.test(code);
   const kind = transient ? ErrorCode.UNAVAILABLE : misconfigured ? ErrorCode.CONFIG_INVALID : ErrorCode.INTERNAL;
