@@ -38,6 +38,9 @@ function deferred(): Deferred {
   return { promise, resolve, reject };
 }
 
+/** What the reader uses of the coordinator's parse-task client (tests stand in for NATS with it). */
+export type ParseTaskPort = Pick<ParseTaskClient, 'parseWorkerSeen' | 'submit' | 'watch' | 'pages' | 'forget' | 'putDocument'>;
+
 /** How a run notices that no worker takes its parse tasks (parse-watchdog.ts). */
 export interface ParseWaitOptions {
   /** @default 5000 */
@@ -61,7 +64,7 @@ interface Published {
 }
 
 export class RemoteParseReader implements DocumentReader {
-  readonly #client: ParseTaskClient;
+  readonly #client: ParseTaskPort;
   readonly #runId: string;
   readonly #settings: ParseTaskSettings;
   readonly #published = new Map<string, Published>();
@@ -85,7 +88,7 @@ export class RemoteParseReader implements DocumentReader {
   ignored = 0;
   readonly #onWarning: ((message: string) => void) | undefined;
 
-  constructor(client: ParseTaskClient, runId: string, settings: ParseTaskSettings, wait: ParseWaitOptions = {}) {
+  constructor(client: ParseTaskPort, runId: string, settings: ParseTaskSettings, wait: ParseWaitOptions = {}) {
     this.#client = client;
     this.#runId = runId;
     this.#settings = settings;
