@@ -58,6 +58,19 @@ export function minServed<T>(states: Iterable<ModelState<T>>): number {
 }
 
 /**
+ * Whether an interactive batch may run on the model's primary session: it is idle, a concurrent
+ * slot is free, and — when the model has an interactive session (then busy with the batch before)
+ * — no bulk work of the model is waiting or being prepared. So queries that pile up (a search
+ * gateway under concurrent clients) run two batches at once, one per session, and use the cores
+ * the interactive session leaves idle (it has half of them); a lone query keeps the interactive
+ * session, whose threads run at normal OS priority (the primary's run at `bulkNice`).
+ */
+export function primaryFreeForQueries<T>(state: ModelState<T>, states: Iterable<ModelState<T>>, limits: OrderLimits): boolean {
+  if (state.primaryInFlight > 0 || busyWorkers(states) >= limits.maxConcurrentBatches) return false;
+  return state.model.interactive === null || (state.queue.bulkSize === 0 && state.preparing === 0);
+}
+
+/**
  * A bulk batch may start on an idle primary session if a slot is free, or be queued one batch
  * ahead of the running one (so the model thread never waits for the next batch) — unless the
  * model serves recent interactive traffic on its primary session, which must then wait behind at

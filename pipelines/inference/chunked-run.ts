@@ -80,7 +80,7 @@ export class ChunkedRunner {
   async #submitChunks(model: ModelLease['model'], items: PrepItem[], run: Execution, signal: AbortSignal): Promise<ChunkedRun> {
     const prepared: Prepared[] = [];
     const parts: Promise<ItemOutput[]>[] = [];
-    const done = this.#scheduler.preparing(model);
+    const done = this.#scheduler.preparing(model, run.lane);
     try {
       for (let start = 0; start < items.length; ) {
         throwIfAborted(signal);

@@ -43,6 +43,8 @@ export const DEFAULT_SCHEDULER_OPTIONS: SchedulerOptions = Object.freeze({
 export interface BatchEvent {
   model: string;
   lane: Priority;
+  /** The session that ran it: the model's primary one, or its interactive one. */
+  session: 'primary' | 'interactive';
   items: number;
   realTokens: number;
   paddedTokens: number;

@@ -3,7 +3,7 @@ import type { Priority } from '../../adapters/protocol/requests.js';
 import { preparedCost, type ItemOutput } from '../../adapters/models/family.js';
 import type { ModelWorker } from '../../adapters/model-threads/model-worker.js';
 import { adaptedBudget, initialBudget } from './batch-budget.js';
-import { bulkFillWaitMs, busyWorkers, minServed, nextBulkModel, type ModelState } from './batch-order.js';
+import { bulkFillWaitMs, minServed, nextBulkModel, primaryFreeForQueries, type ModelState } from './batch-order.js';
 import type { LoadedModel } from './loaded-model.js';
 import { QueueCapacity } from './queue-capacity.js';
 import { newRequest, optionsKey, type RequestState, type Submission, type WorkItem } from './scheduled-request.js';
@@ -65,8 +65,13 @@ export class Scheduler {
     return this.#capacity.waitForRoom(items, signal);
   }
 
-  /** Declares that items of `model` are being prepared (bulk batches may wait briefly for them). */
-  preparing(model: LoadedModel): () => void {
+  /**
+   * Declares that bulk items of `model` are being prepared: its bulk batches may wait briefly for
+   * them, and its primary session is kept for them instead of serving queries. Interactive
+   * preparations are not counted (no bulk item comes of them).
+   */
+  preparing(model: LoadedModel, lane: Priority = 'bulk'): () => void {
+    if (lane === 'interactive') return () => undefined;
     const state = this.#state(model);
     state.preparing++;
     let done = false;
@@ -192,9 +197,16 @@ export class Scheduler {
       if (state.queue.interactiveSize === 0) continue;
       const dedicated = state.model.interactive;
       if (dedicated !== null && !state.interactiveBusy) {
-        const batch = state.queue.cutInteractive(this.#cutOptions(state));
+        const options = this.#cutOptions(state);
+        // With the primary session free for queries too, the interactive one (half the cores) takes
+        // a third of those waiting and the primary the rest, so neither idles while the other runs a
+        // long batch alone.
+        const share = primaryFreeForQueries(state, this.#models.values(), this.#options) ? Math.max(1, Math.floor(state.queue.interactiveSize / 3)) : options.maxBatchItems;
+        const batch = state.queue.cutInteractive({ ...options, maxBatchItems: Math.min(options.maxBatchItems, share) });
         if (batch !== null) this.#start(state, batch, 'interactive', dedicated);
-      } else if (dedicated === null && state.primaryInFlight === 0 && busyWorkers(this.#models.values()) < this.#options.maxConcurrentBatches) {
+      }
+      // Queries left over (the interactive session is busy, or there is none) take the primary session when no bulk work needs it.
+      if (state.queue.interactiveSize > 0 && primaryFreeForQueries(state, this.#models.values(), this.#options)) {
         const batch = state.queue.cutInteractive(this.#cutOptions(state));
         if (batch !== null) this.#start(state, batch, 'interactive', state.model.worker);
       }
@@ -278,7 +290,7 @@ export class Scheduler {
           state.interactiveBusy = false;
         }
         if (lane === 'bulk') this.#adapt(state, padded, runMs);
-        const event: BatchEvent = { model: state.name, lane, items: items.length, realTokens, paddedTokens: padded, runMs, queueMs };
+        const event: BatchEvent = { model: state.name, lane, session: usesPrimary ? 'primary' : 'interactive', items: items.length, realTokens, paddedTokens: padded, runMs, queueMs };
         if (failure !== undefined) event.error = failure;
         this.#options.hooks?.onBatch?.(event);
         this.#pump();

@@ -221,3 +221,74 @@ describe('Scheduler with a reused AbortSignal', () => {
     expect(removed).toHaveLength(20);
   });
 });
+
+describe('Scheduler with an interactive session', () => {
+  // A second pool loads the same fixture again: its worker stands in for the model's interactive session.
+  let queryPool: ModelPool;
+  let queryLease: ModelLease;
+  let model: LoadedModel;
+
+  beforeAll(async () => {
+    queryPool = new ModelPool({
+      resolve: (name) => prep.describe(name, join(FIXTURES_DIR, 'models', name), {}),
+      runtime: resolveRuntimeOptions({ intraOpThreads: 1 }),
+      budgetBytes: 4e9,
+      predict: async () => 1e6,
+    });
+    queryLease = await queryPool.acquire('tiny-bert-mean');
+    model = { ...bert, name: 'tiny-bert-mean+query-session', interactive: queryLease.model.worker };
+  });
+
+  afterAll(async () => {
+    queryLease.release();
+    await queryPool.close();
+  });
+
+  const query = async (s: Scheduler, text: string) => s.submit({ model, lane: 'interactive', items: await prepare(model, [text]), options: { outputs: ['dense'] } });
+
+  it('runs a lone query on the interactive session, and queries that pile up on the idle primary session beside it', async () => {
+    const events: BatchEvent[] = [];
+    const s = scheduler({}, events);
+    const [alone] = await query(s, 'hello the');
+    expect(events.map((e) => e.session)).toEqual(['interactive']);
+    events.length = 0;
+    // Interactive preparations do not hold the primary session back (no bulk item comes of them).
+    const preparingQuery = s.preparing(model, 'interactive');
+    const prepared = await Promise.all(['hello', 'the hello', 'hello the hello', 'the'].map((text) => prepare(model, [text])));
+    const answers = prepared.map((items) => s.submit({ model, lane: 'interactive', items, options: { outputs: ['dense'] } }));
+    // Both sessions work at once: the first query on the interactive session, the second on the primary one.
+    expect(s.runningBatches).toBe(2);
+    preparingQuery();
+    const outputs = await Promise.all(answers);
+    expect(new Set(events.map((e) => e.session))).toEqual(new Set(['primary', 'interactive']));
+    expect(events.reduce((sum, e) => sum + e.items, 0)).toBe(4);
+    // The same model on either session: the same vector as each query encoded alone.
+    const reference = await Promise.all(prepared.map((items) => bert.worker.run(items, { outputs: ['dense'] })));
+    outputs.forEach(([output], i) => {
+      const single = reference[i]?.outputs[0]?.dense ?? [];
+      expect(single.length).toBeGreaterThan(0);
+      single.forEach((v, k) => expect(Math.abs(v - (output?.dense?.[k] ?? NaN))).toBeLessThan(1e-5));
+    });
+    expect(alone?.dense?.length).toBe(outputs[0]?.[0]?.dense?.length);
+  });
+
+  it('leaves the primary session to bulk work that is queued, being prepared or running', async () => {
+    const events: BatchEvent[] = [];
+    const s = scheduler({ maxWaitMs: 50 }, events);
+    const preparingBulk = s.preparing(model);
+    const pending = await Promise.all(['hello', 'the hello'].map((text) => prepare(model, [text])));
+    const piled = pending.map((items) => s.submit({ model, lane: 'interactive', items, options: { outputs: ['dense'] } }));
+    // The second query waits for the interactive session: the primary one is kept for the bulk work being prepared.
+    expect(s.runningBatches).toBe(1);
+    await Promise.all(piled);
+    expect(events.map((e) => e.session)).toEqual(['interactive', 'interactive']);
+    preparingBulk();
+    events.length = 0;
+    const bulk = s.submit({ model, lane: 'bulk', items: await prepare(model, texts(200)), options: { outputs: ['dense'] } });
+    await query(s, 'the hello');
+    await bulk;
+    const queries = events.filter((e) => e.lane === 'interactive');
+    expect(queries.map((e) => e.session)).toEqual(['interactive']);
+    expect(events.filter((e) => e.lane === 'bulk').every((e) => e.session === 'primary')).toBe(true);
+  });
+});
