@@ -90,6 +90,11 @@ export class ShoalMetrics {
     labelNames: ['state'] as const,
     registers: [this.registry],
   });
+  readonly documentBatchesStalled = new Counter({
+    name: 'shoal_document_batches_stalled_total',
+    help: 'Batches of document jobs a documents worker gave up after no progress for SHOAL_DOCUMENTS_STALL_MS (their jobs handed back for another delivery)',
+    registers: [this.registry],
+  });
   readonly classifyChunks = new Counter({
     name: 'shoal_classify_chunks_total',
     help: 'Classification-job messages a classify worker handled, by outcome (counted: classified and counted, repeat: done before, failed: its run failed, retry: handed back)',

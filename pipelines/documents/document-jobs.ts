@@ -22,6 +22,7 @@ import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
 import type { Lifecycle } from '../../adapters/protocol/lifecycle.js';
 import type { Store } from '../../adapters/stores/store.js';
 import type { PipelineDefinition } from './definition.js';
+import { BatchProgress, DEFAULT_STALL_MS } from './batch-progress.js';
 import { capParseSettings, type ParseLimits } from './parse-limits.js';
 import { ParserCache } from './parser-cache.js';
 import { IngestRunner, type DocumentOutcome } from './runner.js';
@@ -74,12 +75,26 @@ export interface DocumentJobsOptions {
   logger?: Logger;
   /** Counts ended documents by state (shoal_documents_total). */
   onEnded?: (state: DocumentEvent['state']) => void;
+  /**
+   * A batch showing no progress this long (batch-progress.ts says what counts) has its jobs handed
+   * back for another delivery and its slot freed (SHOAL_DOCUMENTS_STALL_MS); 0 never.
+   * @default 3600000
+   */
+  stallMs?: number;
+  /** Counts batches given up as stalled (shoal_document_batches_stalled_total). */
+  onStalled?: () => void;
 }
 
 const FETCH_EXPIRES_MS = 1000;
 const ERROR_PAUSE_MS = 500;
 /** How long a batch that failed on infrastructure (an index or the model workers unreachable) waits before its jobs come back. */
 const RETRY_DELAY_MS = 5000;
+/**
+ * Stalled batches whose work has not returned, past which the worker takes no more jobs until
+ * one does: each holds its documents in memory, and a worker whose batches keep stalling is
+ * broken in a way more jobs will not mend (the log says so; a restart frees them).
+ */
+const MAX_STALLED_BATCHES = 4;
 
 interface Job {
   msg: JsMsg;
@@ -114,6 +129,15 @@ export class DocumentJobs implements Lifecycle {
   readonly #shutdown = new AbortController();
   readonly #parsers: ParserCache;
   readonly #definitions = new Map<string, Promise<PipelineDefinition>>();
+  /** Batches given up as stalled whose work has not returned yet (its slot is free; see MAX_STALLED_BATCHES). */
+  readonly #stalled = new Set<Promise<void>>();
+  /** The progress clocks of the documents being worked on, by source: a parsed page touches its batch's. */
+  readonly #clocks = new Map<string, Set<BatchProgress>>();
+  /** Resolves when the worker stops (drain or close): the pull loop's wait for a free slot ends with it. */
+  #markStopped: () => void = () => undefined;
+  readonly #stopped = new Promise<void>((resolve) => {
+    this.#markStopped = resolve;
+  });
   #loops: Promise<void>[] = [];
   #stopping = false;
   #next = 0;
@@ -124,7 +148,7 @@ export class DocumentJobs implements Lifecycle {
     this.#topology = topology;
     this.#ledger = ledger;
     setMaxListeners(0, this.#shutdown.signal);
-    this.#parsers = new ParserCache(options.engine, options.limits ?? {}, this.#shutdown.signal);
+    this.#parsers = new ParserCache(options.engine, options.limits ?? {}, this.#shutdown.signal, { onPage: ({ source }) => this.#clocks.get(source)?.forEach((clock) => clock.touch()) });
   }
 
   static async start(options: DocumentJobsOptions): Promise<DocumentJobs> {
@@ -147,8 +171,8 @@ export class DocumentJobs implements Lifecycle {
     const { pipelines } = this.#options;
     let turn = 0;
     while (!this.#stopping) {
-      if (this.#inFlight.size >= batches) {
-        await Promise.race(this.#inFlight);
+      if (this.#inFlight.size >= batches || this.#stalled.size >= MAX_STALLED_BATCHES) {
+        await Promise.race([...this.#inFlight, ...this.#stalled, this.#stopped]);
         continue;
       }
       const pipeline = pipelines[turn++ % pipelines.length];
@@ -172,11 +196,19 @@ export class DocumentJobs implements Lifecycle {
 
   #dispatch(messages: JsMsg[]): void {
     const ackWaitMs = this.#options.ackWaitMs ?? 60_000;
+    const stallMs = this.#options.stallMs ?? DEFAULT_STALL_MS;
+    const progress = new BatchProgress();
+    const stop = new AbortController();
     const keepAlive = setInterval(() => {
+      if (stallMs > 0 && progress.idleMs() > stallMs) {
+        this.#giveUp(messages, work, stop, stallMs);
+        clearInterval(keepAlive);
+        return;
+      }
       for (const msg of messages) if (this.#held.has(msg)) msg.working();
-    }, Math.max(200, Math.floor(ackWaitMs / 3)));
+    }, Math.max(200, Math.floor((stallMs > 0 ? Math.min(ackWaitMs, stallMs) : ackWaitMs) / 3)));
     for (const msg of messages) this.#held.add(msg);
-    const work = this.#batch(messages)
+    const work: Promise<void> = this.#batch(messages, progress, stop.signal)
       .catch((error: unknown) => {
         // Only NATS failures while settling reach here: the jobs are redelivered after the ack wait.
         this.#options.logger?.error({ err: String(error) }, 'handling document jobs failed');
@@ -185,8 +217,29 @@ export class DocumentJobs implements Lifecycle {
         clearInterval(keepAlive);
         for (const msg of messages) this.#held.delete(msg);
         this.#inFlight.delete(work);
+        this.#stalled.delete(work);
       });
     this.#inFlight.add(work);
+  }
+
+  /**
+   * A batch that showed no progress for the stall limit: its jobs go back to the queue as another
+   * delivery (so a document that stalls every worker fails TIMEOUT after SHOAL_MAX_DELIVER of them,
+   * dead-lettered), its runs are told to stop, and its slot is freed for new jobs. Its work is not
+   * waited for: whatever it waits on may never answer. If it does finish later, what it ended is
+   * recorded once (the ledger answers the redelivered job with that outcome).
+   */
+  #giveUp(messages: readonly JsMsg[], work: Promise<void>, stop: AbortController, stallMs: number): void {
+    const handed = messages.filter((msg) => this.#held.delete(msg));
+    for (const msg of handed) msg.nak(RETRY_DELAY_MS);
+    stop.abort(new ShoalError(ErrorCode.TIMEOUT, `the batch showed no progress for ${stallMs} ms`));
+    this.#inFlight.delete(work);
+    this.#stalled.add(work);
+    this.#options.onStalled?.();
+    this.#options.logger?.error(
+      { documents: handed.length, stallMs, stalledBatches: this.#stalled.size },
+      `a batch of ${handed.length} document job(s) showed no progress for ${Math.round(stallMs / 1000)} s (something it waits on does not answer: an index, the model workers, a source); its jobs are handed back for another delivery (a document that stalls every time fails TIMEOUT after SHOAL_MAX_DELIVER deliveries) and the worker goes on with new jobs${this.#stalled.size >= MAX_STALLED_BATCHES ? `; ${this.#stalled.size} stalled batches still hold their work, so this worker takes no more jobs until one returns: restart it` : ''} (limit: SHOAL_DOCUMENTS_STALL_MS)`,
+    );
   }
 
   /** Run announcements (`<prefix>.runs.open`): recorded in the run's status, which may end the run. */
@@ -262,7 +315,7 @@ export class DocumentJobs implements Lifecycle {
     return recorded;
   }
 
-  async #batch(messages: JsMsg[]): Promise<void> {
+  async #batch(messages: JsMsg[], progress: BatchProgress, signal: AbortSignal): Promise<void> {
     const jobs: Job[] = [];
     for (const msg of messages) {
       const decoded = decodeJson(msg.data);
@@ -322,7 +375,7 @@ export class DocumentJobs implements Lifecycle {
       lanes.set(key, lane);
     }
     for (const job of later) job.msg.nak(1000);
-    const results = await Promise.allSettled([...lanes.values()].map((lane) => this.#lane(lane)));
+    const results = await Promise.allSettled([...lanes.values()].map((lane) => this.#lane(lane, progress, signal)));
     for (const result of results) if (result.status === 'fulfilled') ended.push(...result.value);
     await this.#count(ended);
     await Promise.all(ended.map((job) => job.msg.ackAck().catch((error: unknown) => this.#options.logger?.warn({ err: String(error), run: job.job.run_id, doc: job.job.doc }, 'ack of a document job failed; it will be redelivered and answered from the ledger'))));
@@ -371,8 +424,26 @@ export class DocumentJobs implements Lifecycle {
     };
   }
 
-  /** Runs one lane (one pipeline and index) through the runner; returns the jobs it ended. */
-  async #lane(lane: readonly Job[]): Promise<Job[]> {
+  /** Runs one lane (one pipeline and index) through the runner, its progress on the batch's clock; returns the jobs it ended. */
+  async #lane(lane: readonly Job[], progress: BatchProgress, signal: AbortSignal): Promise<Job[]> {
+    const first = lane[0];
+    if (first === undefined) return [];
+    for (const job of lane) {
+      const clocks = this.#clocks.get(job.source) ?? new Set<BatchProgress>();
+      this.#clocks.set(job.source, clocks.add(progress));
+    }
+    try {
+      return await this.#runLane(lane, progress, signal);
+    } finally {
+      for (const job of lane) {
+        const clocks = this.#clocks.get(job.source);
+        clocks?.delete(progress);
+        if (clocks?.size === 0) this.#clocks.delete(job.source);
+      }
+    }
+  }
+
+  async #runLane(lane: readonly Job[], progress: BatchProgress, signal: AbortSignal): Promise<Job[]> {
     const first = lane[0];
     if (first === undefined) return [];
     const { pipeline, index } = first.job;
@@ -392,13 +463,19 @@ export class DocumentJobs implements Lifecycle {
     // Redone after a kill: a document whose intent this run recorded and whose state the index now holds was committed by this run.
     const redone = lane.filter((job) => job.msg.info.deliveryCount + priorDeliveries(job.msg.headers) > 1);
     const intents = new Map(await Promise.all(redone.map(async (job) => [job.source, await withNatsRetry(`read the intent of ${job.job.run_id}/${job.job.doc}`, () => this.#ledger.intent(job.job.run_id, job.job.doc))] as const)));
+    const touch = (): void => progress.touch();
     const runner = new IngestRunner({
       definition,
-      engine: new JobsEngine(this.#options.rpc, this.#options.jobs, { jobPrefix: `d${randomBytes(8).toString('hex')}${(this.#next++).toString(36)}` }),
+      engine: new JobsEngine(this.#options.rpc, this.#options.jobs, { jobPrefix: `d${randomBytes(8).toString('hex')}${(this.#next++).toString(36)}`, onProgress: touch }),
       sink,
       reader: this.#parsers.get(definition.stages.parse),
       tableMetadata: {},
+      signal,
+      onProgress: touch,
+      onStage: touch,
+      onIndexing: (running) => progress.indexing(running),
       beforeCommit: async (states) => {
+        touch();
         await Promise.all(
           states.map((state) => {
             const job = bySource.get(state.source);
@@ -406,7 +483,10 @@ export class DocumentJobs implements Lifecycle {
           }),
         );
       },
-      onOutcome: (outcome) => outcomes.push(outcome),
+      onOutcome: (outcome) => {
+        touch();
+        outcomes.push(outcome);
+      },
     });
     try {
       await runner.run(lane.map((job) => this.#pending(job, definition)));
@@ -447,6 +527,7 @@ export class DocumentJobs implements Lifecycle {
   /** Stops pulling and finishes the batches in flight. */
   async drain(): Promise<void> {
     this.#stopping = true;
+    this.#markStopped();
     await Promise.all(this.#loops);
     while (this.#inFlight.size > 0) await Promise.all([...this.#inFlight]);
     await this.#parsers.close();
@@ -461,6 +542,7 @@ export class DocumentJobs implements Lifecycle {
   async close(): Promise<void> {
     this.#shutdown.abort();
     this.#stopping = true;
+    this.#markStopped();
     const held = [...this.#held];
     this.#held.clear();
     await Promise.all(

@@ -1,4 +1,5 @@
 import type { Engine } from '../../adapters/protocol/engine.js';
+import type { ParseOptions } from './document.js';
 import { DocumentParser } from './parse.js';
 import { capParseSettings, type ParseLimits } from './parse-limits.js';
 import type { ParseTaskSettings } from '../../adapters/protocol/ingest.js';
@@ -14,13 +15,16 @@ export class ParserCache {
   readonly #limits: Partial<ParseLimits>;
   readonly #signal: AbortSignal;
   readonly #max: number;
+  readonly #onPage: ParseOptions['onPage'];
   readonly #parsers = new Map<string, DocumentParser>();
 
-  constructor(engine: Engine, limits: Partial<ParseLimits>, signal: AbortSignal, max = 4) {
+  /** `onPage` is told of every page any of the parsers reads (a documents worker's progress). */
+  constructor(engine: Engine, limits: Partial<ParseLimits>, signal: AbortSignal, options: { max?: number; onPage?: ParseOptions['onPage'] } = {}) {
     this.#engine = engine;
     this.#limits = limits;
     this.#signal = signal;
-    this.#max = max;
+    this.#max = options.max ?? 4;
+    this.#onPage = options.onPage;
   }
 
   /** The parser of `requested` (a parse task's settings, or a pipeline's parse stage); furniture absent is kept, as before the option. */
@@ -34,7 +38,7 @@ export class ParserCache {
         if (oldestKey !== undefined) this.#parsers.delete(oldestKey);
         void oldest?.close();
       }
-      parser = new DocumentParser(this.#engine, { ...settings, furniture: settings.furniture ?? 'keep', signal: this.#signal });
+      parser = new DocumentParser(this.#engine, { ...settings, furniture: settings.furniture ?? 'keep', signal: this.#signal, ...(this.#onPage === undefined ? {} : { onPage: this.#onPage }) });
       this.#parsers.set(key, parser);
     }
     return parser;

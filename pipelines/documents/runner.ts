@@ -74,6 +74,12 @@ export interface IngestRunOptions {
   beforeCommit?: (states: readonly DocumentState[]) => Promise<void> | void;
   /** Called once per document as it ends: committed (after its commit), unchanged or failed. */
   onOutcome?: (outcome: DocumentOutcome) => void;
+  /**
+   * Called with true as the run's closing `optimize()` starts and false when it ends: the index
+   * build it may start (a table crossing 100,000 rows) can take many minutes without any other
+   * sign of progress, which a caller watching for stalls (document-jobs.ts) does not count.
+   */
+  onIndexing?: (indexing: boolean) => void;
 }
 
 /** How one document of a run ended (IngestRunOptions.onOutcome). */
@@ -230,7 +236,12 @@ export class IngestRunner {
       throw error;
     }
     const optimizing = performance.now();
-    await this.#options.sink.optimize();
+    this.#options.onIndexing?.(true);
+    try {
+      await this.#options.sink.optimize();
+    } finally {
+      this.#options.onIndexing?.(false);
+    }
     this.#stage('write', optimizing);
   }
 

@@ -80,8 +80,9 @@ export class DocumentsRole implements Lifecycle {
       ackWaitMs: config.consumer.ackWaitMs,
       maxDeliver: config.consumer.maxDeliver,
       limits: config.parseLimits,
+      stallMs: config.documentStallMs,
       logger,
-      ...(options.metrics === undefined ? {} : { onEnded: (state: string) => options.metrics?.documentsEnded.inc({ state }) }),
+      ...(options.metrics === undefined ? {} : { onEnded: (state: string) => options.metrics?.documentsEnded.inc({ state }), onStalled: () => options.metrics?.documentBatchesStalled.inc() }),
     });
     logger.info({ pipelines: config.documentPipelines, indexes: Object.keys(config.indexes) }, 'documents role started');
     return new DocumentsRole(jobs, rpc, sinks);

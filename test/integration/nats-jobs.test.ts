@@ -56,8 +56,12 @@ describe.skipIf(!natsServerAvailable())(`NATS jobs ${natsServerAvailable() ? '' 
     expect(submitted.parts).toBe(4);
     expect(submitted.items).toBe(10);
 
-    const status = await jobs.wait(submitted.job_id, { timeoutMs: 30_000 });
+    // Each status seen on the way is told (a documents worker's progress clock): parts done only grow, the last is the answer.
+    const seen: number[] = [];
+    const status = await jobs.wait(submitted.job_id, { timeoutMs: 30_000, onStatus: (update) => seen.push(update.parts_done) });
     expect(status).toMatchObject({ state: 'completed', parts: 4, parts_done: 4, parts_failed: 0, items: 10, errors: [] });
+    expect(seen.at(-1)).toBe(4);
+    expect(seen).toEqual([...seen].sort((a, b) => a - b));
 
     const results = [];
     for await (const part of jobs.results(submitted.job_id)) results.push(part);

@@ -1,8 +1,8 @@
-import { createServer, connect, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { openIndexUri } from '../../adapters/stores/open.js';
 import type { Store } from '../../adapters/stores/store.js';
+import { startFreezingRelay, type FreezingRelay } from '../helpers/freezing-relay.js';
 import { startPgliteServer, type PgliteServerHandle } from '../helpers/pglite-server.js';
 import { unitVectors } from '../helpers/seeded-vectors.js';
 
@@ -19,47 +19,14 @@ import { unitVectors } from '../helpers/seeded-vectors.js';
 const DIMENSION = 8;
 const QUERY_TIMEOUT_MS = 800;
 
-/** A TCP relay to `port` that can stop passing the server's bytes back (the connections stay open). */
-async function startRelay(port: number): Promise<{ url: (path: string) => string; freeze: () => void; thaw: () => void; stop: () => Promise<void> }> {
-  let frozen = false;
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((client) => {
-    const upstream = connect(port, '127.0.0.1');
-    sockets.add(client).add(upstream);
-    client.on('data', (chunk) => upstream.write(chunk));
-    // While frozen the server's answers are dropped: the client waits as on a lost reply.
-    upstream.on('data', (chunk) => {
-      if (!frozen) client.write(chunk);
-    });
-    const close = (): void => {
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on('close', close).on('error', close);
-    upstream.on('close', close).on('error', close);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('no relay port');
-  return {
-    url: (path) => `postgres://postgres@127.0.0.1:${address.port}/postgres${path}`,
-    freeze: () => (frozen = true),
-    thaw: () => (frozen = false),
-    stop: async () => {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
-
 describe('pgvector: a query whose answer never comes fails UNAVAILABLE after query_timeout', () => {
   let postgres: PgliteServerHandle;
-  let relay: Awaited<ReturnType<typeof startRelay>>;
+  let relay: FreezingRelay;
   let store: Store;
 
   beforeAll(async () => {
     postgres = await startPgliteServer();
-    relay = await startRelay(postgres.port);
+    relay = await startFreezingRelay(postgres.port);
     // One attempt per call (the store's outage retries would only repeat the wait here).
     store = openIndexUri(relay.url(`?table=unanswered&query_timeout=${QUERY_TIMEOUT_MS}`), { retry: { maxElapsedMs: 0 } }).store;
     await store.prepare({ dimension: DIMENSION, distance: 'cosine', optionalColumns: [], metadata: { model: 'encoder' } });

@@ -91,6 +91,8 @@ export interface WaitOptions {
   /** Fail with TIMEOUT after this long. */
   timeoutMs?: number;
   signal?: AbortSignal;
+  /** Told each status seen while waiting (a part finished, a state changed): progress, for a caller watching for stalls. */
+  onStatus?: (status: JobStatus) => void;
 }
 
 /** A part's result with `result` filled in (read from the store when the message held a reference). */
@@ -240,6 +242,7 @@ export class JobsClient implements JobsApi {
     try {
       for await (const status of this.#status.watch(jobId, signal)) {
         last = status;
+        options.onStatus?.(status);
         if (TERMINAL_STATES.has(status.state)) return status;
         if (status.deadline_at !== undefined && Date.parse(status.deadline_at) <= Date.now()) void this.#status.expireIfOverdue(jobId, this.#submitTimeoutMs).catch(() => undefined);
       }

@@ -30,6 +30,8 @@ export interface JobsEngineOptions {
    * worker answers: one restarting after a crash). @default 120000
    */
   retryForMs?: number;
+  /** Told whenever a job this engine waits on reports progress (its status changed: a part done). */
+  onProgress?: () => void;
 }
 
 const DEFAULT_RETRY_FOR_MS = 120_000;
@@ -64,7 +66,7 @@ export class JobsEngine implements Engine {
     // outlive a brief NATS outage (a broker restart): retried for a bounded time, not failed.
     const retry = { ...(options.signal === undefined ? {} : { signal: options.signal }) };
     await withNatsRetry(`submit ${primitive} job ${jobId}`, () => this.#jobs.submit(submission), retry);
-    const status = await withNatsRetry(`wait for ${primitive} job ${jobId}`, () => this.#jobs.wait(jobId, { timeoutMs: this.#options.timeoutMs ?? 24 * 3_600_000, ...(options.signal === undefined ? {} : { signal: options.signal }) }), retry);
+    const status = await withNatsRetry(`wait for ${primitive} job ${jobId}`, () => this.#jobs.wait(jobId, { timeoutMs: this.#options.timeoutMs ?? 24 * 3_600_000, ...(options.signal === undefined ? {} : { signal: options.signal }), ...(this.#options.onProgress === undefined ? {} : { onStatus: this.#options.onProgress }) }), retry);
     if (status.state !== 'completed') {
       const first = status.errors[0];
       const code = first?.code ?? ErrorCode.INFERENCE_FAILED;
