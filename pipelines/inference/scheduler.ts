@@ -197,12 +197,7 @@ export class Scheduler {
       if (state.queue.interactiveSize === 0) continue;
       const dedicated = state.model.interactive;
       if (dedicated !== null && !state.interactiveBusy) {
-        const options = this.#cutOptions(state);
-        // With the primary session free for queries too, the interactive one (half the cores) takes
-        // a third of those waiting and the primary the rest, so neither idles while the other runs a
-        // long batch alone.
-        const share = primaryFreeForQueries(state, this.#models.values(), this.#options) ? Math.max(1, Math.floor(state.queue.interactiveSize / 3)) : options.maxBatchItems;
-        const batch = state.queue.cutInteractive({ ...options, maxBatchItems: Math.min(options.maxBatchItems, share) });
+        const batch = state.queue.cutInteractive(this.#cutOptions(state));
         if (batch !== null) this.#start(state, batch, 'interactive', dedicated);
       }
       // Queries left over (the interactive session is busy, or there is none) take the primary session when no bulk work needs it.
