@@ -11,7 +11,7 @@ export const lancedbBackend = {
   schemes: ['lancedb'],
   bareFolder: true,
   forms: ['a folder', 'lancedb://DIR[?table=T]'],
-  summary: 'LanceDB in a local folder (embedded, the default): IVF-PQ past 100k rows, BM25 full-text index',
+  summary: 'LanceDB in a local folder (embedded, the default): IVF-PQ past 20k rows, BM25 full-text index',
   capabilities: { search: 'ann', fullText: true, metadataFilters: true, sizes: true, embedded: true },
   settings: {},
   parse(uri, context): IndexRef {

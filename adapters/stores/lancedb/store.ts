@@ -26,10 +26,14 @@ import { winnerRows } from './winners.js';
 /** Rows in one mergeInsert: bounds memory and keeps each write one LanceDB version. */
 const UPSERT_BATCH_ROWS = 4_096;
 /**
- * An ANN index (IVF-PQ) pays off only on large tables; below this a flat scan answers within
- * milliseconds (10k x 384 in ~17 ms), and IVF-PQ training needs enough rows per partition anyway.
+ * Rows from which the table gets its IVF-PQ index. LanceDB's flat scan costs about 2.5 ms per
+ * 1,000 rows of 384-d cosine vectors on 2 cores (store.search p50: 42 ms at 10k rows, 66 ms at
+ * 20k, 141 ms at 50k, 252 ms at 99k), while the index answered in 17-27 ms at every size measured
+ * with recall@10 1.0 (bench/lance-index-threshold.ts, docs/benchmarks.md). Its build costs about
+ * 1.1 s per 1,000 rows once (24 s at 20k), so below 20k, where the scan still answers within tens
+ * of milliseconds, none is built; IVF-PQ training also wants a few hundred rows per partition.
  */
-export const VECTOR_INDEX_MIN_ROWS = 100_000;
+export const VECTOR_INDEX_MIN_ROWS = 20_000;
 
 const META_PREFIX = 'shoal.';
 
