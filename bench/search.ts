@@ -5,8 +5,9 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { z } from 'zod';
 import { pgTableNames } from '../adapters/stores/pgvector/sql.js';
-import { DEFAULT_EF_SEARCH } from '../adapters/stores/pgvector/store.js';
+import { DEFAULT_EF_SEARCH, HNSW_INDEX_MIN_ROWS } from '../adapters/stores/pgvector/store.js';
 import { DEFAULT_HNSW_BUILD } from '../adapters/stores/pgvector/hnsw-defaults.js';
+import { VECTOR_INDEX_MIN_ROWS } from '../adapters/stores/lancedb/store.js';
 import { openIndexUri } from '../adapters/stores/open.js';
 import type { ChunkRow, DocumentState, Store, TableSpec } from '../adapters/stores/store.js';
 import { chunkPages, engineTokenCounter } from '../pipelines/documents/chunk.js';
@@ -109,7 +110,6 @@ const RERANKER = resolve(join(SHARED_DIR, 'conformance', 'bert-cross-encoder'));
 const SEED = 41;
 /** Rows per commit call: one synthetic "document" each, so a commit deletes stale rows of one source only. */
 const COMMIT_ROWS = 20_000;
-const INDEX_MIN_ROWS = 100_000;
 
 const Doc = z.looseObject({ _id: z.string(), title: z.string(), text: z.string() });
 const Claim = z.looseObject({ text: z.string() });
@@ -247,7 +247,8 @@ async function build(store: Store, backend: string, uri: string, rows: number, r
   await store.optimize();
   const done = performance.now();
   const hnsw = hnswOf(uri);
-  const index = rows < INDEX_MIN_ROWS ? 'none (exact scan)' : backend === 'lancedb' ? 'IVF-PQ (4-d PQ codes, √rows partitions; nprobes 40, refine 4)' : `HNSW (m ${hnsw.m}, ef_construction ${hnsw.efConstruction}; ef_search ${DEFAULT_EF_SEARCH}, Shoal's default)`;
+  // Each store's own threshold (LanceDB builds from 20k rows, pgvector from 100k), as the table was built.
+  const index = rows < (backend === 'lancedb' ? VECTOR_INDEX_MIN_ROWS : HNSW_INDEX_MIN_ROWS) ? 'none (exact scan)' : backend === 'lancedb' ? 'IVF-PQ (4-d PQ codes, √rows partitions; nprobes 40, refine 4)' : `HNSW (m ${hnsw.m}, ef_construction ${hnsw.efConstruction}; ef_search ${DEFAULT_EF_SEARCH}, Shoal's default)`;
   return { writeSeconds: round1((written - started) / 1000), indexSeconds: round1((done - written) / 1000), index };
 }
 
@@ -374,7 +375,7 @@ async function measure(engine: InferenceEngine, backend: string, uri: string, ro
       }
       return points;
     };
-    const indexed = backend === 'pgvector' && rows >= INDEX_MIN_ROWS;
+    const indexed = backend === 'pgvector' && rows >= HNSW_INDEX_MIN_ROWS;
     const efSearch = indexed ? await sweep(PG_EF_SEARCH) : [];
     const hnsw: HnswPoint[] = [];
     if (indexed) {

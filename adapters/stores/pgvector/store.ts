@@ -32,7 +32,7 @@ export interface PgVectorStoreOptions {
   table?: string;
   /** Rows per INSERT statement. @default 500 */
   batchRows?: number;
-  /** Rows from which `optimize()` builds the HNSW index (below, an exact scan, as LanceDB). @default 100_000 */
+  /** Rows from which `optimize()` builds the HNSW index (below, an exact scan). @default HNSW_INDEX_MIN_ROWS */
   vectorIndexMinRows?: number;
   /** Pool size. @default 4 */
   maxConnections?: number;
@@ -50,6 +50,9 @@ export interface PgVectorStoreOptions {
   /** Milliseconds a query may wait for its answer (index builds excepted: pool.ts). @default DEFAULT_QUERY_TIMEOUT_MS */
   queryTimeoutMs?: number;
 }
+
+/** Rows from which the HNSW index is built at the end of a run: pgvector's exact scan answers below (not measured against the index under 100k rows here). */
+export const HNSW_INDEX_MIN_ROWS = 100_000;
 
 /**
  * HNSW candidate list per search when the URI sets none (`ef_search=`). 400, as Chroma's here: on
@@ -80,7 +83,7 @@ export class PgVectorStore implements Store {
     this.#table = checkTableName(options.table ?? 'chunks');
     this.#t = sql.pgTableNames(this.#table);
     this.#batchRows = options.batchRows ?? 500;
-    this.#vectorIndexMinRows = options.vectorIndexMinRows ?? 100_000;
+    this.#vectorIndexMinRows = options.vectorIndexMinRows ?? HNSW_INDEX_MIN_ROWS;
     this.#efSearch = options.efSearch ?? DEFAULT_EF_SEARCH;
     this.#hnswBuild = { m: options.hnswM ?? DEFAULT_HNSW_BUILD.m, efConstruction: options.hnswEfConstruction ?? DEFAULT_HNSW_BUILD.efConstruction };
     const { connection } = options;
