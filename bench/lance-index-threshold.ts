@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -9,6 +9,7 @@ import { encodeDense } from '../pipelines/documents/stages/encode.js';
 import { InferenceEngine } from '../pipelines/inference/engine.js';
 import { engineOptionsFromEnv } from '../services/settings/engine-settings.js';
 import { BENCH_MODEL, DATA_DIR } from './lib/corpora.js';
+import { readRealChunks } from './lib/real-chunks-cache.js';
 import { percentile, printTable, writeResult, type Row } from './lib/report.js';
 import { exactTopK, inverseNorms, meanNearestCosine, seededRandom, shapedVectors } from './lib/vector-sets.js';
 
@@ -42,19 +43,17 @@ const QUERIES = z.coerce.number().int().positive().parse(args.queries);
 const K = 10;
 const SEED = 7;
 const COMMIT_ROWS = 20_000;
+/** The chunk size of the cached chunks (bench/search.ts's default `--chunk-tokens`). */
+const CHUNK_TOKENS = 128;
 
-const CachedChunks = z.array(z.looseObject({ text: z.string() }));
 const Claim = z.looseObject({ text: z.string() });
 
 function realRows(): { texts: string[]; vectors: Float32Array; dim: number } {
-  const base = args.cache === undefined ? undefined : join(args.cache, `scifact-${REAL}-128`);
-  if (base === undefined || !existsSync(`${base}.f32`)) {
+  const cached = args.cache === undefined ? null : readRealChunks(args.cache, REAL, CHUNK_TOKENS);
+  if (cached === null) {
     throw new Error(`no encoded SciFact chunks: run \`npx tsx bench/search.ts --rows 10000 --backends lancedb --rounds 1 --real ${REAL} --cache DIR\` once, then pass --cache DIR`);
   }
-  const texts = CachedChunks.parse(JSON.parse(readFileSync(`${base}.json`, 'utf8'))).map((chunk) => chunk.text);
-  const bytes = readFileSync(`${base}.f32`);
-  const vectors = new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4).slice();
-  return { texts, vectors, dim: vectors.length / texts.length };
+  return { texts: cached.chunks.map((chunk) => chunk.text), vectors: cached.vectors, dim: cached.dim };
 }
 
 interface Measured {

@@ -19,6 +19,7 @@ import { startPgliteServer, type PgliteServerHandle } from '../test/helpers/pgli
 import { BENCH_MODEL, DATA_DIR, SHARED_DIR } from './lib/corpora.js';
 import { benchGateway } from './lib/gateway.js';
 import { machine, percentile, printTable, type Row } from './lib/report.js';
+import { readRealChunks, writeRealChunks, type RealChunk } from './lib/real-chunks-cache.js';
 import { clusteredVectors, exactTopK, inverseNorms, meanNearestCosine, seededRandom, shapedVectors } from './lib/vector-sets.js';
 
 /**
@@ -127,15 +128,6 @@ const round1 = (value: number): number => Math.round(value * 10) / 10;
 const round3 = (value: number): number => Math.round(value * 1000) / 1000;
 const load = (): number[] => loadavg().map((value) => round1(value));
 
-interface RealChunk {
-  id: string;
-  documentId: string;
-  chunk: number;
-  text: string;
-  start: number;
-  end: number;
-}
-
 interface RealSet {
   chunks: RealChunk[];
   vectors: Float32Array;
@@ -144,17 +136,12 @@ interface RealSet {
   tokens: number;
 }
 
-const CachedChunks = z.array(z.object({ id: z.string(), documentId: z.string(), chunk: z.number(), text: z.string(), start: z.number(), end: z.number() }));
-
 /** SciFact abstracts chunked and encoded (role document) by the engine; read from `--cache` when an earlier run left them. */
 async function realSet(engine: InferenceEngine): Promise<RealSet> {
-  const cacheKey = `scifact-${REAL_WANTED}-${CHUNK_TOKENS}`;
-  if (args.cache !== undefined && existsSync(join(args.cache, `${cacheKey}.f32`))) {
-    const chunks = CachedChunks.parse(JSON.parse(readFileSync(join(args.cache, `${cacheKey}.json`), 'utf8')));
-    const bytes = readFileSync(join(args.cache, `${cacheKey}.f32`));
-    const vectors = new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4).slice();
-    console.log(`real rows: ${chunks.length} from the cache ${args.cache}`);
-    return { chunks, vectors, dim: vectors.length / chunks.length, encodeSeconds: Number.NaN, tokens: Number.NaN };
+  const cached = args.cache === undefined ? null : readRealChunks(args.cache, REAL_WANTED, CHUNK_TOKENS);
+  if (cached !== null) {
+    console.log(`real rows: ${cached.chunks.length} from the cache ${args.cache}`);
+    return { ...cached, encodeSeconds: Number.NaN, tokens: Number.NaN };
   }
   const count = engineTokenCounter(engine, MODEL);
   const chunks: RealChunk[] = [];
@@ -175,11 +162,7 @@ async function realSet(engine: InferenceEngine): Promise<RealSet> {
   const vectors = new Float32Array(chunks.length * dim);
   encoded.forEach((vector, at) => vectors.set(vector, at * dim));
   console.log(`real rows: ${chunks.length} SciFact chunks (${tokens} tokens) encoded in ${encodeSeconds.toFixed(1)} s`);
-  if (args.cache !== undefined) {
-    mkdirSync(args.cache, { recursive: true });
-    writeFileSync(join(args.cache, `${cacheKey}.json`), JSON.stringify(chunks));
-    writeFileSync(join(args.cache, `${cacheKey}.f32`), vectors);
-  }
+  if (args.cache !== undefined) writeRealChunks(args.cache, REAL_WANTED, CHUNK_TOKENS, chunks, vectors);
   return { chunks, vectors, dim, encodeSeconds, tokens };
 }
 
