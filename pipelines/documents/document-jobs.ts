@@ -426,8 +426,6 @@ export class DocumentJobs implements Lifecycle {
 
   /** Runs one lane (one pipeline and index) through the runner, its progress on the batch's clock; returns the jobs it ended. */
   async #lane(lane: readonly Job[], progress: BatchProgress, signal: AbortSignal): Promise<Job[]> {
-    const first = lane[0];
-    if (first === undefined) return [];
     for (const job of lane) {
       const clocks = this.#clocks.get(job.source) ?? new Set<BatchProgress>();
       this.#clocks.set(job.source, clocks.add(progress));

@@ -76,7 +76,7 @@ export interface IngestRunOptions {
   onOutcome?: (outcome: DocumentOutcome) => void;
   /**
    * Called with true as the run's closing `optimize()` starts and false when it ends: the index
-   * build it may start (a table crossing 100,000 rows) can take many minutes without any other
+   * build it may start (a table crossing its store's index threshold; at a million rows one statement) can take many minutes without any other
    * sign of progress, which a caller watching for stalls (document-jobs.ts) does not count.
    */
   onIndexing?: (indexing: boolean) => void;

@@ -63,7 +63,7 @@ export const WorkerConfig = z.strictObject({
   /** Pipelines the documents role serves (SHOAL_DOCUMENT_PIPELINES). @default ['documents'] */
   documentPipelines: z.array(z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'pipeline names are 1-64 characters of A-Z a-z 0-9 _ -')).min(1).max(64).default(['documents']),
   /** No progress this long gives a documents batch's jobs back (SHOAL_DOCUMENTS_STALL_MS; pipelines/documents/batch-progress.ts); 0 never. @default 3600000 */
-  documentStallMs: z.number().int().min(0).default(SETTINGS.documentsStallMs.default),
+  documentStallMs: z.number().int().min(0).default(SETTINGS.documentStallMs.default),
   /** Folder of pipeline files a document job may name (SHOAL_PIPELINES). @default none */
   pipelinesDir: z.string().min(1).nullable().default(null),
   /** Indexes a document job may name (SHOAL_INDEXES): name → folder or URI. @default none */
@@ -138,7 +138,7 @@ export function workerConfigFromEnv(from: ShoalSettings | NodeJS.ProcessEnv): Re
   const classify = settings.value('classifyRole');
   put(out, 'classify', classify === undefined ? undefined : isTrueValue(classify));
   put(out, 'documentPipelines', splitList(settings.value('documentPipelines')));
-  put(out, 'documentStallMs', wholeNumber(settings.value('documentsStallMs')));
+  put(out, 'documentStallMs', wholeNumber(settings.value('documentStallMs')));
   put(out, 'pipelinesDir', settings.value('pipelinesDir'));
   put(out, 'indexes', settings.indexes === undefined ? undefined : { ...settings.indexes });
   const parse = settings.value('parseRole');

@@ -103,6 +103,38 @@ describe('IngestRunner', () => {
     }
   });
 
+  it('tells onIndexing around the closing optimize(), even when it fails (a stall watch does not count the index build)', async () => {
+    const definition = parseDefinition({ name: 'plain', stages: { chunk: { size: 64, overlap: 0 }, encode: { model: ENCODER }, write: { index: join(dir, 'indexing') } } }, 'test');
+    const events: string[] = [];
+    let failBuild = false;
+    class RecordingStore extends LanceDbStore {
+      override async optimize(): Promise<void> {
+        events.push('optimize');
+        if (failBuild) throw new ShoalError(ErrorCode.UNAVAILABLE, 'the index build failed');
+        await super.optimize();
+      }
+    }
+    const parser = new DocumentParser(engine, { ocr: 'never' });
+    try {
+      for (const failing of [false, true]) {
+        failBuild = failing;
+        events.length = 0;
+        const sink = new RecordingStore({ dir: join(dir, 'indexing') });
+        try {
+          const runner = new IngestRunner({ definition, engine, sink, reader: parser, force: true, onOutcome: () => events.push('outcome'), onIndexing: (running) => events.push(running ? 'indexing' : 'indexed') });
+          const run = runner.run(await fileSources([dir], { include: ['*.txt'] }));
+          if (failing) await expect(run).rejects.toMatchObject({ code: ErrorCode.UNAVAILABLE });
+          else await run;
+          expect(events).toEqual(['outcome', 'outcome', 'indexing', 'optimize', 'indexed']);
+        } finally {
+          await sink.close();
+        }
+      }
+    } finally {
+      await parser.close();
+    }
+  });
+
   it('an aborted run throws CANCELLED and records no document as failed', async () => {
     const definition = parseDefinition({ name: 'plain', stages: { encode: { model: ENCODER } } }, 'test');
     const sink = new LanceDbStore({ dir: join(dir, 'aborted') });
