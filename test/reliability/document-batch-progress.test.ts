@@ -1,19 +1,19 @@
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPdf, renderPdfPage } from '../../adapters/documents/pdf-reader.js';
 import { writePdf } from '../../adapters/documents/pdf-writer.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
-import { DocumentProducer } from '../../pipelines/documents/document-producer.js';
+import type { FollowedRun } from '../../pipelines/documents/document-producer.js';
 import { DocumentParser } from '../../pipelines/documents/parse.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { resolveWorkerConfig } from '../../services/worker/config.js';
 import { ShoalWorker } from '../../services/worker/worker.js';
 import { capturingLogger } from '../helpers/capturing-logger.js';
+import { runOneDocument } from '../helpers/document-run.js';
 import { natsServerAvailable, NATS_SERVER_MISSING, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
 import { TINY_MEAN, startTestWorker, testConnection, testWorkerConfig } from '../helpers/nats-worker.js';
 
@@ -39,7 +39,6 @@ describe.skipIf(!natsServerAvailable())('a documents batch slower than the stall
   let server: NatsServerHandle;
   let root: string;
   let nc: NatsConnection;
-  let js: JetStreamClient;
   let stallMs = 0;
   let pages = 0;
   let linePng: Buffer;
@@ -100,7 +99,6 @@ describe.skipIf(!natsServerAvailable())('a documents batch slower than the stall
     });
     workers.push(await ShoalWorker.start(resolveWorkerConfig(documents), { logger: log.logger, metrics }));
     nc = await testConnection(server.url);
-    js = jetstream(nc);
   }, 120_000);
 
   afterAll(async () => {
@@ -110,16 +108,7 @@ describe.skipIf(!natsServerAvailable())('a documents batch slower than the stall
     await rm(root, { recursive: true, force: true });
   }, 30_000);
 
-  async function run(runId: string, doc: string, file: string): Promise<Awaited<ReturnType<DocumentProducer['follow']>>> {
-    const producer = await DocumentProducer.open(nc);
-    try {
-      await js.publish('shoal.documents.scan', JSON.stringify({ v: 1, run_id: runId, doc, source: { uri: `file://${file}` }, pipeline: 'scan', index: 'docs', submitted_at: new Date().toISOString() }));
-      await producer.announce(runId, 1, 'scan', 'docs');
-      return await producer.follow(runId, { signal: AbortSignal.timeout(300_000) });
-    } finally {
-      producer.close();
-    }
-  }
+  const run = (runId: string, doc: string, file: string): Promise<FollowedRun> => runOneDocument(nc, { runId, doc, source: { uri: `file://${file}` }, pipeline: 'scan', index: 'docs' }, 300_000);
 
   const stalledBatches = async (): Promise<number> => (await metrics.documentBatchesStalled.get()).values[0]?.value ?? 0;
 

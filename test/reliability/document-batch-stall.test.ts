@@ -5,10 +5,11 @@ import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
-import { DocumentProducer } from '../../pipelines/documents/document-producer.js';
+import type { FollowedRun } from '../../pipelines/documents/document-producer.js';
 import { resolveWorkerConfig } from '../../services/worker/config.js';
 import { ShoalWorker } from '../../services/worker/worker.js';
 import { capturingLogger } from '../helpers/capturing-logger.js';
+import { runOneDocument } from '../helpers/document-run.js';
 import { startFreezingRelay, type FreezingRelay } from '../helpers/freezing-relay.js';
 import { eventually, natsServerAvailable, NATS_SERVER_MISSING, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
 import { TINY_MEAN, startTestWorker, testConnection, testWorkerConfig } from '../helpers/nats-worker.js';
@@ -70,16 +71,7 @@ describe.skipIf(!natsServerAvailable())('a documents batch that stops making pro
     await rm(root, { recursive: true, force: true });
   }, 30_000);
 
-  async function run(runId: string, doc: string): Promise<Awaited<ReturnType<DocumentProducer['follow']>>> {
-    const producer = await DocumentProducer.open(nc);
-    try {
-      await js.publish('shoal.documents.tiny', JSON.stringify({ v: 1, run_id: runId, doc, source: { id: doc, text: `The text of ${doc}.` }, pipeline: 'tiny', index: 'docs', submitted_at: new Date().toISOString() }));
-      await producer.announce(runId, 1, 'tiny', 'docs');
-      return await producer.follow(runId, { signal: AbortSignal.timeout(60_000) });
-    } finally {
-      producer.close();
-    }
-  }
+  const run = (runId: string, doc: string): Promise<FollowedRun> => runOneDocument(nc, { runId, doc, source: { id: doc, text: `The text of ${doc}.` }, pipeline: 'tiny', index: 'docs' }, 60_000);
 
   const stalledBatches = async (): Promise<number> => (await metrics.documentBatchesStalled.get()).values[0]?.value ?? 0;
 
