@@ -5,7 +5,7 @@ import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SETTINGS, type SettingSpec, type SettingUser } from '../../services/settings/table.js';
 import { DISPOSITIONS } from '../../adapters/nats/jobs/part-handler.js';
-import { NATS_SERVER_MISSING, eventually, freePort, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
+import { NATS_SERVER_MISSING, eventually, freePorts, natsServerAvailable, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.js';
 import { TINY_CROSS, TINY_MEAN } from '../helpers/nats-worker.js';
 import { REPO_ROOT } from '../helpers/shared.js';
 import { CHART_DIR, GO_MISSING, isFailure, renderChart, type Manifest, type Rendered } from './chart.js';
@@ -82,7 +82,7 @@ describe.skipIf(!natsServerAvailable())(`dashboards, alert rules and KEDA querie
 
   beforeAll(async () => {
     nats = await startNatsServer();
-    const [httpPort, workerPort, sinkPort] = [await freePort(), await freePort(), await freePort()];
+    const [httpPort = 0, workerPort = 0, sinkPort = 0] = await freePorts(3);
     const gatewayUrl = `http://127.0.0.1:${httpPort}`;
     const starts = await Promise.allSettled([
       spawnShoal(['gateway', '--host', '127.0.0.1', '--port', String(httpPort), '--nats', nats.url], 'shoal gateway listening'),

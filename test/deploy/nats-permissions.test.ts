@@ -10,7 +10,7 @@ import { ingestNames } from '../../adapters/nats/ingest/ingest-store.js';
 import { FREE_STORE_SHARES, STREAM_BYTES_CEILING } from '../../adapters/nats/connection/stream-sizing.js';
 import { natsNames } from '../../adapters/protocol/subjects.js';
 import { COMPONENTS, COMPOSE_MAX_FILE_STORE_GIB, COMPOSE_NATS_CONF, passwordVariable, type Component } from '../../deploy/tools/nats-config.js';
-import { NATS_SERVER_BIN, NATS_SERVER_MISSING, freePort, natsServerAvailable } from '../helpers/nats-server.js';
+import { NATS_SERVER_BIN, NATS_SERVER_MISSING, freePorts, natsServerAvailable } from '../helpers/nats-server.js';
 import { FIXTURE_MODELS_DIR, TINY_MEAN, TINY_NER } from '../helpers/nats-worker.js';
 import { SHOAL_BIN } from '../helpers/shoal-cli.js';
 import { GO_MISSING, isFailure, renderChart } from './chart.js';
@@ -48,8 +48,7 @@ describe.skipIf(!natsServerAvailable())(`deployment processes with least-privile
 
   beforeAll(async () => {
     nats = await startShippedNats(NATS_SERVER_BIN, readFileSync(COMPOSE_NATS_CONF, 'utf8'), Object.fromEntries(COMPONENTS.map((c) => [passwordVariable(c), PASSWORDS[c]])));
-    const httpPort = await freePort();
-    const metricsPort = await freePort();
+    const [httpPort = 0, metricsPort = 0] = await freePorts(2);
     gatewayUrl = `http://127.0.0.1:${httpPort}`;
     workerMetricsUrl = `http://127.0.0.1:${metricsPort}`;
     // allSettled: whatever did start is stopped in afterAll even when another start failed.

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { freePort } from '../helpers/nats-server.js';
+import { freePorts } from '../helpers/nats-server.js';
 import { FIXTURE_MODELS_DIR, TINY_MEAN } from '../helpers/nats-worker.js';
 import { SHOAL_BIN } from '../helpers/shoal-cli.js';
 import { CLI_FROM_SOURCE } from '../helpers/cli-build.js';
@@ -203,8 +203,7 @@ export interface ConfiguredNats {
 /** A private nats-server with a configuration file (authorization), JetStream and monitoring. */
 export async function startConfiguredNats(bin: string, confText: string, env: Record<string, string>): Promise<ConfiguredNats> {
   const dir = mkdtempSync(join(tmpdir(), 'shoal-nats-conf-'));
-  const port = await freePort();
-  const monitorPort = await freePort();
+  const [port = 0, monitorPort = 0] = await freePorts(2);
   return launchNats(bin, dir, confText, ['-js', '-a', '127.0.0.1', '-p', String(port), '-m', String(monitorPort), '-sd', join(dir, 'store')], port, monitorPort, env);
 }
 
@@ -217,8 +216,7 @@ export async function startConfiguredNats(bin: string, confText: string, env: Re
  */
 export async function startShippedNats(bin: string, shippedText: string, env: Record<string, string>): Promise<ConfiguredNats> {
   const dir = mkdtempSync(join(tmpdir(), 'shoal-nats-shipped-'));
-  const port = await freePort();
-  const monitorPort = await freePort();
+  const [port = 0, monitorPort = 0] = await freePorts(2);
   const replace = (text: string, pattern: RegExp, value: string): string => {
     if (!pattern.test(text)) throw new Error(`the shipped NATS configuration has no line ${String(pattern)} to replace`);
     return text.replace(pattern, value);

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { waitExit, waitForOutput } from './child-process.js';
-import { eventually, freePort, NATS_SERVER_BIN } from './nats-server.js';
+import { eventually, freePorts, NATS_SERVER_BIN } from './nats-server.js';
 import { restartableChild, type Restartable } from './restartable.js';
 
 /**
@@ -119,7 +119,8 @@ async function startNatsClusterOnce(options: NatsClusterOptions, retryable: bool
   let formed = false;
   const formationTimeoutMs = retryable ? Math.min(FORMATION_TIMEOUT_MS, readyTimeoutMs) : readyTimeoutMs;
   const ports: Array<{ client: number; monitor: number; cluster: number }> = [];
-  for (let i = 0; i < size; i++) ports.push({ client: await freePort(), monitor: await freePort(), cluster: await freePort() });
+  const free = await freePorts(size * 3);
+  for (let i = 0; i < size; i++) ports.push({ client: free[3 * i] ?? 0, monitor: free[3 * i + 1] ?? 0, cluster: free[3 * i + 2] ?? 0 });
   const servers = ports.map((own, i): ClusterServer => {
     const name = `${clusterName}-${i}`;
     const storeDir = join(root, name);

@@ -21,17 +21,37 @@ export function natsServerAvailable(): boolean {
 
 export const NATS_SERVER_MISSING = `skipped: ${NATS_SERVER_BIN} not found (apt-get install nats-server, or set SHOAL_NATS_SERVER)`;
 
+/**
+ * `count` distinct free ports on 127.0.0.1: every listener is held open until all have their
+ * port, then closed. Two `freePort()` calls in a row can return the same port (the first is
+ * released before the second is asked for, and the kernel may hand it out again): a nats-server
+ * given it as both client and monitor port failed to start in CI ("address already in use").
+ */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers = Array.from({ length: count }, () => createServer());
+  try {
+    return await Promise.all(
+      servers.map(
+        (server) =>
+          new Promise<number>((resolve, reject) => {
+            server.unref();
+            server.on('error', reject);
+            server.listen(0, '127.0.0.1', () => {
+              const address = server.address();
+              resolve(typeof address === 'object' && address !== null ? address.port : 0);
+            });
+          }),
+      ),
+    );
+  } finally {
+    await Promise.all(servers.map((server) => new Promise<void>((resolve) => (server.listening ? server.close(() => resolve()) : resolve()))));
+  }
+}
+
 export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
+  const [port] = await freePorts(1);
+  if (port === undefined) throw new Error('no free port');
+  return port;
 }
 
 /** restart(): SIGTERM, wait for the exit, start again on the same ports and store; stop() removes the store. */
@@ -55,8 +75,7 @@ export interface NatsServerOptions {
 }
 
 export async function startNatsServer(options: NatsServerOptions = {}): Promise<NatsServerHandle> {
-  const port = await freePort();
-  const monitorPort = await freePort();
+  const [port = 0, monitorPort = 0] = await freePorts(2);
   const storeDir = mkdtempSync(join(tmpdir(), 'shoal-nats-'));
   const args = ['-js', '-a', '127.0.0.1', '-p', String(port), '-m', String(monitorPort), '-sd', storeDir];
   if (options.maxFileStore !== undefined || options.extraConfig !== undefined) {

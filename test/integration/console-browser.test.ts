@@ -1,6 +1,6 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -11,7 +11,7 @@ import { ErrorCode } from '../../adapters/protocol/errors.js';
 import { CHROMIUM_MISSING, CHROMIUM_PATH, launchChromium, paintTimes, screenshot, seriousViolations } from '../helpers/browser.js';
 import { CLI_FROM_SOURCE } from '../helpers/cli-build.js';
 import { localGateway, ScriptedEngine } from '../helpers/gateway.js';
-import { NATS_SERVER_MISSING, natsServerAvailable } from '../helpers/nats-server.js';
+import { freePort, NATS_SERVER_MISSING, natsServerAvailable } from '../helpers/nats-server.js';
 import { DATA_DIR, FIXTURES_DIR, missingReason, sharedAvailable } from '../helpers/shared.js';
 import { SHOAL_BIN } from '../helpers/shoal-cli.js';
 
@@ -46,17 +46,6 @@ function devAddress(child: ChildProcessWithoutNullStreams, stderr: () => string)
       else resolve(http);
     });
     child.once('exit', (code) => reject(new Error(`shoal dev exited with ${String(code)} before it was ready:\n${out}\n${stderr()}`)));
-  });
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
   });
 }
 

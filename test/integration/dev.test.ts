@@ -1,6 +1,5 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,7 +8,7 @@ import { connectNats } from '../../adapters/nats/connection/connection.js';
 import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
 import { EncodeResult } from '../../adapters/protocol/results.js';
 import { expectAllClose } from '../helpers/conformance.js';
-import { NATS_SERVER_MISSING, natsServerAvailable } from '../helpers/nats-server.js';
+import { freePort, NATS_SERVER_MISSING, natsServerAvailable } from '../helpers/nats-server.js';
 import { FIXTURES_DIR } from '../helpers/shared.js';
 import { SHOAL_BIN } from '../helpers/shoal-cli.js';
 import { l2Normalize, loadTinyModel, meanPool, tokenOutputs } from '../helpers/tiny-model.js';
@@ -32,18 +31,6 @@ const TEXTS = ['a dog', 'the cat sat on the mat.', 'a cat'];
 const EXPECTED = [embedding(wrap('a', 'dog')), embedding(wrap('the', 'cat', 'sat', 'on', 'the', 'mat', '.')), embedding(wrap('a', 'cat'))];
 
 const JobState = z.looseObject({ state: z.string(), parts: z.number(), parts_done: z.number(), items: z.number() });
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 function isRunning(pid: number): boolean {
   try {

@@ -3,7 +3,7 @@ import { connectNats } from '../../adapters/nats/connection/connection.js';
 import { hasErrorCode } from '../../adapters/protocol/errors.js';
 import { resolveWorkerConfig } from '../../services/worker/config.js';
 import { runWorker } from '../../services/worker/main.js';
-import { freePort } from '../helpers/nats-server.js';
+import { freePort, freePorts } from '../helpers/nats-server.js';
 import { testWorkerConfig } from '../helpers/nats-worker.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { startGateway } from '../../services/gateway/main.js';
@@ -58,8 +58,7 @@ describe('connecting to an unreachable NATS', () => {
   }, 30_000);
 
   it('a gateway answers its probes while NATS is unreachable, and the first signal stops it', async () => {
-    const natsPort = await freePort();
-    const httpPort = await freePort();
+    const [natsPort = 0, httpPort = 0] = await freePorts(2);
     const logs = capturingLogger();
     const controller = new AbortController();
     const config = reliabilityGatewayConfig(`nats://127.0.0.1:${natsPort}`, 'unreachable', { port: httpPort });

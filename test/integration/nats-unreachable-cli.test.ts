@@ -4,7 +4,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { freePort, NATS_SERVER_BIN, NATS_SERVER_MISSING, natsServerAvailable } from '../helpers/nats-server.js';
+import { freePort, freePorts, NATS_SERVER_BIN, NATS_SERVER_MISSING, natsServerAvailable } from '../helpers/nats-server.js';
 import { FIXTURES_DIR } from '../helpers/shared.js';
 import { startShoal, type ShoalProcess } from '../helpers/shoal-process.js';
 
@@ -126,8 +126,7 @@ describe.skipIf(!natsServerAvailable())('a worker or gateway that cannot reach N
 
   it('a gateway never shows the NATS password of its URL, even one with "/" or "@" in it: not in /readyz (open), API errors or the log', async ({ onTestFinished }) => {
     const defer: Defer = (cleanup) => onTestFinished(cleanup);
-    const natsPort = await freePort();
-    const httpPort = await freePort();
+    const [natsPort = 0, httpPort = 0] = await freePorts(2);
     // Generated passwords hold '/', '@'... and are often pasted unencoded.
     const gateway = shoal(defer, ['gateway', '--nats', `nats://shoal:pa55/w@rd-S3CRET@127.0.0.1:${natsPort}`, '--port', String(httpPort)]);
     await gateway.waitFor(/NATS connection failed; retrying/, 30_000);
@@ -147,8 +146,7 @@ describe.skipIf(!natsServerAvailable())('a worker or gateway that cannot reach N
 
   it('a gateway answers /healthz 200 and /readyz 503 with the reason while NATS is down, and is ready once it comes up', async ({ onTestFinished }) => {
     const defer: Defer = (cleanup) => onTestFinished(cleanup);
-    const natsPort = await freePort();
-    const httpPort = await freePort();
+    const [natsPort = 0, httpPort = 0] = await freePorts(2);
     const gateway = shoal(defer, ['gateway', '--nats', `nats://127.0.0.1:${natsPort}`, '--port', String(httpPort)]);
     await gateway.waitFor(/NATS connection failed; retrying/, 30_000);
     const base = `http://127.0.0.1:${httpPort}`;
