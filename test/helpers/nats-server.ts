@@ -74,7 +74,20 @@ export interface NatsServerOptions {
   extraConfig?: string;
 }
 
+/** First starts tried: a port another process binds between freePorts() and the server's own bind is met with fresh ports. */
+const START_ATTEMPTS = 3;
+
 export async function startNatsServer(options: NatsServerOptions = {}): Promise<NatsServerHandle> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnFreePorts(options);
+    } catch (error) {
+      if (attempt >= START_ATTEMPTS || !String(error).includes('address already in use')) throw error;
+    }
+  }
+}
+
+async function startOnFreePorts(options: NatsServerOptions): Promise<NatsServerHandle> {
   const [port = 0, monitorPort = 0] = await freePorts(2);
   const storeDir = mkdtempSync(join(tmpdir(), 'shoal-nats-'));
   const args = ['-js', '-a', '127.0.0.1', '-p', String(port), '-m', String(monitorPort), '-sd', storeDir];
@@ -90,7 +103,12 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
     ready: (child) => waitForOutput(child, 'Server is ready', 'stderr', `nats-server on port ${port}`),
     remove: () => rmSync(storeDir, { recursive: true, force: true }),
   });
-  await server.lifecycle.start();
+  try {
+    await server.lifecycle.start();
+  } catch (error) {
+    rmSync(storeDir, { recursive: true, force: true });
+    throw error;
+  }
   return {
     url: `nats://127.0.0.1:${port}`,
     port,
