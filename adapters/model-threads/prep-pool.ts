@@ -20,6 +20,12 @@ export interface PrepPoolOptions {
   threads?: number;
   /** Limits and allowed sources for image items (read in the prep threads). */
   imagePolicy?: ImagePolicy;
+  /**
+   * Interactive work gets a thread of its own. Off where there is no bulk work for a query to wait
+   * behind (a CLI command: one caller); its queries then use the model's bulk thread, which the
+   * CLI started early, instead of starting (and importing the tokenizers in) another one. @default true
+   */
+  interactiveThread?: boolean;
 }
 
 function hash(text: string): number {
@@ -39,19 +45,22 @@ export class PrepPool {
   readonly #threads: ThreadClient<PrepRequest, PrepResponse>[] = [];
   readonly #size: number;
   readonly #imagePolicy: ImagePolicy;
+  readonly #interactiveThread: boolean;
   #closed = false;
 
   constructor(options: PrepPoolOptions = {}) {
     this.#size = Math.max(1, Math.min(options.threads ?? 1, availableParallelism() * 2));
     this.#imagePolicy = options.imagePolicy ?? ImagePolicy.parse({});
+    this.#interactiveThread = options.interactiveThread ?? true;
   }
 
   /**
    * The thread for a model folder. Interactive work has a thread of its own (the last slot), so a
-   * search query is never tokenized behind a chunk of a bulk job.
+   * search query is never tokenized behind a chunk of a bulk job (unless `interactiveThread` is off).
    */
-  #thread(key: string, lane: PrepLane = 'bulk'): ThreadClient<PrepRequest, PrepResponse> {
+  #thread(key: string, requested: PrepLane = 'bulk'): ThreadClient<PrepRequest, PrepResponse> {
     if (this.#closed) throw new ShoalError(ErrorCode.UNAVAILABLE, 'prep pool is closed');
+    const lane = this.#interactiveThread ? requested : 'bulk';
     const index = lane === 'interactive' ? this.#size : hash(key) % this.#size;
     let thread = this.#threads[index];
     if (thread === undefined || !thread.alive) {
@@ -65,6 +74,11 @@ export class PrepPool {
       this.#threads[index] = thread;
     }
     return thread;
+  }
+
+  /** Prep threads running now. */
+  get threadCount(): number {
+    return this.#threads.filter((thread) => thread?.alive === true).length;
   }
 
   async describe(id: string, dir: string, overrides: ProfileOverrides): Promise<ModelProfile> {

@@ -55,7 +55,7 @@ export const EngineOptions = z.strictObject({
   idleEvictSeconds: z.number().positive().nullable().default(null),
   /** How long a model load waits for busy models to free memory. @default 60000 */
   admissionTimeoutMs: z.number().int().min(0).default(60_000),
-  /** Give models with interactive traffic a second session so queries never wait behind bulk batches. @default true */
+  /** Give models with interactive traffic a second session (and queries a tokenizer thread of their own) so queries never wait behind bulk work. @default true */
   interactiveSessions: z.boolean().default(true),
   /** Intra-op threads of interactive sessions; default half the cores. */
   interactiveThreads: z.number().int().min(1).max(1024).optional(),

@@ -98,7 +98,7 @@ export class InferenceEngine implements Engine, Lifecycle {
     const { catalog, onDownloadProgress, hooks, ...rest } = input;
     const options = resolveEngineOptions(rest);
     this.#options = options;
-    this.#prep = new PrepPool({ threads: options.prepThreads, imagePolicy: options.images });
+    this.#prep = new PrepPool({ threads: options.prepThreads, imagePolicy: options.images, interactiveThread: options.interactiveSessions });
     this.#resolve = (name) =>
       resolveProfile(name, {
         catalog: catalog ?? EMPTY_CATALOG,
