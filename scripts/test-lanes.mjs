@@ -33,7 +33,10 @@ function run(command, prefix) {
   for (const [stream, out] of [[child.stdout, process.stdout], [child.stderr, process.stderr]]) {
     createInterface({ input: stream, crlfDelay: Infinity }).on('line', (line) => {
       out.write(`${prefix}${line}\n`);
-      if (failures === null && /⎯+ (Failed Tests|Failed Suites|Unhandled Errors?)\b/.test(line.replace(ANSI, ''))) failures = [];
+      if (failures === null && /⎯+ (Failed Tests|Failed Suites|Unhandled Errors?)\b/.test(line.replace(ANSI, ''))) {
+        failures = [];
+        tail.length = 0;
+      }
       if (failures !== null && ++seen <= REPORT_LINES) {
         failures.push(line);
         return;
