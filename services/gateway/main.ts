@@ -144,7 +144,10 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
       ...(options.signal === undefined ? {} : { signal: options.signal }),
     });
     const connection = nc;
-    const client = new NatsEngine(connection, { prefix: config.natsPrefix, loadTimeoutMs: config.requestTimeoutMs });
+    // Both waits are the gateway's own request timeout: a large call to a model a worker already
+    // holds may run long (600 long texts: ~10 s on 2 cores), and a fixed shorter wait answered 504
+    // before the gateway's deadline, with a Retry-After that invited the same failure again.
+    const client = new NatsEngine(connection, { prefix: config.natsPrefix, timeoutMs: config.requestTimeoutMs, loadTimeoutMs: config.requestTimeoutMs });
     engine = client;
     let jobs: JobsClient;
     try {

@@ -5,7 +5,10 @@ import { z } from 'zod';
 import { JobsClient } from '../../adapters/nats/jobs/jobs-client.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { EncodeResult, ScoreResult } from '../../adapters/protocol/results.js';
+import { RPC_HEADERS } from '../../adapters/nats/rpc/rpc-wire.js';
+import { natsNames } from '../../adapters/protocol/subjects.js';
 import { resolveGatewayConfig } from '../../services/gateway/config.js';
+import { DEFAULT_REQUEST_TIMEOUT_MS } from '../../services/gateway/defaults.js';
 import { startGateway, type GatewayHandle } from '../../services/gateway/main.js';
 import type { ShoalWorker } from '../../services/worker/worker.js';
 import { expectAllClose } from '../helpers/conformance.js';
@@ -98,6 +101,25 @@ describe.skipIf(!natsServerAvailable())(`gateway over NATS ${natsServerAvailable
     expect(done).toMatchObject({ state: 'completed', parts: 2, parts_done: 2 });
     const status = await (await fetch(`${gateway.url}/v1/jobs/gw-job-1`)).json();
     expect(status).toMatchObject({ state: 'completed', items: 2, results: { kind: 'stream', subject: `${prefix}.results.gw-job-1.*` } });
+  });
+
+  it('waits for a worker that holds the model as long as its own request timeout (60 s by default), not a fixed 10 s', async () => {
+    // A stand-in worker that holds "slow-model": it records the deadline the gateway sends with
+    // the request (the wait the gateway itself applies) and answers at once.
+    const deadlines: string[] = [];
+    const holder = nc.subscribe(natsNames(prefix).resident('encode', 'slow-model'), {
+      callback: (_error, msg) => {
+        deadlines.push(msg.headers?.get(RPC_HEADERS.timeoutMs) ?? '');
+        msg.respond(JSON.stringify({ ok: false, worker: 'stand-in', error: { code: 'UNAVAILABLE', message: 'stand-in worker' } }));
+      },
+    });
+    try {
+      const response = await post(gateway.url, '/v1/encode', { model: 'slow-model', items: ['x'] });
+      expect(response.status).toBe(503);
+      expect(deadlines).toEqual([String(DEFAULT_REQUEST_TIMEOUT_MS)]);
+    } finally {
+      holder.unsubscribe();
+    }
   });
 
   it('close() lets a request that is already running finish, then refuses new connections', async () => {
