@@ -93,6 +93,18 @@ export function registeredRoutes(app: FastifyInstance): ReadonlyArray<{ method: 
   return REGISTERED_ROUTES.get(app) ?? [];
 }
 
+/** Each app's switch into draining (readiness 503, keep-alive connections closed after their answer). */
+const START_DRAINING = new WeakMap<FastifyInstance, () => void>();
+
+/**
+ * Puts the app into draining before its port closes: `/readyz` answers 503 and every answer
+ * closes its connection, while requests are still served. fastify's own close does the same on
+ * its way down; this lets a gateway stay in that state for its drain delay first.
+ */
+export function startDraining(app: FastifyInstance): void {
+  START_DRAINING.get(app)?.();
+}
+
 export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): FastifyInstance {
   const metrics = new RequestMetrics(deps.metrics);
   // One short line per failure, never a stack: a caller sending bad requests must not be able to
@@ -134,6 +146,9 @@ export function buildGatewayApp(deps: GatewayDeps, settings: GatewaySettings): F
     },
   });
   let closing = false;
+  START_DRAINING.set(app, () => {
+    closing = true;
+  });
   const routes = new RoutePatterns();
   const registered: Array<{ method: string; url: string }> = [];
   REGISTERED_ROUTES.set(app, registered);

@@ -11,7 +11,7 @@ import type { GatewaySettings } from './context.js';
 import { splitList} from '../settings/environment.js';
 import { CommaListFlag, WholeNumberFlag } from '../settings/flag-values.js';
 import { isTrueValue, SETTINGS, type SettingKey } from '../settings/table.js';
-import { DEFAULT_BODY_LIMIT, DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS } from './defaults.js';
+import { DEFAULT_BODY_LIMIT, DEFAULT_DRAIN_DELAY_MS, DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS } from './defaults.js';
 
 /**
  * The gateway's configuration: flags over SHOAL_* environment variables over defaults, validated
@@ -30,6 +30,7 @@ export interface GatewayFlags {
   bodyLimit?: string | undefined;
   requestTimeoutMs?: string | undefined;
   shutdownTimeoutMs?: string | undefined;
+  drainDelayMs?: string | undefined;
   natsUrl?: string | undefined;
   natsCreds?: string | undefined;
   natsPrefix?: string | undefined;
@@ -67,6 +68,7 @@ const RawGatewayConfig = z.strictObject({
   'body-limit': ByteSize.default(parseBytes(DEFAULT_BODY_LIMIT)),
   'request-timeout-ms': WholeNumberFlag(1, 3_600_000).default(DEFAULT_REQUEST_TIMEOUT_MS),
   'shutdown-timeout-ms': WholeNumberFlag(0, 3_600_000).default(DEFAULT_SHUTDOWN_TIMEOUT_MS),
+  'drain-delay-ms': WholeNumberFlag(0, 600_000).default(DEFAULT_DRAIN_DELAY_MS),
   nats: CommaListFlag.pipe(z.array(NatsUrl).min(1)).optional(),
   'nats-creds': z.string().trim().min(1).optional(),
   prefix: z.string().trim().min(1).default(DEFAULT_SUBJECT_PREFIX),
@@ -90,6 +92,7 @@ const SETTING_OF_KEY: ReadonlyMap<string, SettingKey> = new Map([
   ['body-limit', 'bodyLimit'],
   ['request-timeout-ms', 'requestTimeoutMs'],
   ['shutdown-timeout-ms', 'shutdownTimeoutMs'],
+  ['drain-delay-ms', 'drainDelayMs'],
   ['nats', 'natsUrl'],
   ['nats-creds', 'natsCreds'],
   ['prefix', 'subjectPrefix'],
@@ -115,6 +118,8 @@ export interface GatewayConfig extends GatewaySettings {
   readonly host: string;
   readonly port: number;
   readonly shutdownTimeoutMs: number;
+  /** After SIGTERM: serving on, /readyz 503, this long before the port closes. @default 0 */
+  readonly drainDelayMs: number;
   /** Job deadline and submission deadline (JobsClient options); absent: the client's defaults. */
   readonly jobs?: { readonly jobTimeoutMs: number; readonly submitTimeoutMs: number; readonly fileRoots?: readonly string[]; readonly checkFileTargets?: boolean; readonly s3?: S3SettingsInput };
   /** Connection settings (servers, credentials, TLS, reconnects), validated. */
@@ -183,6 +188,7 @@ export function resolveGatewayConfig(flags: GatewayFlags, from: ShoalSettings | 
     'body-limit': flags.bodyLimit ?? settings.value('bodyLimit'),
     'request-timeout-ms': flags.requestTimeoutMs ?? settings.value('requestTimeoutMs'),
     'shutdown-timeout-ms': flags.shutdownTimeoutMs ?? settings.value('shutdownTimeoutMs'),
+    'drain-delay-ms': flags.drainDelayMs ?? settings.value('drainDelayMs'),
     nats: flags.natsUrl,
     'nats-creds': flags.natsCreds,
     prefix: flags.natsPrefix ?? settings.value('subjectPrefix'),
@@ -217,6 +223,7 @@ export function resolveGatewayConfig(flags: GatewayFlags, from: ShoalSettings | 
     bodyLimitBytes: c['body-limit'],
     requestTimeoutMs: c['request-timeout-ms'],
     shutdownTimeoutMs: c['shutdown-timeout-ms'],
+    drainDelayMs: c['drain-delay-ms'],
     corsOrigins: Object.freeze([...c['cors-origins']]),
     embedModel: c['embed-model'] ?? null,
     rerankModel: c['rerank-model'] ?? null,

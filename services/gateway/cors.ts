@@ -11,7 +11,8 @@ export interface CorsOptions {
   origins: readonly string[];
 }
 
-const ALLOWED_METHODS = 'GET, POST, OPTIONS';
+/** Every method a route uses (DELETE: `DELETE /v1/indexes/:name/documents`). */
+const ALLOWED_METHODS = 'GET, POST, DELETE, OPTIONS';
 const ALLOWED_HEADERS = ['authorization', 'content-type'];
 /** `Access-Control-Request-Headers`: header names (RFC 9110 tokens), comma-separated; bounded. */
 const REQUESTED_HEADERS = /^[!#$%&'*+.^_`|~0-9a-z-]+(?:[ \t]*,[ \t]*[!#$%&'*+.^_`|~0-9a-z-]+)*$/i;

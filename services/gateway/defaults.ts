@@ -14,3 +14,4 @@ export const DEFAULT_BODY_LIMIT = SETTINGS.bodyLimit.default;
 export const DEFAULT_REQUEST_TIMEOUT_MS = SETTINGS.requestTimeoutMs.default;
 /** @default 30 s for in-flight requests to finish after SIGTERM. */
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = SETTINGS.shutdownTimeoutMs.default;
+export const DEFAULT_DRAIN_DELAY_MS = SETTINGS.drainDelayMs.default;

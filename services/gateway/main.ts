@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { FastifyInstance } from 'fastify';
 import { connectNats, redacted } from '../../adapters/nats/connection/connection.js';
@@ -9,7 +10,7 @@ import { servedModelGate } from '../../adapters/nats/jobs/model-gate.js';
 import { createLogger, type Logger } from '../../adapters/observability/logger.js';
 import { ShoalMetrics } from '../../adapters/observability/metrics.js';
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
-import { buildGatewayApp } from './app.js';
+import { buildGatewayApp, startDraining } from './app.js';
 import type { ModelCard, ReadyReport } from './context.js';
 import type { GatewayConfig } from './config.js';
 import { ClassifyJobRuns } from './classify-jobs.js';
@@ -173,8 +174,12 @@ export async function startGateway(options: StartGatewayOptions): Promise<Gatewa
   let closing: Promise<void> | null = null;
   const close = (): Promise<void> => {
     closing ??= (async () => {
-      logger.info('gateway draining');
+      logger.info({ drain_delay_ms: config.drainDelayMs }, 'gateway draining');
       try {
+        // Still serving, readiness 503: a load balancer takes the replica out before its port closes
+        // (Kubernetes removes endpoints while the pod is already terminating).
+        startDraining(app);
+        if (config.drainDelayMs > 0) await delay(config.drainDelayMs);
         await closeHttp(app, config.shutdownTimeoutMs, logger);
       } finally {
         await ingest.close().catch((error: unknown) => logger.warn({ err: String(error) }, 'stopping ingest runs failed'));

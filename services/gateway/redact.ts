@@ -65,14 +65,29 @@ function publicValue(value: unknown): unknown {
   return value;
 }
 
-/**
- * An ingest run's status as a client reads it: each failed document's reason, the run's error and
- * the degraded mark redacted as error bodies are. `source` stays whole: it is the reference the
- * client sent, which names the document.
- */
-export function publicIngestStatus(status: IngestRunStatus): IngestRunStatus {
+/** A worker's error as a job's status or results show it: message, details and cause redacted as error bodies are. */
+export function publicWireError<E extends { message: string; details?: Record<string, unknown> | undefined; cause?: string | undefined }>(error: E): E {
   return {
-    ...status,
+    ...error,
+    message: publicText(error.message),
+    ...(error.details === undefined ? {} : { details: publicDetails(error.details) }),
+    ...(error.cause === undefined ? {} : { cause: publicText(error.cause) }),
+  };
+}
+
+/** An ingest run's status as clients see it: the coordinator's bookkeeping (lease, heartbeat, content hash, ledger position) stays inside. */
+export type PublicIngestRunStatus = Omit<IngestRunStatus, 'lease' | 'heartbeat_at' | 'heartbeat_ms' | 'content_hash' | 'counted_seq'>;
+
+/**
+ * An ingest run's status as a client reads it: without the bookkeeping (as a job's status), and
+ * each failed document's reason, the run's error and the degraded mark redacted as error bodies
+ * are. `source` stays whole: it is the reference the client sent, which names the document.
+ * `updated_at` still moves with every heartbeat, so a client sees a live run.
+ */
+export function publicIngestStatus(status: IngestRunStatus): PublicIngestRunStatus {
+  const { lease: _lease, heartbeat_at: _beat, heartbeat_ms: _every, content_hash: _hash, counted_seq: _counted, ...visible } = status;
+  return {
+    ...visible,
     failed: status.failed.map((failure) => ({ ...failure, reason: publicText(failure.reason) })),
     ...(status.error === undefined ? {} : { error: { ...status.error, message: publicText(status.error.message) } }),
     ...(status.degraded === undefined ? {} : { degraded: { ...status.degraded, reason: publicText(status.degraded.reason) } }),

@@ -99,6 +99,7 @@ export const SETTINGS = {
   bodyLimit: { env: ['SHOAL_BODY_LIMIT'], flag: '--body-limit', usedBy: ['gateway'], meaning: 'largest request body', default: '8MiB' },
   requestTimeoutMs: { env: ['SHOAL_REQUEST_TIMEOUT_MS'], flag: '--request-timeout-ms', usedBy: ['gateway'], meaning: 'longest synchronous call (ms)', default: 60_000 },
   shutdownTimeoutMs: { env: ['SHOAL_SHUTDOWN_TIMEOUT_MS'], flag: '--shutdown-timeout-ms', usedBy: ['gateway'], meaning: 'time for in-flight requests after SIGTERM (ms)', default: 30_000 },
+  drainDelayMs: { env: ['SHOAL_DRAIN_DELAY_MS'], flag: '--drain-delay-ms', usedBy: ['gateway'], meaning: 'after SIGTERM, keep serving this long with `/readyz` answering 503 before the port closes, so load balancers stop sending first (ms)', default: 0 },
   corsOrigins: { env: ['SHOAL_CORS_ORIGINS'], flag: '--cors-origins', usedBy: ['gateway'], meaning: 'browser origins allowed cross-origin, comma-separated', default: null, shown: 'CORS off' },
   maxInFlightItems: { env: ['SHOAL_MAX_INFLIGHT_ITEMS'], flag: '--max-inflight-items', usedBy: ['gateway'], meaning: 'items of synchronous calls in flight per model before calls are answered 429', default: 2048 },
   maxQueueSeconds: { env: ['SHOAL_MAX_QUEUE_SECONDS'], flag: '--max-queue-seconds', usedBy: ['gateway'], meaning: 'most seconds of queued work per model (at its measured speed) before calls are answered 429', default: 5 },

@@ -295,7 +295,7 @@ describe.skipIf(GO_MISSING !== null)(`Helm chart ${GO_MISSING ?? ''}`, () => {
     }
   });
 
-  it.each(each)('%s: workers outlive their drain, scale-to-zero pools cool down longer than a model load', (name) => {
+  it.each(each)('%s: workers and the gateway outlive their drain, scale-to-zero pools cool down longer than a model load', (name) => {
     const result = rendered.get(name);
     if (result === undefined) throw new Error('not rendered');
     const pools = (result.values.pools as Array<Record<string, unknown>>).map((p) => mergedPool(result.values, p));
@@ -308,6 +308,13 @@ describe.skipIf(GO_MISSING !== null)(`Helm chart ${GO_MISSING ?? ''}`, () => {
       const scaled = byKind(result.manifests, 'ScaledObject').find((m) => m.metadata.name === `shoal-worker-${String(pool.name)}`) as unknown as { spec: { minReplicaCount: number; cooldownPeriod: number } };
       if (scaled.spec.minReplicaCount === 0) expect(scaled.spec.cooldownPeriod).toBeGreaterThan(Number(pool.modelLoadSeconds));
     }
+    // The gateway stays up, not ready, for its drain delay, then lets requests finish: its grace period covers both.
+    const gateway = byKind(result.manifests, 'Deployment').find((d) => d.metadata.name === 'shoal-gateway') as unknown as {
+      spec: { template: { spec: { terminationGracePeriodSeconds: number; containers: Array<{ env: Array<{ name: string; value?: string }> }> } } };
+    };
+    const gatewayEnv = (key: string): number => Number(gateway.spec.template.spec.containers[0]?.env.find((e) => e.name === key)?.value);
+    expect(gatewayEnv('SHOAL_DRAIN_DELAY_MS')).toBeGreaterThan(0);
+    expect(gateway.spec.template.spec.terminationGracePeriodSeconds * 1000).toBeGreaterThan(gatewayEnv('SHOAL_DRAIN_DELAY_MS') + gatewayEnv('SHOAL_SHUTDOWN_TIMEOUT_MS'));
     // Every chart has a pool that scales to zero, with its cooldown from the values.
     expect(byKind(result.manifests, 'ScaledObject').some((m) => (m as unknown as { spec: { minReplicaCount: number } }).spec.minReplicaCount === 0)).toBe(true);
   });

@@ -121,6 +121,11 @@ describe.skipIf(!natsServerAvailable())('gateway: POST /v1/search and POST /v1/i
       expect(status.statusCode).toBe(200);
       expect(status.json()).toMatchObject({ kind: 'ingest', state: 'completed', documents: { total: 3, ok: 3, failed: 0, unchanged: 0 }, chunks: 3 });
     }, 60_000);
+    // The coordinator's bookkeeping stays inside (docs/http.md), in the status and in the POST answer.
+    const bookkeeping = ['lease', 'heartbeat_at', 'heartbeat_ms', 'content_hash', 'counted_seq'];
+    const read = z.record(z.string(), z.unknown()).parse((await app.inject({ method: 'GET', url: '/v1/jobs/ingest-fresh-1' })).json());
+    expect(Object.keys(read).filter((key) => bookkeeping.includes(key))).toEqual([]);
+    expect(Object.keys(z.looseObject({ status: z.record(z.string(), z.unknown()) }).parse(response.json()).status).filter((key) => bookkeeping.includes(key))).toEqual([]);
 
     // The same records through the CLI in process: the same rows (ids are content and settings hashes).
     const cliIndex = join(root, 'cli-index');

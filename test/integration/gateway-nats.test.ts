@@ -122,6 +122,25 @@ describe.skipIf(!natsServerAvailable())(`gateway over NATS ${natsServerAvailable
     }
   });
 
+  it('with a drain delay, close() keeps serving with /readyz at 503 until the delay is over, then closes the port', async () => {
+    const config = resolveGatewayConfig({ host: '127.0.0.1', port: '0', natsUrl: server.url, natsPrefix: prefix, embedModel: TINY_MEAN, drainDelayMs: '1500' }, {});
+    const draining = await startGateway({ config, logger: quietLogger(), metrics: new ShoalMetrics({ processMetrics: false }) });
+    expect((await fetch(`${draining.url}/readyz`)).status).toBe(200);
+    const started = Date.now();
+    const closed = draining.close();
+    // Inside the delay: not ready (a load balancer takes the replica out), still answering calls.
+    const ready = await fetch(`${draining.url}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(ErrorBody.parse(await ready.json()).error.message).toContain('shutting down');
+    const call = await post(draining.url, '/v1/encode', { model: TINY_MEAN, items: ['a dog'] });
+    expect(call.status).toBe(200);
+    expect(call.headers.get('connection')).toBe('close');
+    expectAllClose(EncodeResult.parse(await call.json()).items[0]?.dense ?? [], EXPECTED[0] ?? [], ATOL, 'while draining');
+    await closed;
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_400);
+    await expect(fetch(`${draining.url}/healthz`)).rejects.toThrow();
+  });
+
   it('close() lets a request that is already running finish, then refuses new connections', async () => {
     const running = post(gateway.url, '/v1/encode', { model: TINY_MEAN, items: ['a dog'] });
     // The request is on the wire before the drain starts: wait until the server has accepted it.

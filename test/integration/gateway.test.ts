@@ -412,6 +412,10 @@ describe('probes, metrics and CORS', () => {
       expect(preflight.statusCode).toBe(204);
       expect(preflight.headers['access-control-allow-origin']).toBe('https://app.example');
       expect(preflight.headers['access-control-allow-headers']).toBe('authorization, content-type');
+      // Every method a route uses, DELETE /v1/indexes/:name/documents included.
+      const removal = await open.inject({ method: 'OPTIONS', url: '/v1/indexes/docs/documents', headers: { origin: 'https://app.example', 'access-control-request-method': 'DELETE' } });
+      expect(removal.statusCode).toBe(204);
+      expect(String(removal.headers['access-control-allow-methods']).split(',').map((method) => method.trim())).toEqual(expect.arrayContaining(['GET', 'POST', 'DELETE']));
       const other = await open.inject({ method: 'GET', url: '/healthz', headers: { origin: 'https://evil.example' } });
       expect(other.headers['access-control-allow-origin']).toBeUndefined();
     } finally {

@@ -11,6 +11,7 @@ export function reliabilityGatewayConfig(natsUrl: string, prefix: string, overri
     host: '127.0.0.1',
     port: 0,
     shutdownTimeoutMs: 5_000,
+    drainDelayMs: 0,
     nats: resolveNatsSettings({ servers: [natsUrl], reconnectWaitMs: 50, reconnectMaxWaitMs: 500 }),
     apiTokens: [],
     protectMetrics: false,

@@ -4,12 +4,12 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Engine } from '../../adapters/protocol/engine.js';
-import { WIRE_VERSION } from '../../adapters/protocol/jobs.js';
+import { WIRE_VERSION, type JobPartResult } from '../../adapters/protocol/jobs.js';
 import type { IngestRunStatus } from '../../adapters/protocol/ingest.js';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { InferenceEngine } from '../../pipelines/inference/engine.js';
 import { capturingLogger } from '../helpers/capturing-logger.js';
-import { ErrorBody, localGateway } from '../helpers/gateway.js';
+import { ErrorBody, MemoryJobs, localGateway } from '../helpers/gateway.js';
 import { FIXTURE_MODELS_DIR } from '../helpers/nats-worker.js';
 import { REPO_ROOT } from '../helpers/shared.js';
 
@@ -122,6 +122,38 @@ describe('gateway: error bodies never show server paths or stacks; the log keeps
       });
     } finally {
       await runs.close();
+    }
+  });
+
+  it('a primitive job: its status errors and its failed parts in the results without server paths', async () => {
+    const folder = '/srv/shoal/models/broken-bert';
+    const jobs = new MemoryJobs();
+    const submitted = await jobs.submit({ primitive: 'encode', request: { model: 'broken-bert', items: ['a', 'b'] }, job_id: 'job-paths', part_items: 1 });
+    const message = `cannot create an onnxruntime session for ${folder}/onnx/model.onnx: protobuf parsing failed`;
+    const error = { code: ErrorCode.MODEL_LOAD_FAILED, message, details: { dir: folder }, cause: `Error: open ${folder}/onnx/model.onnx` };
+    jobs.statuses.set('job-paths', { ...submitted.status, state: 'failed', parts_failed: 2, errors: [{ ...error, part: 0 }, { code: ErrorCode.INVALID_INPUT, message: 'file:///srv/shoal/file-roots/lnk/res is outside the allowed file roots (/srv/shoal/file-roots)', part: 1 }] });
+    const withResults = Object.assign(jobs, {
+      async *results(): AsyncIterable<JobPartResult> {
+        yield { v: WIRE_VERSION, job_id: 'job-paths', part: 0, parts: 2, primitive: 'encode', model: 'broken-bert', status: 'error', error, worker: 'w1', finished_at: '2026-01-01T00:00:00.000Z' };
+      },
+    });
+    const gateway = localGateway(engine, {}, { jobs: withResults });
+    try {
+      const status = await gateway.inject({ method: 'GET', url: '/v1/jobs/job-paths' });
+      expect(status.statusCode).toBe(200);
+      expect(status.body).not.toContain('/srv/shoal');
+      expect(status.json()).toMatchObject({
+        errors: [
+          { part: 0, message: 'cannot create an onnxruntime session for …/model.onnx: protobuf parsing failed', details: { dir: '…/broken-bert' }, cause: 'Error: open …/model.onnx' },
+          { part: 1, message: 'file://…/res is outside the allowed file roots (…/file-roots)' },
+        ],
+      });
+      const results = await gateway.inject({ method: 'GET', url: '/v1/jobs/job-paths/results' });
+      expect(results.statusCode).toBe(200);
+      expect(results.body).not.toContain('/srv/shoal');
+      expect(JSON.parse(results.body.trim())).toMatchObject({ part: 0, error: { code: ErrorCode.MODEL_LOAD_FAILED, message: expect.stringContaining('…/model.onnx') } });
+    } finally {
+      await gateway.close();
     }
   });
 });

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { GatewayConfig } from '../../gateway/config.js';
-import { DEFAULT_BODY_LIMIT, DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS } from '../../gateway/defaults.js';
+import { DEFAULT_BODY_LIMIT, DEFAULT_DRAIN_DELAY_MS, DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS } from '../../gateway/defaults.js';
 import { SETTINGS } from '../../settings/table.js';
 import type { CliApp } from '../app.js';
 import { parseFlags } from '../line-options.js';
@@ -20,6 +20,7 @@ const GatewayFlagValues = z.looseObject({
   bodyLimit: z.string().optional(),
   requestTimeoutMs: z.string().optional(),
   shutdownTimeoutMs: z.string().optional(),
+  drainDelayMs: z.string().optional(),
   nats: z.string().optional(),
   natsCreds: z.string().optional(),
   prefix: z.string().optional(),
@@ -52,6 +53,7 @@ export function addGatewayOptions(command: Command, defaults: { host: string }):
     .option('--body-limit <size>', `largest request body, e.g. 8MiB (env SHOAL_BODY_LIMIT; default ${DEFAULT_BODY_LIMIT})`)
     .option('--request-timeout-ms <n>', `longest synchronous call (env SHOAL_REQUEST_TIMEOUT_MS; default ${DEFAULT_REQUEST_TIMEOUT_MS})`)
     .option('--shutdown-timeout-ms <n>', `how long in-flight requests may finish after SIGTERM (env SHOAL_SHUTDOWN_TIMEOUT_MS; default ${DEFAULT_SHUTDOWN_TIMEOUT_MS})`)
+    .option('--drain-delay-ms <n>', `after SIGTERM, keep serving this long with /readyz at 503 before the port closes (env SHOAL_DRAIN_DELAY_MS; default ${DEFAULT_DRAIN_DELAY_MS})`)
     .option('--cors-origins <list>', 'browser origins allowed cross-origin, comma-separated, or * (env SHOAL_CORS_ORIGINS; default: CORS off)')
     .option('--embed-model <model>', 'model of the TEI-compatible /embed route (env SHOAL_EMBED_MODEL)')
     .option('--rerank-model <model>', 'model of the TEI-compatible /rerank route (env SHOAL_RERANK_MODEL)')

@@ -6,7 +6,7 @@ import { JobId, JobSubmission, REQUEST_SCHEMAS, type JobPartResult, type JobsApi
 import type { NatsNames } from '../../../adapters/protocol/subjects.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import { checkJobIdFree } from '../job-ids.js';
-import { publicIngestStatus } from '../redact.js';
+import { publicIngestStatus, publicWireError } from '../redact.js';
 import { MAX_RECENT_JOBS, RecentJobs } from '../recent-jobs.js';
 import type { RouteContext } from '../context.js';
 import { OTHER_MODEL } from '../request-metrics.js';
@@ -43,9 +43,13 @@ const JobParams = z.strictObject({ id: JobId });
 /** The status as clients see it: the bookkeeping (counted-parts bitmap, content hash, submit marker) stays inside. */
 export type PublicJobStatus = Omit<JobStatus, 'counted_parts' | 'content_hash' | 'submitted'>;
 
+/**
+ * The status without its bookkeeping, and its parts' errors redacted as error bodies are: a
+ * worker's message may name its model folder or the file roots (redact.ts).
+ */
 export function publicStatus(status: JobStatus): PublicJobStatus {
   const { counted_parts: _counted, content_hash: _hash, submitted: _submitted, ...visible } = status;
-  return visible;
+  return { ...visible, errors: visible.errors.map(publicWireError) };
 }
 
 const FINISHED: ReadonlySet<JobStatus['state']> = new Set(['completed', 'failed', 'partial']);
@@ -59,7 +63,7 @@ const FINISHED: ReadonlySet<JobStatus['state']> = new Set(['completed', 'failed'
 async function* resultLines(parts: AsyncIterable<JobPartResult>): AsyncGenerator<string> {
   for await (const part of parts) {
     if (part.status === 'error' || part.result === undefined) {
-      yield `${JSON.stringify({ part: part.part, error: part.error ?? { code: ErrorCode.INTERNAL, message: 'the part has no result' } })}\n`;
+      yield `${JSON.stringify({ part: part.part, error: publicWireError(part.error ?? { code: ErrorCode.INTERNAL, message: 'the part has no result' }) })}\n`;
       continue;
     }
     const result = part.result;

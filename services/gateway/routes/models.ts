@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
+import { checkRemoteModelName } from '../../../adapters/protocol/model-names.js';
 import { parseWith } from '../../../adapters/protocol/validate.js';
 import type { ModelCard, RouteContext } from '../context.js';
 
@@ -29,6 +30,8 @@ export function registerModelRoutes(app: FastifyInstance, context: RouteContext)
 
   app.get('/v1/models/*', async (request) => {
     const id = parseWith(ModelIdPath, request.params, 'model path')['*'];
+    // A path-like id (`../../etc`) is refused as everywhere else a model is named (422), not looked up.
+    if (id.length > 0 && id.length <= MAX_MODEL_ID_CHARS) checkRemoteModelName(id);
     const card = id.length > 0 && id.length <= MAX_MODEL_ID_CHARS ? (await context.deps.models()).find((entry) => entry.id === id) : undefined;
     if (card === undefined) {
       const shown = id.length <= 200 ? id : `${id.slice(0, 200)}…`;
