@@ -159,7 +159,8 @@ export class ShoalMetrics {
 
   constructor(options: ShoalMetricsOptions = {}) {
     if (options.defaultLabels !== undefined) this.registry.setDefaultLabels(options.defaultLabels);
-    if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'shoal_process_' });
+    // prom-client's own names start with process_ or nodejs_: `shoal_` keeps them apart from another exporter's without saying process twice.
+    if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'shoal_' });
   }
 
   /** Text exposition for a /metrics endpoint. */
