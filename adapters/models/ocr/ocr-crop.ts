@@ -79,11 +79,11 @@ export function uprightQuad(quad: Quad): Quad {
   return size.height >= 1.5 * size.width ? turnQuad(quad, 1) : quad;
 }
 
-/** Strip width for a quad at `height` pixels high, keeping its aspect ratio, within [1, maxWidth]. */
-export function stripWidth(quad: Quad, height: number, maxWidth: number): number {
+/** Strip width for a quad at `height` pixels high, keeping its aspect ratio (widened `stretch` times), within [1, maxWidth]. */
+export function stripWidth(quad: Quad, height: number, maxWidth: number, stretch = 1): number {
   const size = quadSize(quad);
   const ratio = size.width / Math.max(size.height, 1e-6);
-  return Math.max(1, Math.min(maxWidth, Math.ceil(height * ratio)));
+  return Math.max(1, Math.min(maxWidth, Math.ceil(height * ratio * stretch)));
 }
 
 /** Warps `quad` of `image` onto a width × height RGB strip. */

@@ -89,6 +89,23 @@ export function ctcDecodeBest(best: BigInt64Array, probs: Float32Array, row: num
   return { text: chars.join(''), score: chars.length === 0 ? 0 : sum / chars.length, chars, steps: at };
 }
 
+/** Words of a reading as a line comparison counts them: runs of letters and digits. */
+function wordCount(text: string): number {
+  return text.match(/[\p{L}\p{N}]+/gu)?.length ?? 0;
+}
+
+/**
+ * Whether a line's second reading, from a strip drawn wider than the line's aspect ratio, replaces
+ * the first. The recognizer gives each time step a fixed number of strip columns, and in small
+ * print a narrow letter gets less than one step and is skipped ("itm" for "item", "fll" for
+ * "fill"); a wider strip gives it room. But a wider strip is also read with fewer of the spaces
+ * between table cells ("closurepermanent"), so the second reading wins only when it is surer of
+ * its characters (higher mean probability) and splits the line into at least as many words.
+ */
+export function preferWider(first: Recognized, wider: Recognized): boolean {
+  return wider.score > first.score && wordCount(wider.text) >= wordCount(first.text);
+}
+
 /**
  * The angle classifier's verdict on a strip from its windows' [0°, 180°] probabilities (one row
  * per window): upside down when the mean 180° probability reaches `threshold`. Windows at the

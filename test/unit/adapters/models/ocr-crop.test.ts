@@ -99,6 +99,9 @@ describe('perspective crop', () => {
   it('sizes strips by aspect ratio within the cap', () => {
     expect(stripWidth([[0, 0], [300, 0], [300, 30], [0, 30]], 48, 2000)).toBe(480);
     expect(stripWidth([[0, 0], [3000, 0], [3000, 10], [0, 10]], 48, 2000)).toBe(2000);
+    // Widened for a second reading, within the same cap.
+    expect(stripWidth([[0, 0], [300, 0], [300, 30], [0, 30]], 48, 2000, 1.2)).toBe(576);
+    expect(stripWidth([[0, 0], [1500, 0], [1500, 30], [0, 30]], 48, 2000, 1.2)).toBe(2000);
   });
 });
 

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { angleSample, checkCharset, ctcDecode, ctcDecodeBest, isUpsideDown, parseCharset, widthBatches } from '../../../../adapters/models/ocr/ocr-recognize.js';
+import { angleSample, checkCharset, ctcDecode, ctcDecodeBest, isUpsideDown, parseCharset, preferWider, widthBatches, type Recognized } from '../../../../adapters/models/ocr/ocr-recognize.js';
 import { ErrorCode, ShoalError } from '../../../../adapters/protocol/errors.js';
 
 /** One row of per-step probabilities: at each step `best` gets `p`, the rest share what is left. */
@@ -163,5 +163,25 @@ describe('angleSample', () => {
         for (const width of left) expect(width).toBeLessThanOrEqual(narrowest);
       }),
     );
+  });
+});
+
+describe('second reading from a wider strip', () => {
+  const reading = (text: string, score: number): Recognized => ({ text, score, chars: [...text], steps: [...text].map((_, i) => i) });
+
+  it('replaces the first when it is surer and keeps the words apart (Cupertino\'s skipped narrow letters)', () => {
+    expect(preferWider(reading('on any agenda itm or any item', 0.899), reading('on any agenda item or any item', 0.926))).toBe(true);
+    expect(preferWider(reading('their alloted time', 0.94), reading('their allotted time', 0.961))).toBe(true);
+    // Punctuation does not count as a word: "agenda lease" and "agenda, please" are both two.
+    expect(preferWider(reading('agenda lease fll out', 0.9), reading('agenda, please fill out', 0.93))).toBe(true);
+    // A space found where the first reading ran two words together counts for the second.
+    expect(preferWider(reading('PublicComments', 0.95), reading('Public Comments', 0.96))).toBe(true);
+  });
+
+  it('keeps the first when the second is less sure, or runs words together (table cells)', () => {
+    expect(preferWider(reading('comments wil l be limited', 0.959), reading('comments will be limited', 0.948))).toBe(false);
+    expect(preferWider(reading('closure permanent', 0.9), reading('closurepermanent', 0.97))).toBe(false);
+    expect(preferWider(reading('same', 0.9), reading('same', 0.9))).toBe(false);
+    expect(preferWider(reading('x', 0.5), reading('', 0))).toBe(false);
   });
 });
