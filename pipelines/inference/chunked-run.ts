@@ -1,5 +1,5 @@
 import { setMaxListeners } from 'node:events';
-import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import { ErrorCode, isShoalError, ShoalError } from '../../adapters/protocol/errors.js';
 import type { Priority } from '../../adapters/protocol/requests.js';
 import type { ItemOutput, Prepared, PrepareRequest, PrepItem, RunOptions, Task } from '../../adapters/models/family.js';
 import type { PrepPool } from '../../adapters/model-threads/prep-pool.js';
@@ -85,10 +85,13 @@ export class ChunkedRunner {
       for (let start = 0; start < items.length; ) {
         throwIfAborted(signal);
         const chunk = items.slice(start, start + (start === 0 ? FIRST_PREP_CHUNK : PREP_CHUNK));
+        const offset = start;
         start += chunk.length;
         const request: PrepareRequest = { task: run.task, items: chunk, maxLength: run.maxLength };
         if (run.labels !== undefined) request.labels = run.labels;
-        const ready = await this.#prep.prepare(model.profile, request, run.lane);
+        const ready = await this.#prep.prepare(model.profile, request, run.lane).catch((error: unknown) => {
+          throw itemOfRequest(error, offset);
+        });
         prepared.push(...ready);
         if (run.lane === 'bulk') await this.#scheduler.waitForCapacity(ready.length, signal);
         const part = this.#scheduler.submit({
@@ -114,4 +117,17 @@ export class ChunkedRunner {
     }
     return { outputs, prepared };
   }
+}
+
+/**
+ * A prep failure that names its item (`details.item`, "image item 2: …") counts that item within
+ * the prep chunk; the caller sent the whole request, so the item is renumbered from the request's
+ * start (the 301st image of a request failed as "image item 12" of its chunk).
+ */
+function itemOfRequest(error: unknown, offset: number): unknown {
+  if (offset === 0 || !isShoalError(error)) return error;
+  const item = error.details?.item;
+  if (typeof item !== 'number') return error;
+  const message = error.message.replace(new RegExp(`^image item ${item}:`), `image item ${item + offset}:`);
+  return new ShoalError(error.code, message, { cause: error, details: { ...error.details, item: item + offset } });
 }

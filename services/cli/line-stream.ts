@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import type { z } from 'zod';
-import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import { ErrorCode, isShoalError, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
 import type { ItemId } from '../../adapters/protocol/requests.js';
 import { describeIssues } from '../../adapters/protocol/validate.js';
 import { readLineChunks, type LineOutput, type LineSource, type RawLine } from './jsonl.js';
@@ -28,6 +28,12 @@ export interface LineJob<T extends { id?: ItemId | undefined }> {
   run(lines: NumberedLine<T>[], signal: AbortSignal): Promise<object[]>;
   /** Renames fields of each parsed line before `schema` (--id-field, --text-field, --template: line-fields.ts). */
   prepare?: LinePrepare;
+  /**
+   * `run` sends the lines as the items of one request, in order (encode, extract): a failure that
+   * names an item (`details.item`: an image that does not decode) is that line's, so the lines
+   * before it are still written and the error names the line.
+   */
+  itemPerLine?: boolean;
 }
 
 /** Rewrites a parsed JSON line (its 1-based number given); throws INVALID_INPUT to reject it. */
@@ -143,10 +149,19 @@ function throwIfAborted(signal: AbortSignal): void {
   if (signal.aborted) throw new ShoalError(ErrorCode.CANCELLED, 'interrupted');
 }
 
-interface InFlight {
+interface InFlight<T> {
   results: Promise<object[]>;
-  expected: number;
+  lines: NumberedLine<T>[];
   endOffset: number;
+}
+
+/** The line of a chunk a failure names through its item (itemPerLine jobs), or null. */
+function failedLine<T>(error: unknown, lines: readonly NumberedLine<T>[]): { index: number; line: NumberedLine<T> } | null {
+  if (!isShoalError(error)) return null;
+  const item = error.details?.item;
+  if (typeof item !== 'number' || !Number.isInteger(item)) return null;
+  const line = lines[item];
+  return line === undefined ? null : { index: item, line };
 }
 
 export async function streamLines<T extends { id?: ItemId | undefined }>(
@@ -155,17 +170,36 @@ export async function streamLines<T extends { id?: ItemId | undefined }>(
   job: LineJob<T>,
   options: StreamOptions,
 ): Promise<StreamSummary> {
-  const inFlight: InFlight[] = [];
+  const inFlight: InFlight<T>[] = [];
   let done = 0;
-  const flushOne = async (): Promise<void> => {
-    const next = inFlight.shift();
-    if (next === undefined) return;
-    const results = await next.results;
-    if (results.length !== next.expected) {
-      throw new ShoalError(ErrorCode.INTERNAL, `the engine returned ${results.length} results for ${next.expected} lines`);
+  const write = async (results: readonly object[], expected: number): Promise<void> => {
+    if (results.length !== expected) {
+      throw new ShoalError(ErrorCode.INTERNAL, `the engine returned ${results.length} results for ${expected} lines`);
     }
     await sink.write(results.map((result) => JSON.stringify(result)));
     done += results.length;
+  };
+  const flushOne = async (): Promise<void> => {
+    const next = inFlight.shift();
+    if (next === undefined) return;
+    let results: object[];
+    try {
+      results = await next.results;
+    } catch (error) {
+      const failed = job.itemPerLine === true ? failedLine(error, next.lines) : null;
+      if (failed === null) throw error;
+      // The lines before the failing one are fine: they are run again and written, as a line
+      // refused when read would leave them; the error names the input line, not the item.
+      const before = next.lines.slice(0, failed.index);
+      if (before.length > 0) {
+        const scope = chunkSignal(options.signal);
+        await write(await job.run(before, scope.signal).finally(scope.release), before.length);
+      }
+      const shoal = toShoalError(error);
+      const message = shoal.message.replace(/^image item \d+: /, '');
+      throw new ShoalError(shoal.code, `${source.name} line ${failed.line.line}: ${message}`, { cause: error, details: { ...shoal.details, line: failed.line.line } });
+    }
+    await write(results, next.lines.length);
     options.onProgress?.(next.endOffset, done);
   };
 
@@ -201,7 +235,7 @@ export async function streamLines<T extends { id?: ItemId | undefined }>(
         const results = job.run(parsed, scope.signal).finally(scope.release);
         // Awaited in order by flushOne; this only keeps a rejection from being reported as unhandled meanwhile.
         results.catch(() => undefined);
-        inFlight.push({ results, expected: parsed.length, endOffset });
+        inFlight.push({ results, lines: parsed, endOffset });
       }
       if (stop !== null) break;
       // An engine failure here propagates at once: later chunks must not be written after a gap.

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -70,6 +70,22 @@ describe('shoal encode / extract with image lines', () => {
       ['r', 'red', 5],
       ['b', 'blue', 5],
     ]);
+  });
+
+  it('an image that does not decode stops the run at its own line, after every line before it is written', async () => {
+    writeFileSync(join(work, 'photos', 'garbage.png'), Buffer.from('not an image at all, only text bytes'));
+    // Line 41 of a 64-line engine call: in the engine's second prep chunk (after the first 32 items).
+    const lines = [...Array.from({ length: 40 }, (_, i) => ({ id: `g${i + 1}`, image: 'photos/red.png' })), { id: 'bad', image: 'photos/garbage.png' }, ...Array.from({ length: 23 }, (_, i) => ({ id: `h${i + 1}`, image: 'photos/red.png' }))];
+    const run = await runShoal(['encode', '--model', CLIP, '--chunk-lines', '64'], { cwd: work, stdin: jsonl(lines) });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/^error \[INVALID_INPUT\]: stdin line 41: not a supported image/);
+    expect(parseJsonl(run.stdout, DenseLine).map((line) => line.id)).toEqual(lines.slice(0, 40).map((line) => line.id));
+    // The same through extract, and into --out: the finished lines wait in FILE.partial for --resume.
+    const out = join(work, 'labels.jsonl');
+    const extract = await runShoal(['extract', '--model', CLASSIFIER, '--chunk-lines', '64', '--out', out], { cwd: work, stdin: jsonl(lines) });
+    expect(extract.code).toBe(2);
+    expect(extract.stderr).toMatch(/stdin line 41: not a supported image/);
+    expect(parseJsonl(readFileSync(`${out}.partial`, 'utf8'), LabelsLine)).toHaveLength(40);
   });
 
   it('a line with both text and image (or neither) exits 2 naming the line', async () => {

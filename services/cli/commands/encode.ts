@@ -116,6 +116,7 @@ export function registerEncode(program: Command, app: CliApp): void {
     const run = await app.runLines<EncodeLine>(self, io, (engine) => ({
       schema: EncodeLine,
       prepare,
+      itemPerLine: true,
       run: async (lines, signal) => {
         const request: EncodeRequest = {
           model: flags.model,

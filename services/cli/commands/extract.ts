@@ -95,6 +95,7 @@ export function registerExtract(program: Command, app: CliApp): void {
     await app.runLines<ExtractLine>(self, lineIo(flags), (engine) => ({
       schema: ExtractLine,
       prepare,
+      itemPerLine: true,
       run: async (lines, signal) => {
         await (labelsChecked ??= checkLabels(engine, flags.model, flags.labels));
         const request: ExtractRequest = {
