@@ -117,9 +117,17 @@ async function exists(path: string): Promise<boolean> {
   );
 }
 
+/** A table folder of a `file://` index: `_spec.json` and one `<40 hex>.jsonl` file per source (adapters/stores/file/store.ts). */
+const FILE_INDEX_ENTRY = /^[0-9a-f]{40}\.jsonl$/;
+
+function isFileIndexTable(entries: readonly Dirent[]): boolean {
+  return entries.some((entry) => entry.isFile() && entry.name === '_spec.json') && entries.every((entry) => entry.name === '_spec.json' || (entry.isFile() && FILE_INDEX_ENTRY.test(entry.name)));
+}
+
 async function walk(dir: string, out: Found[], options: Walk): Promise<void> {
   const real = await realpath(dir).catch(() => dir);
-  if (options.visited.has(real)) return;
+  // The run's own index reached through another name (a link to it, or a link it is under).
+  if (options.visited.has(real) || options.skip.has(real)) return;
   options.visited.add(real);
   let entries: Dirent[];
   try {
@@ -129,6 +137,10 @@ async function walk(dir: string, out: Found[], options: Walk): Promise<void> {
     out.push({ path: dir, problem: `cannot read the folder: ${reason(error)}` });
     return;
   }
+  // Another index in the tree is not documents: a file:// index's table folder, and a LanceDB
+  // database's tables (`*.lance`) and its `__manifest` folder (transactions, versions).
+  if (isFileIndexTable(entries)) return;
+  const lanceDatabase = entries.some((entry) => entry.isDirectory() && entry.name.endsWith('.lance'));
   entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   for (const entry of entries) {
     if (!options.hidden && entry.name.startsWith('.')) continue;
@@ -139,11 +151,13 @@ async function walk(dir: string, out: Found[], options: Walk): Promise<void> {
       out.push({ path, problem: 'the name is not valid UTF-8, so it cannot be opened by name here (rename it, e.g. convmv -f latin1 -t utf8)' });
       continue;
     }
-    // A LanceDB table's folder (another index in the tree): its data and manifests are not documents.
-    if (entry.isDirectory() && entry.name.endsWith('.lance')) continue;
+    if (entry.isDirectory() && (entry.name.endsWith('.lance') || (lanceDatabase && entry.name === '__manifest'))) continue;
     if (entry.isDirectory()) await walk(path, out, options);
     else if (entry.isFile()) out.push({ path });
-    else if (entry.isSymbolicLink() && options.followLinks) {
+    // A FIFO, socket or device fails alone when read (READ_FAILED, checked-file.ts), as when named
+    // on the command line; skipped in silence, it went missing from the run's counts.
+    else if (!entry.isSymbolicLink()) out.push({ path });
+    else if (options.followLinks) {
       let target: Stats;
       try {
         target = await stat(path);
@@ -151,9 +165,8 @@ async function walk(dir: string, out: Found[], options: Walk): Promise<void> {
         out.push({ path, problem: reason(error) });
         continue;
       }
-      if (target.isDirectory()) {
-        if (!options.skip.has(await realpath(path).catch(() => path))) await walk(path, out, options);
-      } else if (target.isFile()) out.push({ path });
+      if (target.isDirectory()) await walk(path, out, options);
+      else out.push({ path });
     }
   }
 }
@@ -173,7 +186,10 @@ export async function fileSources(paths: readonly string[], options: SelectOptio
   const seen = new Set<string>();
   const out: PendingSource[] = [];
   const maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
-  const walking: Walk = { hidden: options.hidden ?? false, followLinks: options.followLinks ?? false, skip: new Set(options.skip ?? []), visited: new Set() };
+  // The folders skipped, as given and as their real paths: an index named through a link is still the index.
+  const skip = new Set(options.skip ?? []);
+  for (const path of options.skip ?? []) skip.add(await realpath(path).catch(() => path));
+  const walking: Walk = { hidden: options.hidden ?? false, followLinks: options.followLinks ?? false, skip, visited: new Set() };
   let s3: S3Store | null = null;
   for (const given of paths) {
     if (given.startsWith('s3://')) {

@@ -1,4 +1,5 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -9,9 +10,15 @@ import { fileSources, recordSources, type RejectedRecord } from '../../../../pip
 const dir = await mkdtemp(join(tmpdir(), 'shoal-sources-'));
 afterAll(() => rm(dir, { recursive: true, force: true }));
 await mkdir(join(dir, 'sub', 'deep'), { recursive: true });
-// Another index's LanceDB table folder: never walked into.
+// Another index's LanceDB database (a table folder and the database's __manifest) and a file://
+// index's table folder (_spec.json and one <40 hex>.jsonl per source): never walked into.
 await mkdir(join(dir, 'old-index', 'chunks.lance', '_versions'), { recursive: true });
 await writeFile(join(dir, 'old-index', 'chunks.lance', '_versions', '1.manifest'), 'not a document');
+await mkdir(join(dir, 'old-index', '__manifest', '_versions'), { recursive: true });
+await writeFile(join(dir, 'old-index', '__manifest', '_versions', 'latest_version_hint.json'), '{"version": 1}');
+await mkdir(join(dir, 'file-index', 'chunks'), { recursive: true });
+await writeFile(join(dir, 'file-index', 'chunks', '_spec.json'), '{}');
+await writeFile(join(dir, 'file-index', 'chunks', `${'ab'.repeat(20)}.jsonl`), '{"id": "x"}');
 for (const [path, text] of [['b.md', '# B'], ['a.txt', 'A'], ['sub/c.pdf', '%PDF'], ['sub/deep/d.txt', 'D'], ['sub/skip.log', 'L']]) {
   await writeFile(join(dir, path ?? ''), text ?? '');
 }
@@ -27,6 +34,39 @@ describe('document sources', () => {
     const loaded = await all[0]?.load();
     expect(new TextDecoder().decode(loaded?.bytes)).toBe('A');
     expect(loaded?.source).toMatchObject({ uri: join(dir, 'a.txt'), path: join(dir, 'a.txt') });
+  });
+
+  it("skips the run's own index when it is named through a link, and keeps a folder that only holds a _spec.json among documents", async () => {
+    const own = join(dir, 'old-index');
+    const link = join(tmpdir(), `shoal-sources-link-${process.pid}`);
+    await rm(link, { force: true });
+    await symlink(own, link);
+    const notes = join(dir, 'notes');
+    await mkdir(notes);
+    try {
+      // The LanceDB folders above are skipped anyway; the link must still name the index for the skip.
+      const found = await fileSources([dir], { skip: [link] });
+      expect(found.map((s) => s.uri.slice(dir.length + 1))).toEqual(['a.txt', 'b.md', 'sub/c.pdf', 'sub/deep/d.txt', 'sub/skip.log']);
+      await writeFile(join(notes, '_spec.json'), '{"a user": "file"}');
+      await writeFile(join(notes, 'todo.md'), '# todo');
+      expect((await fileSources([notes])).map((s) => s.uri.slice(notes.length + 1))).toEqual(['_spec.json', 'todo.md']);
+    } finally {
+      await rm(link, { force: true });
+      await rm(notes, { recursive: true, force: true });
+    }
+  });
+
+  it('lists a FIFO found in a folder, which then fails alone as when it is named', async () => {
+    const folder = await mkdtemp(join(tmpdir(), 'shoal-sources-fifo-'));
+    try {
+      await writeFile(join(folder, 'a.txt'), 'regular text');
+      execFileSync('mkfifo', [join(folder, 'pipe.txt')]);
+      const found = await fileSources([folder]);
+      expect(found.map((s) => s.uri.slice(folder.length + 1))).toEqual(['a.txt', 'pipe.txt']);
+      await expect(found[1]?.load()).rejects.toMatchObject({ code: ErrorCode.INVALID_INPUT, message: expect.stringContaining('is not a regular file (a named pipe)') });
+    } finally {
+      await rm(folder, { recursive: true, force: true });
+    }
   });
 
   it('fails clearly on a missing path', async () => {
