@@ -1,5 +1,6 @@
 import { once } from 'node:events';
-import { createWriteStream, type WriteStream } from 'node:fs';
+import { createWriteStream, fstat, type Stats, type WriteStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import type { RejectedRecord } from '../../pipelines/documents/sources.js';
 import { describeFsError } from './line-output.js';
@@ -21,6 +22,21 @@ export class RejectsFile {
 
   constructor(path: string) {
     this.path = path;
+  }
+
+  /**
+   * The rejects file for a run reading records from `stdinFd` (null: stdin is not a descriptor of
+   * this process, as in tests). Refused when it is the very file on
+   * stdin (`< shoal-rejects.jsonl`, piping the last run's rejects back in): created with 'w', it
+   * truncated the input while the input was still being read, and the lines not yet read were lost.
+   */
+  static async forInput(path: string, stdinFd: number | null): Promise<RejectsFile> {
+    if (stdinFd === null) return new RejectsFile(path);
+    const [input, target] = await Promise.all([fstatOf(stdinFd), stat(path).catch(() => null)]);
+    if (input !== null && target !== null && input.isFile() && input.dev === target.dev && input.ino === target.ino) {
+      throw new ShoalError(ErrorCode.INVALID_INPUT, `--rejects ${path} is the file being read on stdin: writing the rejected lines there would overwrite the input before it is read; name another file (e.g. --rejects rejects-2.jsonl)`);
+    }
+    return new RejectsFile(path);
   }
 
   get count(): number {
@@ -58,4 +74,8 @@ export class RejectsFile {
     }
     if (this.#failure !== null) throw this.#failure;
   }
+}
+
+function fstatOf(fd: number): Promise<Stats | null> {
+  return new Promise((resolve) => fstat(fd, (error, stats) => resolve(error === null ? stats : null)));
 }

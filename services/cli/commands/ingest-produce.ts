@@ -58,7 +58,7 @@ export async function ingestAsJobs(call: ProduceIngestCall): Promise<void> {
     throw new ShoalError(ErrorCode.INVALID_INPUT, `--pipeline ${printable(pipeline)}: a document job names a pipeline the workers resolve (built-in, or NAME.yaml in their SHOAL_PIPELINES folder), not a file`);
   }
   const definition = await localDefinition(app, pipeline, call.index);
-  const rejects = flags.onError === 'skip' ? new RejectsFile(flags.rejects ?? DEFAULT_REJECTS_FILE) : null;
+  const rejects = flags.onError === 'skip' ? await RejectsFile.forInput(flags.rejects ?? DEFAULT_REJECTS_FILE, app.io.stdin === process.stdin ? 0 : null) : null;
   const health = new StoreHealth();
   let sources: PendingSource[];
   try {

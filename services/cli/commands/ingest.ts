@@ -205,7 +205,7 @@ export function registerIngest(program: Command, app: CliApp): void {
         chunkSize: flags.chunkSize,
         chunkOverlap: flags.chunkOverlap,
       });
-      const rejects = flags.onError === 'skip' ? new RejectsFile(flags.rejects ?? DEFAULT_REJECTS_FILE) : null;
+      const rejects = flags.onError === 'skip' ? await RejectsFile.forInput(flags.rejects ?? DEFAULT_REJECTS_FILE, app.io.stdin === process.stdin ? 0 : null) : null;
       // Whether S3 (sources) and the index answer: the run waits on a failing one, and says so.
       const health = new StoreHealth();
       // The index parsed once (a bad --index refused before any work); its local folder, if it has
