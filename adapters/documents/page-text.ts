@@ -131,5 +131,8 @@ export function pageText(runs: readonly TextRun[]): PageText {
     }
     previous = piece;
   }
-  return { text, headings };
+  // Lines of a heading are merged into one; a merged block longer than a heading can be is body
+  // text set larger than the page's most common size (the Federal Register's first page gave
+  // "headings" of 600-1,362 characters), so it heads nothing.
+  return { text, headings: headings.filter((heading) => heading.text.length <= MAX_HEADING_CHARS) };
 }

@@ -117,4 +117,17 @@ describe('PDF page text: lines, paragraphs, headings', () => {
     expect(text.slice(headings[1]?.offset ?? -1)).toMatch(/^A subsection\n\nClosing body line\.$/);
     expect(headings[0]?.offset).toBe(0);
   });
+
+  it('a paragraph of body text set larger than the rest of the page heads nothing (its merged lines are far longer than a heading)', () => {
+    const large = Array.from({ length: 12 }, (_, i) => `Summary line ${i + 1} of a paragraph set in twelve point type for emphasis.`);
+    const runs = [
+      { text: 'Agency Notice', x: 72, y: 60, width: 150, size: 16 },
+      ...column(large, 72, 90, 12, 14),
+      ...column(Array.from({ length: 30 }, (_, i) => `Body line ${i + 1} in nine point type, as most of this page is set.`), 72, 280, 9, 11),
+    ];
+    const { text, headings } = pageText(runs);
+    expect(headings.map((heading) => heading.text)).toEqual(['Agency Notice']);
+    // The text itself is all there.
+    expect(text.replace(/\s+/g, ' ')).toContain(large.join(' '));
+  });
 });
