@@ -1,6 +1,6 @@
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
+import { ErrorCode, isShoalError, ShoalError } from '../../adapters/protocol/errors.js';
 import { loadDefinitionFile, parseDefinition, type PipelineDefinition } from './definition.js';
 
 /**
@@ -27,9 +27,17 @@ export function builtinPipelineNames(): string[] {
   return [...BUILTINS.keys()];
 }
 
-/** A built-in name or a path to a YAML/JSON file. */
-export async function resolvePipeline(nameOrFile: string | undefined): Promise<PipelineDefinition> {
+/** A built-in name (or a name in `folder`, SHOAL_PIPELINES) or a path to a YAML/JSON file. */
+export async function resolvePipeline(nameOrFile: string | undefined, folder: string | null = null): Promise<PipelineDefinition> {
   const key = nameOrFile ?? 'documents';
+  // A bare name is looked up as a document job names it: the SHOAL_PIPELINES folder first, then built-in.
+  if (folder !== null && nameOrFile !== undefined && !/[./\\]/.test(key)) {
+    // A name given on a command line that names nothing is a bad setting (exit 2), as without the folder.
+    return pipelineByName(key, folder).catch((error: unknown) => {
+      if (isShoalError(error) && error.code === ErrorCode.NOT_FOUND) throw new ShoalError(ErrorCode.CONFIG_INVALID, `${error.message}; or give a .yaml/.json file`, { cause: error });
+      throw error;
+    });
+  }
   const builtin = BUILTINS.get(key);
   if (builtin !== undefined) return builtin();
   if (!/[./\\]/.test(key)) {

@@ -5,7 +5,7 @@ import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { freePort } from '../helpers/nats-server.js';
-import { FIXTURES_DIR } from '../helpers/shared.js';
+import { FIXTURES_DIR, REPO_ROOT } from '../helpers/shared.js';
 import { runShoal, SHOAL_BIN } from '../helpers/shoal-cli.js';
 import { startShoal } from '../helpers/shoal-process.js';
 import { CLI_FROM_SOURCE } from '../helpers/cli-build.js';
@@ -198,6 +198,21 @@ describe('shoal ingest / search / pipelines show: bad names and paths are exit 2
       expect(run.code, run.stderr).toBe(2);
       expect(errorLine(run.stderr)).toBe('error [CONFIG_INVALID]: no built-in pipeline "nosuch" (built-in: documents; or give a .yaml/.json file)');
     }
+  }, 120_000);
+
+  it('a pipeline name from the SHOAL_PIPELINES folder works in pipelines show and an in-process ingest, as in document jobs', async () => {
+    const withFolder = { ...ENV, SHOAL_PIPELINES: join(REPO_ROOT, 'examples', 'pipelines') };
+    const [show, ingest, missing] = await Promise.all([
+      runShoal(['pipelines', 'show', 'tiny'], { env: withFolder }),
+      runShoal(['ingest', join(work, 'notes'), '--pipeline', 'tiny', '--index', join(work, 'idx-named-pipeline'), '--json'], { env: withFolder }),
+      runShoal(['pipelines', 'show', 'nosuch'], { env: withFolder }),
+    ]);
+    expect(show.code, show.stderr).toBe(0);
+    expect(z.looseObject({ name: z.string(), stages: z.looseObject({ encode: z.looseObject({ model: z.string() }) }) }).parse(JSON.parse(show.stdout))).toMatchObject({ name: 'tiny', stages: { encode: { model: 'tiny-bert-mean' } } });
+    expect(ingest.code, ingest.stderr).toBe(0);
+    expect(Summary.parse(JSON.parse(ingest.stdout)).documents.failed).toBe(0);
+    expect(missing.code, missing.stderr).toBe(2);
+    expect(errorLine(missing.stderr)).toMatch(/^error \[CONFIG_INVALID\]: no pipeline named "nosuch" \(built-in: documents; none of nosuch\.yaml, nosuch\.yml, nosuch\.json in .*examples\/pipelines\); or give a \.yaml\/\.json file$/);
   }, 120_000);
 
   it('a stdin record whose id is also a file on the command line is refused (exit 2): both would be one source and lose its rows', async () => {

@@ -162,7 +162,7 @@ export function registerIngest(program: Command, app: CliApp): void {
     .summary('documents → chunks → vectors → a searchable index')
     .description('Parse, chunk, embed and index documents (PDF, text, Markdown, HTML, images) into LanceDB.')
     .argument('[paths...]', "files, folders (recursive) or s3://bucket/prefix; '-' or none with piped stdin: JSON Lines records")
-    .option('--pipeline <name|file>', 'pipeline: a built-in name or a YAML/JSON file (default: documents)')
+    .option('--pipeline <name|file>', 'pipeline: a built-in name, a name in the SHOAL_PIPELINES folder, or a YAML/JSON file (default: documents)')
     .option('-m, --model <model>', "encode stage's model (default: the pipeline's, sentence-transformers/all-MiniLM-L6-v2)")
     .option('--index <uri>', `${INDEX_HELP} (default: the pipeline's, ./shoal-index)`)
     .option('--table <name>', 'table in the index (default: chunks)')
@@ -197,7 +197,7 @@ export function registerIngest(program: Command, app: CliApp): void {
         await (await import('./ingest-produce.js')).ingestAsJobs({ app, paths, flags, config, index: jobsIndex, collect: (maxBytes, health, rejects) => collectSources(paths, flags, app, health, maxBytes, null, rejects), summaries: { human: humanSummary, json: jsonSummary } });
         return;
       }
-      const definition = applyOverrides(await resolvePipeline(flags.pipeline), {
+      const definition = applyOverrides(await resolvePipeline(flags.pipeline, app.settings.value('pipelinesDir') ?? null), {
         model: flags.model === undefined ? undefined : modelPathFromCwd(flags.model),
         ocr: flags.ocr,
         index: flags.index,

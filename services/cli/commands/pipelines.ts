@@ -17,10 +17,10 @@ export function registerPipelines(program: Command, app: CliApp): void {
     .command('show')
     .summary('print a resolved pipeline definition as JSON')
     .description('Validate a pipeline (built-in name or YAML/JSON file) and print it with every default filled in.')
-    .argument('[pipeline]', 'built-in name or file (default: documents)')
+    .argument('[pipeline]', 'built-in name, a name in the SHOAL_PIPELINES folder, or a file (default: documents)')
     .addHelpText('after', EXAMPLE)
     .action(async (nameOrFile: string | undefined) => {
-      const definition = await resolvePipeline(nameOrFile);
+      const definition = await resolvePipeline(nameOrFile, app.settings.value('pipelinesDir') ?? null);
       app.io.stdout.write(`${JSON.stringify({ ...definition, settingsHash: settingsHash(definition) }, null, 2)}\n`);
     });
   pipelines
