@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -59,6 +59,28 @@ async function interruptAfterFirstCommit(
   return { code: stopped.code, stdout, output: run.output() };
 }
 
+/** CPU ticks a process has used (Linux /proc), or null where there is no /proc. */
+async function cpuTicks(pid: number): Promise<number | null> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+  if (stat === null) return null;
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return Number(fields[11]) + Number(fields[12]);
+}
+
+/** Resolves once `pid` has used no CPU for a second (start-up over, blocked on input); 10 s without /proc. */
+async function idle(pid: number): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  let last = await cpuTicks(pid);
+  if (last === null) return new Promise((resolve) => setTimeout(resolve, 10_000));
+  let quiet = 0;
+  while (quiet < 4 && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    const now = await cpuTicks(pid);
+    quiet = now === last ? quiet + 1 : 0;
+    last = now;
+  }
+}
+
 describe('shoal ingest interrupted', () => {
   it('Ctrl-C with --json: one summary object with interrupted true and exit 130; the re-run completes the rest', async () => {
     const index = join(root, 'json');
@@ -92,6 +114,21 @@ describe('shoal ingest interrupted', () => {
     expect(resumed.documents.ok + stopped.documents.ok).toBe(FILES);
     expect(await committedDocuments(index)).toBe(FILES);
   }, 120_000);
+
+  it('Ctrl-C while stdin records are still being written (the producer holds the pipe open): stops at once, exit 130, nothing written', async () => {
+    const index = join(root, 'idx-stdin-open');
+    const run = startShoal(['ingest', '-', '--no-progress', '--model', MODEL, '--index', index], {});
+    run.child.stdin.write('{"id": "r1", "text": "The first record arrives; the producer is still busy with the next."}\n');
+    // The record is read and the pipe stays open: once the process is idle, the read is waiting for more.
+    await idle(run.child.pid ?? 0);
+    const stopped = await run.stop('SIGINT');
+    expect(stopped.code, run.output()).toBe(130);
+    // Not the 30 s stop deadline: the read ends with the interrupt.
+    expect(stopped.ms).toBeLessThan(10_000);
+    expect(run.output()).toContain('interrupted (SIGINT)');
+    expect(run.output()).not.toContain('took over');
+    expect(await committedDocuments(index)).toBe(0);
+  }, 60_000);
 
   it('SIGTERM without --json: the human summary says it was interrupted and how to continue; exit 143', async () => {
     const index = join(root, 'human');

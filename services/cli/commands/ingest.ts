@@ -77,7 +77,18 @@ async function collectSources(paths: readonly string[], flags: IngestFlagValues,
   const walking = { hidden: flags.hidden === true, followLinks: true, skip: ownIndex === null ? [] : [ownIndex] };
   const out = await fileSources(files, { ...selection, ...walking, maxBytes, s3: () => new S3Store(app.settings.s3, health.s3) });
   if (fromStdin) {
-    const records = await recordSources(app.io.stdin, process.cwd(), maxBytes, { ...(rejects === null ? {} : { onReject: rejects.add }), ...(flags.metadataFields === undefined ? {} : { metadataFields: flags.metadataFields }) });
+    // Every record is read before the run starts: an interrupt while the producer still writes
+    // (or holds the pipe open) ends the read at once, instead of waiting out the stop deadline.
+    const stopReading = (): void => {
+      app.io.stdin.destroy(new ShoalError(ErrorCode.CANCELLED, 'interrupted while reading records from stdin'));
+    };
+    app.io.signal.addEventListener('abort', stopReading, { once: true });
+    let records: Awaited<ReturnType<typeof recordSources>>;
+    try {
+      records = await recordSources(app.io.stdin, process.cwd(), maxBytes, { ...(rejects === null ? {} : { onReject: rejects.add }), ...(flags.metadataFields === undefined ? {} : { metadataFields: flags.metadataFields }) });
+    } finally {
+      app.io.signal.removeEventListener('abort', stopReading);
+    }
     addRecordSources(out, records, { record: 'stdin record id', file: 'given on the command line' });
   }
   // Nothing found is almost always a wrong folder, glob or empty pipe: say so instead of a "0 documents" success.
