@@ -56,6 +56,16 @@ function flagName(key: string): string {
   return `--${key.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`;
 }
 
+/**
+ * The command as the user types it, without the program's name: a subcommand with its group
+ * (`index documents`), since `shoal documents --help` names no command.
+ */
+export function commandPath(command: Command): string {
+  const names: string[] = [];
+  for (let at: Command | null = command; at?.parent; at = at.parent) names.unshift(at.name());
+  return names.join(' ');
+}
+
 /** Parses `command.opts()` with `schema`; failures are INVALID_INPUT naming each flag. */
 export function parseFlags<S extends z.ZodType>(schema: S, command: Command): z.output<S> {
   const result = schema.safeParse(command.opts());
@@ -64,7 +74,8 @@ export function parseFlags<S extends z.ZodType>(schema: S, command: Command): z.
     const key = issue.path[0];
     return `${typeof key === 'string' ? flagName(key) : 'options'}: ${issue.message}`;
   });
-  throw new ShoalError(ErrorCode.INVALID_INPUT, `shoal ${command.name()}: ${problems.join('; ')} (see shoal ${command.name()} --help)`);
+  const name = commandPath(command);
+  throw new ShoalError(ErrorCode.INVALID_INPUT, `shoal ${name}: ${problems.join('; ')} (see shoal ${name} --help)`);
 }
 
 /** Zod shape of the flags `addImageOptions` declares (commander collects repeated flags into arrays). */

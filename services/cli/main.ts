@@ -105,12 +105,27 @@ function usageMessage(commanderMessage: string): string {
   return /^too many arguments for 'search'/.test(message) ? `${message} Quote a query of several words: shoal search "pilot boat"` : message;
 }
 
-/** Commander's own errors (unknown option, missing argument...) are usage errors. */
-function commanderExit(error: CommanderError, stderr: NodeJS.WritableStream): number {
+/**
+ * An unknown word after a command group (`shoal models lst`, with `models` as `group`): commander
+ * names the word alone and suggests bare subcommand names (`list`), which are no commands of
+ * their own; said in full, as the user types them. Null when the unknown word is the command itself.
+ */
+function unknownSubcommandMessage(commanderMessage: string, group: string | null): string | null {
+  const match = /^error: unknown command '(.*?)'(?:\s*\(Did you mean (one of )?(.+?)\?\))?\s*$/s.exec(commanderMessage);
+  if (match === null || group === null || match[1] === group) return null;
+  const [, word, oneOf, names] = match;
+  const suggestion = names === undefined ? '' : `; did you mean ${oneOf ?? ''}${names.split(', ').map((name) => `${group} ${name}`).join(', ')}?`;
+  return `unknown command '${group} ${word ?? ''}'${suggestion} (see shoal ${group} --help)`;
+}
+
+/** Commander's own errors (unknown option, missing argument...) are usage errors; `command` is the command word. */
+function commanderExit(error: CommanderError, stderr: NodeJS.WritableStream, command: string | null): number {
   if (error.exitCode === 0) return ExitCode.OK;
   // `shoal` or `shoal models` alone: commander has already printed the help on stderr.
   const message =
-    error.code === 'commander.help' ? 'name a command (see above)' : `${usageMessage(error.message)} (see --help)`;
+    error.code === 'commander.help'
+      ? 'name a command (see above)'
+      : (unknownSubcommandMessage(error.message, command) ?? `${usageMessage(error.message)} (see --help)`);
   stderr.write(formatError(new ShoalError(ErrorCode.INVALID_INPUT, message)));
   return ExitCode.USAGE;
 }
@@ -122,13 +137,14 @@ export async function main(argv: readonly string[]): Promise<number> {
   // No command known yet and the variables only; once the program is built, its command and the settings file.
   let deadlineMs = stopDeadlineMs(null, process.env);
   const signals = installSignals(controller, stopNotice(argv, process.stderr), () => deadlineMs);
+  let command: string | null = null;
   try {
     // The settings file lies beneath the variables (flags → variables → file → defaults).
     // The process's settings, once: the settings file beneath the variables (flags → variables → file → defaults).
     const settings = ShoalSettings.load(argv, process.env);
     const app = new CliApp({ stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, env: settings.variables, settings, signal: controller.signal });
     const program = await buildProgram(app, argv.slice(2));
-    const command = commandWord(program, argv.slice(2));
+    command = commandWord(program, argv.slice(2));
     deadlineMs = stopDeadlineMs(command, settings.variables);
     // A server outlives one bad request: an unhandled rejection is logged, not the end of the process.
     // Imported only for them: one-shot commands must not load pino (test/integration/cli-lazy-imports.test.ts).
@@ -142,7 +158,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     await program.parseAsync([...argv]);
     return ExitCode.OK;
   } catch (error) {
-    if (error instanceof CommanderError) return commanderExit(error, process.stderr);
+    if (error instanceof CommanderError) return commanderExit(error, process.stderr, command);
     if (isBrokenPipe(error)) return ExitCode.OK;
     const shoal = toShoalError(error);
     const received = signals.received();

@@ -118,6 +118,26 @@ describe('shoal search with an unquoted query or a bad --k', () => {
   }, 60_000);
 });
 
+describe('a mistyped subcommand of a command group, and a bad flag of one', () => {
+  it('is an unknown command named in full with a suggestion, as at the top level, not "too many arguments" (exit 2)', async () => {
+    const [models, index, runs, documents] = await Promise.all([
+      runShoal(['models', 'lst'], { env: ENV }),
+      runShoal(['index', 'stat', '--index', join(work, 'idx-any')], { env: ENV }),
+      runShoal(['runs', 'zzzzzz'], { env: ENV }),
+      runShoal(['index', 'documents', '--limit', '0', '--index', join(work, 'idx-any')], { env: ENV }),
+    ]);
+    for (const run of [models, index, runs, documents]) {
+      expect(run.code, run.stderr).toBe(2);
+      expect(run.stdout).toBe('');
+    }
+    expect(errorLine(models.stderr)).toBe("error [INVALID_INPUT]: unknown command 'models lst'; did you mean models list? (see shoal models --help)");
+    expect(errorLine(index.stderr)).toBe("error [INVALID_INPUT]: unknown command 'index stat'; did you mean index stats? (see shoal index --help)");
+    expect(errorLine(runs.stderr)).toBe("error [INVALID_INPUT]: unknown command 'runs zzzzzz' (see shoal runs --help)");
+    // The subcommand's flags are named with its group: there is no `shoal documents`.
+    expect(errorLine(documents.stderr)).toBe('error [INVALID_INPUT]: shoal index documents: --limit: must be a whole number from 1 to 1000 (see shoal index documents --help)');
+  }, 60_000);
+});
+
 describe('shoal help into a pipe closed early', () => {
   it('exits 0 without a stack trace (shoal help encode | head -1)', () => {
     for (let round = 0; round < 3; round++) {

@@ -98,7 +98,4 @@ export function registerIndexAdmin(program: Command, app: CliApp): void {
       const flags = parseFlags(CommonFlags, self);
       await onIndex(app, flags, async (opened) => print(app, flags.json, await listTables(opened, opened.display), formatIndexTables));
     });
-  index.action(() => {
-    index.help({ error: true });
-  });
 }

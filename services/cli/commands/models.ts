@@ -51,8 +51,5 @@ export function registerModels(program: Command, app: CliApp): void {
   registerModelsList(models, app);
   registerModelsQuantize(models, app);
   registerModelsCpu(models, app);
-  models.action(() => {
-    models.help({ error: true });
-  });
 }
 

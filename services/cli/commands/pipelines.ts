@@ -29,7 +29,4 @@ export function registerPipelines(program: Command, app: CliApp): void {
     .action(() => {
       for (const name of builtinPipelineNames()) app.io.stdout.write(`${name}\n`);
     });
-  pipelines.action(() => {
-    pipelines.help({ error: true });
-  });
 }

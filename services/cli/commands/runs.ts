@@ -62,7 +62,4 @@ export function registerRuns(program: Command, app: CliApp): void {
       if (interrupted) throw new ShoalError(ErrorCode.CANCELLED, 'stopped watching');
       if (documents.failed > 0) throw new ShoalError(ErrorCode.PARTIAL_FAILURE, `${documents.failed} of ${documents.total} documents failed; the others are indexed`, { details: { failed: summary.failed } });
     });
-  runs.action(() => {
-    runs.help({ error: true });
-  });
 }
