@@ -30,6 +30,22 @@ function looksLikeCsvHeader(line: string): boolean {
   return line.split(',').some((field) => HEADER_NAMES.has(field.replaceAll('"', '').trim().toLowerCase()));
 }
 
+/**
+ * A JSON object or array on a line (`{"id":1,"text":"x"}`): a JSON Lines file, such as the
+ * catalog, given as the taxonomy. Read as plain paths, each record would become a category.
+ */
+function looksLikeJson(line: string): boolean {
+  if (!line.startsWith('{') && !line.startsWith('[')) return false;
+  try {
+    const value: unknown = JSON.parse(line);
+    return typeof value === 'object' && value !== null;
+  } catch {
+    return false;
+  }
+}
+
+const WHAT_A_TAXONOMY_IS = 'a taxonomy is a text file with one category per line: "ID : A > B" (Shopify), "ID - A > B" (Google) or "A > B" (plain)';
+
 function entry(line: string, format: TaxonomyFormat, where: string): TaxonomyEntry {
   if (format === TaxonomyFormat.plain) {
     // A plain file's lines carry no id: one that does means the file mixes formats (or its first line is a title).
@@ -67,7 +83,13 @@ export function parseTaxonomy(text: string, options: ParseTaxonomyOptions = {}):
     if (format === null && looksLikeCsvHeader(line)) {
       throw new ShoalError(
         ErrorCode.INVALID_INPUT,
-        `${name} line ${number + 1}: "${line.slice(0, 200)}" looks like a CSV header; a taxonomy is a text file with one category per line: "ID : A > B" (Shopify), "ID - A > B" (Google) or "A > B" (plain)`,
+        `${name} line ${number + 1}: "${line.slice(0, 200)}" looks like a CSV header; ${WHAT_A_TAXONOMY_IS}`,
+      );
+    }
+    if (looksLikeJson(line)) {
+      throw new ShoalError(
+        ErrorCode.INVALID_INPUT,
+        `${name} line ${number + 1}: "${line.slice(0, 200)}" is a JSON ${line.startsWith('[') ? 'array' : 'object'} (a JSON Lines file, such as the catalog?); ${WHAT_A_TAXONOMY_IS}`,
       );
     }
     format ??= detect(line);

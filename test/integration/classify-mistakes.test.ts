@@ -8,8 +8,8 @@ import { parseJsonl, runShoal } from '../helpers/shoal-cli.js';
 
 /**
  * `shoal classify` given what people get wrong: an empty --fields, another file as the catalog,
- * a bad line deep in the catalog, a CSV record with a field too many, a spreadsheet export as
- * the taxonomy, a --resume file edited by hand. Each is answered with what and where, and no
+ * a bad line deep in the catalog, a CSV record with a field too many, a spreadsheet export or
+ * JSON Lines as the taxonomy, a --resume file edited by hand. Each is answered with what and where, and no
  * product classified before a bad line is lost.
  */
 
@@ -59,7 +59,7 @@ describe('shoal classify on mistakes', () => {
     expect(parseJsonl(readFileSync(`${out}.partial`, 'utf8'), Classification).map((line) => line.id)).toEqual(['c1', 'c2', 'c3']);
   });
 
-  it('a CSV export as the taxonomy, or a file mixing formats, is refused with the line', async () => {
+  it('a CSV export or JSON Lines as the taxonomy, or a file mixing formats, is refused with the line', async () => {
     const catalog = join(dir, 'one.jsonl');
     writeFileSync(catalog, `${product(2)}\n`);
     const csv = join(dir, 'taxonomy.csv');
@@ -67,6 +67,13 @@ describe('shoal classify on mistakes', () => {
     const fromCsv = await runShoal(['classify', catalog, '--taxonomy', csv, '--model', TINY_MEAN, '--fields', 'title'], { env });
     expect(fromCsv.code).toBe(2);
     expect(fromCsv.stderr).toContain('line 1: "id,path" looks like a CSV header');
+    const jsonl = join(dir, 'taxonomy.jsonl');
+    writeFileSync(jsonl, '{"id":1,"text":"x"}\n{"id":2,"text":"y"}\n');
+    const fromJsonl = await runShoal(['classify', catalog, '--taxonomy', jsonl, '--model', TINY_MEAN, '--fields', 'title'], { env });
+    expect(fromJsonl.code, fromJsonl.stderr).toBe(2);
+    expect(fromJsonl.stderr).toContain('error [INVALID_INPUT]: taxonomy file');
+    expect(fromJsonl.stderr).toContain('line 1: "{"id":1,"text":"x"}" is a JSON object (a JSON Lines file, such as the catalog?); a taxonomy is a text file with one category per line');
+    expect(fromJsonl.stdout).toBe('');
     const mixed = join(dir, 'mixed.txt');
     writeFileSync(mixed, 'Apparel > Shoes\n2 - Home\n');
     const fromMixed = await runShoal(['classify', catalog, '--taxonomy', mixed, '--model', TINY_MEAN, '--fields', 'title'], { env });

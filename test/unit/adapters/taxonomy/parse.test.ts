@@ -53,6 +53,17 @@ describe('taxonomy files', () => {
     expect(() => parseTaxonomy('# only a comment')).toThrow(/no category lines/);
   });
 
+  it('refuses JSON Lines (a catalog given as the taxonomy) with the line and what a taxonomy looks like, on any line', () => {
+    const json = expect.objectContaining({ code: ErrorCode.INVALID_INPUT, message: expect.stringMatching(/line 1: "\{"id":1,"text":"x"\}" is a JSON object .*one category per line: "ID : A > B" \(Shopify\)/) });
+    expect(() => parseTaxonomy('{"id":1,"text":"x"}\n{"id":2,"text":"y"}\n')).toThrow(json);
+    // A spaced record would otherwise read as a Shopify "ID : A > B" line.
+    expect(() => parseTaxonomy('{"id" : 1}')).toThrow(/line 1: .* is a JSON object/);
+    expect(() => parseTaxonomy('# comment\n["Apparel", "Shoes"]')).toThrow(/line 2: .* is a JSON array/);
+    expect(() => parseTaxonomy('Apparel > Shoes\n{"path":"Home"}')).toThrow(/line 2: .* is a JSON object/);
+    // Brackets that are no JSON stay category names.
+    expect(parseTaxonomy('[Unbranded] > Shoes\n{Sale} > Lamps').categories.map((category) => category.pathText).sort()).toEqual(['[Unbranded]', '[Unbranded] > Shoes', '{Sale}', '{Sale} > Lamps']);
+  });
+
   it.skipIf(!sharedAvailable(SHOPIFY) || !sharedAvailable(GOOGLE))('reads the shared Shopify (10,595) and Google (5,595) taxonomies', async () => {
     const shopify = await loadTaxonomyFile(SHOPIFY);
     expect(shopify.format).toBe('shopify');
