@@ -48,11 +48,29 @@ function toNodes(raw: unknown): XmlNode[] {
   return nodes;
 }
 
+/**
+ * The validator's complaint as a reader takes it. Several tags left open come as
+ * `Invalid '[    "w:document",    "w:body"]' found.` at a line 1 that is no place in the part:
+ * said as the unclosed tags instead.
+ */
+function validatorProblem(error: { msg: string; line: number }): string {
+  const open = /^Invalid '(\[.*\])' found\.$/s.exec(error.msg)?.[1];
+  if (open !== undefined) {
+    try {
+      const tags: unknown = JSON.parse(open);
+      if (Array.isArray(tags)) return `unclosed tags ${tags.map(String).join(', ')}`;
+    } catch {
+      // Not the list it looked like: the message as it is.
+    }
+  }
+  return `${error.msg}, line ${error.line}`;
+}
+
 /** The root elements of an XML text; DOCUMENT_CORRUPT (naming `part` of the `label`) when it is not well-formed. */
 export async function parseXml(text: string, label: string, part: string): Promise<XmlElement> {
   const { XMLParser, XMLValidator } = await import('fast-xml-parser');
   const valid = XMLValidator.validate(text);
-  if (valid !== true) throw new ShoalError(ErrorCode.DOCUMENT_CORRUPT, `the ${label} is damaged: ${part} is not well-formed XML (${valid.err.msg}, line ${valid.err.line})`);
+  if (valid !== true) throw new ShoalError(ErrorCode.DOCUMENT_CORRUPT, `the ${label} is damaged: ${part} is not well-formed XML (${validatorProblem(valid.err)})`);
   let raw: unknown;
   try {
     const parser = new XMLParser({

@@ -123,7 +123,24 @@ describe('DOCX', () => {
     expect(hasErrorCode(cut, ErrorCode.DOCUMENT_CORRUPT)).toBe(true);
     expect(String(cut)).toMatch(/DOCX document is damaged.*truncated/);
     const damaged = await rezip(bytes, (zip) => zip.file('word/document.xml', '<w:document><w:body><w:p>unclosed'));
-    expect(hasErrorCode(await failure(read(damaged, 'handbook.docx')), ErrorCode.DOCUMENT_CORRUPT)).toBe(true);
+    const unclosed = await failure(read(damaged, 'handbook.docx'));
+    expect(hasErrorCode(unclosed, ErrorCode.DOCUMENT_CORRUPT)).toBe(true);
+    // The malformed part is named (docs/ingest.md), not mammoth's xmldom message with no part and no line.
+    expect(String(unclosed)).toContain('the DOCX document is damaged: word/document.xml is not well-formed XML (unclosed tags w:document, w:body, w:p)');
+    expect(String(unclosed)).not.toMatch(/xmldom|undefined/);
+  });
+
+  it('names the malformed part mammoth failed on, whichever it is, and says the XML is malformed', async () => {
+    const bytes = await docx;
+    // xmldom lets a mismatched end tag through; mammoth then fails with "Could not find the body element".
+    const mismatched = await rezip(bytes, (zip) => zip.file('word/document.xml', '<w:document xmlns:w="urn:w"><w:body></w:p></w:body></w:document>'));
+    const styles = await rezip(bytes, (zip) => zip.file('word/styles.xml', '<w:styles><w:style'));
+    for (const [damaged, part] of [[mismatched, 'word/document.xml'], [styles, 'word/styles.xml']] as const) {
+      const error = await failure(read(damaged, 'handbook.docx'));
+      expect(hasErrorCode(error, ErrorCode.DOCUMENT_CORRUPT)).toBe(true);
+      expect(String(error)).toContain(`the DOCX document is damaged: ${part} is not well-formed XML (`);
+      expect(String(error)).not.toMatch(/xmldom|body element/);
+    }
   });
 
   it('refuses a member that inflates past the per-member budget before mammoth reads it (DOCUMENT_TOO_LARGE)', async () => {
