@@ -22,9 +22,23 @@ export function exactId(id: number): boolean {
   return !Number.isInteger(id) || Number.isSafeInteger(id);
 }
 
-export const INEXACT_ID = 'is a whole number over 2^53, which JSON readers round: write it as a string ("id": "12345678901234567891")';
+export const INEXACT_ID = 'is a whole number over 2^53, which JSON readers round: write it as a string, its digits in quotes';
 
-export function recordProblem(value: unknown): string {
+/**
+ * The number of an `"id"` as the line wrote it (`99999999999999999999`), which JSON.parse has
+ * rounded (`100000000000000000000`): the advice quotes the user's own digits, never a rounded or
+ * made-up id that could be taken for theirs. Undefined when the line does not show it.
+ */
+function writtenNumber(line: string, id: number): string | undefined {
+  for (const match of line.matchAll(/"id"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)/g)) {
+    const written = match[1];
+    if (written !== undefined && Number(written) === id) return written;
+  }
+  return undefined;
+}
+
+/** Why `value` is no record; `line`, the text it was parsed from, lets an inexact id be quoted as written. */
+export function recordProblem(value: unknown, line?: string): string {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     return `got ${Array.isArray(value) ? 'an array' : value === null ? 'null' : `a ${typeof value}`}, not an object`;
   }
@@ -37,7 +51,10 @@ export function recordProblem(value: unknown): string {
     if (given === undefined) continue;
     const ok = field === 'id' ? (typeof given === 'string' && given !== '') || (typeof given === 'number' && Number.isFinite(given)) : typeof given === 'string';
     if (!ok) problems.push(`"${field}" must be ${field === 'id' ? 'a non-empty string or a number' : 'a string'}`);
-    if (field === 'id' && typeof given === 'number' && !exactId(given)) problems.push(`"id" ${INEXACT_ID}`);
+    if (field === 'id' && typeof given === 'number' && !exactId(given)) {
+      const written = line === undefined ? undefined : writtenNumber(line, given);
+      problems.push(`"id" ${INEXACT_ID}${written === undefined ? '' : `: "id": "${written}"`}`);
+    }
   }
   const metadata = record.metadata;
   if (metadata !== undefined && (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata))) problems.push('"metadata" must be an object of fields ({"title": "...", "year": 2024})');

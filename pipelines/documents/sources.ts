@@ -305,7 +305,7 @@ function readRecord(line: string, lineNumber: number, ids: ReadonlySet<string>, 
   const lifted = liftMetadataFields(value, metadataFields, `stdin line ${lineNumber}`);
   if (lifted instanceof ShoalError) return lifted;
   const parsed = SourceRecord.safeParse(lifted);
-  if (!parsed.success) return new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: expected {"id","text"} or {"id","path"}: ${recordProblem(lifted)}`);
+  if (!parsed.success) return new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: expected {"id","text"} or {"id","path"}: ${recordProblem(lifted, line)}`);
   if (ids.has(parsed.data.id)) return new ShoalError(ErrorCode.INVALID_INPUT, `stdin line ${lineNumber}: duplicate id ${JSON.stringify(parsed.data.id)}`);
   try {
     if (parsed.data.metadata !== undefined) checkMetadata(parsed.data.metadata, `stdin line ${lineNumber}`);

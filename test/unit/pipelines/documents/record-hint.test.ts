@@ -17,6 +17,18 @@ describe('recordProblem', () => {
     expect(recordProblem({ id: 1, text: 'a', path: 'b' })).toBe('got the fields "id", "text", "path"; give "text" or "path", not both');
   });
 
+  it('quotes an id over 2^53 with the digits the line wrote, never a rounded or made-up one', () => {
+    const line = '{"id":99999999999999999999,"text":"x"}';
+    expect(recordProblem(JSON.parse(line), line)).toBe(
+      'got the fields "id", "text"; "id" is a whole number over 2^53, which JSON readers round: write it as a string, its digits in quotes: "id": "99999999999999999999"',
+    );
+    // A nested "id" of another value is not taken for it.
+    const nested = '{"metadata":{"id":7},"id" : 9007199254740993,"text":"x"}';
+    expect(recordProblem(JSON.parse(nested), nested)).toContain('its digits in quotes: "id": "9007199254740993"');
+    // Without the line (records handed over as values), the advice quotes no number at all.
+    expect(recordProblem({ id: 2 ** 60, text: 'x' })).toMatch(/write it as a string, its digits in quotes$/);
+  });
+
   it('names a line that is not an object', () => {
     expect(recordProblem([1, 2])).toBe('got an array, not an object');
     expect(recordProblem('text')).toBe('got a string, not an object');

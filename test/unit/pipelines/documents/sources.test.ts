@@ -92,6 +92,8 @@ describe('document sources', () => {
     ['{"id":"x","text":"a"}\n{"id":"x","text":"b"}\n', 'duplicate id'],
     // Rounded by JSON.parse: 9007199254740993 would read as …992 and collide with it.
     ['{"id":9007199254740993,"text":"a"}\n', 'over 2^53'],
+    // The advice quotes the line's own digits (JSON.parse rounded them to …992).
+    ['{"id":9007199254740993,"text":"a"}\n', 'write it as a string, its digits in quotes: "id": "9007199254740993"'],
   ])('refuses bad records: %j', async (text, message) => {
     await expect(recordSources(Readable.from([text]), dir)).rejects.toMatchObject({ code: ErrorCode.INVALID_INPUT, message: expect.stringContaining(message) });
   });
