@@ -14,7 +14,7 @@ import type { LineIo } from './app.js';
  */
 
 // The shared text → value schemas, for the commands that import them from here.
-export { CommaListFlag, PositiveIntFlag, UnitIntervalFlag } from '../settings/flag-values.js';
+export { CommaListFlag, NatsUrlsFlag, NatsUrlsText, PositiveIntFlag, UnitIntervalFlag } from '../settings/flag-values.js';
 
 /** Zod shape of the flags `addLineIoOptions` declares. */
 export const LineIoFlags = {

@@ -9,7 +9,7 @@ import type { S3SettingsInput } from '../../adapters/object-store/index.js';
 import { parseBytes } from '../../pipelines/inference/memory.js';
 import type { GatewaySettings } from './context.js';
 import { splitList} from '../settings/environment.js';
-import { CommaListFlag, WholeNumberFlag } from '../settings/flag-values.js';
+import { CommaListFlag, NatsUrlsFlag, WholeNumberFlag } from '../settings/flag-values.js';
 import { isTrueValue, SETTINGS, type SettingKey } from '../settings/table.js';
 import { DEFAULT_BODY_LIMIT, DEFAULT_DRAIN_DELAY_MS, DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS } from './defaults.js';
 
@@ -57,8 +57,6 @@ const ByteSize = z
   })
   .pipe(z.number().int().min(1024, 'must be at least 1KiB'));
 
-const NatsUrl = z.string().regex(/^(nats|tls|wss?):\/\/[^\s,]+$/, 'must be nats://host:port (or tls://, ws://, wss://)');
-
 /** Keys are named after the flags, so a message like `port: ...` points at `--port`. */
 const RawGatewayConfig = z.strictObject({
   host: z.string().trim().min(1).default(DEFAULT_GATEWAY_HOST),
@@ -69,7 +67,7 @@ const RawGatewayConfig = z.strictObject({
   'request-timeout-ms': WholeNumberFlag(1, 3_600_000).default(DEFAULT_REQUEST_TIMEOUT_MS),
   'shutdown-timeout-ms': WholeNumberFlag(0, 3_600_000).default(DEFAULT_SHUTDOWN_TIMEOUT_MS),
   'drain-delay-ms': WholeNumberFlag(0, 600_000).default(DEFAULT_DRAIN_DELAY_MS),
-  nats: CommaListFlag.pipe(z.array(NatsUrl).min(1)).optional(),
+  nats: NatsUrlsFlag.optional(),
   'nats-creds': z.string().trim().min(1).optional(),
   prefix: z.string().trim().min(1).default(DEFAULT_SUBJECT_PREFIX),
   'cors-origins': CommaListFlag.pipe(z.array(z.string().regex(/^(\*|https?:\/\/[^\s/]+)$/, 'origins are * or scheme://host[:port]'))).default([]),

@@ -29,3 +29,18 @@ export const UnitIntervalFlag = z
 
 /** `a, b,,c` → ['a', 'b', 'c']. */
 export const CommaListFlag = z.string().transform((value) => value.split(',').map((part) => part.trim()).filter((part) => part !== ''));
+
+const NATS_URL = 'must be nats://host:port (or tls://, ws://, wss://), comma-separated for several servers';
+
+/** One NATS server URL. */
+const NatsUrl = z.string().regex(/^(nats|tls|wss?):\/\/[^\s,]+$/, NATS_URL);
+
+/**
+ * `--nats nats://a:4222,nats://b:4222`: the servers, at least one. A word that is no URL
+ * (`--nats notaurl`) is a bad command line, refused before any connection: the client read it as
+ * a host name and failed as UNAVAILABLE (exit 1), or a server retried it for ever.
+ */
+export const NatsUrlsFlag = CommaListFlag.pipe(z.array(NatsUrl).min(1, NATS_URL));
+
+/** The same check for a command that keeps `--nats` as typed (it splits the list itself). */
+export const NatsUrlsText = z.string().refine((value) => NatsUrlsFlag.safeParse(value).success, NATS_URL);

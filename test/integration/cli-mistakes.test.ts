@@ -138,6 +138,24 @@ describe('a mistyped subcommand of a command group, and a bad flag of one', () =
   }, 60_000);
 });
 
+describe('a --nats value that is not a NATS URL', () => {
+  it('is a bad command line (exit 2) saying what a NATS URL looks like, before any connection attempt', async () => {
+    const runs = await Promise.all([
+      runShoal(['ingest', join(work, 'notes'), '--nats', 'notaurl', ...MODEL, '--index', join(work, 'idx-nats')], { env: ENV }),
+      // A server used to retry such a "host" for ever; now it stops at once.
+      runShoal(['worker', '--nats', 'notaurl', '--models', 'tiny-bert-mean'], { env: ENV }),
+      runShoal(['sink', '--nats', 'nats://127.0.0.1:4222,notaurl', '--dir', join(work, 'sink-nats')], { env: ENV }),
+    ]);
+    const [ingest, worker, sink] = runs;
+    for (const run of runs) expect(run.code, run.stderr).toBe(2);
+    expect(errorLine(ingest?.stderr ?? '')).toBe('error [INVALID_INPUT]: shoal ingest: --nats: must be nats://host:port (or tls://, ws://, wss://), comma-separated for several servers (see shoal ingest --help)');
+    expect(errorLine(worker?.stderr ?? '')).toContain('shoal worker: --nats: must be nats://host:port');
+    expect(errorLine(sink?.stderr ?? '')).toContain('shoal sink: --nats: must be nats://host:port');
+    for (const run of runs) expect(run.stderr).not.toContain('connecting to');
+    expect(readdirSync(work)).not.toContain('idx-nats');
+  }, 60_000);
+});
+
 describe('shoal help into a pipe closed early', () => {
   it('exits 0 without a stack trace (shoal help encode | head -1)', () => {
     for (let round = 0; round < 3; round++) {

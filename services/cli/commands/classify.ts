@@ -9,7 +9,7 @@ import { loadTaxonomyFile } from '../../../adapters/taxonomy/index.js';
 import { Evaluator, TaxonomyClassifier } from '../../../pipelines/classify/index.js';
 import type { CliApp } from '../app.js';
 import { openLineOutput, openSource } from '../jsonl.js';
-import { addImageOptions, CommaListFlag, ImageFlags, imagePolicyFromFlags, parseFlags, PositiveIntFlag } from '../line-options.js';
+import { addImageOptions, CommaListFlag, ImageFlags, imagePolicyFromFlags, NatsUrlsFlag, parseFlags, PositiveIntFlag } from '../line-options.js';
 import { catalogFormat, FIELD_CHECK_RECORDS, readCheckedProducts, readProducts, textFlag, type ProductRecord } from './classify/products.js';
 import { ClassifyBar } from './classify/progress.js';
 import { evaluationJson, evaluationTable } from './classify/report.js';
@@ -58,7 +58,7 @@ const ClassifyFlags = z.strictObject({
   resume: z.boolean().optional(),
   gold: z.string().min(1).max(256).optional(),
   json: z.boolean().optional(),
-  nats: CommaListFlag.optional(),
+  nats: NatsUrlsFlag.optional(),
   prefix: z.string().min(1).optional(),
   partItems: PositiveIntFlag(100_000).optional(),
   coordinate: z.boolean().optional(),

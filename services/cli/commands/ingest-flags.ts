@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { MAX_METADATA_KEYS, METADATA_KEY } from '../../../adapters/protocol/metadata.js';
 import { TableName } from '../../../pipelines/documents/definition.js';
-import { WholeNumberFlag } from '../../settings/flag-values.js';
+import { NatsUrlsText, WholeNumberFlag } from '../../settings/flag-values.js';
 
 /** The flags of `shoal ingest` (commands/ingest.ts), shared with its document-job path (ingest-produce.ts). */
 
@@ -16,7 +16,7 @@ export const IngestFlags = z.strictObject({
   ocr: z.enum(['auto', 'always', 'never']).optional(),
   force: z.boolean().optional(),
   prune: z.boolean().optional(),
-  nats: z.string().min(1).optional(),
+  nats: NatsUrlsText.optional(),
   json: z.boolean().optional(),
   chunkSize: WholeNumberFlag(8, 8192).optional(),
   chunkOverlap: WholeNumberFlag(0, 4096).optional(),

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { JobId } from '../../../adapters/protocol/jobs.js';
 import { ErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import type { CliApp } from '../app.js';
-import { parseFlags } from '../line-options.js';
+import { NatsUrlsText, parseFlags } from '../line-options.js';
 import { printable } from '../printable.js';
 import { watchRun } from './ingest-jobs.js';
 import { IngestBar } from './ingest-progress.js';
@@ -15,7 +15,7 @@ import { IngestBar } from './ingest-progress.js';
  * the run itself goes on in the workers).
  */
 
-const WatchFlags = z.strictObject({ nats: z.string().min(1).optional(), json: z.boolean().optional() });
+const WatchFlags = z.strictObject({ nats: NatsUrlsText.optional(), json: z.boolean().optional() });
 
 const EXAMPLE = `
 Examples:

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { ErrorCode, hasErrorCode, ShoalError } from '../../../adapters/protocol/errors.js';
 import type { CliApp } from '../app.js';
-import { CommaListFlag, parseFlags } from '../line-options.js';
+import { NatsUrlsFlag, parseFlags } from '../line-options.js';
 import { INDEX_HELP } from '../index-ref.js';
 import { interrupted } from './gateway.js';
 
@@ -20,7 +20,7 @@ const SinkFlags = z.strictObject({
   dir: z.string().min(1).optional(),
   index: z.string().min(1).max(4096).optional(),
   table: z.string().regex(/^[A-Za-z0-9_-]{1,48}$/, "1 to 48 letters, digits, '_' or '-'").optional(),
-  nats: CommaListFlag.optional(),
+  nats: NatsUrlsFlag.optional(),
   prefix: z.string().min(1).optional(),
   metricsPort: MetricsPort.optional(),
   metricsHost: z.string().min(1).optional(),

@@ -9,7 +9,7 @@ import type { CliApp } from '../app.js';
 import { openSource, readLineChunks } from '../jsonl.js';
 import { addLineFieldOptions, LineFieldFlags } from '../line-fields.js';
 import { parseLine, type LinePrepare } from '../line-stream.js';
-import { CommaListFlag, PositiveIntFlag, parseFlags } from '../line-options.js';
+import { CommaListFlag, NatsUrlsFlag, PositiveIntFlag, parseFlags } from '../line-options.js';
 
 /**
  * `shoal submit <primitive>`: publishes one asynchronous job to NATS JetStream from JSON Lines
@@ -51,7 +51,7 @@ const SubmitFlags = z.strictObject({
   vectors: z.enum(['f32', 'json'], { error: '--vectors is f32 or json' }).optional(),
   wait: z.boolean().optional(),
   timeout: PositiveIntFlag(86_400_000).optional(),
-  nats: CommaListFlag.optional(),
+  nats: NatsUrlsFlag.optional(),
   prefix: z.string().min(1).optional(),
 });
 

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { CliApp } from '../app.js';
-import { CommaListFlag, PositiveIntFlag, parseFlags } from '../line-options.js';
+import { CommaListFlag, NatsUrlsFlag, PositiveIntFlag, parseFlags } from '../line-options.js';
 
 /**
  * `shoal worker`: pulls job parts from NATS JetStream for the models it serves and answers
@@ -13,7 +13,7 @@ import { CommaListFlag, PositiveIntFlag, parseFlags } from '../line-options.js';
 const WorkerFlags = z.strictObject({
   models: CommaListFlag.optional(),
   preload: CommaListFlag.optional(),
-  nats: CommaListFlag.optional(),
+  nats: NatsUrlsFlag.optional(),
   prefix: z.string().min(1).optional(),
   concurrency: PositiveIntFlag(1024).optional(),
   ackWait: PositiveIntFlag(3_600_000).optional(),
