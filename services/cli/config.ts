@@ -2,9 +2,9 @@ import { ShoalSettings } from '../settings/shoal-settings.js';
 import { z } from 'zod';
 import { ErrorCode, ShoalError } from '../../adapters/protocol/errors.js';
 import { DEFAULT_SCHEDULER_OPTIONS } from '../../pipelines/inference/scheduler-options.js';
-import { EngineSettings, engineSettingsFromEnv } from '../settings/engine-settings.js';
+import { BATCH_TOKENS_VALUES, EngineSettings, engineSettingsFromEnv, MAX_BATCH_TOKENS, MAX_THREADS } from '../settings/engine-settings.js';
 import { splitDirs, splitList } from '../settings/environment.js';
-import { PositiveIntFlag } from '../settings/flag-values.js';
+import { PositiveIntFlag, WholeNumberFlag } from '../settings/flag-values.js';
 import { SETTINGS } from '../settings/table.js';
 
 /**
@@ -38,8 +38,8 @@ export interface GlobalFlags {
 
 /** The flags' own strings, checked before they join the environment's values; keys name the flags. */
 const FlagStrings = z.strictObject({
-  threads: PositiveIntFlag(1024).optional(),
-  'batch-tokens': z.union([z.literal('auto'), PositiveIntFlag(1 << 24)]).optional(),
+  threads: PositiveIntFlag(MAX_THREADS).optional(),
+  'batch-tokens': z.union([z.literal('auto'), WholeNumberFlag(1, MAX_BATCH_TOKENS, BATCH_TOKENS_VALUES)], { error: BATCH_TOKENS_VALUES }).optional(),
   'chunk-lines': PositiveIntFlag(100_000).optional(),
 });
 
@@ -53,6 +53,7 @@ const SETTING_OF_FIELD: ReadonlyMap<string, keyof typeof SETTINGS> = new Map([
   ['memoryBudget', 'memoryBudget'],
   ['imageRoots', 'imageRoots'],
   ['imageHosts', 'imageHosts'],
+  ['cpuArena', 'cpuArena'],
   ['chunk-lines', 'chunkLines'],
   ['batch-tokens', 'batchTokens'],
 ]);

@@ -6,6 +6,7 @@ import { parseWith } from '../../adapters/protocol/validate.js';
 import { ExecutionProvider } from '../../adapters/runtime/runtime-options.js';
 import type { EngineOptionsInput } from '../../pipelines/inference/engine-options.js';
 import { mappedWeightsFromEnv, nativeTrimFromEnv, shoalCacheDirFromEnv, sourceOptionsFromEnv, splitDirs, splitList } from './environment.js';
+import { WholeNumberValue } from './flag-values.js';
 import { envValue, SETTINGS } from './table.js';
 
 /**
@@ -14,16 +15,23 @@ import { envValue, SETTINGS } from './table.js';
  * so a variable that works for the worker works for `shoal encode` too.
  */
 
+/** Most onnxruntime intra-op threads per model (--threads, SHOAL_THREADS). */
+export const MAX_THREADS = 1024;
+/** Largest padded-token budget of a batch (--batch-tokens, SHOAL_BATCH_TOKENS). */
+export const MAX_BATCH_TOKENS = 1 << 24;
+/** What --batch-tokens / SHOAL_BATCH_TOKENS take, said for any other value (zod's own is "Invalid input"). */
+export const BATCH_TOKENS_VALUES = `must be auto or a whole number from 1 to ${MAX_BATCH_TOKENS}`;
+
 export const EngineSettings = z.strictObject({
   /** Catalog file or folder; null = models by id or path only. */
   catalog: z.string().min(1).nullable().default(null),
   /** Folders holding models as `org/name/`. */
   modelDirs: z.array(z.string().min(1)).default([]),
   /** ORT intra-op threads per model; null = all cores. */
-  threads: z.number().int().min(1).max(1024).nullable().default(null),
+  threads: WholeNumberValue(1, MAX_THREADS).nullable().default(null),
   providers: z.array(ExecutionProvider).min(1).default([SETTINGS.providers.default]),
   /** Padded tokens per batch, or 'auto' (measured per model on this machine); null = the engine's default. */
-  batchTokens: z.union([z.number().int().min(1).max(1 << 24), z.literal('auto')]).nullable().default(null),
+  batchTokens: z.union([WholeNumberValue(1, MAX_BATCH_TOKENS, BATCH_TOKENS_VALUES), z.literal('auto')], { error: BATCH_TOKENS_VALUES }).nullable().default(null),
   /** Folders image items may name by path (SHOAL_IMAGE_ROOTS); empty = images travel as bytes/base64 only. */
   imageRoots: z.array(z.string().min(1)).default([]),
   /** Hosts image URLs may be fetched from (SHOAL_IMAGE_HOSTS, exact or *.example.com); empty = none. */
@@ -37,7 +45,7 @@ export const EngineSettings = z.strictObject({
    * bench/throughput.ts), off for long-running workers, where it would keep each resident model's
    * largest batch out of the memory budget (adapters/runtime/ort-session.ts).
    */
-  cpuArena: z.boolean().nullable().default(null),
+  cpuArena: z.boolean({ error: 'must be 1, on, true or yes (on), or 0, off, false or no (off)' }).nullable().default(null),
 });
 export type EngineSettings = z.output<typeof EngineSettings>;
 

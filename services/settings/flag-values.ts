@@ -6,17 +6,25 @@ import { z } from 'zod';
  * refused with the same words everywhere.
  */
 
-/** A whole number from `min` to `max`, written in digits. */
-export const WholeNumberFlag = (min: number, max: number) => {
-  // One wording for every way to miss (`-1`, `0`, `2.5`, `1e9`): the range, not zod's "Too small".
-  const range = `must be a whole number from ${min} to ${max}`;
-  return z
+/** What a whole-number setting must be: one wording for every way to miss (`-1`, `0`, `2.5`, `1e9`, `abc`), not zod's "Too small". */
+export const wholeNumberRange = (min: number, max: number): string => `must be a whole number from ${min} to ${max}`;
+
+/**
+ * A whole number from `min` to `max` that is already a number, or the text of a variable that was
+ * not digits (services/settings/engine-settings.ts `wholeNumber` passes it through): refused with
+ * the range, as its flag is, instead of "expected number, received string".
+ */
+export const WholeNumberValue = (min: number, max: number, range = wholeNumberRange(min, max)) =>
+  z.number({ error: range }).int(range).min(min, range).max(max, range);
+
+/** A whole number from `min` to `max`, written in digits; `range` words a miss when the setting takes more than numbers. */
+export const WholeNumberFlag = (min: number, max: number, range = wholeNumberRange(min, max)) =>
+  z
     .string()
     .trim()
     .regex(/^\d+$/, range)
     .transform(Number)
     .pipe(z.number().int().min(min, range).max(max, range));
-};
 
 /** A whole number from 1 to `max`. */
 export const PositiveIntFlag = (max: number) => WholeNumberFlag(1, max);

@@ -116,6 +116,27 @@ describe('settings table', () => {
     expect(() => resolveCliConfig({}, { SHOAL_THREADS: 'many' })).toThrow(/--threads \(or SHOAL_THREADS\)/);
   });
 
+  it('a bad variable is refused in the words its flag gets, naming it, not with zod\'s "expected number, received string"', () => {
+    const refusal = (flags: Parameters<typeof resolveCliConfig>[0], env: Record<string, string>): string => {
+      try {
+        resolveCliConfig(flags, env);
+      } catch (error) {
+        expect(error).toMatchObject({ code: 'CONFIG_INVALID' });
+        return (error as Error).message;
+      }
+      throw new Error('expected a refusal');
+    };
+    const threads = 'invalid configuration: --threads (or SHOAL_THREADS): must be a whole number from 1 to 1024';
+    for (const value of ['abc', '0', '2000', '1.5']) expect(refusal({}, { SHOAL_THREADS: value }), value).toBe(threads);
+    expect(refusal({ threads: 'abc' }, {})).toBe(threads);
+    const batchTokens = 'invalid configuration: --batch-tokens (or SHOAL_BATCH_TOKENS): must be auto or a whole number from 1 to 16777216';
+    for (const value of ['-1', '0', 'lots', '1.5']) expect(refusal({}, { SHOAL_BATCH_TOKENS: value }), value).toBe(batchTokens);
+    for (const value of ['-1', '0']) expect(refusal({ batchTokens: value }, {}), value).toBe(batchTokens);
+    // A variable without a flag is named as the variable, not as the field (cpuArena).
+    expect(refusal({}, { SHOAL_CPU_ARENA: 'maybe' })).toBe('invalid configuration: SHOAL_CPU_ARENA: must be 1, on, true or yes (on), or 0, off, false or no (off)');
+    expect(resolveCliConfig({}, { SHOAL_BATCH_TOKENS: 'auto', SHOAL_THREADS: '1024' }).engine).toMatchObject({ batchTokens: 'auto', threads: 1024 });
+  });
+
   it('a program embedding the engine gets the same options from the environment as the CLI', () => {
     const options = engineOptionsFromEnv({ SHOAL_CACHE_DIR: '/c', SHOAL_NATIVE_TRIM: '0', HF_TOKEN: 'hf_x', SHOAL_MODEL_DIR: '/m', SHOAL_THREADS: '2' });
     expect(options.runtime).toMatchObject({ cacheDir: '/c', returnFreedMemory: false, intraOpThreads: 2, providers: ['cpu'] });
