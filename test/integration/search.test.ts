@@ -94,8 +94,8 @@ describe('shoal search', () => {
     const cases: [string, string][] = [
       ["labels LIKE '%invoice%'", 'error [INVALID_INPUT]: --filter: this index has no labels column (it is written when the pipeline has a classify stage)'],
       ['entities IS NULL', 'error [INVALID_INPUT]: --filter: this index has no entities column (it is written when the pipeline has an extract stage)'],
-      ["page = 'abc'", "error [INVALID_INPUT]: --filter: page is a whole number: compare it with one, unquoted (page = 3), not 'abc'"],
-      ['page < 1.5', 'error [INVALID_INPUT]: --filter: page is a whole number: compare it with one (page = 3), not 1.5'],
+      ["page = 'abc'", "error [INVALID_INPUT]: --filter: page is a whole number: compare it with a number, unquoted (page = 3), not 'abc'"],
+      ['page < 1.5', 'error [INVALID_INPUT]: --filter: page is a whole number: compare it with a whole number (page = 3), not 1.5'],
     ];
     for (const [filter, line] of cases) {
       const run = await search(['bread', '--filter', filter]);

@@ -71,10 +71,10 @@ function checkValue(column: string, value: Literal): void {
   // A metadata field holds any type: every literal compares (shared/filter-metadata.ts).
   if (metadataKeyOf(column) !== null) return;
   if (NUMBER_COLUMNS.has(column)) {
-    if (typeof value !== 'number') throw invalid(`${column} is a whole number: compare it with one, unquoted (${column} = 3), not ${typeof value === 'string' ? `'${value}'` : String(value)}`);
+    if (typeof value !== 'number') throw invalid(`${column} is a whole number: compare it with a number, unquoted (${column} = 3), not ${typeof value === 'string' ? `'${value}'` : String(value)}`);
     if (Math.abs(value) > INT32_MAX) throw invalid(`${column} is a whole number of at most ${INT32_MAX}, not ${String(value)}`);
     // LanceDB refused `page = 1.5` with a planner error ("Received literal Float64(1.5) and could not convert to literal of type 'Int32'").
-    if (!Number.isInteger(value)) throw invalid(`${column} is a whole number: compare it with one (${column} = 3), not ${String(value)}`);
+    if (!Number.isInteger(value)) throw invalid(`${column} is a whole number: compare it with a whole number (${column} = 3), not ${String(value)}`);
     return;
   }
   if (typeof value !== 'string') throw invalid(`${column} is text: quote the value (${column} = '${String(value)}')`);

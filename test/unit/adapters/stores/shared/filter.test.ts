@@ -30,11 +30,11 @@ describe('validateFilter', () => {
     ['page NOT = 1', 'NOT after page'],
     [`${'('.repeat(40)}page = 1${')'.repeat(40)}`, 'nested deeper than 32'],
     // Values of the column's type (LanceDB answered these with a planner error and a Rust backtrace).
-    ["page = 'abc'", `page is a whole number: compare it with one, unquoted (page = 3), not 'abc'`],
-    ["page = '3'", `page is a whole number: compare it with one, unquoted (page = 3), not '3'`],
+    ["page = 'abc'", `page is a whole number: compare it with a number, unquoted (page = 3), not 'abc'`],
+    ["page = '3'", `page is a whole number: compare it with a number, unquoted (page = 3), not '3'`],
     ['page = 99999999999999999999999', 'page is a whole number of at most 2147483647'],
     // LanceDB answered a fraction against its Int32 column with its planner error.
-    ['page = 1.5', 'page is a whole number: compare it with one (page = 3), not 1.5'],
+    ['page = 1.5', 'page is a whole number: compare it with a whole number (page = 3), not 1.5'],
     ['chunk BETWEEN 0.5 AND 2', 'chunk is a whole number'],
     ["chunk IN (1, 'x')", 'chunk is a whole number'],
     ["start BETWEEN 'a' AND 5", 'start is a whole number'],
