@@ -96,7 +96,7 @@ export const OcrOptions = z.strictObject({
    * running words together (ocr-recognize.ts preferWider). Narrow letters of small print get
    * less than one recognizer step and are skipped ("itm", "fll", "alloted"). Over pages 1–2 of
    * the shared PDFs with text (21 pages, 150 dpi, pdftoppm) mean word-F1 88.0 → 88.7 %, no page
-   * lower, Cupertino 98.0 → 99.4 %, Federal Register p. 2 88.5 → 95.2 %; about a sixth of the
+   * lower, Cupertino 98.0 → 99.4 %, Federal Register p. 2 88.5 → 95.5 %; about a sixth of the
    * lines are read twice (docs/ocr.md). 0 = every line read once. @default 0.96
    */
   rereadBelow: z.number().min(0).max(1).default(0.96),
