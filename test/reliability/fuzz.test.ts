@@ -130,6 +130,9 @@ const SCHEMAS: readonly { name: string; schema: z.ZodType; arb: fc.Arbitrary<unk
   { name: 'WorkerInfo', schema: WorkerInfo, arb: fc.anything({ maxDepth: 3 }) },
 ];
 
+/** The slowest a generated input may take to be validated (ms). */
+const SLOWEST_MS = 250;
+
 describe('wire schemas under generated input', () => {
   for (const { name, schema, arb } of SCHEMAS) {
     it(`${name}: accepts or refuses with INVALID_INPUT, quickly, ${SCHEMA_RUNS} cases`, () => {
@@ -151,11 +154,23 @@ describe('wire schemas under generated input', () => {
             if (!isShoalError(error) || error.code !== 'INVALID_INPUT') throw error;
             refused++;
           }
-          slowest = Math.max(slowest, performance.now() - started);
+          let elapsed = performance.now() - started;
+          // A slow case is timed again: a pathological input is slow every time, while a collection
+          // or a descheduled moment on a loaded machine (268 ms once in CI, 3 lanes on 2 cores) is not.
+          for (let again = 0; again < 2 && elapsed >= SLOWEST_MS; again++) {
+            const retried = performance.now();
+            try {
+              parseWith(schema, value, name);
+            } catch {
+              // Refused again, as the first time: only the time is wanted here.
+            }
+            elapsed = Math.min(elapsed, performance.now() - retried);
+          }
+          slowest = Math.max(slowest, elapsed);
         }),
         { numRuns: SCHEMA_RUNS, seed: SEED },
       );
-      expect(slowest).toBeLessThan(250);
+      expect(slowest).toBeLessThan(SLOWEST_MS);
       expect(refused).toBeGreaterThan(0);
       // The generators reach past validation for the schemas that take requests and parts.
       if (name.endsWith('Request') || name === 'JobPart') expect(accepted).toBeGreaterThan(SCHEMA_RUNS / 10);
