@@ -1,5 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import { ErrorCode, isShoalError, ShoalError } from '../../adapters/protocol/errors.js';
+import { imageItemError } from '../../adapters/protocol/item-errors.js';
 import type { Priority } from '../../adapters/protocol/requests.js';
 import type { ItemOutput, Prepared, PrepareRequest, PrepItem, RunOptions, Task } from '../../adapters/models/family.js';
 import type { PrepPool } from '../../adapters/model-threads/prep-pool.js';
@@ -127,7 +128,5 @@ export class ChunkedRunner {
 function itemOfRequest(error: unknown, offset: number): unknown {
   if (offset === 0 || !isShoalError(error)) return error;
   const item = error.details?.item;
-  if (typeof item !== 'number') return error;
-  const message = error.message.replace(new RegExp(`^image item ${item}:`), `image item ${item + offset}:`);
-  return new ShoalError(error.code, message, { cause: error, details: { ...error.details, item: item + offset } });
+  return typeof item === 'number' ? imageItemError(error, item + offset) : error;
 }

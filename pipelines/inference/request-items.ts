@@ -1,4 +1,5 @@
 import { ErrorCode, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
+import { imageItemError } from '../../adapters/protocol/item-errors.js';
 import { isImageItem, type Item, type Role } from '../../adapters/protocol/requests.js';
 import type { PrepItem } from '../../adapters/models/family.js';
 import type { ModelProfile } from '../../adapters/models/profile.js';
@@ -67,8 +68,7 @@ export class RequestItems {
     try {
       item.image = { kind: 'bytes', bytes: await this.#fetcher.fetch(item.image.url, this.#policy, signal) };
     } catch (error) {
-      const shoal = toShoalError(error);
-      throw new ShoalError(shoal.code, `image item ${index}: ${shoal.message}`, { cause: shoal, details: { ...shoal.details, item: index } });
+      throw imageItemError(toShoalError(error), index);
     }
   }
 }

@@ -1,6 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import type { z } from 'zod';
-import { ErrorCode, isShoalError, ShoalError, toShoalError } from '../../adapters/protocol/errors.js';
+import { ErrorCode, isShoalError, ShoalError } from '../../adapters/protocol/errors.js';
+import { itemMessage } from '../../adapters/protocol/item-errors.js';
 import type { ItemId } from '../../adapters/protocol/requests.js';
 import { describeIssues } from '../../adapters/protocol/validate.js';
 import { readLineChunks, type LineOutput, type LineSource, type RawLine } from './jsonl.js';
@@ -156,12 +157,12 @@ interface InFlight<T> {
 }
 
 /** The line of a chunk a failure names through its item (itemPerLine jobs), or null. */
-function failedLine<T>(error: unknown, lines: readonly NumberedLine<T>[]): { index: number; line: NumberedLine<T> } | null {
+function failedLine<T>(error: unknown, lines: readonly NumberedLine<T>[]): { index: number; line: NumberedLine<T>; error: ShoalError } | null {
   if (!isShoalError(error)) return null;
   const item = error.details?.item;
   if (typeof item !== 'number' || !Number.isInteger(item)) return null;
   const line = lines[item];
-  return line === undefined ? null : { index: item, line };
+  return line === undefined ? null : { index: item, line, error };
 }
 
 export async function streamLines<T extends { id?: ItemId | undefined }>(
@@ -195,9 +196,7 @@ export async function streamLines<T extends { id?: ItemId | undefined }>(
         const scope = chunkSignal(options.signal);
         await write(await job.run(before, scope.signal).finally(scope.release), before.length);
       }
-      const shoal = toShoalError(error);
-      const message = shoal.message.replace(/^image item \d+: /, '');
-      throw new ShoalError(shoal.code, `${source.name} line ${failed.line.line}: ${message}`, { cause: error, details: { ...shoal.details, line: failed.line.line } });
+      throw new ShoalError(failed.error.code, `${source.name} line ${failed.line.line}: ${itemMessage(failed.error.message)}`, { cause: error, details: { ...failed.error.details, line: failed.line.line } });
     }
     await write(results, next.lines.length);
     options.onProgress?.(next.endOffset, done);

@@ -1,4 +1,5 @@
 import { ErrorCode, ShoalError } from '../../protocol/errors.js';
+import { imageItemError } from '../../protocol/item-errors.js';
 import { ImagePolicy } from '../../sources/image-input.js';
 import type { PrepContext, PreparedImage, PrepItem } from '../family.js';
 import { decodeRgb } from './image-decode.js';
@@ -22,9 +23,6 @@ export async function prepareImage(context: PrepContext, item: PrepItem, index: 
     const { pixels, dims } = preprocessImage(rgb, recipe);
     return { kind: 'image', pixels, dims, width: rgb.width, height: rgb.height, cost, role: item.role };
   } catch (error) {
-    if (error instanceof ShoalError) {
-      throw new ShoalError(error.code, `image item ${index}: ${error.message}`, { cause: error, details: { ...error.details, item: index } });
-    }
-    throw new ShoalError(ErrorCode.INVALID_INPUT, `image item ${index}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    throw imageItemError(error instanceof ShoalError ? error : new ShoalError(ErrorCode.INVALID_INPUT, error instanceof Error ? error.message : String(error), { cause: error }), index);
   }
 }
